@@ -1,0 +1,3 @@
+module github.com/roformer-go/roformer
+
+go 1.26
