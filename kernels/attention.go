@@ -1,0 +1,195 @@
+package kernels
+
+import (
+	"math"
+
+	"github.com/roformer-go/roformer/blas"
+)
+
+// AttentionForward is multi-head scaled dot-product attention over q, k, v
+// that are already projected (and rotated by RoPE):
+//
+//	S = q_h·k_hᵀ / float32(√HS),  P = softmax(S + mask),  out_h = P·v_h
+//
+// for each row b and head h, where x_h is the HS-wide column block h of x.
+// The mask follows HF exactly: key j is visible to query i when
+// keyMask[b,j] == 1 and, if causal, j ≤ i. HF adds (1 − m)·float32_min to the
+// scores, so masked keys get probability exactly 0, and a query that sees no
+// key at all (a padded query of a left-padded row under the causal mask) gets
+// scores that all round to float32_min: a uniform distribution over all T
+// keys. This kernel reproduces both without adding huge numbers.
+//
+//	out     [B, T, C]   C = NH·HS; heads are column blocks
+//	probs   [B, NH, T, T] the softmax, saved for the backward pass or for
+//	        output; nil to use scratch space instead
+//	q, k, v [B, T, C]
+//	keyMask [B, T]  1 for a real token, 0 for padding; nil means all 1
+func AttentionForward(out, probs, q, k, v, keyMask []float32, causal bool, B, T, NH, HS int) {
+	C := NH * HS
+	scale := float32(math.Sqrt(float64(HS)))
+	parallelFor(B*NH, 1, func(lo, hi int) {
+		var scratch []float32
+		if probs == nil {
+			scratch = make([]float32, T*T)
+		}
+		for bh := lo; bh < hi; bh++ {
+			b, h := bh/NH, bh%NH
+			P := scratch
+			if probs != nil {
+				P = probs[bh*T*T : (bh+1)*T*T]
+			}
+			base := b*T*C + h*HS
+			// S = q_h·k_hᵀ, then /scale, mask and softmax row by row.
+			blas.Sgemm(false, true, T, T, HS, 1, q[base:], C, k[base:], C, 0, P, T)
+			var km []float32
+			if keyMask != nil {
+				km = keyMask[b*T : b*T+T]
+			}
+			for i := 0; i < T; i++ {
+				maskedSoftmaxRow(P[i*T:i*T+T], scale, km, causal, i)
+			}
+			blas.Sgemm(false, false, T, HS, T, 1, P, T, v[base:], C, 0, out[base:], C)
+		}
+	})
+}
+
+// visible reports whether query i may see key j.
+func visible(km []float32, causal bool, i, j int) bool {
+	return (km == nil || km[j] != 0) && (!causal || j <= i)
+}
+
+// maskedSoftmaxRow turns one row of raw scores into probabilities in place:
+// s/scale, then a softmax over the visible keys (float32, max-subtracted, as
+// torch.softmax), zero for hidden ones, or uniform when none is visible.
+func maskedSoftmaxRow(row []float32, scale float32, km []float32, causal bool, i int) {
+	T := len(row)
+	mx := float32(math.Inf(-1))
+	any := false
+	for j := range row {
+		if visible(km, causal, i, j) {
+			row[j] /= scale
+			mx = max(mx, row[j])
+			any = true
+		}
+	}
+	if !any {
+		u := 1 / float32(T)
+		for j := range row {
+			row[j] = u
+		}
+		return
+	}
+	sum := float32(0)
+	for j := range row {
+		if visible(km, causal, i, j) {
+			e := float32(math.Exp(float64(row[j] - mx)))
+			row[j] = e
+			sum += e
+		} else {
+			row[j] = 0
+		}
+	}
+	inv := 1 / sum
+	for j := range row {
+		row[j] *= inv
+	}
+}
+
+// AttentionBackward differentiates AttentionForward, given the saved probs.
+//
+//	dq, dk, dv [B, T, C]  written (=)
+//	dout       [B, T, C]
+//	q, k, v    [B, T, C]
+//	probs      [B, NH, T, T]
+//	keyMask    [B, T] or nil
+func AttentionBackward(dq, dk, dv, dout, q, k, v, probs, keyMask []float32, causal bool, B, T, NH, HS int) {
+	C := NH * HS
+	scale := float32(math.Sqrt(float64(HS)))
+	parallelFor(B*NH, 1, func(lo, hi int) {
+		dP := make([]float32, T*T)
+		for bh := lo; bh < hi; bh++ {
+			b, h := bh/NH, bh%NH
+			P := probs[bh*T*T : (bh+1)*T*T]
+			base := b*T*C + h*HS
+			// out_h = P·v_h  ⇒  dP = dout_h·v_hᵀ, dv_h = Pᵀ·dout_h
+			blas.Sgemm(false, true, T, T, HS, 1, dout[base:], C, v[base:], C, 0, dP, T)
+			blas.Sgemm(true, false, T, HS, T, 1, P, T, dout[base:], C, 0, dv[base:], C)
+			var km []float32
+			if keyMask != nil {
+				km = keyMask[b*T : b*T+T]
+			}
+			// P = softmax(S/scale) over visible keys  ⇒  dS = P⊙(dP − Σ_j dP⊙P)/scale.
+			// A row that sees no key is constant (uniform): its gradient is 0.
+			for i := 0; i < T; i++ {
+				p := P[i*T : i*T+T]
+				d := dP[i*T : i*T+T]
+				seen := false
+				for j := range p {
+					if visible(km, causal, i, j) {
+						seen = true
+						break
+					}
+				}
+				if !seen {
+					clear(d)
+					continue
+				}
+				dot := float32(0)
+				for j := range p {
+					dot += p[j] * d[j]
+				}
+				for j := range p {
+					d[j] = p[j] * (d[j] - dot) / scale
+				}
+			}
+			// S = q_h·k_hᵀ  ⇒  dq_h = dS·k_h, dk_h = dSᵀ·q_h
+			blas.Sgemm(false, false, T, HS, T, 1, dP, T, k[base:], C, 0, dq[base:], C)
+			blas.Sgemm(true, false, T, HS, T, 1, dP, T, q[base:], C, 0, dk[base:], C)
+		}
+	})
+}
+
+// attentionForwardNaive is the reference twin of AttentionForward: plain
+// loops, float64 sums, HF's additive float32_min mask taken literally.
+func attentionForwardNaive(out, q, k, v, keyMask []float32, causal bool, B, T, NH, HS int) {
+	C := NH * HS
+	scale := float32(math.Sqrt(float64(HS)))
+	s := make([]float32, T)
+	for b := 0; b < B; b++ {
+		for h := 0; h < NH; h++ {
+			for i := 0; i < T; i++ {
+				for j := 0; j < T; j++ {
+					dot := 0.0
+					for c := 0; c < HS; c++ {
+						dot += float64(q[b*T*C+i*C+h*HS+c]) * float64(k[b*T*C+j*C+h*HS+c])
+					}
+					m := float32(1)
+					if keyMask != nil {
+						m = keyMask[b*T+j]
+					}
+					if causal && j > i {
+						m = 0
+					}
+					s[j] = float32(dot)/scale + (1-m)*(-math.MaxFloat32)
+				}
+				mx := s[0]
+				for _, x := range s {
+					mx = max(mx, x)
+				}
+				sum := 0.0
+				e := make([]float64, T)
+				for j, x := range s {
+					e[j] = math.Exp(float64(x - mx))
+					sum += e[j]
+				}
+				for c := 0; c < HS; c++ {
+					acc := 0.0
+					for j := 0; j < T; j++ {
+						acc += e[j] / sum * float64(v[b*T*C+j*C+h*HS+c])
+					}
+					out[b*T*C+i*C+h*HS+c] = float32(acc)
+				}
+			}
+		}
+	}
+}

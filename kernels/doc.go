@@ -1,0 +1,29 @@
+// Package kernels holds the math of the transformer on flat []float32 slices
+// with explicit dimensions, in the style of llm.c: each Forward has its
+// Backward, outputs and caches come first in the argument list, inputs next,
+// dimensions last, and each slice argument is commented with its shape.
+//
+// Dimension legend:
+//
+//	B   batch size
+//	T   sequence length (tokens per row)
+//	C   channels (hidden size; E for the embedding size when it differs)
+//	OC  output channels of a linear layer
+//	NH  attention heads
+//	HS  head size, C / NH
+//	V   vocabulary size
+//	I   feed-forward (intermediate) size
+//	N   a flat element count
+//
+// Gradient policy, the same in every kernel: parameter gradients are
+// accumulated (+=), so that two backward calls give doubled gradients and
+// gradient accumulation over micro-batches needs no extra buffer; activation
+// gradients are written (=), except where a kernel documents that it adds
+// into a residual stream.
+//
+// Matrix products go through package blas; every kernel that is not a plain
+// loop has an unexported naive twin that the tests compare it with.
+// Parallelism goes through one bounded helper (parallelFor) that splits the
+// outermost independent dimension into disjoint ranges; SetThreads sets the
+// number of workers.
+package kernels

@@ -1,0 +1,256 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/roformer-go/roformer/internal/testutil"
+)
+
+func TestMatmulAgainstNaive(t *testing.T) {
+	r := testutil.Rand(1)
+	for _, s := range [][3]int{{1, 1, 1}, {7, 13, 5}, {37, 33, 65}, {130, 17, 9}} {
+		BT, C, OC := s[0], s[1], s[2]
+		t.Run(fmt.Sprintf("BT%d_C%d_OC%d", BT, C, OC), func(t *testing.T) {
+			inp, w, b := testutil.RandN(r, BT*C, 1), testutil.RandN(r, OC*C, 1), testutil.RandN(r, OC, 1)
+			got, want := make([]float32, BT*OC), make([]float32, BT*OC)
+			MatmulForward(got, inp, w, b, BT, C, OC)
+			matmulForwardNaive(want, inp, w, b, BT, C, OC)
+			testutil.AssertClose(t, "with bias", got, want, 1e-5, 1e-5)
+			MatmulForward(got, inp, w, nil, BT, C, OC)
+			matmulForwardNaive(want, inp, w, nil, BT, C, OC)
+			testutil.AssertClose(t, "no bias", got, want, 1e-5, 1e-5)
+		})
+	}
+}
+
+func TestMatmulBackward(t *testing.T) {
+	r := testutil.Rand(2)
+	BT, C, OC := 6, 4, 5
+	inp, w, b := testutil.RandN(r, BT*C, 1), testutil.RandN(r, OC*C, 1), testutil.RandN(r, OC, 1)
+	proj := testutil.RandN(r, BT*OC, 1)
+	out := make([]float32, BT*OC)
+	loss := func() float64 { MatmulForward(out, inp, w, b, BT, C, OC); return testutil.Dot(out, proj) }
+	dinp, dw, db := make([]float32, BT*C), make([]float32, OC*C), make([]float32, OC)
+	MatmulBackward(dinp, dw, db, proj, inp, w, BT, C, OC)
+	testutil.GradCheck(t, "dinp", inp, dinp, loss, 1e-2, 1e-3)
+	testutil.GradCheck(t, "dweight", w, dw, loss, 1e-2, 1e-3)
+	testutil.GradCheck(t, "dbias", b, db, loss, 1e-2, 1e-3)
+	// Parameter gradients accumulate: a second call doubles them.
+	dw1, db1 := append([]float32(nil), dw...), append([]float32(nil), db...)
+	MatmulBackward(dinp, dw, db, proj, inp, w, BT, C, OC)
+	for i := range dw1 {
+		dw1[i] *= 2
+	}
+	for i := range db1 {
+		db1[i] *= 2
+	}
+	// Summation order differs (s + d0 + d1 … versus 2s), so allow rounding.
+	testutil.AssertClose(t, "dweight after two calls", dw, dw1, 0, 1e-6)
+	testutil.AssertClose(t, "dbias after two calls", db, db1, 0, 1e-6)
+}
+
+func TestLayerNorm(t *testing.T) {
+	r := testutil.Rand(3)
+	BT, C := 6, 13
+	inp := testutil.RandN(r, BT*C, 2)
+	w, b := testutil.RandN(r, C, 1), testutil.RandN(r, C, 1)
+	out, mean, rstd := make([]float32, BT*C), make([]float32, BT), make([]float32, BT)
+	LayerNormForward(out, mean, rstd, inp, w, b, 1e-5, BT, C)
+	// Reference in float64.
+	for i := 0; i < BT; i++ {
+		m, v := 0.0, 0.0
+		for c := 0; c < C; c++ {
+			m += float64(inp[i*C+c])
+		}
+		m /= float64(C)
+		for c := 0; c < C; c++ {
+			d := float64(inp[i*C+c]) - m
+			v += d * d
+		}
+		v /= float64(C)
+		for c := 0; c < C; c++ {
+			want := (float64(inp[i*C+c])-m)/math.Sqrt(v+1e-5)*float64(w[c]) + float64(b[c])
+			if d := math.Abs(want - float64(out[i*C+c])); d > 1e-5 {
+				t.Fatalf("row %d col %d: got %v want %v", i, c, out[i*C+c], want)
+			}
+		}
+	}
+	proj := testutil.RandN(r, BT*C, 1)
+	loss := func() float64 { LayerNormForward(out, mean, rstd, inp, w, b, 1e-5, BT, C); return testutil.Dot(out, proj) }
+	loss()
+	dinp, dw, db := make([]float32, BT*C), make([]float32, C), make([]float32, C)
+	LayerNormBackward(dinp, dw, db, proj, inp, w, mean, rstd, BT, C)
+	testutil.GradCheck(t, "dinp", inp, dinp, loss, 1e-2, 2e-3)
+	testutil.GradCheck(t, "dweight", w, dw, loss, 1e-2, 2e-3)
+	testutil.GradCheck(t, "dbias", b, db, loss, 1e-2, 2e-3)
+}
+
+func TestActivations(t *testing.T) {
+	r := testutil.Rand(4)
+	N := 24
+	for _, name := range []string{"gelu", "gelu_new", "relu", "silu", "tanh", "linear"} {
+		t.Run(name, func(t *testing.T) {
+			a, err := ParseActivation(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inp := testutil.RandN(r, N, 2)
+			for i := range inp { // keep ReLU's kink away from the finite differences
+				if math.Abs(float64(inp[i])) < 0.05 {
+					inp[i] = 0.3
+				}
+			}
+			out := make([]float32, N)
+			proj := testutil.RandN(r, N, 1)
+			loss := func() float64 { ActivationForward(out, inp, a, N); return testutil.Dot(out, proj) }
+			din := make([]float32, N)
+			ActivationBackward(din, proj, inp, a, N)
+			testutil.GradCheck(t, name, inp, din, loss, 1e-3, 1e-3)
+		})
+	}
+	// Known values.
+	for _, c := range []struct {
+		a    Activation
+		x, y float64
+	}{{GELU, 1, 0.8413447460685429}, {GELUNew, 1, 0.8411919906082768}, {SiLU, 1, 0.7310585786300049}, {GELU, -3, -0.0040496}} {
+		got := make([]float32, 1)
+		ActivationForward(got, []float32{float32(c.x)}, c.a, 1)
+		if math.Abs(float64(got[0])-c.y) > 1e-6 {
+			t.Errorf("%v(%v) = %v, want %v", c.a, c.x, got[0], c.y)
+		}
+	}
+	if _, err := ParseActivation("swiglu"); err == nil {
+		t.Error("unknown activation accepted")
+	}
+}
+
+func TestEmbedding(t *testing.T) {
+	r := testutil.Rand(5)
+	B, T, C, V, TV := 2, 3, 4, 5, 2
+	ids := []int32{0, 1, 4, 2, 0, 4}
+	types := []int32{0, 0, 1, 1, 0, 1}
+	wte, wtt := testutil.RandN(r, V*C, 1), testutil.RandN(r, TV*C, 1)
+	out := make([]float32, B*T*C)
+	proj := testutil.RandN(r, B*T*C, 1)
+	loss := func() float64 { EmbeddingForward(out, ids, types, wte, wtt, B*T, C); return testutil.Dot(out, proj) }
+	dwte, dwtt := make([]float32, V*C), make([]float32, TV*C)
+	EmbeddingBackward(dwte, dwtt, proj, ids, types, -1, B*T, C)
+	testutil.GradCheck(t, "dwte", wte, dwte, loss, 1e-2, 1e-3)
+	testutil.GradCheck(t, "dwtt", wtt, dwtt, loss, 1e-2, 1e-3)
+	// padding_idx 0: row 0 gets nothing from the lookup.
+	clear(dwte)
+	EmbeddingBackward(dwte, make([]float32, TV*C), proj, ids, types, 0, B*T, C)
+	for c := 0; c < C; c++ {
+		if dwte[c] != 0 {
+			t.Fatalf("padding row got gradient %v", dwte[c])
+		}
+	}
+}
+
+func masks() map[string]struct {
+	km     []float32
+	causal bool
+} {
+	return map[string]struct {
+		km     []float32
+		causal bool
+	}{
+		"nomask":         {nil, false},
+		"rightpad":       {[]float32{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0}, false},
+		"causal":         {nil, true},
+		"causal_leftpad": {[]float32{1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1}, true},
+	}
+}
+
+func TestAttentionAgainstNaive(t *testing.T) {
+	r := testutil.Rand(6)
+	B, T, NH, HS := 2, 7, 3, 5
+	C := NH * HS
+	q, k, v := testutil.RandN(r, B*T*C, 1), testutil.RandN(r, B*T*C, 1), testutil.RandN(r, B*T*C, 1)
+	for name, m := range masks() {
+		t.Run(name, func(t *testing.T) {
+			got, want := make([]float32, B*T*C), make([]float32, B*T*C)
+			probs := make([]float32, B*NH*T*T)
+			AttentionForward(got, probs, q, k, v, m.km, m.causal, B, T, NH, HS)
+			attentionForwardNaive(want, q, k, v, m.km, m.causal, B, T, NH, HS)
+			testutil.AssertClose(t, "out", got, want, 2e-6, 1e-5)
+			AttentionForward(got, nil, q, k, v, m.km, m.causal, B, T, NH, HS)
+			testutil.AssertClose(t, "out without saved probs", got, want, 2e-6, 1e-5)
+		})
+	}
+}
+
+func TestAttentionBackward(t *testing.T) {
+	r := testutil.Rand(7)
+	B, T, NH, HS := 2, 7, 2, 3
+	C := NH * HS
+	q, k, v := testutil.RandN(r, B*T*C, 1), testutil.RandN(r, B*T*C, 1), testutil.RandN(r, B*T*C, 1)
+	proj := testutil.RandN(r, B*T*C, 1)
+	for name, m := range masks() {
+		t.Run(name, func(t *testing.T) {
+			out, probs := make([]float32, B*T*C), make([]float32, B*NH*T*T)
+			loss := func() float64 {
+				AttentionForward(out, probs, q, k, v, m.km, m.causal, B, T, NH, HS)
+				return testutil.Dot(out, proj)
+			}
+			loss()
+			dq, dk, dv := make([]float32, B*T*C), make([]float32, B*T*C), make([]float32, B*T*C)
+			AttentionBackward(dq, dk, dv, proj, q, k, v, probs, m.km, m.causal, B, T, NH, HS)
+			testutil.GradCheck(t, "dq", q, dq, loss, 1e-2, 2e-3)
+			testutil.GradCheck(t, "dk", k, dk, loss, 1e-2, 2e-3)
+			testutil.GradCheck(t, "dv", v, dv, loss, 1e-2, 2e-3)
+		})
+	}
+}
+
+func TestCrossEntropy(t *testing.T) {
+	r := testutil.Rand(8)
+	N, V := 5, 7
+	logits := testutil.RandN(r, N*V, 2)
+	targets := []int32{3, -100, 0, 6, 2}
+	losses := make([]float32, N)
+	CrossEntropyForward(losses, logits, targets, N, V)
+	for i, tgt := range targets {
+		if tgt < 0 {
+			if losses[i] != 0 {
+				t.Fatalf("ignored row %d has loss %v", i, losses[i])
+			}
+			continue
+		}
+		s := 0.0
+		for j := 0; j < V; j++ {
+			s += math.Exp(float64(logits[i*V+j]))
+		}
+		want := math.Log(s) - float64(logits[i*V+int(tgt)])
+		if math.Abs(want-float64(losses[i])) > 1e-5 {
+			t.Fatalf("row %d loss %v want %v", i, losses[i], want)
+		}
+	}
+	w := []float32{0.5, 1, -2, 0.25, 1}
+	loss := func() float64 { CrossEntropyForward(losses, logits, targets, N, V); return testutil.Dot(losses, w) }
+	d := make([]float32, N*V)
+	CrossEntropyBackward(d, w, logits, targets, N, V)
+	testutil.GradCheck(t, "dlogits", logits, d, loss, 1e-2, 1e-3)
+}
+
+func TestParallelForCovers(t *testing.T) {
+	defer SetThreads(Threads())
+	for _, th := range []int{1, 2, 3, 8} {
+		SetThreads(th)
+		for _, n := range []int{0, 1, 5, 100, 1001} {
+			hits := make([]int32, n)
+			parallelFor(n, 3, func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					hits[i]++
+				}
+			})
+			for i, h := range hits {
+				if h != 1 {
+					t.Fatalf("threads %d n %d: index %d visited %d times", th, n, i, h)
+				}
+			}
+		}
+	}
+}

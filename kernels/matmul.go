@@ -1,0 +1,78 @@
+package kernels
+
+import "github.com/roformer-go/roformer/blas"
+
+// MatmulForward is a linear layer, out = inp·Wᵀ + bias, with W stored as
+// PyTorch's nn.Linear does ([OC, C], output rows).
+//
+//	out    [BT, OC]
+//	inp    [BT, C]
+//	weight [OC, C]
+//	bias   [OC] or nil
+//
+// Rows of out are split across the worker goroutines; each calls
+// single-threaded BLAS on its block.
+func MatmulForward(out, inp, weight, bias []float32, BT, C, OC int) {
+	parallelFor(BT, 16, func(lo, hi int) {
+		o := out[lo*OC : hi*OC]
+		if bias != nil {
+			for r := 0; r < hi-lo; r++ {
+				copy(o[r*OC:r*OC+OC], bias[:OC])
+			}
+		}
+		beta := float32(0)
+		if bias != nil {
+			beta = 1
+		}
+		blas.Sgemm(false, true, hi-lo, OC, C, 1, inp[lo*C:hi*C], C, weight[:OC*C], C, beta, o, OC)
+	})
+}
+
+// MatmulBackward differentiates MatmulForward.
+//
+//	dinp    [BT, C]  written (=); nil to skip
+//	dweight [OC, C]  accumulated (+=)
+//	dbias   [OC]     accumulated (+=); nil when the layer has no bias
+//	dout    [BT, OC]
+//	inp     [BT, C]
+//	weight  [OC, C]
+func MatmulBackward(dinp, dweight, dbias, dout, inp, weight []float32, BT, C, OC int) {
+	// out = inp·Wᵀ + b  ⇒  dinp = dout·W
+	if dinp != nil {
+		parallelFor(BT, 16, func(lo, hi int) {
+			blas.Sgemm(false, false, hi-lo, C, OC, 1, dout[lo*OC:hi*OC], OC, weight[:OC*C], C, 0, dinp[lo*C:hi*C], C)
+		})
+	}
+	// ⇒ dW += doutᵀ·inp, split over output rows of dW.
+	parallelFor(OC, 16, func(lo, hi int) {
+		blas.Sgemm(true, false, hi-lo, C, BT, 1, dout[lo:], OC, inp[:BT*C], C, 1, dweight[lo*C:hi*C], C)
+	})
+	// ⇒ db += Σ_rows dout
+	if dbias != nil {
+		parallelFor(OC, 64, func(lo, hi int) {
+			for r := 0; r < BT; r++ {
+				d := dout[r*OC+lo : r*OC+hi]
+				db := dbias[lo:hi]
+				for j, v := range d {
+					db[j] += v
+				}
+			}
+		})
+	}
+}
+
+// matmulForwardNaive is the reference twin of MatmulForward (float64 sums).
+func matmulForwardNaive(out, inp, weight, bias []float32, BT, C, OC int) {
+	for r := 0; r < BT; r++ {
+		for o := 0; o < OC; o++ {
+			s := 0.0
+			if bias != nil {
+				s = float64(bias[o])
+			}
+			for c := 0; c < C; c++ {
+				s += float64(inp[r*C+c]) * float64(weight[o*C+c])
+			}
+			out[r*OC+o] = float32(s)
+		}
+	}
+}
