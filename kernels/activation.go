@@ -10,12 +10,12 @@ import (
 type Activation int
 
 const (
-	GELU     Activation = iota // "gelu": exact x·Φ(x) = x·½(1+erf(x/√2))
-	GELUNew                    // "gelu_new" (also "gelu_pytorch_tanh", "gelu_fast"): ½x(1+tanh(√(2/π)(x+0.044715x³)))
-	ReLU                       // "relu": max(x, 0)
-	SiLU                       // "silu" / "swish": x·σ(x)
-	Tanh                       // "tanh"
-	Linear                     // "linear": identity
+	GELU    Activation = iota // "gelu": exact x·Φ(x) = x·½(1+erf(x/√2))
+	GELUNew                   // "gelu_new" (also "gelu_pytorch_tanh", "gelu_fast"): ½x(1+tanh(√(2/π)(x+0.044715x³)))
+	ReLU                      // "relu": max(x, 0)
+	SiLU                      // "silu" / "swish": x·σ(x)
+	Tanh                      // "tanh"
+	Linear                    // "linear": identity
 )
 
 var activationNames = map[string]Activation{

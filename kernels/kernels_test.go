@@ -78,7 +78,10 @@ func TestLayerNorm(t *testing.T) {
 		}
 	}
 	proj := testutil.RandN(r, BT*C, 1)
-	loss := func() float64 { LayerNormForward(out, mean, rstd, inp, w, b, 1e-5, BT, C); return testutil.Dot(out, proj) }
+	loss := func() float64 {
+		LayerNormForward(out, mean, rstd, inp, w, b, 1e-5, BT, C)
+		return testutil.Dot(out, proj)
+	}
 	loss()
 	dinp, dw, db := make([]float32, BT*C), make([]float32, C), make([]float32, C)
 	LayerNormBackward(dinp, dw, db, proj, inp, w, mean, rstd, BT, C)
