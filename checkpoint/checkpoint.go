@@ -1,0 +1,220 @@
+package checkpoint
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/roformer-go/roformer/tensor"
+)
+
+// Entry is one stored tensor, converted to float32.
+//
+// DType names the element type as it was stored, in safetensors spelling
+// ("F32", "F16", "BF16", "F64", "I64", ...); Data always holds float32 values
+// in row-major (C) order, len(Data) == product of Shape (1 for a scalar).
+type Entry struct {
+	Name  string
+	DType string
+	Shape []int
+	Data  []float32
+}
+
+// File is the set of tensors read from one checkpoint, possibly sharded.
+//
+// Format is "safetensors" or "pytorch". Metadata holds the safetensors
+// "__metadata__" map, or the "metadata" object of a sharded index (non-string
+// values as their JSON text); it is never nil. Names lists the keys of Tensors
+// in sorted order.
+type File struct {
+	Path     string
+	Format   string
+	Metadata map[string]string
+	Tensors  map[string]*Entry
+	Names    []string
+}
+
+// Format names used in File.Format.
+const (
+	FormatSafetensors = "safetensors"
+	FormatPyTorch     = "pytorch"
+)
+
+// Sentinel errors that callers may test with errors.Is.
+var (
+	// ErrFormat marks a file that is malformed: truncated, inconsistent
+	// offsets or sizes, bad JSON, a pickle that is not a state_dict.
+	ErrFormat = errors.New("malformed checkpoint")
+	// ErrUnsupportedDType marks a well-formed tensor whose element type this
+	// package does not convert (for example F8_E4M3 or an unknown name).
+	ErrUnsupportedDType = errors.New("unsupported dtype")
+	// ErrUnsafe marks a pickle that asks for a global outside the allowlist.
+	ErrUnsafe = errors.New("unsafe pickle")
+)
+
+// formatErr builds "checkpoint: FILE: MESSAGE" wrapping ErrFormat.
+func formatErr(file, format string, args ...any) error {
+	return fmt.Errorf("checkpoint: %s: %s: %w", file, fmt.Sprintf(format, args...), ErrFormat)
+}
+
+// dtypeSizes maps every safetensors dtype this package converts to its size in
+// bytes. Integer and bool tensors are converted exactly or refused (see
+// decode); F8 and other exotic types are not listed and are refused.
+var dtypeSizes = map[string]int{
+	"F64": 8, "F32": 4, "F16": 2, "BF16": 2,
+	"I64": 8, "I32": 4, "I16": 2, "I8": 1,
+	"U64": 8, "U32": 4, "U16": 2, "U8": 1,
+	"BOOL": 1,
+}
+
+// supportedDTypes is the sorted list used in error messages.
+func supportedDTypes() []string {
+	names := make([]string, 0, len(dtypeSizes))
+	for k := range dtypeSizes {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// maxInt is the largest element or byte count this package accepts.
+const maxInt = math.MaxInt64
+
+// numel returns the product of shape, refusing negative dimensions and
+// products (or byte sizes, with itemsize) that overflow int64.
+func numel(shape []int64, itemsize int) (n int64, err error) {
+	n = 1
+	for _, d := range shape {
+		if d < 0 {
+			return 0, fmt.Errorf("negative dimension %d in shape %v", d, shape)
+		}
+		if d == 0 {
+			n = 0
+		}
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	for _, d := range shape {
+		if n > maxInt/d {
+			return 0, fmt.Errorf("shape %v has more than %d elements", shape, int64(maxInt))
+		}
+		n *= d
+	}
+	if n > maxInt/int64(itemsize) {
+		return 0, fmt.Errorf("shape %v with %d-byte elements needs more than %d bytes", shape, itemsize, int64(maxInt))
+	}
+	return n, nil
+}
+
+// decode converts n little-endian elements of dtype from raw into float32.
+// Floating types are converted exactly (F64 rounds to nearest); integer and
+// bool types are converted only when every value is exactly representable in
+// float32, otherwise an error names the first offending index and value.
+func decode(dtype string, raw []byte, n int) ([]float32, error) {
+	size := dtypeSizes[dtype]
+	if size == 0 {
+		return nil, fmt.Errorf("%w %s", ErrUnsupportedDType, dtype)
+	}
+	if len(raw) != n*size {
+		return nil, fmt.Errorf("have %d bytes for %d %s elements, need %d", len(raw), n, dtype, n*size)
+	}
+	out := make([]float32, n)
+	le := binary.LittleEndian
+	switch dtype {
+	case "F32":
+		for i := range out {
+			out[i] = math.Float32frombits(le.Uint32(raw[4*i:]))
+		}
+	case "F16":
+		for i := range out {
+			out[i] = tensor.F16ToF32(le.Uint16(raw[2*i:]))
+		}
+	case "BF16":
+		for i := range out {
+			out[i] = tensor.BF16ToF32(le.Uint16(raw[2*i:]))
+		}
+	case "F64":
+		for i := range out {
+			out[i] = float32(math.Float64frombits(le.Uint64(raw[8*i:])))
+		}
+	case "BOOL":
+		for i := range out {
+			switch raw[i] {
+			case 0:
+			case 1:
+				out[i] = 1
+			default:
+				return nil, fmt.Errorf("BOOL value %d at index %d is not 0 or 1", raw[i], i)
+			}
+		}
+	case "U8", "I8", "U16", "I16":
+		// Every 8- and 16-bit integer is exact in float32.
+		for i := range out {
+			switch dtype {
+			case "U8":
+				out[i] = float32(raw[i])
+			case "I8":
+				out[i] = float32(int8(raw[i]))
+			case "U16":
+				out[i] = float32(le.Uint16(raw[2*i:]))
+			case "I16":
+				out[i] = float32(int16(le.Uint16(raw[2*i:])))
+			}
+		}
+	case "I32", "I64":
+		for i := range out {
+			var v int64
+			if dtype == "I32" {
+				v = int64(int32(le.Uint32(raw[4*i:])))
+			} else {
+				v = int64(le.Uint64(raw[8*i:]))
+			}
+			f := float32(v)
+			if f >= 0x1p63 || f < -0x1p63 || int64(f) != v {
+				return nil, fmt.Errorf("%s value %d at index %d is not exactly representable as float32", dtype, v, i)
+			}
+			out[i] = f
+		}
+	case "U32", "U64":
+		for i := range out {
+			var v uint64
+			if dtype == "U32" {
+				v = uint64(le.Uint32(raw[4*i:]))
+			} else {
+				v = le.Uint64(raw[8*i:])
+			}
+			f := float32(v)
+			if f >= 0x1p64 || uint64(f) != v {
+				return nil, fmt.Errorf("%s value %d at index %d is not exactly representable as float32", dtype, v, i)
+			}
+			out[i] = f
+		}
+	}
+	return out, nil
+}
+
+// newFile returns an empty File with non-nil maps.
+func newFile(path, format string) *File {
+	return &File{Path: path, Format: format, Metadata: map[string]string{}, Tensors: map[string]*Entry{}}
+}
+
+// sortNames fills f.Names from f.Tensors.
+func (f *File) sortNames() {
+	f.Names = f.Names[:0]
+	for name := range f.Tensors {
+		f.Names = append(f.Names, name)
+	}
+	sort.Strings(f.Names)
+}
+
+// intShape converts a validated int64 shape to []int.
+func intShape(s []int64) []int {
+	out := make([]int, len(s))
+	for i, d := range s {
+		out[i] = int(d)
+	}
+	return out
+}

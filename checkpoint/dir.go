@@ -1,0 +1,152 @@
+package checkpoint
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// dirCandidates are the file names ReadDir tries, in order; this is the order
+// in which transformers' from_pretrained prefers them when safetensors is
+// installed (modeling_utils.py, SAFE_WEIGHTS_NAME first).
+var dirCandidates = []string{
+	"model.safetensors",
+	"model.safetensors.index.json",
+	"pytorch_model.bin",
+	"pytorch_model.bin.index.json",
+}
+
+// ReadDir reads the checkpoint of a Hugging Face model folder. It picks the
+// first of model.safetensors, model.safetensors.index.json (sharded),
+// pytorch_model.bin and pytorch_model.bin.index.json (sharded) that exists.
+// When none does, the error wraps fs.ErrNotExist.
+func ReadDir(dir string) (*File, error) {
+	for _, name := range dirCandidates {
+		p := filepath.Join(dir, name)
+		if _, err := os.Stat(p); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			return nil, fmt.Errorf("checkpoint: %w", err)
+		}
+		if strings.HasSuffix(name, ".index.json") {
+			return ReadSharded(p)
+		}
+		return readByName(p)
+	}
+	return nil, fmt.Errorf("checkpoint: %s: no checkpoint found (looked for %s): %w",
+		dir, strings.Join(dirCandidates, ", "), fs.ErrNotExist)
+}
+
+// readByName reads a single checkpoint file, choosing the format by its
+// extension: .safetensors, or .bin/.pt/.pth for torch.save archives.
+func readByName(p string) (*File, error) {
+	switch strings.ToLower(filepath.Ext(p)) {
+	case ".safetensors":
+		return ReadSafetensors(p)
+	case ".bin", ".pt", ".pth":
+		return ReadPyTorch(p)
+	}
+	return nil, fmt.Errorf("checkpoint: %s: unknown checkpoint extension %q (want .safetensors, .bin, .pt or .pth): %w",
+		p, filepath.Ext(p), ErrFormat)
+}
+
+// shardIndex is a transformers sharded-checkpoint index
+// (model.safetensors.index.json, pytorch_model.bin.index.json).
+type shardIndex struct {
+	Metadata  map[string]json.RawMessage `json:"metadata"`
+	WeightMap map[string]string          `json:"weight_map"`
+}
+
+// ReadSharded reads a sharded checkpoint from its index file. The index maps
+// every tensor name to a shard file in the same folder ("weight_map"); each
+// shard is read once and must hold exactly the tensors mapped to it. The
+// index "metadata" object becomes File.Metadata (strings as they are, other
+// values as JSON text, e.g. "total_size").
+func ReadSharded(indexPath string) (*File, error) {
+	raw, err := os.ReadFile(indexPath)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	var idx shardIndex
+	if err := json.Unmarshal(raw, &idx); err != nil {
+		return nil, formatErr(indexPath, "invalid index JSON: %v", err)
+	}
+	if len(idx.WeightMap) == 0 {
+		return nil, formatErr(indexPath, "index has no weight_map entries")
+	}
+	byShard := map[string][]string{}
+	for tname, shard := range idx.WeightMap {
+		if !filepath.IsLocal(shard) {
+			return nil, formatErr(indexPath, "tensor %q: shard %q is not a path inside the index folder", tname, shard)
+		}
+		byShard[shard] = append(byShard[shard], tname)
+	}
+	shards := make([]string, 0, len(byShard))
+	for s := range byShard {
+		shards = append(shards, s)
+	}
+	sort.Strings(shards)
+
+	out := newFile(indexPath, "")
+	for k, v := range idx.Metadata {
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			out.Metadata[k] = s
+		} else {
+			out.Metadata[k] = string(v)
+		}
+	}
+	dir := filepath.Dir(indexPath)
+	for _, shard := range shards {
+		p := filepath.Join(dir, shard)
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("checkpoint: %s: shard %s (holding %d tensors, e.g. %q): %w",
+				indexPath, shard, len(byShard[shard]), firstSorted(byShard[shard]), err)
+		}
+		f, err := readByName(p)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case out.Format == "":
+			out.Format = f.Format
+		case out.Format != f.Format:
+			return nil, formatErr(indexPath, "shard %s is %s but earlier shards are %s", shard, f.Format, out.Format)
+		}
+		want := byShard[shard]
+		sort.Strings(want)
+		for _, tname := range want {
+			e, ok := f.Tensors[tname]
+			if !ok {
+				return nil, formatErr(indexPath, "tensor %q is mapped to shard %s, which does not hold it", tname, shard)
+			}
+			out.Tensors[tname] = e
+		}
+		if len(f.Tensors) != len(want) {
+			for _, tname := range f.Names {
+				if idx.WeightMap[tname] != shard {
+					return nil, formatErr(indexPath, "shard %s holds tensor %q, which weight_map assigns to %q",
+						shard, tname, idx.WeightMap[tname])
+				}
+			}
+		}
+	}
+	out.sortNames()
+	return out, nil
+}
+
+func firstSorted(s []string) string {
+	m := s[0]
+	for _, x := range s[1:] {
+		if x < m {
+			m = x
+		}
+	}
+	return m
+}

@@ -1,0 +1,592 @@
+package checkpoint
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/nlpodyssey/gopickle/pickle"
+	"github.com/nlpodyssey/gopickle/types"
+)
+
+// This file is the small torch layer on top of gopickle's pickle VM. It
+// resolves only the globals in allowedGlobals, to inert Go values; nothing in
+// the pickle can run code. Before the VM sees a byte, scanPickle walks the
+// opcode stream to refuse disallowed globals by name, length fields that run
+// past the data (gopickle allocates a length before reading it), unknown
+// opcodes and deep MARK nesting. Any panic inside the VM is recovered into an
+// error.
+
+// maxMarkDepth bounds nested MARKs. A state_dict pickle nests three deep.
+const maxMarkDepth = 1024
+
+// storageClass is the Go value of torch.FloatStorage and friends: a type tag
+// for the persistent id ('storage', torch.FloatStorage, key, location, numel).
+type storageClass struct {
+	name  string // "torch.FloatStorage"
+	dtype string // safetensors spelling: "F32"
+}
+
+// storageRef is one storage named by a persistent id; its bytes are the zip
+// entry data/<key>.
+type storageRef struct {
+	key   string
+	class *storageClass
+	numel int64
+	users []string // tensor names, filled when the state_dict is read
+}
+
+// tensorRef is the result of torch._utils._rebuild_tensor_v2: a strided view
+// of a storage.
+type tensorRef struct {
+	storage *storageRef
+	offset  int64
+	shape   []int64
+	stride  []int64
+}
+
+// rebuildTensorV2 stands for torch._utils._rebuild_tensor_v2(storage,
+// storage_offset, size, stride, requires_grad, backward_hooks[, metadata]).
+type rebuildTensorV2 struct{}
+
+// rebuildParameter stands for torch._utils._rebuild_parameter(data,
+// requires_grad, backward_hooks), which wraps a tensor in nn.Parameter.
+type rebuildParameter struct{}
+
+// allowedGlobals is the complete list of globals a pickle may name. Anything
+// else, including torch.storage._load_from_bytes (which runs torch.load on
+// nested bytes), builtins, os or subprocess, is refused.
+var allowedGlobals = map[string]func() any{
+	"collections.OrderedDict":         func() any { return &types.OrderedDictClass{} },
+	"torch._utils._rebuild_tensor_v2": func() any { return rebuildTensorV2{} },
+	"torch._utils._rebuild_parameter": func() any { return rebuildParameter{} },
+}
+
+// torchStorages maps torch's typed storage classes to safetensors dtypes.
+var torchStorages = map[string]string{
+	"FloatStorage":    "F32",
+	"HalfStorage":     "F16",
+	"BFloat16Storage": "BF16",
+	"DoubleStorage":   "F64",
+	"LongStorage":     "I64",
+	"IntStorage":      "I32",
+	"ShortStorage":    "I16",
+	"CharStorage":     "I8",
+	"ByteStorage":     "U8",
+	"BoolStorage":     "BOOL",
+}
+
+func init() {
+	for name, dt := range torchStorages {
+		sc := &storageClass{name: "torch." + name, dtype: dt}
+		allowedGlobals[sc.name] = func() any { return sc }
+	}
+}
+
+// allowedList returns the sorted allowlist for error messages.
+func allowedList() string {
+	names := make([]string, 0, len(allowedGlobals))
+	for k := range allowedGlobals {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+func refuseGlobal(file, module, name, where string) error {
+	return fmt.Errorf("checkpoint: %s: refusing to load global %s.%s (%s; allowed: %s): %w",
+		file, module, name, where, allowedList(), ErrUnsafe)
+}
+
+// stateDict is a decoded data.pkl: tensor views over named storages.
+type stateDict struct {
+	names    []string // in pickle order
+	tensors  map[string]*tensorRef
+	storages map[string]*storageRef
+}
+
+// parseStateDictPickle runs data.pkl (pkl) through the restricted VM and
+// returns the state_dict it describes. file and entry name the source in
+// errors.
+func parseStateDictPickle(pkl []byte, file, entry string) (sd *stateDict, err error) {
+	if err := scanPickle(pkl, file, entry); err != nil {
+		return nil, err
+	}
+	sd = &stateDict{tensors: map[string]*tensorRef{}, storages: map[string]*storageRef{}}
+	u := pickle.NewUnpickler(bytes.NewReader(pkl))
+	u.FindClass = func(module, name string) (any, error) {
+		if mk, ok := allowedGlobals[module+"."+name]; ok {
+			return mk(), nil
+		}
+		return nil, refuseGlobal(file, module, name, "STACK_GLOBAL in "+entry)
+	}
+	u.PersistentLoad = func(pid any) (any, error) { return sd.persistentLoad(pid) }
+	u.GetExtension = func(code int) (any, error) {
+		return nil, fmt.Errorf("extension code %d is not supported", code)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			sd, err = nil, formatErr(file, "%s: pickle VM failed: %v", entry, r)
+		}
+	}()
+	top, err := u.Load()
+	if err != nil {
+		if errors.Is(err, ErrUnsafe) || errors.Is(err, ErrFormat) {
+			return nil, err // already ours, with file and context
+		}
+		return nil, formatErr(file, "%s: %s", entry, clipN(err.Error(), 300))
+	}
+	if err := sd.collect(top, file, entry); err != nil {
+		return nil, err
+	}
+	return sd, nil
+}
+
+// persistentLoad resolves ('storage', storage_type, key, location, numel).
+// Several tensors may name the same key (tied weights); they share one
+// storageRef, and the type and numel must agree.
+func (sd *stateDict) persistentLoad(pid any) (any, error) {
+	t, ok := pid.(*types.Tuple)
+	if !ok || t.Len() != 5 {
+		return nil, fmt.Errorf("persistent id %s is not ('storage', type, key, location, numel)", describe(pid))
+	}
+	tag, _ := t.Get(0).(string)
+	class, okc := t.Get(1).(*storageClass)
+	key, okk := t.Get(2).(string)
+	_, okl := t.Get(3).(string)
+	n, okn := t.Get(4).(int)
+	switch {
+	case tag != "storage":
+		return nil, fmt.Errorf("persistent id tag is %s, want 'storage'", describe(t.Get(0)))
+	case !okc:
+		return nil, fmt.Errorf("persistent id storage type is %s, want a torch.*Storage class", describe(t.Get(1)))
+	case !okk || key == "":
+		return nil, fmt.Errorf("persistent id key is %s, want a non-empty string", describe(t.Get(2)))
+	case !okl:
+		return nil, fmt.Errorf("persistent id location is %s, want a string", describe(t.Get(3)))
+	case !okn || n < 0:
+		return nil, fmt.Errorf("storage %q: numel is %s, want a non-negative int", key, describe(t.Get(4)))
+	}
+	if s, ok := sd.storages[key]; ok {
+		if s.class != class || s.numel != int64(n) {
+			return nil, fmt.Errorf("storage %q is named twice with different types or sizes: %s[%d] and %s[%d]",
+				key, s.class.name, s.numel, class.name, n)
+		}
+		return s, nil
+	}
+	s := &storageRef{key: key, class: class, numel: int64(n)}
+	sd.storages[key] = s
+	return s, nil
+}
+
+// Call implements types.Callable for _rebuild_tensor_v2.
+func (rebuildTensorV2) Call(args ...any) (any, error) {
+	if len(args) != 6 && len(args) != 7 {
+		return nil, fmt.Errorf("_rebuild_tensor_v2 takes 6 or 7 arguments, got %d", len(args))
+	}
+	s, ok := args[0].(*storageRef)
+	if !ok {
+		return nil, fmt.Errorf("_rebuild_tensor_v2: storage is %s, want a persistent storage", describe(args[0]))
+	}
+	off, ok := args[1].(int)
+	if !ok || off < 0 {
+		return nil, fmt.Errorf("_rebuild_tensor_v2: storage_offset is %s, want a non-negative int", describe(args[1]))
+	}
+	shape, err := intTuple(args[2], "size")
+	if err != nil {
+		return nil, err
+	}
+	stride, err := intTuple(args[3], "stride")
+	if err != nil {
+		return nil, err
+	}
+	if len(shape) != len(stride) {
+		return nil, fmt.Errorf("_rebuild_tensor_v2: size %v and stride %v differ in length", shape, stride)
+	}
+	if _, ok := args[4].(bool); !ok {
+		return nil, fmt.Errorf("_rebuild_tensor_v2: requires_grad is %s, want a bool", describe(args[4]))
+	}
+	// args[5] (backward hooks, an empty OrderedDict) and args[6] (metadata)
+	// carry nothing a reader of the values needs.
+	return &tensorRef{storage: s, offset: int64(off), shape: shape, stride: stride}, nil
+}
+
+// Call implements types.Callable for _rebuild_parameter.
+func (rebuildParameter) Call(args ...any) (any, error) {
+	if len(args) != 3 {
+		return nil, fmt.Errorf("_rebuild_parameter takes 3 arguments, got %d", len(args))
+	}
+	t, ok := args[0].(*tensorRef)
+	if !ok {
+		return nil, fmt.Errorf("_rebuild_parameter: data is %s, want a tensor", describe(args[0]))
+	}
+	return t, nil
+}
+
+// intTuple converts a pickled tuple of ints.
+func intTuple(v any, what string) ([]int64, error) {
+	t, ok := v.(*types.Tuple)
+	if !ok {
+		return nil, fmt.Errorf("_rebuild_tensor_v2: %s is %s, want a tuple of ints", what, describe(v))
+	}
+	out := make([]int64, t.Len())
+	for i := range out {
+		n, ok := t.Get(i).(int)
+		if !ok {
+			return nil, fmt.Errorf("_rebuild_tensor_v2: %s[%d] is %s, want an int", what, i, describe(t.Get(i)))
+		}
+		out[i] = int64(n)
+	}
+	return out, nil
+}
+
+// collect checks that top is a (possibly ordered) dict from string names to
+// tensors and records them.
+func (sd *stateDict) collect(top any, file, entry string) error {
+	add := func(k, v any) error {
+		name, ok := k.(string)
+		if !ok {
+			return formatErr(file, "%s: state_dict key %s is not a string", entry, describe(k))
+		}
+		t, ok := v.(*tensorRef)
+		if !ok {
+			return formatErr(file, "%s: state_dict value for %q is %s, not a tensor", entry, name, describe(v))
+		}
+		if _, dup := sd.tensors[name]; dup {
+			return formatErr(file, "%s: state_dict has key %q twice", entry, name)
+		}
+		sd.tensors[name] = t
+		sd.names = append(sd.names, name)
+		t.storage.users = append(t.storage.users, name)
+		return nil
+	}
+	switch d := top.(type) {
+	case *types.OrderedDict:
+		for e := d.List.Front(); e != nil; e = e.Next() {
+			oe := e.Value.(*types.OrderedDictEntry)
+			if err := add(oe.Key, oe.Value); err != nil {
+				return err
+			}
+		}
+	case *types.Dict:
+		for _, e := range *d {
+			if err := add(e.Key, e.Value); err != nil {
+				return err
+			}
+		}
+	default:
+		return formatErr(file, "%s: top-level object is %s, want a state_dict (OrderedDict of tensors)", entry, describe(top))
+	}
+	return nil
+}
+
+// describe names a pickled value's type, with its value when short.
+func describe(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "None"
+	case string:
+		return fmt.Sprintf("str %q", clip(x))
+	case int:
+		return fmt.Sprintf("int %d", x)
+	case bool:
+		return fmt.Sprintf("bool %v", x)
+	case float64:
+		return fmt.Sprintf("float %v", x)
+	case *storageClass:
+		return x.name
+	case *storageRef:
+		return fmt.Sprintf("storage %q", x.key)
+	case *tensorRef:
+		return "a tensor"
+	case *types.Tuple:
+		return fmt.Sprintf("a tuple of %d items", x.Len())
+	}
+	return fmt.Sprintf("a %T", v)
+}
+
+// Pickle opcode argument encodings (Python's Lib/pickletools.py documents
+// every opcode; the numbers here are read from that table).
+const (
+	argNone  = iota
+	argLine  // bytes up to and including '\n'
+	argLine2 // two such lines (GLOBAL, INST)
+	argFixed // n bytes
+	argLen1  // 1-byte length, then that many bytes
+	argLen4  // 4-byte little-endian length, then that many bytes
+	argLen8  // 8-byte little-endian length, then that many bytes
+)
+
+type opInfo struct {
+	name string
+	arg  int
+	n    int // for argFixed
+	// marks: +1 pushes a MARK, -1 pops one.
+	marks int
+	// str: pushes a string given by the argument.
+	str bool
+}
+
+var opcodes [256]*opInfo
+
+func init() {
+	def := func(code byte, name string, arg, n, marks int, str bool) {
+		opcodes[code] = &opInfo{name: name, arg: arg, n: n, marks: marks, str: str}
+	}
+	// Protocol 0 and 1.
+	def('(', "MARK", argNone, 0, +1, false)
+	def('.', "STOP", argNone, 0, 0, false)
+	def('0', "POP", argNone, 0, 0, false)
+	def('1', "POP_MARK", argNone, 0, -1, false)
+	def('2', "DUP", argNone, 0, 0, false)
+	def('F', "FLOAT", argLine, 0, 0, false)
+	def('I', "INT", argLine, 0, 0, false)
+	def('J', "BININT", argFixed, 4, 0, false)
+	def('K', "BININT1", argFixed, 1, 0, false)
+	def('L', "LONG", argLine, 0, 0, false)
+	def('M', "BININT2", argFixed, 2, 0, false)
+	def('N', "NONE", argNone, 0, 0, false)
+	def('P', "PERSID", argLine, 0, 0, false)
+	def('Q', "BINPERSID", argNone, 0, 0, false)
+	def('R', "REDUCE", argNone, 0, 0, false)
+	def('S', "STRING", argLine, 0, 0, true)
+	def('T', "BINSTRING", argLen4, 0, 0, true)
+	def('U', "SHORT_BINSTRING", argLen1, 0, 0, true)
+	def('V', "UNICODE", argLine, 0, 0, true)
+	def('X', "BINUNICODE", argLen4, 0, 0, true)
+	def('a', "APPEND", argNone, 0, 0, false)
+	def('b', "BUILD", argNone, 0, 0, false)
+	def('c', "GLOBAL", argLine2, 0, 0, false)
+	def('d', "DICT", argNone, 0, -1, false)
+	def('}', "EMPTY_DICT", argNone, 0, 0, false)
+	def('e', "APPENDS", argNone, 0, -1, false)
+	def('g', "GET", argLine, 0, 0, false)
+	def('h', "BINGET", argFixed, 1, 0, false)
+	def('i', "INST", argLine2, 0, -1, false)
+	def('j', "LONG_BINGET", argFixed, 4, 0, false)
+	def('l', "LIST", argNone, 0, -1, false)
+	def(']', "EMPTY_LIST", argNone, 0, 0, false)
+	def('o', "OBJ", argNone, 0, -1, false)
+	def('p', "PUT", argLine, 0, 0, false)
+	def('q', "BINPUT", argFixed, 1, 0, false)
+	def('r', "LONG_BINPUT", argFixed, 4, 0, false)
+	def('s', "SETITEM", argNone, 0, 0, false)
+	def('t', "TUPLE", argNone, 0, -1, false)
+	def(')', "EMPTY_TUPLE", argNone, 0, 0, false)
+	def('u', "SETITEMS", argNone, 0, -1, false)
+	def('G', "BINFLOAT", argFixed, 8, 0, false)
+	// Protocol 2.
+	def(0x80, "PROTO", argFixed, 1, 0, false)
+	def(0x81, "NEWOBJ", argNone, 0, 0, false)
+	def(0x82, "EXT1", argFixed, 1, 0, false)
+	def(0x83, "EXT2", argFixed, 2, 0, false)
+	def(0x84, "EXT4", argFixed, 4, 0, false)
+	def(0x85, "TUPLE1", argNone, 0, 0, false)
+	def(0x86, "TUPLE2", argNone, 0, 0, false)
+	def(0x87, "TUPLE3", argNone, 0, 0, false)
+	def(0x88, "NEWTRUE", argNone, 0, 0, false)
+	def(0x89, "NEWFALSE", argNone, 0, 0, false)
+	def(0x8a, "LONG1", argLen1, 0, 0, false)
+	def(0x8b, "LONG4", argLen4, 0, 0, false)
+	// Protocol 3.
+	def('B', "BINBYTES", argLen4, 0, 0, false)
+	def('C', "SHORT_BINBYTES", argLen1, 0, 0, false)
+	// Protocol 4.
+	def(0x8c, "SHORT_BINUNICODE", argLen1, 0, 0, true)
+	def(0x8d, "BINUNICODE8", argLen8, 0, 0, true)
+	def(0x8e, "BINBYTES8", argLen8, 0, 0, false)
+	def(0x8f, "EMPTY_SET", argNone, 0, 0, false)
+	def(0x90, "ADDITEMS", argNone, 0, -1, false)
+	def(0x91, "FROZENSET", argNone, 0, -1, false)
+	def(0x92, "NEWOBJ_EX", argNone, 0, 0, false)
+	def(0x93, "STACK_GLOBAL", argNone, 0, 0, false)
+	def(0x94, "MEMOIZE", argNone, 0, 0, false)
+	def(0x95, "FRAME", argFixed, 8, 0, false)
+	// Protocol 5.
+	def(0x96, "BYTEARRAY8", argLen8, 0, 0, false)
+	def(0x97, "NEXT_BUFFER", argNone, 0, 0, false)
+	def(0x98, "READONLY_BUFFER", argNone, 0, 0, false)
+}
+
+// scanPickle walks the opcodes of pkl up to STOP without executing them. It
+// refuses unknown opcodes, arguments that run past the end, FRAME sizes
+// larger than the rest of the data, protocols above 5, MARK nesting deeper
+// than maxMarkDepth, and GLOBAL, INST or STACK_GLOBAL (when its operands are
+// literal strings) naming anything outside allowedGlobals. The VM resolves
+// globals through the same allowlist; this pass names them early and also
+// covers the few that gopickle resolves by itself (__builtin__.object,
+// copy_reg._reconstructor), which map to inert Go values anyway.
+func scanPickle(pkl []byte, file, entry string) error {
+	bad := func(pos int, format string, args ...any) error {
+		return formatErr(file, "%s: byte %d: %s", entry, pos, fmt.Sprintf(format, args...))
+	}
+	depth := 0
+	// The last two stack pushes, when they were literal strings (for
+	// STACK_GLOBAL); ok tells whether each is known.
+	var last [2]string
+	var known [2]bool
+	push := func(s string, ok bool) {
+		last[0], known[0] = last[1], known[1]
+		last[1], known[1] = s, ok
+	}
+	for pos := 0; pos < len(pkl); {
+		start := pos
+		code := pkl[pos]
+		op := opcodes[code]
+		if op == nil {
+			return bad(start, "unknown pickle opcode 0x%02x", code)
+		}
+		pos++
+		var arg []byte
+		need := func(n uint64, what string) error {
+			if n > uint64(len(pkl)-pos) {
+				return bad(start, "%s %s needs %d bytes, only %d remain (truncated?)", op.name, what, n, len(pkl)-pos)
+			}
+			arg = pkl[pos : pos+int(n)]
+			pos += int(n)
+			return nil
+		}
+		line := func() ([]byte, error) {
+			i := bytes.IndexByte(pkl[pos:], '\n')
+			if i < 0 {
+				return nil, bad(start, "%s argument has no terminating newline (truncated?)", op.name)
+			}
+			l := pkl[pos : pos+i]
+			pos += i + 1
+			return l, nil
+		}
+		var err error
+		switch op.arg {
+		case argLine:
+			arg, err = line()
+		case argLine2:
+			var mod, name []byte
+			if mod, err = line(); err == nil {
+				if name, err = line(); err == nil {
+					if _, ok := allowedGlobals[string(mod)+"."+string(name)]; !ok {
+						return refuseGlobal(file, string(mod), string(name), fmt.Sprintf("%s at %s byte %d", op.name, entry, start))
+					}
+				}
+			}
+		case argFixed:
+			err = need(uint64(op.n), "argument")
+		case argLen1, argLen4, argLen8:
+			width := map[int]int{argLen1: 1, argLen4: 4, argLen8: 8}[op.arg]
+			if err = need(uint64(width), "length"); err == nil {
+				var n uint64
+				for i := width - 1; i >= 0; i-- {
+					n = n<<8 | uint64(arg[i])
+				}
+				err = need(n, "data")
+			}
+		}
+		if err != nil {
+			return err
+		}
+
+		switch code {
+		case 0x80: // PROTO
+			if arg[0] > pickle.HighestProtocol {
+				return bad(start, "pickle protocol %d is newer than %d", arg[0], pickle.HighestProtocol)
+			}
+		case 0x95: // FRAME
+			if n := binary.LittleEndian.Uint64(arg); n > uint64(len(pkl)-pos) {
+				return bad(start, "FRAME of %d bytes, only %d remain (truncated?)", n, len(pkl)-pos)
+			}
+		case 0x93: // STACK_GLOBAL
+			if known[0] && known[1] {
+				if _, ok := allowedGlobals[last[0]+"."+last[1]]; !ok {
+					return refuseGlobal(file, last[0], last[1], fmt.Sprintf("STACK_GLOBAL at %s byte %d", entry, start))
+				}
+			}
+		case '.':
+			return nil
+		}
+
+		depth += op.marks
+		if depth < 0 {
+			depth = 0 // the VM reports the missing MARK itself
+		}
+		if depth > maxMarkDepth {
+			return bad(start, "MARKs nest deeper than %d", maxMarkDepth)
+		}
+		switch {
+		case op.str:
+			push(string(arg), true)
+		case code == 0x94 || code == 'p' || code == 'q' || code == 'r' || code == 0x95 || code == 0x80:
+			// MEMOIZE, PUT, BINPUT, LONG_BINPUT, FRAME, PROTO leave the stack alone.
+		default:
+			push("", false)
+		}
+	}
+	return formatErr(file, "%s: pickle has no STOP opcode (truncated?)", entry)
+}
+
+// materialise copies tensor t out of its decoded storage st (row-major).
+// Contiguous views are sliced directly. Other strided views are gathered,
+// but only when they hold no more elements than the storage, so that a
+// zero-stride (broadcast) view in a tiny file cannot demand unbounded memory.
+func materialise(t *tensorRef, st []float32) ([]float32, error) {
+	size := dtypeSizes[t.storage.class.dtype]
+	n, err := numel(t.shape, size)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return []float32{}, nil
+	}
+	for i, s := range t.stride {
+		if s < 0 {
+			return nil, fmt.Errorf("stride %v has negative entry %d at dim %d", t.stride, s, i)
+		}
+	}
+	// Highest element index the view touches: offset + sum((size_i-1)*stride_i).
+	last := t.offset
+	contiguous := true
+	expect := int64(1)
+	for i := len(t.shape) - 1; i >= 0; i-- {
+		d, s := t.shape[i], t.stride[i]
+		if d > 1 && s != expect {
+			contiguous = false
+		}
+		expect *= d // cannot overflow: the product is numel
+		if s != 0 && (d-1) > (math.MaxInt64-last)/s {
+			return nil, fmt.Errorf("view offset %d, size %v, stride %v overflows", t.offset, t.shape, t.stride)
+		}
+		last += (d - 1) * s
+	}
+	if last >= int64(len(st)) {
+		return nil, fmt.Errorf("view offset %d, size %v, stride %v reaches element %d of a %d-element storage",
+			t.offset, t.shape, t.stride, last, len(st))
+	}
+	if contiguous {
+		out := make([]float32, n)
+		copy(out, st[t.offset:t.offset+n])
+		return out, nil
+	}
+	if n > int64(len(st)) {
+		return nil, fmt.Errorf("strided view size %v stride %v has %d elements, more than its %d-element storage (broadcast views are refused)",
+			t.shape, t.stride, n, len(st))
+	}
+	out := make([]float32, n)
+	idx := make([]int64, len(t.shape))
+	for k := range out {
+		p := t.offset
+		for i, j := range idx {
+			p += j * t.stride[i]
+		}
+		out[k] = st[p]
+		for i := len(idx) - 1; i >= 0; i-- {
+			idx[i]++
+			if idx[i] < t.shape[i] {
+				break
+			}
+			idx[i] = 0
+		}
+	}
+	return out, nil
+}
