@@ -198,7 +198,9 @@ func TestParsePyTorchErrors(t *testing.T) {
 		{"storage entry missing", func(t *testing.T) []byte { return torchZip(t, "a", good, nil) }, []string{`storage "0" (torch.FloatStorage[4], tensor "w")`, "no entry a/data/0"}},
 		{"storage too short", func(t *testing.T) []byte { return torchZip(t, "a", good, map[string][]byte{"0": f32Bytes(1, 2, 3)}) },
 			[]string{`storage "0"`, "a/data/0 holds 12 bytes, want 16"}},
-		{"view past storage", func(t *testing.T) []byte { return torchZip(t, "a", one(ptTensor{numel: 4, offset: 2, shape: []int{3}}), goodData) },
+		{"view past storage", func(t *testing.T) []byte {
+			return torchZip(t, "a", one(ptTensor{numel: 4, offset: 2, shape: []int{3}}), goodData)
+		},
 			[]string{`tensor "w"`, "reaches element 4 of a 4-element storage"}},
 		{"negative stride", func(t *testing.T) []byte {
 			return torchZip(t, "a", one(ptTensor{numel: 4, offset: 3, shape: []int{2}, stride: []int{-1}}), goodData)
@@ -206,9 +208,13 @@ func TestParsePyTorchErrors(t *testing.T) {
 		{"broadcast view", func(t *testing.T) []byte {
 			return torchZip(t, "a", one(ptTensor{numel: 4, shape: []int{1000}, stride: []int{0}}), goodData)
 		}, []string{`tensor "w"`, "1000 elements, more than its 4-element storage"}},
-		{"negative dim", func(t *testing.T) []byte { return torchZip(t, "a", one(ptTensor{numel: 4, shape: []int{-4}}), goodData) },
+		{"negative dim", func(t *testing.T) []byte {
+			return torchZip(t, "a", one(ptTensor{numel: 4, shape: []int{-4}}), goodData)
+		},
 			[]string{`tensor "w"`, "negative dimension -4"}},
-		{"negative offset", func(t *testing.T) []byte { return torchZip(t, "a", one(ptTensor{numel: 4, offset: -1, shape: []int{1}}), goodData) },
+		{"negative offset", func(t *testing.T) []byte {
+			return torchZip(t, "a", one(ptTensor{numel: 4, offset: -1, shape: []int{1}}), goodData)
+		},
 			[]string{"storage_offset is int -1"}},
 		{"shape stride mismatch", func(t *testing.T) []byte {
 			return torchZip(t, "a", one(ptTensor{numel: 4, shape: []int{4}, stride: []int{1, 1}}), goodData)
@@ -246,7 +252,9 @@ func TestParsePyTorchErrors(t *testing.T) {
 		{"no STOP", func(t *testing.T) []byte { return torchZip(t, "a", good[:len(good)-1], goodData) }, []string{"a/data.pkl: pickle has no STOP opcode"}},
 		{"unknown opcode", func(t *testing.T) []byte { return torchZip(t, "a", []byte{0x80, 2, 0xff, '.'}, nil) },
 			[]string{"a/data.pkl: byte 2: unknown pickle opcode 0xff"}},
-		{"huge BINBYTES", func(t *testing.T) []byte { return torchZip(t, "a", []byte{0x80, 3, 'B', 0xff, 0xff, 0xff, 0x7f, '.'}, nil) },
+		{"huge BINBYTES", func(t *testing.T) []byte {
+			return torchZip(t, "a", []byte{0x80, 3, 'B', 0xff, 0xff, 0xff, 0x7f, '.'}, nil)
+		},
 			[]string{"byte 2: BINBYTES data needs 2147483647 bytes, only 1 remain"}},
 		{"huge FRAME", func(t *testing.T) []byte {
 			return torchZip(t, "a", []byte{0x80, 4, 0x95, 0, 0, 0, 0, 0, 0, 0, 1, '.'}, nil)
