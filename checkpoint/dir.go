@@ -130,9 +130,11 @@ func ReadSharded(indexPath string) (*File, error) {
 		}
 		if len(f.Tensors) != len(want) {
 			for _, tname := range f.Names {
-				if idx.WeightMap[tname] != shard {
-					return nil, formatErr(indexPath, "shard %s holds tensor %q, which weight_map assigns to %q",
-						shard, tname, idx.WeightMap[tname])
+				switch other, ok := idx.WeightMap[tname]; {
+				case !ok:
+					return nil, formatErr(indexPath, "shard %s holds tensor %q, which weight_map does not list", shard, tname)
+				case other != shard:
+					return nil, formatErr(indexPath, "shard %s holds tensor %q, which weight_map assigns to %s", shard, tname, other)
 				}
 			}
 		}
