@@ -1,0 +1,4 @@
+package roformer
+
+// gradBuffers holds the activation gradients of a backward pass.
+type gradBuffers struct{}

@@ -1,0 +1,276 @@
+package roformer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+
+	"github.com/roformer-go/roformer/kernels"
+)
+
+// Config mirrors HF's RoFormerConfig (configuration_roformer.py). Fields
+// carry the exact config.json keys. Keys this type does not know are kept in
+// Extra and written back by Save.
+type Config struct {
+	VocabSize                 int               `json:"vocab_size"`                   // rows of the word embedding; default 50000
+	EmbeddingSize             int               `json:"embedding_size"`               // E; 0 or absent means hidden_size
+	HiddenSize                int               `json:"hidden_size"`                  // H; default 768
+	NumHiddenLayers           int               `json:"num_hidden_layers"`            // default 12
+	NumAttentionHeads         int               `json:"num_attention_heads"`          // default 12; H must be divisible by it
+	IntermediateSize          int               `json:"intermediate_size"`            // I; default 3072
+	HiddenAct                 string            `json:"hidden_act"`                   // gelu, gelu_new, relu, silu, tanh, …; default gelu
+	HiddenDropoutProb         float64           `json:"hidden_dropout_prob"`          // default 0.1
+	AttentionProbsDropoutProb float64           `json:"attention_probs_dropout_prob"` // default 0.1
+	MaxPositionEmbeddings     int               `json:"max_position_embeddings"`      // rows of HF's sinusoid table; default 1536. Not a limit here.
+	TypeVocabSize             int               `json:"type_vocab_size"`              // default 2
+	InitializerRange          float64           `json:"initializer_range"`            // std of the normal initialisation; default 0.02
+	LayerNormEps              float64           `json:"layer_norm_eps"`               // default 1e-12
+	RotaryValue               bool              `json:"rotary_value"`                 // rotate v as well as q and k; default false
+	IsDecoder                 bool              `json:"is_decoder"`                   // causal mask; default false
+	UseCache                  bool              `json:"use_cache"`                    // default true (only meaningful for decoders)
+	PadTokenID                *int              `json:"pad_token_id"`                 // default 0; its embedding row gets no gradient
+	ProblemType               string            `json:"problem_type,omitempty"`       // regression, single_label_classification, multi_label_classification
+	ID2Label                  map[string]string `json:"id2label,omitempty"`
+	Label2ID                  map[string]int    `json:"label2id,omitempty"`
+	ClassifierDropout         *float64          `json:"classifier_dropout,omitempty"`
+	Architectures             []string          `json:"architectures,omitempty"`
+	ModelType                 string            `json:"model_type"`
+	TorchDtype                string            `json:"torch_dtype,omitempty"`
+
+	// NumLabels is the number of labels of the classification heads: the
+	// size of id2label, else the num_labels key, else 2 (HF's default).
+	NumLabels int `json:"-"`
+
+	// Extra holds every key of config.json that is not a field above.
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+// DefaultConfig returns RoFormerConfig's defaults (roformer_chinese_base).
+func DefaultConfig() Config {
+	pad := 0
+	return Config{
+		VocabSize: 50000, HiddenSize: 768, NumHiddenLayers: 12, NumAttentionHeads: 12,
+		IntermediateSize: 3072, HiddenAct: "gelu", HiddenDropoutProb: 0.1, AttentionProbsDropoutProb: 0.1,
+		MaxPositionEmbeddings: 1536, TypeVocabSize: 2, InitializerRange: 0.02, LayerNormEps: 1e-12,
+		UseCache: true, PadTokenID: &pad, ModelType: "roformer", NumLabels: 2,
+	}
+}
+
+// knownKeys are the config.json keys that Config decodes itself.
+var knownKeys = map[string]bool{}
+
+func init() {
+	for _, k := range []string{"vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+		"intermediate_size", "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob",
+		"max_position_embeddings", "type_vocab_size", "initializer_range", "layer_norm_eps", "rotary_value",
+		"is_decoder", "use_cache", "pad_token_id", "problem_type", "id2label", "label2id", "classifier_dropout",
+		"architectures", "model_type", "torch_dtype", "num_labels"} {
+		knownKeys[k] = true
+	}
+}
+
+// ParseConfig decodes config.json bytes over the defaults and validates the
+// result. name is used in error messages (usually the file path).
+func ParseConfig(data []byte, name string) (Config, error) {
+	c := DefaultConfig()
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return c, fmt.Errorf("roformer: %s: not a JSON object: %w", name, err)
+	}
+	// embedding_size may be null (HF: None → hidden_size).
+	if v, ok := raw["embedding_size"]; ok && string(bytes.TrimSpace(v)) == "null" {
+		delete(raw, "embedding_size")
+	}
+	clean, _ := json.Marshal(raw)
+	if err := json.Unmarshal(clean, &c); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return c, fmt.Errorf("roformer: %s: key %q must be %s, got a JSON %s", name, te.Field, te.Type, te.Value)
+		}
+		return c, fmt.Errorf("roformer: %s: %w", name, err)
+	}
+	if c.EmbeddingSize == 0 {
+		c.EmbeddingSize = c.HiddenSize
+	}
+	c.NumLabels = 2
+	if v, ok := raw["num_labels"]; ok {
+		if err := json.Unmarshal(v, &c.NumLabels); err != nil {
+			return c, fmt.Errorf("roformer: %s: num_labels must be an integer: %s", name, v)
+		}
+	}
+	if len(c.ID2Label) > 0 {
+		c.NumLabels = len(c.ID2Label)
+	}
+	c.Extra = map[string]json.RawMessage{}
+	for k, v := range raw {
+		if !knownKeys[k] {
+			c.Extra[k] = v
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("roformer: %s: %w", name, err)
+	}
+	return c, nil
+}
+
+// LoadConfig reads and validates a config.json file.
+func LoadConfig(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("roformer: %w", err)
+	}
+	return ParseConfig(data, path)
+}
+
+// HeadSize returns H / num_attention_heads.
+func (c *Config) HeadSize() int { return c.HiddenSize / c.NumAttentionHeads }
+
+// PadID returns pad_token_id, or -1 when it is null.
+func (c *Config) PadID() int {
+	if c.PadTokenID == nil {
+		return -1
+	}
+	return *c.PadTokenID
+}
+
+// Activation returns hidden_act as a kernel activation.
+func (c *Config) Activation() (kernels.Activation, error) {
+	return kernels.ParseActivation(c.HiddenAct)
+}
+
+// Validate checks that the configuration describes a model that can be
+// built; errors carry the numbers.
+func (c *Config) Validate() error {
+	var errs []error
+	pos := func(name string, v int) {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("%s %d must be positive", name, v))
+		}
+	}
+	pos("vocab_size", c.VocabSize)
+	pos("hidden_size", c.HiddenSize)
+	pos("embedding_size", c.EmbeddingSize)
+	pos("num_hidden_layers", c.NumHiddenLayers)
+	pos("num_attention_heads", c.NumAttentionHeads)
+	pos("intermediate_size", c.IntermediateSize)
+	pos("type_vocab_size", c.TypeVocabSize)
+	if c.NumAttentionHeads > 0 && c.HiddenSize > 0 {
+		if c.HiddenSize%c.NumAttentionHeads != 0 {
+			errs = append(errs, fmt.Errorf("hidden_size %d is not divisible by num_attention_heads %d", c.HiddenSize, c.NumAttentionHeads))
+		} else if c.HeadSize()%2 != 0 {
+			errs = append(errs, fmt.Errorf("head size %d (hidden_size %d / num_attention_heads %d) must be even for the rotary pairs", c.HeadSize(), c.HiddenSize, c.NumAttentionHeads))
+		}
+	}
+	if c.MaxPositionEmbeddings < 0 {
+		errs = append(errs, fmt.Errorf("max_position_embeddings %d must not be negative", c.MaxPositionEmbeddings))
+	}
+	if _, err := c.Activation(); err != nil {
+		errs = append(errs, fmt.Errorf("hidden_act: %w", err))
+	}
+	if !(c.LayerNormEps > 0) || math.IsInf(c.LayerNormEps, 0) {
+		errs = append(errs, fmt.Errorf("layer_norm_eps %v must be a positive number", c.LayerNormEps))
+	}
+	for _, p := range []struct {
+		name string
+		v    float64
+	}{{"hidden_dropout_prob", c.HiddenDropoutProb}, {"attention_probs_dropout_prob", c.AttentionProbsDropoutProb}} {
+		if !(p.v >= 0 && p.v < 1) {
+			errs = append(errs, fmt.Errorf("%s %v must be in [0, 1)", p.name, p.v))
+		}
+	}
+	if c.PadTokenID != nil && (*c.PadTokenID < 0 || *c.PadTokenID >= c.VocabSize) && c.VocabSize > 0 {
+		errs = append(errs, fmt.Errorf("pad_token_id %d is outside the vocabulary [0, %d)", *c.PadTokenID, c.VocabSize))
+	}
+	switch c.ProblemType {
+	case "", "regression", "single_label_classification", "multi_label_classification":
+	default:
+		errs = append(errs, fmt.Errorf("problem_type %q is not one of regression, single_label_classification, multi_label_classification", c.ProblemType))
+	}
+	if c.NumLabels <= 0 {
+		errs = append(errs, fmt.Errorf("num_labels %d must be positive", c.NumLabels))
+	}
+	for k := range c.ID2Label {
+		if i, err := strconv.Atoi(k); err != nil || i < 0 || i >= len(c.ID2Label) {
+			errs = append(errs, fmt.Errorf("id2label key %q is not an integer in [0, %d)", k, len(c.ID2Label)))
+		}
+	}
+	if c.ModelType != "" && c.ModelType != "roformer" {
+		errs = append(errs, fmt.Errorf("model_type %q is not roformer", c.ModelType))
+	}
+	return errors.Join(errs...)
+}
+
+// Labels returns the label names in id order (LABEL_i where id2label is absent).
+func (c *Config) Labels() []string {
+	out := make([]string, c.NumLabels)
+	for i := range out {
+		if s, ok := c.ID2Label[strconv.Itoa(i)]; ok {
+			out[i] = s
+		} else {
+			out[i] = "LABEL_" + strconv.Itoa(i)
+		}
+	}
+	return out
+}
+
+// SetLabels sets id2label and label2id from names (in id order).
+func (c *Config) SetLabels(names []string) {
+	c.NumLabels = len(names)
+	c.ID2Label = map[string]string{}
+	c.Label2ID = map[string]int{}
+	for i, n := range names {
+		c.ID2Label[strconv.Itoa(i)] = n
+		c.Label2ID[n] = i
+	}
+}
+
+// Marshal returns config.json bytes that HF's RoFormerConfig reads back to
+// the same configuration: every field, the unknown keys kept from the file,
+// sorted and indented as save_pretrained writes them.
+func (c *Config) Marshal() ([]byte, error) {
+	cc := *c
+	if len(cc.ID2Label) == 0 {
+		cc.SetLabels(c.Labels())
+	}
+	if cc.ModelType == "" {
+		cc.ModelType = "roformer"
+	}
+	b, err := json.Marshal(cc)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	for k, v := range c.Extra {
+		if _, ok := m[k]; !ok && k != "num_labels" {
+			m[k] = v
+		}
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var buf bytes.Buffer
+	buf.WriteString("{\n")
+	for i, k := range keys {
+		var v bytes.Buffer
+		if err := json.Indent(&v, m[k], "  ", "  "); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(&buf, "  %q: %s", k, v.Bytes())
+		if i < len(keys)-1 {
+			buf.WriteString(",")
+		}
+		buf.WriteString("\n")
+	}
+	buf.WriteString("}\n")
+	return buf.Bytes(), nil
+}

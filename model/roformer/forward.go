@@ -1,0 +1,246 @@
+package roformer
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/roformer-go/roformer/kernels"
+)
+
+// Batch is the input of a forward pass: B rows of T tokens, row-major.
+type Batch struct {
+	InputIDs      []int32 // [B·T] token ids in [0, vocab_size)
+	TokenTypeIDs  []int32 // [B·T] in [0, type_vocab_size); nil means all 0
+	AttentionMask []int32 // [B·T] 1 for a real token, 0 for padding; nil means all 1
+	PositionIDs   []int32 // [B·T] rotary positions ≥ 0; nil means 0 … T−1 in every row (HF)
+	B, T          int
+}
+
+// Validate checks the batch against the model's sizes; the error names the
+// row, the position and the value.
+func (b *Batch) Validate(cfg *Config) error {
+	if b.B <= 0 || b.T <= 0 {
+		return fmt.Errorf("roformer: empty batch (%d rows of %d tokens)", b.B, b.T)
+	}
+	n := b.B * b.T
+	check := func(name string, s []int32, lo, hi int32) error {
+		if s == nil {
+			return nil
+		}
+		if len(s) != n {
+			return fmt.Errorf("roformer: %s has %d values, want %d (%d rows × %d tokens)", name, len(s), n, b.B, b.T)
+		}
+		for i, v := range s {
+			if v < lo || (hi >= 0 && v >= hi) {
+				rng := fmt.Sprintf("[%d, %d)", lo, hi)
+				if hi < 0 {
+					rng = fmt.Sprintf("≥ %d", lo)
+				}
+				return fmt.Errorf("roformer: %s[%d][%d] = %d is outside %s", name, i/b.T, i%b.T, v, rng)
+			}
+		}
+		return nil
+	}
+	if b.InputIDs == nil {
+		return fmt.Errorf("roformer: input_ids missing")
+	}
+	if err := check("input_ids", b.InputIDs, 0, int32(cfg.VocabSize)); err != nil {
+		return err
+	}
+	if err := check("token_type_ids", b.TokenTypeIDs, 0, int32(cfg.TypeVocabSize)); err != nil {
+		return err
+	}
+	if err := check("attention_mask", b.AttentionMask, 0, 2); err != nil {
+		return err
+	}
+	return check("position_ids", b.PositionIDs, 0, -1)
+}
+
+// layerActs holds one layer's activations: everything its backward pass
+// needs. In inference one set is reused by every layer.
+type layerActs struct {
+	q, k, v []float32 // [BT, H] after the rotation
+	probs   []float32 // [B, NH, T, T]; nil in inference (scratch)
+	ctx     []float32 // [BT, H] attention output before attention.output.dense
+	res1    []float32 // [BT, H] x + dense(ctx)
+	ln1Mean []float32 // [BT]
+	ln1Rstd []float32 // [BT]
+	a       []float32 // [BT, H] attention.output.LayerNorm output
+	pre     []float32 // [BT, I] intermediate.dense output
+	post    []float32 // [BT, I] act(pre)
+	res2    []float32 // [BT, H] a + output.dense(post)
+	ln2Mean []float32 // [BT]
+	ln2Rstd []float32 // [BT]
+	out     []float32 // [BT, H] output.LayerNorm output = the next layer's input
+}
+
+// State is the workspace of forward (and backward) passes for one batch
+// shape. Reusing it across steps avoids allocation.
+type State struct {
+	B, T  int
+	train bool // every layer keeps its activations and attention probabilities
+
+	ids, types []int32   // [BT]
+	keyMask    []float32 // [BT] or nil (all visible)
+	causal     bool
+	sin, cos   []float32 // [T or BT, d/2]
+
+	embSum  []float32 // [BT, E] word + token type
+	embMean []float32 // [BT]
+	embRstd []float32 // [BT]
+	embLN   []float32 // [BT, E]
+	hidden0 []float32 // [BT, H] encoder input (= embLN when E = H)
+	layers  []layerActs
+	// inference alternates two output buffers so the layer slot can be reused.
+	spare []float32
+
+	// Scratch and gradient buffers for backward, allocated on first use.
+	grads *gradBuffers
+}
+
+func (m *Model) newLayerActs(B, T int, withProbs bool) layerActs {
+	H, I, NH := m.Config.HiddenSize, m.Config.IntermediateSize, m.Config.NumAttentionHeads
+	BT := B * T
+	la := layerActs{
+		q: make([]float32, BT*H), k: make([]float32, BT*H), v: make([]float32, BT*H),
+		ctx: make([]float32, BT*H), res1: make([]float32, BT*H), ln1Mean: make([]float32, BT), ln1Rstd: make([]float32, BT),
+		a: make([]float32, BT*H), pre: make([]float32, BT*I), post: make([]float32, BT*I), res2: make([]float32, BT*H),
+		ln2Mean: make([]float32, BT), ln2Rstd: make([]float32, BT), out: make([]float32, BT*H),
+	}
+	if withProbs {
+		la.probs = make([]float32, B*NH*T*T)
+	}
+	return la
+}
+
+// NewState allocates the workspace for batches of B rows of T tokens. With
+// train set, every layer keeps its activations for Backward.
+func (m *Model) NewState(B, T int, train bool) *State {
+	E, H := m.Config.EmbeddingSize, m.Config.HiddenSize
+	BT := B * T
+	s := &State{B: B, T: T, train: train,
+		embSum: make([]float32, BT*E), embMean: make([]float32, BT), embRstd: make([]float32, BT), embLN: make([]float32, BT*E),
+	}
+	if E != H {
+		s.hidden0 = make([]float32, BT*H)
+	} else {
+		s.hidden0 = s.embLN
+	}
+	n := 1
+	if train {
+		n = m.Config.NumHiddenLayers
+	}
+	s.layers = make([]layerActs, n)
+	for i := range s.layers {
+		s.layers[i] = m.newLayerActs(B, T, train)
+	}
+	if !train {
+		s.spare = make([]float32, BT*H)
+	}
+	return s
+}
+
+// setInputs copies the batch into the state: ids, the key mask and the
+// rotary angles.
+func (m *Model) setInputs(s *State, b *Batch, causal bool) {
+	BT := b.B * b.T
+	s.ids = b.InputIDs
+	s.types = b.TokenTypeIDs
+	if s.types == nil {
+		s.types = make([]int32, BT)
+	}
+	s.keyMask = nil
+	if b.AttentionMask != nil {
+		for _, v := range b.AttentionMask {
+			if v == 0 {
+				s.keyMask = make([]float32, BT)
+				for i, v := range b.AttentionMask {
+					s.keyMask[i] = float32(v)
+				}
+				break
+			}
+		}
+	}
+	s.causal = causal
+	half := m.Config.HeadSize() / 2
+	var pos []int
+	if b.PositionIDs == nil {
+		pos = make([]int, b.T)
+		for i := range pos {
+			pos[i] = i
+		}
+	} else {
+		pos = make([]int, BT)
+		for i, p := range b.PositionIDs {
+			pos[i] = int(p)
+		}
+	}
+	if len(s.sin) != len(pos)*half {
+		s.sin, s.cos = make([]float32, len(pos)*half), make([]float32, len(pos)*half)
+	}
+	m.rotary.SinCos(s.sin, s.cos, pos)
+}
+
+// encode runs the embeddings and every layer. It returns the last hidden
+// state [BT, H]. hook, when not nil, sees the encoder input and each layer's
+// output and attention probabilities (for hidden_states / attentions).
+func (m *Model) encode(ctx context.Context, s *State, hook func(layer int, hidden, probs []float32)) ([]float32, error) {
+	cfg := &m.Config
+	B, T := s.B, s.T
+	BT := B * T
+	E, H, I, NH := cfg.EmbeddingSize, cfg.HiddenSize, cfg.IntermediateSize, cfg.NumAttentionHeads
+	HS := H / NH
+	emb := &m.Encoder.Embeddings
+	eps := float32(cfg.LayerNormEps)
+
+	// x = LayerNorm(word[ids] + type[types]); x = project(x) when E ≠ H
+	kernels.EmbeddingForward(s.embSum, s.ids, s.types, emb.Word.Data, emb.TokenType.Data, BT, E)
+	kernels.LayerNormForward(s.embLN, s.embMean, s.embRstd, s.embSum, emb.LN.W.Data, emb.LN.B.Data, eps, BT, E)
+	if p := m.Encoder.Project; p != nil {
+		kernels.MatmulForward(s.hidden0, s.embLN, p.W.Data, p.B.Data, BT, E, H)
+	}
+	x := s.hidden0
+	if hook != nil {
+		hook(-1, x, nil)
+	}
+	for l := range m.Encoder.Layers {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		L := &m.Encoder.Layers[l]
+		la := &s.layers[min(l, len(s.layers)-1)]
+		if !s.train {
+			// Reuse one slot: write this layer's output to the buffer that
+			// is not its input.
+			if &x[0] == &la.out[0] {
+				la.out, s.spare = s.spare, la.out
+			}
+		}
+		// q, k, v = Linear(x); rotate q, k (and v)
+		kernels.MatmulForward(la.q, x, L.Query.W.Data, L.Query.B.Data, BT, H, H)
+		kernels.MatmulForward(la.k, x, L.Key.W.Data, L.Key.B.Data, BT, H, H)
+		kernels.MatmulForward(la.v, x, L.Value.W.Data, L.Value.B.Data, BT, H, H)
+		m.rotary.Forward(la.q, s.sin, s.cos, B, T, NH)
+		m.rotary.Forward(la.k, s.sin, s.cos, B, T, NH)
+		if cfg.RotaryValue {
+			m.rotary.Forward(la.v, s.sin, s.cos, B, T, NH)
+		}
+		// ctx = softmax(q·kᵀ/√HS + mask)·v
+		kernels.AttentionForward(la.ctx, la.probs, la.q, la.k, la.v, s.keyMask, s.causal, B, T, NH, HS)
+		// a = LayerNorm(x + dense(ctx))
+		kernels.MatmulForward(la.res1, la.ctx, L.AttnOut.W.Data, L.AttnOut.B.Data, BT, H, H)
+		kernels.AddForward(la.res1, la.res1, x, BT*H)
+		kernels.LayerNormForward(la.a, la.ln1Mean, la.ln1Rstd, la.res1, L.AttnLN.W.Data, L.AttnLN.B.Data, eps, BT, H)
+		// out = LayerNorm(a + dense(act(dense(a))))
+		kernels.MatmulForward(la.pre, la.a, L.FFIn.W.Data, L.FFIn.B.Data, BT, H, I)
+		kernels.ActivationForward(la.post, la.pre, m.act, BT*I)
+		kernels.MatmulForward(la.res2, la.post, L.FFOut.W.Data, L.FFOut.B.Data, BT, I, H)
+		kernels.AddForward(la.res2, la.res2, la.a, BT*H)
+		kernels.LayerNormForward(la.out, la.ln2Mean, la.ln2Rstd, la.res2, L.OutputLN.W.Data, L.OutputLN.B.Data, eps, BT, H)
+		x = la.out
+		if hook != nil {
+			hook(l, x, la.probs)
+		}
+	}
+	return x, nil
+}

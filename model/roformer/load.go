@@ -1,0 +1,165 @@
+package roformer
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/roformer-go/roformer/checkpoint"
+	"github.com/roformer-go/roformer/tensor"
+)
+
+// LoadOptions changes how Load builds a model.
+type LoadOptions struct {
+	Bind BindOptions
+	// Extra tensors to bind besides the checkpoint's (for example head
+	// weights kept elsewhere); they win over checkpoint tensors of the same name.
+	Extra map[string]*tensor.Tensor
+	// InitSeed seeds HF's initialisation of head weights that
+	// Bind.AllowMissingHead lets the checkpoint lack.
+	InitSeed uint64
+	// ConfigOverride, when not nil, edits the configuration read from
+	// config.json before the model is built (e.g. num_labels for a new head).
+	ConfigOverride func(*Config)
+	// Weights names the weight file to read instead of the automatic choice
+	// (a .safetensors, .bin or .index.json path).
+	Weights string
+}
+
+// Loaded is a model read from a folder, with what the loader saw.
+type Loaded struct {
+	*Model
+	Dir        string
+	Checkpoint string // the weight file used (model.safetensors wins over pytorch_model.bin)
+	Format     string
+	DTypes     map[string]int // tensors per stored dtype
+	Report     *BindReport
+}
+
+// Load reads a Hugging Face model folder (config.json plus model.safetensors,
+// model.safetensors.index.json, pytorch_model.bin or pytorch_model.bin.index.json)
+// and returns the model with the given head. A checkpoint without the head's
+// weights is an error wrapping ErrHeadMissing, unless
+// opts.Bind.AllowMissingHead is set (they are then initialised as HF does).
+func Load(dir string, head Head, opts LoadOptions) (*Loaded, error) {
+	cfg, err := LoadConfig(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	if opts.ConfigOverride != nil {
+		opts.ConfigOverride(&cfg)
+		if err := cfg.Validate(); err != nil {
+			return nil, fmt.Errorf("roformer: %s after overrides: %w", filepath.Join(dir, "config.json"), err)
+		}
+	}
+	m, err := New(cfg, head)
+	if err != nil {
+		return nil, err
+	}
+	var f *checkpoint.File
+	switch w := opts.Weights; {
+	case w == "":
+		f, err = checkpoint.ReadDir(dir)
+	case strings.HasSuffix(w, ".index.json"):
+		f, err = checkpoint.ReadSharded(w)
+	case strings.HasSuffix(w, ".safetensors"):
+		f, err = checkpoint.ReadSafetensors(w)
+	default:
+		f, err = checkpoint.ReadPyTorch(w)
+	}
+	if err != nil {
+		return nil, err
+	}
+	src := make(map[string]*tensor.Tensor, len(f.Tensors)+len(opts.Extra))
+	dtypes := map[string]int{}
+	for name, e := range f.Tensors {
+		src[name] = &tensor.Tensor{Shape: e.Shape, Data: e.Data}
+		dtypes[e.DType]++
+	}
+	for name, t := range opts.Extra {
+		src[name] = t
+	}
+	if opts.Bind.AllowMissingHead {
+		m.Init(opts.InitSeed)
+	}
+	rep, err := m.Bind(src, opts.Bind)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	if len(rep.MissingHead) > 0 && !opts.Bind.AllowMissingHead {
+		return nil, fmt.Errorf("%w: %s lacks %v for %s", ErrHeadMissing, f.Path, rep.MissingHead, head.HFClass())
+	}
+	if err := m.checkFinite(); err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	return &Loaded{Model: m, Dir: dir, Checkpoint: f.Path, Format: f.Format, DTypes: dtypes, Report: rep}, nil
+}
+
+// Save writes config.json and model.safetensors into dir (created if
+// needed), in the form HF's from_pretrained loads: F32 tensors under their
+// state-dict names, the tied decoder duplicates left out (as
+// save_pretrained(safe_serialization=True) does), metadata format "pt".
+// Each file is written atomically.
+func (m *Model) Save(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("roformer: %w", err)
+	}
+	cfg := m.Config
+	cfg.Architectures = []string{m.Head.HFClass()}
+	cfg.IsDecoder = m.Config.IsDecoder || m.Head == HeadCausalLM
+	if cfg.TorchDtype == "" {
+		cfg.TorchDtype = "float32"
+	}
+	data, err := cfg.Marshal()
+	if err != nil {
+		return fmt.Errorf("roformer: encoding config.json: %w", err)
+	}
+	if err := writeFileAtomic(filepath.Join(dir, "config.json"), data); err != nil {
+		return err
+	}
+	sd := m.StateDict()
+	names := make([]string, 0, len(sd))
+	for n := range sd {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	entries := make([]*checkpoint.Entry, len(names))
+	for i, n := range names {
+		entries[i] = &checkpoint.Entry{Name: n, DType: "F32", Shape: sd[n].Shape, Data: sd[n].Data}
+	}
+	return checkpoint.WriteSafetensors(filepath.Join(dir, "model.safetensors"), entries, map[string]string{"format": "pt"})
+}
+
+// writeFileAtomic writes data to a temporary file beside path, syncs it and
+// renames it over path, so that path holds either the old or the new bytes.
+func writeFileAtomic(path string, data []byte) (err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("roformer: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(data); err != nil {
+		return fmt.Errorf("roformer: writing %s: %w", path, err)
+	}
+	if err = tmp.Sync(); err != nil {
+		return fmt.Errorf("roformer: syncing %s: %w", path, err)
+	}
+	if err = tmp.Close(); err != nil {
+		return fmt.Errorf("roformer: closing %s: %w", path, err)
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("roformer: %w", err)
+	}
+	if d, derr := os.Open(filepath.Dir(path)); derr == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}

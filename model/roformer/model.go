@@ -1,0 +1,312 @@
+package roformer
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/roformer-go/roformer/kernels"
+	"github.com/roformer-go/roformer/rope"
+	"github.com/roformer-go/roformer/tensor"
+)
+
+// Linear is nn.Linear: W [Out, In] (PyTorch's layout) and an optional bias [Out].
+type Linear struct {
+	W *tensor.Param `hf:"weight"`
+	B *tensor.Param `hf:"bias"`
+}
+
+// LayerNorm is nn.LayerNorm over the last dimension: weight and bias [C].
+type LayerNorm struct {
+	W *tensor.Param `hf:"weight"`
+	B *tensor.Param `hf:"bias"`
+}
+
+// Embeddings is RoFormerEmbeddings: word and token-type tables and their
+// LayerNorm (no absolute position table).
+type Embeddings struct {
+	Word      *tensor.Param `hf:"word_embeddings.weight"`       // [V, E]
+	TokenType *tensor.Param `hf:"token_type_embeddings.weight"` // [TV, E]
+	LN        LayerNorm     `hf:"LayerNorm"`                    // [E]
+}
+
+// Layer is one RoFormerLayer (post-LN): self-attention with rotary q, k (and
+// v), then the feed-forward block.
+type Layer struct {
+	Query    Linear    `hf:"attention.self.query"`   // [H, H]
+	Key      Linear    `hf:"attention.self.key"`     // [H, H]
+	Value    Linear    `hf:"attention.self.value"`   // [H, H]
+	AttnOut  Linear    `hf:"attention.output.dense"` // [H, H]
+	AttnLN   LayerNorm `hf:"attention.output.LayerNorm"`
+	FFIn     Linear    `hf:"intermediate.dense"` // [I, H]
+	FFOut    Linear    `hf:"output.dense"`       // [H, I]
+	OutputLN LayerNorm `hf:"output.LayerNorm"`
+}
+
+// Encoder is RoFormerModel: the part every head shares, stored under the
+// "roformer." prefix in checkpoints of the head classes.
+type Encoder struct {
+	Embeddings Embeddings `hf:"embeddings"`
+	Project    *Linear    `hf:"embeddings_project"` // [H, E]; only when E ≠ H
+	Layers     []Layer    `hf:"encoder.layer"`
+}
+
+// LMHead is RoFormerOnlyMLMHead (cls.predictions), used by the masked and
+// causal LM heads. The decoder weight is the word embedding table (tied), so
+// it is not a field; its bias is cls.predictions.bias.
+type LMHead struct {
+	Transform Linear        `hf:"transform.dense"`     // [E, H]
+	LN        LayerNorm     `hf:"transform.LayerNorm"` // [E]
+	Bias      *tensor.Param `hf:"bias"`                // [V]
+}
+
+// ClassificationHead is RoFormerClassificationHead: position 0 → dense →
+// act → out_proj.
+type ClassificationHead struct {
+	Dense   Linear `hf:"dense"`    // [H, H]
+	OutProj Linear `hf:"out_proj"` // [NL, H]
+}
+
+// Head names an output head, with the names the CLI uses.
+type Head string
+
+const (
+	HeadBase           Head = "base"
+	HeadMaskedLM       Head = "masked-lm"
+	HeadCausalLM       Head = "causal-lm"
+	HeadSequenceCls    Head = "sequence-classification"
+	HeadTokenCls       Head = "token-classification"
+	HeadQA             Head = "question-answering"
+	HeadMultipleChoice Head = "multiple-choice"
+)
+
+// Heads lists every head.
+var Heads = []Head{HeadBase, HeadMaskedLM, HeadCausalLM, HeadSequenceCls, HeadTokenCls, HeadQA, HeadMultipleChoice}
+
+// ParseHead maps a CLI name to a Head.
+func ParseHead(s string) (Head, error) {
+	for _, h := range Heads {
+		if string(h) == s {
+			return h, nil
+		}
+	}
+	names := make([]string, len(Heads))
+	for i, h := range Heads {
+		names[i] = string(h)
+	}
+	return "", fmt.Errorf("roformer: unknown head %q (valid: %s)", s, strings.Join(names, ", "))
+}
+
+// HFClass returns the transformers class that this head corresponds to.
+func (h Head) HFClass() string {
+	switch h {
+	case HeadMaskedLM:
+		return "RoFormerForMaskedLM"
+	case HeadCausalLM:
+		return "RoFormerForCausalLM"
+	case HeadSequenceCls:
+		return "RoFormerForSequenceClassification"
+	case HeadTokenCls:
+		return "RoFormerForTokenClassification"
+	case HeadQA:
+		return "RoFormerForQuestionAnswering"
+	case HeadMultipleChoice:
+		return "RoFormerForMultipleChoice"
+	}
+	return "RoFormerModel"
+}
+
+// Model is a RoFormer encoder with one head. Exactly one of the head fields
+// is set, according to Head (none for HeadBase).
+type Model struct {
+	Config  Config
+	Head    Head
+	Encoder Encoder `hf:"roformer"`
+
+	LM         *LMHead             `hf:"cls.predictions"` // masked-lm, causal-lm
+	Classifier *ClassificationHead `hf:"classifier"`      // sequence-classification
+	TokenCls   *Linear             `hf:"classifier"`      // token-classification [NL, H]
+	QA         *Linear             `hf:"qa_outputs"`      // question-answering [2, H]
+	Choice     *Linear             `hf:"classifier"`      // multiple-choice [1, H]
+
+	rotary *rope.Rotary
+	act    kernels.Activation
+}
+
+// New allocates a model with zero parameters for cfg and head. Use Init for
+// HF's random initialisation or Bind to load a checkpoint.
+func New(cfg Config, head Head) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("roformer: %w", err)
+	}
+	if _, err := ParseHead(string(head)); err != nil {
+		return nil, err
+	}
+	act, _ := cfg.Activation()
+	rot, err := rope.New(rope.Config{HeadSize: cfg.HeadSize()})
+	if err != nil {
+		return nil, fmt.Errorf("roformer: %w", err)
+	}
+	m := &Model{Config: cfg, Head: head, rotary: rot, act: act}
+	E, H, I, V := cfg.EmbeddingSize, cfg.HiddenSize, cfg.IntermediateSize, cfg.VocabSize
+	m.Encoder.Embeddings = Embeddings{
+		Word:      tensor.NewParam("", V, E),
+		TokenType: tensor.NewParam("", cfg.TypeVocabSize, E),
+		LN:        newLN(E),
+	}
+	if E != H {
+		p := newLinear(H, E)
+		m.Encoder.Project = &p
+	}
+	m.Encoder.Layers = make([]Layer, cfg.NumHiddenLayers)
+	for i := range m.Encoder.Layers {
+		m.Encoder.Layers[i] = Layer{
+			Query: newLinear(H, H), Key: newLinear(H, H), Value: newLinear(H, H), AttnOut: newLinear(H, H),
+			AttnLN: newLN(H), FFIn: newLinear(I, H), FFOut: newLinear(H, I), OutputLN: newLN(H),
+		}
+	}
+	switch head {
+	case HeadMaskedLM, HeadCausalLM:
+		m.LM = &LMHead{Transform: newLinear(E, H), LN: newLN(E), Bias: tensor.NewParam("", V)}
+	case HeadSequenceCls:
+		m.Classifier = &ClassificationHead{Dense: newLinear(H, H), OutProj: newLinear(cfg.NumLabels, H)}
+	case HeadTokenCls:
+		l := newLinear(cfg.NumLabels, H)
+		m.TokenCls = &l
+	case HeadQA:
+		l := newLinear(2, H)
+		m.QA = &l
+	case HeadMultipleChoice:
+		l := newLinear(1, H)
+		m.Choice = &l
+	}
+	for _, np := range m.namedParams() {
+		np.p.Name = np.name
+	}
+	return m, nil
+}
+
+func newLinear(out, in int) Linear {
+	return Linear{W: tensor.NewParam("", out, in), B: tensor.NewParam("", out)}
+}
+
+func newLN(c int) LayerNorm {
+	ln := LayerNorm{W: tensor.NewParam("", c), B: tensor.NewParam("", c)}
+	for i := range ln.W.Data {
+		ln.W.Data[i] = 1
+	}
+	return ln
+}
+
+type namedParam struct {
+	name string
+	p    *tensor.Param
+}
+
+// namedParams walks the struct tags: the HF state-dict name of every
+// parameter of m, in a fixed order (the order of the fields).
+func (m *Model) namedParams() []namedParam {
+	var out []namedParam
+	var walk func(v reflect.Value, prefix string)
+	walk = func(v reflect.Value, prefix string) {
+		switch v.Kind() {
+		case reflect.Pointer:
+			if v.IsNil() {
+				return
+			}
+			if p, ok := v.Interface().(*tensor.Param); ok {
+				out = append(out, namedParam{strings.TrimSuffix(prefix, "."), p})
+				return
+			}
+			walk(v.Elem(), prefix)
+		case reflect.Slice:
+			for i := 0; i < v.Len(); i++ {
+				walk(v.Index(i), prefix+strconv.Itoa(i)+".")
+			}
+		case reflect.Struct:
+			t := v.Type()
+			for i := 0; i < t.NumField(); i++ {
+				tag, ok := t.Field(i).Tag.Lookup("hf")
+				if !ok {
+					continue
+				}
+				walk(v.Field(i), prefix+tag+".")
+			}
+		}
+	}
+	walk(reflect.ValueOf(m).Elem(), "")
+	return out
+}
+
+// Params returns every trainable parameter, named by its HF state-dict key
+// (as RoFormerFor<Head>.named_parameters() names it), in a fixed order. The
+// decoder weight of the LM heads is the word embedding (tied) and appears
+// once, as roformer.embeddings.word_embeddings.weight.
+func (m *Model) Params() []*tensor.Param {
+	nps := m.namedParams()
+	out := make([]*tensor.Param, len(nps))
+	for i, np := range nps {
+		out[i] = np.p
+	}
+	return out
+}
+
+// NumParams returns the number of trainable scalars.
+func (m *Model) NumParams() int {
+	n := 0
+	for _, p := range m.Params() {
+		n += len(p.Data)
+	}
+	return n
+}
+
+// ZeroGrad clears every parameter gradient.
+func (m *Model) ZeroGrad() {
+	for _, p := range m.Params() {
+		p.ZeroGrad()
+	}
+}
+
+// Init sets every parameter as HF's RoFormerPreTrainedModel._init_weights
+// does: linear and embedding weights N(0, initializer_range²), biases 0,
+// LayerNorm weight 1 and bias 0, and the padding row of the word embedding 0.
+func (m *Model) Init(seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 0x726f666f726d6572))
+	std := m.Config.InitializerRange
+	for _, p := range m.Params() {
+		switch {
+		case strings.Contains(p.Name, "LayerNorm") && strings.HasSuffix(p.Name, ".weight"):
+			for i := range p.Data {
+				p.Data[i] = 1
+			}
+		case strings.HasSuffix(p.Name, "bias"):
+			clear(p.Data)
+		default:
+			for i := range p.Data {
+				p.Data[i] = float32(r.NormFloat64() * std)
+			}
+		}
+	}
+	if pad := m.Config.PadID(); pad >= 0 {
+		E := m.Config.EmbeddingSize
+		clear(m.Encoder.Embeddings.Word.Data[pad*E : pad*E+E])
+	}
+}
+
+// Rotary returns the model's rotary position embedding.
+func (m *Model) Rotary() *rope.Rotary { return m.rotary }
+
+// checkFinite reports the first parameter holding a NaN or Inf.
+func (m *Model) checkFinite() error {
+	for _, p := range m.Params() {
+		for i, v := range p.Data {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return fmt.Errorf("roformer: parameter %s%v holds %v at element %d", p.Name, p.Shape, v, i)
+			}
+		}
+	}
+	return nil
+}
