@@ -24,13 +24,19 @@ import (
 //	        output; nil to use scratch space instead
 //	q, k, v [B, T, C]
 //	keyMask [B, T]  1 for a real token, 0 for padding; nil means all 1
-func AttentionForward(out, probs, q, k, v, keyMask []float32, causal bool, B, T, NH, HS int) {
+//
+// drop is HF's dropout on the attention probabilities (training only): out
+// is then (P⊙mask)·v while probs keeps the undropped P.
+func AttentionForward(out, probs, q, k, v, keyMask []float32, causal bool, drop Dropout, B, T, NH, HS int) {
 	C := NH * HS
 	scale := float32(math.Sqrt(float64(HS)))
 	parallelFor(B*NH, 1, func(lo, hi int) {
-		var scratch []float32
+		var scratch, dropped []float32
 		if probs == nil {
 			scratch = make([]float32, T*T)
+		}
+		if drop.Active() {
+			dropped = make([]float32, T*T)
 		}
 		for bh := lo; bh < hi; bh++ {
 			b, h := bh/NH, bh%NH
@@ -47,6 +53,10 @@ func AttentionForward(out, probs, q, k, v, keyMask []float32, causal bool, B, T,
 			}
 			for i := 0; i < T; i++ {
 				maskedSoftmaxRow(P[i*T:i*T+T], scale, km, causal, i)
+			}
+			if drop.Active() {
+				applyDrop(dropped, P, drop, bh*T*T)
+				P = dropped
 			}
 			blas.Sgemm(false, false, T, HS, T, 1, P, T, v[base:], C, 0, out[base:], C)
 		}
@@ -102,18 +112,32 @@ func maskedSoftmaxRow(row []float32, scale float32, km []float32, causal bool, i
 //	q, k, v    [B, T, C]
 //	probs      [B, NH, T, T]
 //	keyMask    [B, T] or nil
-func AttentionBackward(dq, dk, dv, dout, q, k, v, probs, keyMask []float32, causal bool, B, T, NH, HS int) {
+//	drop       the dropout of the forward pass
+func AttentionBackward(dq, dk, dv, dout, q, k, v, probs, keyMask []float32, causal bool, drop Dropout, B, T, NH, HS int) {
 	C := NH * HS
 	scale := float32(math.Sqrt(float64(HS)))
 	parallelFor(B*NH, 1, func(lo, hi int) {
 		dP := make([]float32, T*T)
+		var dropped []float32
+		if drop.Active() {
+			dropped = make([]float32, T*T)
+		}
 		for bh := lo; bh < hi; bh++ {
 			b, h := bh/NH, bh%NH
 			P := probs[bh*T*T : (bh+1)*T*T]
+			Pd := P
+			if drop.Active() {
+				applyDrop(dropped, P, drop, bh*T*T)
+				Pd = dropped
+			}
 			base := b*T*C + h*HS
-			// out_h = P·v_h  ⇒  dP = dout_h·v_hᵀ, dv_h = Pᵀ·dout_h
+			// out_h = Pd·v_h  ⇒  dPd = dout_h·v_hᵀ, dv_h = Pdᵀ·dout_h
 			blas.Sgemm(false, true, T, T, HS, 1, dout[base:], C, v[base:], C, 0, dP, T)
-			blas.Sgemm(true, false, T, HS, T, 1, P, T, dout[base:], C, 0, dv[base:], C)
+			blas.Sgemm(true, false, T, HS, T, 1, Pd, T, dout[base:], C, 0, dv[base:], C)
+			if drop.Active() {
+				// Pd = P⊙mask  ⇒  dP = dPd⊙mask
+				applyDrop(dP, dP, drop, bh*T*T)
+			}
 			var km []float32
 			if keyMask != nil {
 				km = keyMask[b*T : b*T+T]
@@ -191,5 +215,12 @@ func attentionForwardNaive(out, q, k, v, keyMask []float32, causal bool, B, T, N
 				}
 			}
 		}
+	}
+}
+
+// applyDrop sets dst = src⊙mask for the T·T block that starts at flat index off.
+func applyDrop(dst, src []float32, drop Dropout, off int) {
+	for j := range dst {
+		dst[j] = src[j] * drop.Scale(off+j)
 	}
 }

@@ -176,10 +176,10 @@ func TestAttentionAgainstNaive(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			got, want := make([]float32, B*T*C), make([]float32, B*T*C)
 			probs := make([]float32, B*NH*T*T)
-			AttentionForward(got, probs, q, k, v, m.km, m.causal, B, T, NH, HS)
+			AttentionForward(got, probs, q, k, v, m.km, m.causal, Dropout{}, B, T, NH, HS)
 			attentionForwardNaive(want, q, k, v, m.km, m.causal, B, T, NH, HS)
 			testutil.AssertClose(t, "out", got, want, 2e-6, 1e-5)
-			AttentionForward(got, nil, q, k, v, m.km, m.causal, B, T, NH, HS)
+			AttentionForward(got, nil, q, k, v, m.km, m.causal, Dropout{}, B, T, NH, HS)
 			testutil.AssertClose(t, "out without saved probs", got, want, 2e-6, 1e-5)
 		})
 	}
@@ -192,19 +192,60 @@ func TestAttentionBackward(t *testing.T) {
 	q, k, v := testutil.RandN(r, B*T*C, 1), testutil.RandN(r, B*T*C, 1), testutil.RandN(r, B*T*C, 1)
 	proj := testutil.RandN(r, B*T*C, 1)
 	for name, m := range masks() {
-		t.Run(name, func(t *testing.T) {
-			out, probs := make([]float32, B*T*C), make([]float32, B*NH*T*T)
-			loss := func() float64 {
-				AttentionForward(out, probs, q, k, v, m.km, m.causal, B, T, NH, HS)
-				return testutil.Dot(out, proj)
-			}
-			loss()
-			dq, dk, dv := make([]float32, B*T*C), make([]float32, B*T*C), make([]float32, B*T*C)
-			AttentionBackward(dq, dk, dv, proj, q, k, v, probs, m.km, m.causal, B, T, NH, HS)
-			testutil.GradCheck(t, "dq", q, dq, loss, 1e-2, 2e-3)
-			testutil.GradCheck(t, "dk", k, dk, loss, 1e-2, 2e-3)
-			testutil.GradCheck(t, "dv", v, dv, loss, 1e-2, 2e-3)
-		})
+		for _, drop := range []Dropout{{}, {P: 0.3, Seed: 42}} {
+			t.Run(fmt.Sprintf("%s_drop%v", name, drop.P), func(t *testing.T) {
+				out, probs := make([]float32, B*T*C), make([]float32, B*NH*T*T)
+				loss := func() float64 {
+					AttentionForward(out, probs, q, k, v, m.km, m.causal, drop, B, T, NH, HS)
+					return testutil.Dot(out, proj)
+				}
+				loss()
+				dq, dk, dv := make([]float32, B*T*C), make([]float32, B*T*C), make([]float32, B*T*C)
+				AttentionBackward(dq, dk, dv, proj, q, k, v, probs, m.km, m.causal, drop, B, T, NH, HS)
+				testutil.GradCheck(t, "dq", q, dq, loss, 1e-2, 2e-3)
+				testutil.GradCheck(t, "dk", k, dk, loss, 1e-2, 2e-3)
+				testutil.GradCheck(t, "dv", v, dv, loss, 1e-2, 2e-3)
+			})
+		}
+	}
+}
+
+func TestDropout(t *testing.T) {
+	d := Dropout{P: 0.25, Seed: 7}
+	N := 100000
+	x := make([]float32, N)
+	for i := range x {
+		x[i] = 1
+	}
+	DropoutForward(x, d, N)
+	kept := 0
+	for _, v := range x {
+		switch v {
+		case 0:
+		case 1 / 0.75:
+			kept++
+		default:
+			t.Fatalf("dropout produced %v", v)
+		}
+	}
+	if frac := float64(kept) / float64(N); math.Abs(frac-0.75) > 0.01 {
+		t.Errorf("kept %.4f, want 0.75", frac)
+	}
+	// The mask depends only on (seed, index): another thread count, same mask.
+	defer SetThreads(Threads())
+	SetThreads(1)
+	y := make([]float32, N)
+	for i := range y {
+		y[i] = 1
+	}
+	DropoutForward(y, d, N)
+	for i := range x {
+		if x[i] != y[i] {
+			t.Fatalf("mask differs at %d with one thread", i)
+		}
+	}
+	if d.Derive(1, 2).Seed == d.Derive(2, 1).Seed || d.Derive(1).Seed == d.Seed {
+		t.Error("derived seeds collide")
 	}
 }
 

@@ -1,4 +1,421 @@
 package roformer
 
-// gradBuffers holds the activation gradients of a backward pass.
-type gradBuffers struct{}
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/roformer-go/roformer/kernels"
+)
+
+// gradBuffers holds the activation gradients of a backward pass; parameter
+// gradients live in each tensor.Param.Grad.
+type gradBuffers struct {
+	dx, dres, dtmp  []float32 // [BT, H]
+	dq, dk, dv, dcx []float32 // [BT, H]
+	dpre, dpost     []float32 // [BT, I]
+	demb, dembSum   []float32 // [BT, E]
+}
+
+func (m *Model) grads(s *State) *gradBuffers {
+	if s.grads == nil {
+		E, H, I := m.Config.EmbeddingSize, m.Config.HiddenSize, m.Config.IntermediateSize
+		BT := s.B * s.T
+		f := func(n int) []float32 { return make([]float32, n) }
+		s.grads = &gradBuffers{dx: f(BT * H), dres: f(BT * H), dtmp: f(BT * H), dq: f(BT * H), dk: f(BT * H), dv: f(BT * H), dcx: f(BT * H),
+			dpre: f(BT * I), dpost: f(BT * I), demb: f(BT * E), dembSum: f(BT * E)}
+	}
+	return s.grads
+}
+
+// StepOptions configures a training forward and backward pass.
+type StepOptions struct {
+	// Dropout applies HF's training-mode dropout with the configuration's
+	// probabilities; its masks are a pure function of Seed (see
+	// kernels.Dropout), so a step can be replayed exactly.
+	Dropout bool
+	Seed    uint64
+	// NumChoices and Causal as in Options.
+	NumChoices int
+	Causal     bool
+}
+
+// StepResult is what a training step measured.
+type StepResult struct {
+	Loss    float64 // HF's loss for the head (mean over the labelled terms)
+	N       int     // labelled terms in the loss
+	Correct int     // of those, how many the arg-max predicts (classification and LM heads)
+}
+
+// ForwardBackward runs the head on b in training mode and back-propagates
+// its loss, ADDING each parameter's gradient into Param.Grad (so calls over
+// micro-batches accumulate). s must come from NewState(b.B, b.T, true) and
+// may be reused for every batch of that shape. The loss is the one Forward
+// returns for the same labels (without dropout they are equal).
+func (m *Model) ForwardBackward(ctx context.Context, s *State, b *Batch, labels *Labels, opts StepOptions) (*StepResult, error) {
+	if !s.train || s.B != b.B || s.T != b.T {
+		return nil, fmt.Errorf("roformer: training state is for %d×%d (train %v), batch is %d×%d", s.B, s.T, s.train, b.B, b.T)
+	}
+	if labels == nil {
+		return nil, fmt.Errorf("roformer: a training step needs labels")
+	}
+	if err := b.Validate(&m.Config); err != nil {
+		return nil, err
+	}
+	if m.Head == HeadMultipleChoice && (opts.NumChoices <= 0 || b.B%opts.NumChoices != 0) {
+		return nil, fmt.Errorf("roformer: multiple choice needs rows = examples × choices; %d rows, %d choices", b.B, opts.NumChoices)
+	}
+	s.drop = kernels.Dropout{}
+	if opts.Dropout {
+		s.drop = kernels.Dropout{P: 1, Seed: opts.Seed} // P is set per site from the config
+	}
+	defer func() { s.drop = kernels.Dropout{} }()
+	m.setInputs(s, b, opts.Causal || m.Config.IsDecoder || m.Head == HeadCausalLM)
+	x, err := m.encode(ctx, s, nil)
+	if err != nil {
+		return nil, err
+	}
+	g := m.grads(s)
+	res, err := m.headBackward(g.dx, x, s, b, labels, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.encoderBackward(s, g.dx)
+	return res, nil
+}
+
+// encoderBackward back-propagates dx [BT, H], the gradient of the last
+// hidden state, through every layer and the embeddings.
+func (m *Model) encoderBackward(s *State, dx []float32) {
+	cfg := &m.Config
+	B, T := s.B, s.T
+	BT := B * T
+	E, H, I, NH := cfg.EmbeddingSize, cfg.HiddenSize, cfg.IntermediateSize, cfg.NumAttentionHeads
+	HS := H / NH
+	g := s.grads
+	for l := len(m.Encoder.Layers) - 1; l >= 0; l-- {
+		L := &m.Encoder.Layers[l]
+		la := &s.layers[l]
+		x := s.hidden0
+		if l > 0 {
+			x = s.layers[l-1].out
+		}
+		// out = LayerNorm(res2)
+		clear(g.dres)
+		kernels.LayerNormBackward(g.dres, L.OutputLN.W.Grad, L.OutputLN.B.Grad, dx, la.res2, L.OutputLN.W.Data, la.ln2Mean, la.ln2Rstd, BT, H)
+		// res2 = a + dropout(FFOut(post)): the residual passes dres to a
+		copy(g.dtmp, g.dres)
+		kernels.DropoutBackward(g.dtmp, s.dropAt(l, siteFFNOut, cfg.HiddenDropoutProb), BT*H)
+		kernels.MatmulBackward(g.dpost, L.FFOut.W.Grad, L.FFOut.B.Grad, g.dtmp, la.post, L.FFOut.W.Data, BT, I, H)
+		// post = act(pre)
+		kernels.ActivationBackward(g.dpre, g.dpost, la.pre, m.act, BT*I)
+		// pre = FFIn(a)
+		kernels.MatmulBackward(g.dtmp, L.FFIn.W.Grad, L.FFIn.B.Grad, g.dpre, la.a, L.FFIn.W.Data, BT, H, I)
+		kernels.AddForward(g.dres, g.dres, g.dtmp, BT*H) // da = dres2 + dFFIn
+		// a = LayerNorm(res1)
+		clear(dx)
+		kernels.LayerNormBackward(dx, L.AttnLN.W.Grad, L.AttnLN.B.Grad, g.dres, la.res1, L.AttnLN.W.Data, la.ln1Mean, la.ln1Rstd, BT, H)
+		// res1 = x + dropout(AttnOut(ctx)): dx holds dres1, which is also x's residual gradient
+		copy(g.dtmp, dx)
+		kernels.DropoutBackward(g.dtmp, s.dropAt(l, siteAttnOut, cfg.HiddenDropoutProb), BT*H)
+		kernels.MatmulBackward(g.dcx, L.AttnOut.W.Grad, L.AttnOut.B.Grad, g.dtmp, la.ctx, L.AttnOut.W.Data, BT, H, H)
+		// ctx = attention(q, k, v)
+		kernels.AttentionBackward(g.dq, g.dk, g.dv, g.dcx, la.q, la.k, la.v, la.probs, s.keyMask, s.causal, s.dropAt(l, siteAttnProbs, cfg.AttentionProbsDropoutProb), B, T, NH, HS)
+		// q, k (, v) rotated
+		m.rotary.Backward(g.dq, s.sin, s.cos, B, T, NH)
+		m.rotary.Backward(g.dk, s.sin, s.cos, B, T, NH)
+		if cfg.RotaryValue {
+			m.rotary.Backward(g.dv, s.sin, s.cos, B, T, NH)
+		}
+		// q, k, v = Linear(x): add their input gradients to the residual's
+		kernels.MatmulBackward(g.dtmp, L.Query.W.Grad, L.Query.B.Grad, g.dq, x, L.Query.W.Data, BT, H, H)
+		kernels.AddForward(dx, dx, g.dtmp, BT*H)
+		kernels.MatmulBackward(g.dtmp, L.Key.W.Grad, L.Key.B.Grad, g.dk, x, L.Key.W.Data, BT, H, H)
+		kernels.AddForward(dx, dx, g.dtmp, BT*H)
+		kernels.MatmulBackward(g.dtmp, L.Value.W.Grad, L.Value.B.Grad, g.dv, x, L.Value.W.Data, BT, H, H)
+		kernels.AddForward(dx, dx, g.dtmp, BT*H)
+	}
+	// Embeddings: hidden0 = project(dropout(LayerNorm(word + type)))
+	emb := &m.Encoder.Embeddings
+	demb := dx
+	if p := m.Encoder.Project; p != nil {
+		kernels.MatmulBackward(g.demb, p.W.Grad, p.B.Grad, dx, s.embLN, p.W.Data, BT, E, H)
+		demb = g.demb
+	}
+	kernels.DropoutBackward(demb, s.dropAt(-1, siteEmbeddings, cfg.HiddenDropoutProb), BT*E)
+	clear(g.dembSum)
+	kernels.LayerNormBackward(g.dembSum, emb.LN.W.Grad, emb.LN.B.Grad, demb, s.embSum, emb.LN.W.Data, s.embMean, s.embRstd, BT, E)
+	kernels.EmbeddingBackward(emb.Word.Grad, emb.TokenType.Grad, g.dembSum, s.ids, s.types, cfg.PadID(), BT, E)
+}
+
+// headBackward computes the head's loss on the last hidden state x [BT, H]
+// and writes its gradient into dx [BT, H] (=), accumulating the head's
+// parameter gradients.
+func (m *Model) headBackward(dx, x []float32, s *State, b *Batch, labels *Labels, opts StepOptions) (*StepResult, error) {
+	cfg := &m.Config
+	B, T, H, V := b.B, b.T, cfg.HiddenSize, cfg.VocabSize
+	BT := B * T
+	clear(dx)
+	switch m.Head {
+	case HeadMaskedLM, HeadCausalLM:
+		if len(labels.IDs) != BT {
+			return nil, fmt.Errorf("roformer: labels have %d values, want %d (%d × %d)", len(labels.IDs), BT, B, T)
+		}
+		if err := checkClassIDs("labels", labels.IDs, V); err != nil {
+			return nil, err
+		}
+		targets := labels.IDs
+		if m.Head == HeadCausalLM {
+			targets = shiftLeft(labels.IDs, B, T)
+		}
+		return m.lmBackward(dx, x, targets, H), nil
+	case HeadSequenceCls:
+		NL := cfg.NumLabels
+		first := make([]float32, B*H)
+		for r := 0; r < B; r++ {
+			copy(first[r*H:r*H+H], x[r*T*H:r*T*H+H])
+		}
+		dIn, dMid := s.dropAt(-1, siteHeadIn, cfg.HiddenDropoutProb), s.dropAt(-1, siteHeadMid, cfg.HiddenDropoutProb)
+		kernels.DropoutForward(first, dIn, B*H)
+		a := newClsActs(B, H)
+		kernels.MatmulForward(a.pre, first, m.Classifier.Dense.W.Data, m.Classifier.Dense.B.Data, B, H, H)
+		kernels.ActivationForward(a.post, a.pre, m.act, B*H)
+		kernels.DropoutForward(a.post, dMid, B*H)
+		logits := make([]float32, B*NL)
+		kernels.MatmulForward(logits, a.post, m.Classifier.OutProj.W.Data, m.Classifier.OutProj.B.Data, B, H, NL)
+		loss, pt, err := seqClsLoss(cfg, logits, labels, B, NL)
+		if err != nil {
+			return nil, err
+		}
+		res := &StepResult{Loss: loss}
+		dlogits := make([]float32, B*NL)
+		switch pt {
+		case "regression":
+			res.N = B * NL
+			for i, y := range labels.Floats {
+				dlogits[i] = float32(2 * (float64(logits[i]) - float64(y)) / float64(B*NL))
+			}
+		case "single_label_classification":
+			res.N, res.Correct = ceGrad(dlogits, logits, labels.IDs, B, NL)
+		default:
+			res.N = B * NL
+			for i, y := range labels.Floats {
+				z := float64(logits[i])
+				dlogits[i] = float32((1/(1+math.Exp(-z)) - float64(y)) / float64(B*NL))
+				if (z > 0) == (y > 0.5) {
+					res.Correct++
+				}
+			}
+		}
+		dpost, dpre, dfirst := make([]float32, B*H), make([]float32, B*H), make([]float32, B*H)
+		kernels.MatmulBackward(dpost, m.Classifier.OutProj.W.Grad, m.Classifier.OutProj.B.Grad, dlogits, a.post, m.Classifier.OutProj.W.Data, B, H, NL)
+		kernels.DropoutBackward(dpost, dMid, B*H)
+		kernels.ActivationBackward(dpre, dpost, a.pre, m.act, B*H)
+		kernels.MatmulBackward(dfirst, m.Classifier.Dense.W.Grad, m.Classifier.Dense.B.Grad, dpre, first, m.Classifier.Dense.W.Data, B, H, H)
+		kernels.DropoutBackward(dfirst, dIn, B*H)
+		for r := 0; r < B; r++ {
+			copy(dx[r*T*H:r*T*H+H], dfirst[r*H:r*H+H])
+		}
+		return res, nil
+	case HeadTokenCls:
+		NL := cfg.NumLabels
+		if len(labels.IDs) != BT {
+			return nil, fmt.Errorf("roformer: labels have %d values, want %d (%d × %d)", len(labels.IDs), BT, B, T)
+		}
+		if err := checkClassIDs("labels", labels.IDs, NL); err != nil {
+			return nil, err
+		}
+		drop := s.dropAt(-1, siteHeadIn, cfg.HiddenDropoutProb)
+		xd := append([]float32(nil), x...)
+		kernels.DropoutForward(xd, drop, BT*H)
+		logits := make([]float32, BT*NL)
+		kernels.MatmulForward(logits, xd, m.TokenCls.W.Data, m.TokenCls.B.Data, BT, H, NL)
+		res := &StepResult{Loss: meanCE(logits, labels.IDs, BT, NL)}
+		dlogits := make([]float32, BT*NL)
+		res.N, res.Correct = ceGrad(dlogits, logits, labels.IDs, BT, NL)
+		kernels.MatmulBackward(dx, m.TokenCls.W.Grad, m.TokenCls.B.Grad, dlogits, xd, m.TokenCls.W.Data, BT, H, NL)
+		kernels.DropoutBackward(dx, drop, BT*H)
+		return res, nil
+	case HeadQA:
+		if len(labels.StartPositions) != B || len(labels.EndPositions) != B {
+			return nil, fmt.Errorf("roformer: start/end positions have %d/%d values, want %d", len(labels.StartPositions), len(labels.EndPositions), B)
+		}
+		both := make([]float32, BT*2)
+		kernels.MatmulForward(both, x, m.QA.W.Data, m.QA.B.Data, BT, H, 2)
+		start, end := make([]float32, BT), make([]float32, BT)
+		for i := 0; i < BT; i++ {
+			start[i], end[i] = both[2*i], both[2*i+1]
+		}
+		sp, ep := clampPositions(labels.StartPositions, T), clampPositions(labels.EndPositions, T)
+		res := &StepResult{Loss: (meanCE(start, sp, B, T) + meanCE(end, ep, B, T)) / 2}
+		ds, de := make([]float32, BT), make([]float32, BT)
+		n1, c1 := ceGrad(ds, start, sp, B, T)
+		n2, c2 := ceGrad(de, end, ep, B, T)
+		res.N, res.Correct = n1+n2, c1+c2
+		dboth := make([]float32, BT*2)
+		for i := 0; i < BT; i++ {
+			dboth[2*i], dboth[2*i+1] = ds[i]/2, de[i]/2
+		}
+		kernels.MatmulBackward(dx, m.QA.W.Grad, m.QA.B.Grad, dboth, x, m.QA.W.Data, BT, H, 2)
+		return res, nil
+	case HeadMultipleChoice:
+		nc := opts.NumChoices
+		if len(labels.IDs) != B/nc {
+			return nil, fmt.Errorf("roformer: multiple-choice labels have %d values, want %d", len(labels.IDs), B/nc)
+		}
+		if err := checkClassIDs("labels", labels.IDs, nc); err != nil {
+			return nil, err
+		}
+		last := make([]float32, B*H)
+		for r := 0; r < B; r++ {
+			copy(last[r*H:r*H+H], x[(r*T+T-1)*H:(r*T+T)*H])
+		}
+		logits := make([]float32, B)
+		kernels.MatmulForward(logits, last, m.Choice.W.Data, m.Choice.B.Data, B, H, 1)
+		res := &StepResult{Loss: meanCE(logits, labels.IDs, B/nc, nc)}
+		dlogits, dlast := make([]float32, B), make([]float32, B*H)
+		res.N, res.Correct = ceGrad(dlogits, logits, labels.IDs, B/nc, nc)
+		kernels.MatmulBackward(dlast, m.Choice.W.Grad, m.Choice.B.Grad, dlogits, last, m.Choice.W.Data, B, H, 1)
+		for r := 0; r < B; r++ {
+			copy(dx[(r*T+T-1)*H:(r*T+T)*H], dlast[r*H:r*H+H])
+		}
+		return res, nil
+	}
+	return nil, fmt.Errorf("roformer: the %s head has no loss to train", m.Head)
+}
+
+// ceGrad writes the gradient of the mean cross-entropy over the rows whose
+// target is not negative into d (=) and returns their count and how many the
+// arg-max gets right.
+func ceGrad(d, logits []float32, targets []int32, N, V int) (n, correct int) {
+	for r, t := range targets {
+		if t >= 0 {
+			n++
+			if argmax(logits[r*V:r*V+V]) == int(t) {
+				correct++
+			}
+		}
+	}
+	dl := make([]float32, N)
+	if n > 0 {
+		for r, t := range targets {
+			if t >= 0 {
+				dl[r] = 1 / float32(n)
+			}
+		}
+	}
+	kernels.CrossEntropyBackward(d, dl, logits, targets, N, V)
+	return n, correct
+}
+
+func argmax(x []float32) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// lmBackward runs the LM head on the rows of x whose target is set (the
+// others do not change the loss), back-propagates the mean cross-entropy
+// and scatters the gradient into dx.
+func (m *Model) lmBackward(dx, x []float32, targets []int32, H int) *StepResult {
+	cfg := &m.Config
+	E, V := cfg.EmbeddingSize, cfg.VocabSize
+	var rows []int
+	for r, t := range targets {
+		if t >= 0 {
+			rows = append(rows, r)
+		}
+	}
+	N := len(rows)
+	res := &StepResult{N: N, Loss: math.NaN()}
+	if N == 0 {
+		return res
+	}
+	xs := make([]float32, N*H)
+	tg := make([]int32, N)
+	for i, r := range rows {
+		copy(xs[i*H:i*H+H], x[r*H:r*H+H])
+		tg[i] = targets[r]
+	}
+	a := newLMActs(N, E)
+	logits := make([]float32, N*V)
+	m.lmLogits(logits, xs, N, a)
+	losses := make([]float32, N)
+	kernels.CrossEntropyForward(losses, logits, tg, N, V)
+	sum := 0.0
+	for _, l := range losses {
+		sum += float64(l)
+	}
+	res.Loss = sum / float64(N)
+	dlogits := make([]float32, N*V)
+	_, res.Correct = ceGrad(dlogits, logits, tg, N, V)
+	// logits = ln·Wteᵀ + bias (decoder tied to the word embeddings)
+	dln, dpost, dpre, dxs := make([]float32, N*E), make([]float32, N*E), make([]float32, N*E), make([]float32, N*H)
+	kernels.MatmulBackward(dln, m.Encoder.Embeddings.Word.Grad, m.LM.Bias.Grad, dlogits, a.ln, m.Encoder.Embeddings.Word.Data, N, E, V)
+	kernels.LayerNormBackward(dpost, m.LM.LN.W.Grad, m.LM.LN.B.Grad, dln, a.post, m.LM.LN.W.Data, a.mean, a.rstd, N, E)
+	kernels.ActivationBackward(dpre, dpost, a.pre, m.act, N*E)
+	kernels.MatmulBackward(dxs, m.LM.Transform.W.Grad, m.LM.Transform.B.Grad, dpre, xs, m.LM.Transform.W.Data, N, H, E)
+	for i, r := range rows {
+		copy(dx[r*H:r*H+H], dxs[i*H:i*H+H])
+	}
+	return res
+}
+
+// EvaluateMLM runs the masked-LM head in inference mode on the rows of b
+// whose label is set and returns the summed cross-entropy, the number of
+// labelled tokens and how many the arg-max predicts.
+func (m *Model) EvaluateMLM(ctx context.Context, s *State, b *Batch, labels []int32) (lossSum float64, n, correct int, err error) {
+	if m.LM == nil {
+		return 0, 0, 0, fmt.Errorf("roformer: the %s head has no LM head", m.Head)
+	}
+	if err := b.Validate(&m.Config); err != nil {
+		return 0, 0, 0, err
+	}
+	if s == nil || s.B != b.B || s.T != b.T {
+		s = m.NewState(b.B, b.T, false)
+	}
+	m.setInputs(s, b, m.Config.IsDecoder || m.Head == HeadCausalLM)
+	x, err := m.encode(ctx, s, nil)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	H, E, V := m.Config.HiddenSize, m.Config.EmbeddingSize, m.Config.VocabSize
+	targets := labels
+	if m.Head == HeadCausalLM {
+		targets = shiftLeft(labels, b.B, b.T)
+	}
+	var rows []int
+	for r, t := range targets {
+		if t >= 0 {
+			rows = append(rows, r)
+		}
+	}
+	N := len(rows)
+	if N == 0 {
+		return 0, 0, 0, nil
+	}
+	xs := make([]float32, N*H)
+	tg := make([]int32, N)
+	for i, r := range rows {
+		copy(xs[i*H:i*H+H], x[r*H:r*H+H])
+		tg[i] = targets[r]
+	}
+	logits := make([]float32, N*V)
+	m.lmLogits(logits, xs, N, newLMActs(N, E))
+	losses := make([]float32, N)
+	kernels.CrossEntropyForward(losses, logits, tg, N, V)
+	for i, l := range losses {
+		lossSum += float64(l)
+		if argmax(logits[i*V:i*V+V]) == int(tg[i]) {
+			correct++
+		}
+	}
+	return lossSum, N, correct, nil
+}

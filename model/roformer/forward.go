@@ -94,8 +94,33 @@ type State struct {
 	// inference alternates two output buffers so the layer slot can be reused.
 	spare []float32
 
+	// drop is the dropout of a training step (zero in inference); each
+	// site derives its own stream from it.
+	drop kernels.Dropout
+
 	// Scratch and gradient buffers for backward, allocated on first use.
 	grads *gradBuffers
+}
+
+// Dropout sites, mixed into the per-site dropout seeds.
+const (
+	siteEmbeddings = iota + 1
+	siteAttnProbs
+	siteAttnOut
+	siteFFNOut
+	siteHeadIn
+	siteHeadMid
+)
+
+// dropAt returns the dropout of one site of one layer (layer −1: outside
+// the encoder layers).
+func (s *State) dropAt(layer, site int, p float64) kernels.Dropout {
+	if !s.drop.Active() || p == 0 {
+		return kernels.Dropout{}
+	}
+	d := s.drop.Derive(uint64(layer+1), uint64(site))
+	d.P = float32(p)
+	return d
 }
 
 func (m *Model) newLayerActs(B, T int, withProbs bool) layerActs {
@@ -196,6 +221,7 @@ func (m *Model) encode(ctx context.Context, s *State, hook func(layer int, hidde
 	// x = LayerNorm(word[ids] + type[types]); x = project(x) when E ≠ H
 	kernels.EmbeddingForward(s.embSum, s.ids, s.types, emb.Word.Data, emb.TokenType.Data, BT, E)
 	kernels.LayerNormForward(s.embLN, s.embMean, s.embRstd, s.embSum, emb.LN.W.Data, emb.LN.B.Data, eps, BT, E)
+	kernels.DropoutForward(s.embLN, s.dropAt(-1, siteEmbeddings, cfg.HiddenDropoutProb), BT*E)
 	if p := m.Encoder.Project; p != nil {
 		kernels.MatmulForward(s.hidden0, s.embLN, p.W.Data, p.B.Data, BT, E, H)
 	}
@@ -226,15 +252,17 @@ func (m *Model) encode(ctx context.Context, s *State, hook func(layer int, hidde
 			m.rotary.Forward(la.v, s.sin, s.cos, B, T, NH)
 		}
 		// ctx = softmax(q·kᵀ/√HS + mask)·v
-		kernels.AttentionForward(la.ctx, la.probs, la.q, la.k, la.v, s.keyMask, s.causal, B, T, NH, HS)
-		// a = LayerNorm(x + dense(ctx))
+		kernels.AttentionForward(la.ctx, la.probs, la.q, la.k, la.v, s.keyMask, s.causal, s.dropAt(l, siteAttnProbs, cfg.AttentionProbsDropoutProb), B, T, NH, HS)
+		// a = LayerNorm(x + dropout(dense(ctx)))
 		kernels.MatmulForward(la.res1, la.ctx, L.AttnOut.W.Data, L.AttnOut.B.Data, BT, H, H)
+		kernels.DropoutForward(la.res1, s.dropAt(l, siteAttnOut, cfg.HiddenDropoutProb), BT*H)
 		kernels.AddForward(la.res1, la.res1, x, BT*H)
 		kernels.LayerNormForward(la.a, la.ln1Mean, la.ln1Rstd, la.res1, L.AttnLN.W.Data, L.AttnLN.B.Data, eps, BT, H)
-		// out = LayerNorm(a + dense(act(dense(a))))
+		// out = LayerNorm(a + dropout(dense(act(dense(a)))))
 		kernels.MatmulForward(la.pre, la.a, L.FFIn.W.Data, L.FFIn.B.Data, BT, H, I)
 		kernels.ActivationForward(la.post, la.pre, m.act, BT*I)
 		kernels.MatmulForward(la.res2, la.post, L.FFOut.W.Data, L.FFOut.B.Data, BT, I, H)
+		kernels.DropoutForward(la.res2, s.dropAt(l, siteFFNOut, cfg.HiddenDropoutProb), BT*H)
 		kernels.AddForward(la.res2, la.res2, la.a, BT*H)
 		kernels.LayerNormForward(la.out, la.ln2Mean, la.ln2Rstd, la.res2, L.OutputLN.W.Data, L.OutputLN.B.Data, eps, BT, H)
 		x = la.out

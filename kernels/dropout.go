@@ -1,0 +1,61 @@
+package kernels
+
+// Dropout describes inverted dropout: each element is kept with probability
+// 1−P and then scaled by 1/(1−P), or zeroed. The keep decision of element i
+// is a pure function of (Seed, i) (a SplitMix64 hash), so the mask needs no
+// storage: backward regenerates it, any thread split gives the same mask,
+// and a run resumed at step s draws the same masks as one left alone.
+// P = 0 disables it.
+type Dropout struct {
+	P    float32
+	Seed uint64
+}
+
+// Active reports whether the dropout changes anything.
+func (d Dropout) Active() bool { return d.P > 0 }
+
+// mix is SplitMix64's finaliser.
+func mix(z uint64) uint64 {
+	z += 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// Derive returns a dropout with the same P and a seed derived from d's and
+// the given labels (step, layer, site), so every site gets its own stream.
+func (d Dropout) Derive(labels ...uint64) Dropout {
+	s := d.Seed
+	for _, l := range labels {
+		s = mix(s ^ mix(l))
+	}
+	return Dropout{P: d.P, Seed: s}
+}
+
+// Scale returns the factor applied to kept element i: 1/(1−P) or 0.
+func (d Dropout) Scale(i int) float32 {
+	// Compare the top 24 bits with P·2^24.
+	if float32(mix(d.Seed^uint64(i))>>40) < d.P*(1<<24) {
+		return 0
+	}
+	return 1 / (1 - d.P)
+}
+
+// DropoutForward applies d in place: x[i] *= d.Scale(i).
+//
+//	x [N]
+func DropoutForward(x []float32, d Dropout, N int) {
+	if !d.Active() {
+		return
+	}
+	parallelFor(N, 4096, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			x[i] *= d.Scale(i)
+		}
+	})
+}
+
+// DropoutBackward differentiates DropoutForward in place: dx[i] *= d.Scale(i).
+//
+//	dx [N]
+func DropoutBackward(dx []float32, d Dropout, N int) { DropoutForward(dx, d, N) }
