@@ -1,0 +1,95 @@
+package train
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// failWrite, when set by a test, is called before each atomic file write
+// with the destination path; a non-nil result fails the write as a full
+// disk would.
+var failWrite func(path string) error
+
+// writeFileAtomic writes b to path through a temporary file in the same
+// folder: create, write, fsync, close, rename, fsync the folder. On error
+// the temporary file is removed and path is untouched.
+func writeFileAtomic(path string, b []byte) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return fmt.Errorf("train: writing %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+			err = fmt.Errorf("train: writing %s: %w", path, err)
+		}
+	}()
+	if failWrite != nil {
+		if err := failWrite(path); err != nil {
+			return err
+		}
+	}
+	if _, err := f.Write(b); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// syncDir fsyncs a folder so that renames inside it are durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("train: syncing folder %s: %w", dir, err)
+	}
+	return nil
+}
+
+// syncAndHash fsyncs the file at path and returns its SHA-256 in hex.
+func syncAndHash(path string) (string, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return "", fmt.Errorf("train: %w", err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return "", fmt.Errorf("train: syncing %s: %w", path, err)
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("train: reading %s: %w", path, err)
+	}
+	return fmt.Sprintf("%x", h.Sum(nil)), nil
+}
+
+// hashFile returns the SHA-256 of the file at path in hex.
+func hashFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%x", h.Sum(nil)), nil
+}

@@ -1,0 +1,67 @@
+package train
+
+import (
+	"bytes"
+	"fmt"
+	"image/color"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// lossPlot renders the training loss (one point per logged step) and the
+// evaluation loss against the step as a PNG.
+func lossPlot(records []Record, title string) ([]byte, error) {
+	var tr, ev plotter.XYs
+	for _, r := range records {
+		if r.Loss != nil {
+			tr = append(tr, plotter.XY{X: float64(r.Step), Y: *r.Loss})
+		}
+		if r.EvalLoss != nil {
+			ev = append(ev, plotter.XY{X: float64(r.Step), Y: *r.EvalLoss})
+		}
+	}
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "step"
+	p.Y.Label.Text = "MLM loss (nats)"
+	p.Add(plotter.NewGrid())
+	p.Legend.Top = true
+	if len(tr) > 0 {
+		l, err := plotter.NewLine(tr)
+		if err != nil {
+			return nil, fmt.Errorf("train: plotting: %w", err)
+		}
+		l.Color = plotColor(0)
+		l.Width = vg.Points(1.2)
+		p.Add(l)
+		p.Legend.Add("train", l)
+	}
+	if len(ev) > 0 {
+		l, s, err := plotter.NewLinePoints(ev)
+		if err != nil {
+			return nil, fmt.Errorf("train: plotting: %w", err)
+		}
+		l.Color, s.Color = plotColor(1), plotColor(1)
+		l.Width = vg.Points(1.2)
+		s.Shape = draw.CircleGlyph{}
+		p.Add(l, s)
+		p.Legend.Add("eval", l, s)
+	}
+	wt, err := p.WriterTo(8*vg.Inch, 5*vg.Inch, "png")
+	if err != nil {
+		return nil, fmt.Errorf("train: plotting: %w", err)
+	}
+	var buf bytes.Buffer
+	if _, err := wt.WriteTo(&buf); err != nil {
+		return nil, fmt.Errorf("train: plotting: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// plotColor returns the i-th line colour (blue, orange).
+func plotColor(i int) color.Color {
+	return []color.Color{color.RGBA{31, 119, 180, 255}, color.RGBA{255, 127, 14, 255}}[i%2]
+}

@@ -1,0 +1,481 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/roformer-go/roformer/data"
+	"github.com/roformer-go/roformer/optim"
+	"github.com/roformer-go/roformer/tensor"
+)
+
+// Job is everything a run needs besides the context.
+type Job struct {
+	Model Model
+	Train [][]int32 // packed training sequences (data.Pack, data.SplitEval)
+	Eval  [][]int32 // held-out sequences; may be empty (no evaluation)
+	Vocab data.Vocab
+	// Options of the run. Resume takes them from the checkpoint instead and
+	// uses only OutDir and, when non-zero, Steps (to train longer).
+	Options Options
+	// Out receives progress: a bar when IsTerminal, else one line every
+	// LogEvery steps. Nil discards it.
+	Out        io.Writer
+	IsTerminal bool
+	// SaveExtra, if set, writes the caller's files (vocab.txt, tokenizer
+	// configuration) into a model folder; it runs for every checkpoint, and
+	// the final model folder gets them too.
+	SaveExtra func(dir string) error
+}
+
+// Result summarises a run.
+type Result struct {
+	Step           int     // optimizer updates done
+	Loss           float64 // last logged training loss
+	EvalLoss       float64 // last evaluation (NaN when none)
+	EvalAccuracy   float64
+	EvalPerplexity float64
+	Checkpoint     string // newest checkpoint folder
+	Interrupted    bool   // stopped by ctx; a checkpoint was saved at Step
+}
+
+// ErrInterrupted is wrapped by the error returned when ctx was cancelled: a
+// checkpoint at the current step boundary has been saved.
+var ErrInterrupted = errors.New("train: interrupted")
+
+// ErrNonFinite is wrapped when a loss or the gradient norm is NaN or
+// infinite. Nothing is saved; the previous checkpoint is left as it was.
+var ErrNonFinite = errors.New("train: non-finite value")
+
+// Train starts a new run in job.Options.OutDir, which must not hold one.
+func Train(ctx context.Context, job Job) (*Result, error) {
+	o := job.Options.Defaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	if _, err := os.Stat(filepath.Join(o.OutDir, LatestFile)); err == nil {
+		return nil, fmt.Errorf("train: %s already holds a training run; resume it or choose another folder", o.OutDir)
+	}
+	if steps, err := listCheckpoints(o.OutDir); err != nil {
+		return nil, err
+	} else if len(steps) > 0 {
+		return nil, fmt.Errorf("train: %s holds %s but no %s file (a run killed while saving its first checkpoint?); remove it or choose another folder",
+			o.OutDir, checkpointName(steps[0]), LatestFile)
+	}
+	if err := cleanTemp(o.OutDir); err != nil {
+		return nil, err
+	}
+	t, err := newTrainer(job, o)
+	if err != nil {
+		return nil, err
+	}
+	if t.metrics, t.records, err = openMetrics(o.OutDir, 0); err != nil {
+		return nil, err
+	}
+	defer t.metrics.close()
+	return t.run(ctx)
+}
+
+// Resume continues the run in job.Options.OutDir from its latest
+// checkpoint, which it validates (format, checksums, parameter names and
+// shapes, data fingerprints). The options are those saved in the
+// checkpoint, except Steps when job.Options.Steps is non-zero. job must
+// carry the same model architecture and the same packed data as the
+// original run (ReadLatestState gives the options to rebuild them).
+func Resume(ctx context.Context, job Job) (*Result, error) {
+	dir := job.Options.OutDir
+	st, ckpt, err := ReadLatestState(dir)
+	if err != nil {
+		return nil, err
+	}
+	o := st.Options
+	o.OutDir = dir
+	if job.Options.Steps != 0 {
+		o.Steps = job.Options.Steps
+	}
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if st.Step > o.Steps {
+		return nil, fmt.Errorf("train: checkpoint %s is at step %d, past the %d steps asked for", ckpt, st.Step, o.Steps)
+	}
+	if job.Vocab.Size != st.VocabSize {
+		return nil, fmt.Errorf("train: checkpoint %s was trained with a vocabulary of %d ids, this job has %d", ckpt, st.VocabSize, job.Vocab.Size)
+	}
+	if fp := data.Fingerprint(job.Train); fp != st.TrainData {
+		return nil, fmt.Errorf("train: the training data differ from those of checkpoint %s (fingerprint %.12s, saved %.12s): same corpus, tokenizer and sequence length are needed", ckpt, fp, st.TrainData)
+	}
+	if fp := data.Fingerprint(job.Eval); fp != st.EvalData {
+		return nil, fmt.Errorf("train: the evaluation data differ from those of checkpoint %s (fingerprint %.12s, saved %.12s)", ckpt, fp, st.EvalData)
+	}
+	if err := cleanTemp(dir); err != nil {
+		return nil, err
+	}
+	if err := removeAfter(dir, st.Step); err != nil {
+		return nil, err
+	}
+	t, err := newTrainer(job, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.m.LoadModel(ckpt); err != nil {
+		return nil, fmt.Errorf("train: loading the model of %s: %w", ckpt, err)
+	}
+	ob, err := os.ReadFile(filepath.Join(ckpt, OptimizerFile))
+	if err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	if err := t.opt.UnmarshalBinary(ob); err != nil {
+		return nil, fmt.Errorf("train: %s: %w", filepath.Join(ckpt, OptimizerFile), err)
+	}
+	if t.opt.StepCount() != int64(st.Step) {
+		return nil, fmt.Errorf("train: %s is at step %d, %s at step %d", OptimizerFile, t.opt.StepCount(), StateFile, st.Step)
+	}
+	if err := t.loader.UnmarshalBinary(st.Loader); err != nil {
+		return nil, fmt.Errorf("train: %s: %w", filepath.Join(ckpt, StateFile), err)
+	}
+	if sm, ok := t.m.(StatefulModel); ok && st.ModelState != nil {
+		if err := sm.SetTrainState(st.ModelState); err != nil {
+			return nil, fmt.Errorf("train: restoring the model's state from %s: %w", ckpt, err)
+		}
+	}
+	t.step, t.lastCkpt = st.Step, ckpt
+	t.logLoss, t.logSteps, t.logTokens = st.LogLossSum, st.LogSteps, st.LogTokens
+	t.elapsedBefore, t.tokens = st.ElapsedSec, st.TrainedToken
+	if t.metrics, t.records, err = openMetrics(dir, st.Step); err != nil {
+		return nil, err
+	}
+	defer t.metrics.close()
+	for _, r := range t.records {
+		if r.Loss != nil {
+			t.last.Loss = *r.Loss
+		}
+		if r.EvalLoss != nil {
+			t.last.EvalLoss, t.last.EvalAccuracy, t.last.EvalPerplexity = *r.EvalLoss, *r.EvalAccuracy, *r.EvalPPL
+		}
+	}
+	t.prog = newProgress(job.Out, false, 0, 0)
+	t.prog.printf("resuming from %s (step %d of %d)", ckpt, st.Step, o.Steps)
+	return t.run(ctx)
+}
+
+// trainer holds a run in progress.
+type trainer struct {
+	job    Job
+	o      Options
+	m      Model
+	params []*tensor.Param
+	opt    *optim.AdamW
+	sched  optim.Schedule
+	loader *data.Loader
+	eval   []*data.Batch
+
+	metrics *metricsLog
+	records []Record // metrics so far, for the plot
+	prog    *progress
+
+	step     int    // optimizer updates done
+	lastCkpt string // newest checkpoint folder, "" before the first
+	// Log interval in progress: loss sum, steps and tokens since the last record.
+	logLoss   float64
+	logSteps  int
+	logTokens int64
+	tokens    int64 // non-padding tokens trained on, over all sessions
+
+	elapsedBefore float64   // seconds trained in earlier sessions
+	start         time.Time // this session's start
+	startStep     int
+	logStart      time.Time
+	last          Result
+}
+
+func newTrainer(job Job, o Options) (*trainer, error) {
+	if job.Model == nil {
+		return nil, fmt.Errorf("train: no model")
+	}
+	params := job.Model.Params()
+	opt, err := optim.NewAdamW(params, optim.AdamWConfig{Beta1: o.Beta1, Beta2: o.Beta2, Eps: o.Eps, WeightDecay: o.WeightDecay})
+	if err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	mask := data.MaskOptions{Prob: o.MaskProb, WholeWord: o.WholeWord}
+	loader, err := data.NewLoader(job.Train, job.Vocab, data.LoaderOptions{BatchSize: o.BatchSize, SeqLen: o.SeqLen, Seed: o.Seed, Mask: mask})
+	if err != nil {
+		return nil, fmt.Errorf("train: training data: %w", err)
+	}
+	var eval []*data.Batch
+	if len(job.Eval) > 0 {
+		if eval, err = data.EvalBatches(job.Eval, job.Vocab, o.BatchSize, o.SeqLen, o.EvalBatches, o.Seed, mask); err != nil {
+			return nil, fmt.Errorf("train: evaluation data: %w", err)
+		}
+	}
+	return &trainer{job: job, o: o, m: job.Model, params: params, opt: opt, sched: o.schedule(),
+		loader: loader, eval: eval, last: Result{EvalLoss: math.NaN(), EvalAccuracy: math.NaN(), EvalPerplexity: math.NaN()}}, nil
+}
+
+// run trains from t.step to o.Steps, then saves and publishes the final
+// model.
+func (t *trainer) run(ctx context.Context) (*Result, error) {
+	o := t.o
+	t.prog = newProgress(t.job.Out, t.job.IsTerminal, t.step, o.Steps)
+	defer t.prog.finish()
+	n := 0
+	for _, p := range t.params {
+		n += len(p.Data)
+	}
+	t.prog.printf("train: %d steps of %d×%d tokens (accumulation %d), %s lr %.2e warm-up %d, weight decay %g, clip %g, seed %d, threads %d, %d parameters, %d/%d train/eval sequences, out %s",
+		o.Steps, o.BatchSize, o.SeqLen, o.Accum, o.Schedule, o.LR, o.Warmup, o.WeightDecay, o.Clip, o.Seed, o.Threads,
+		n, len(t.job.Train), len(t.job.Eval), o.OutDir)
+	t.start, t.startStep, t.logStart = time.Now(), t.step, time.Now()
+
+	for t.step < o.Steps {
+		if ctx.Err() != nil {
+			return t.interrupt(ctx)
+		}
+		boundary, err := t.snapshot()
+		if err != nil {
+			return nil, err
+		}
+		loss, norm, tokens, err := t.update(ctx)
+		if err != nil {
+			if ctx.Err() != nil && !errors.Is(err, ErrNonFinite) {
+				// Abandon the half-done step: the parameters are untouched,
+				// rewind the data and random state to the step boundary.
+				if rerr := t.restore(boundary); rerr != nil {
+					return nil, rerr
+				}
+				return t.interrupt(ctx)
+			}
+			return nil, t.failed(err)
+		}
+		if err := t.after(ctx, loss, norm, tokens); err != nil {
+			return nil, err
+		}
+	}
+	if t.lastCkpt != filepath.Join(o.OutDir, checkpointName(t.step)) {
+		if err := t.save(); err != nil {
+			return nil, err
+		}
+	}
+	if err := publishModel(t.lastCkpt, o.OutDir); err != nil {
+		return nil, err
+	}
+	if err := t.plot(); err != nil {
+		return nil, err
+	}
+	t.prog.finish()
+	t.prog.printf("done: step %d, model in %s", t.step, o.OutDir)
+	t.last.Step, t.last.Checkpoint = t.step, t.lastCkpt
+	return &t.last, nil
+}
+
+// update does optimizer update number t.step+1. It reads top to bottom:
+// learning rate, zero gradients, forward/backward over the micro-batches,
+// non-finite check, clipping, AdamW step. The returned loss is the mean of
+// the micro-batch losses; gradients are averaged the same way (each
+// micro-batch's mean-loss gradient divided by Accum, as the Hugging Face
+// Trainer does).
+func (t *trainer) update(ctx context.Context) (loss, norm float64, tokens int, err error) {
+	n := t.step + 1
+	lr := t.sched.LR(t.step)
+	for _, p := range t.params {
+		p.ZeroGrad()
+	}
+	for k := 0; k < t.o.Accum; k++ {
+		b := t.loader.Next()
+		l, err := t.m.ForwardBackward(ctx, b)
+		if err != nil {
+			return 0, 0, 0, fmt.Errorf("train: step %d: %w", n, err)
+		}
+		if math.IsNaN(l) || math.IsInf(l, 0) {
+			return 0, 0, 0, fmt.Errorf("%w: step %d: loss is %v on micro-batch %d of %d", ErrNonFinite, n, l, k+1, t.o.Accum)
+		}
+		loss += l
+		tokens += b.Tokens()
+	}
+	loss /= float64(t.o.Accum)
+	if t.o.Accum > 1 {
+		scale := float32(1 / float64(t.o.Accum))
+		for _, p := range t.params {
+			for i := range p.Grad {
+				p.Grad[i] *= scale
+			}
+		}
+	}
+	norm = optim.ClipGradNorm(t.params, t.o.Clip)
+	if math.IsNaN(norm) || math.IsInf(norm, 0) {
+		return 0, 0, 0, fmt.Errorf("%w: step %d: gradient norm is %v (loss %.4f)", ErrNonFinite, n, norm, loss)
+	}
+	t.opt.Step(lr)
+	t.step = n
+	return loss, norm, tokens, nil
+}
+
+// after does the bookkeeping of a finished step: log line and metrics,
+// evaluation and plot, periodic checkpoint.
+func (t *trainer) after(ctx context.Context, loss, norm float64, tokens int) error {
+	o, n := t.o, t.step
+	lr := t.sched.LR(n - 1)
+	t.logLoss += loss
+	t.logSteps++
+	t.logTokens += int64(tokens)
+	t.tokens += int64(tokens)
+	now := time.Now()
+	session := now.Sub(t.start).Seconds()
+	tokPerSec := float64(t.logTokens) / math.Max(now.Sub(t.logStart).Seconds(), 1e-9)
+	t.prog.stepDone(n, o.Steps, loss, lr, tokPerSec)
+	if n%o.LogEvery == 0 || n == o.Steps {
+		mean := t.logLoss / float64(t.logSteps)
+		elapsed := t.elapsedBefore + session
+		eta := time.Duration(session / float64(n-t.startStep) * float64(o.Steps-n) * float64(time.Second))
+		t.prog.logLine(fmt.Sprintf("step %*d/%d | loss %.4f | lr %.3e | grad norm %.3f | %.0f tok/s | elapsed %s | eta %s",
+			len(fmt.Sprint(o.Steps)), n, o.Steps, mean, lr, norm, tokPerSec,
+			formatDuration(time.Duration(elapsed*float64(time.Second))), formatDuration(eta)))
+		if err := t.record(Record{Step: n, Loss: f64(mean), LR: f64(lr), GradNorm: f64(norm),
+			TokensPerSec: f64(tokPerSec), Elapsed: f64(elapsed)}); err != nil {
+			return err
+		}
+		t.last.Loss = mean
+		t.logLoss, t.logSteps, t.logTokens, t.logStart = 0, 0, 0, now
+	}
+	if len(t.eval) > 0 && ((o.EvalEvery > 0 && n%o.EvalEvery == 0) || n == o.Steps) {
+		if err := t.evaluate(ctx); err != nil {
+			return err
+		}
+	}
+	if o.SaveEvery > 0 && n%o.SaveEvery == 0 && n != o.Steps {
+		return t.save()
+	}
+	return nil
+}
+
+// evaluate scores the held-out batches, records and prints the result and
+// redraws the plot. It is not cut short by ctx, so that the metrics of an
+// interrupted run match those of an uninterrupted one.
+func (t *trainer) evaluate(ctx context.Context) error {
+	ctx = context.WithoutCancel(ctx)
+	var sum float64
+	var n, correct int
+	for i, b := range t.eval {
+		s, k, c, err := t.m.Evaluate(ctx, b)
+		if err != nil {
+			return fmt.Errorf("train: step %d: evaluating batch %d: %w", t.step, i, err)
+		}
+		sum += s
+		n += k
+		correct += c
+	}
+	if n == 0 {
+		return nil
+	}
+	loss, acc := sum/float64(n), float64(correct)/float64(n)
+	ppl := math.Exp(loss)
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return t.failed(fmt.Errorf("%w: step %d: evaluation loss is %v", ErrNonFinite, t.step, loss))
+	}
+	t.prog.printf("eval step %d | loss %.4f | accuracy %.4f | perplexity %.2f | %d tokens", t.step, loss, acc, ppl, n)
+	t.last.EvalLoss, t.last.EvalAccuracy, t.last.EvalPerplexity = loss, acc, ppl
+	if err := t.record(Record{Step: t.step, EvalLoss: f64(loss), EvalAccuracy: f64(acc), EvalPPL: f64(ppl), EvalTokens: &n}); err != nil {
+		return err
+	}
+	return t.plot()
+}
+
+// record appends r to metrics.jsonl and to the plot's history.
+func (t *trainer) record(r Record) error {
+	if err := t.metrics.write(r); err != nil {
+		return err
+	}
+	t.records = append(t.records, r)
+	return nil
+}
+
+// plot redraws loss.png atomically.
+func (t *trainer) plot() error {
+	png, err := lossPlot(t.records, fmt.Sprintf("MLM loss, %s", filepath.Base(t.o.OutDir)))
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(t.o.OutDir, PlotFile), png)
+}
+
+// boundaryState is the data and model random state at a step boundary.
+type boundaryState struct{ loader, model []byte }
+
+func (t *trainer) snapshot() (boundaryState, error) {
+	var s boundaryState
+	var err error
+	if s.loader, err = t.loader.MarshalBinary(); err != nil {
+		return s, fmt.Errorf("train: %w", err)
+	}
+	if sm, ok := t.m.(StatefulModel); ok {
+		if s.model, err = sm.TrainState(); err != nil {
+			return s, fmt.Errorf("train: model state: %w", err)
+		}
+	}
+	return s, nil
+}
+
+func (t *trainer) restore(s boundaryState) error {
+	if err := t.loader.UnmarshalBinary(s.loader); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	if sm, ok := t.m.(StatefulModel); ok && s.model != nil {
+		if err := sm.SetTrainState(s.model); err != nil {
+			return fmt.Errorf("train: model state: %w", err)
+		}
+	}
+	return nil
+}
+
+// save writes checkpoint-<step> with the state at the current step boundary.
+func (t *trainer) save() error {
+	b, err := t.snapshot()
+	if err != nil {
+		return err
+	}
+	optState, err := t.opt.MarshalBinary()
+	if err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	st := &State{
+		Step: t.step, Options: t.o, Loader: b.loader, ModelState: b.model,
+		TrainData: data.Fingerprint(t.job.Train), EvalData: data.Fingerprint(t.job.Eval), VocabSize: t.job.Vocab.Size,
+		LogLossSum: t.logLoss, LogSteps: t.logSteps, LogTokens: t.logTokens,
+		ElapsedSec: t.elapsedBefore + time.Since(t.start).Seconds(), TrainedToken: t.tokens,
+	}
+	if err := saveCheckpoint(t.o.OutDir, st, t.m, t.job.SaveExtra, optState, t.o.Keep); err != nil {
+		return err
+	}
+	t.lastCkpt = filepath.Join(t.o.OutDir, checkpointName(t.step))
+	t.prog.printf("saved %s", t.lastCkpt)
+	return nil
+}
+
+// interrupt saves a checkpoint at the current step boundary and reports
+// the interruption.
+func (t *trainer) interrupt(ctx context.Context) (*Result, error) {
+	if err := t.save(); err != nil {
+		return nil, fmt.Errorf("%w (%w), and saving failed: %w", ErrInterrupted, context.Cause(ctx), err)
+	}
+	t.last.Step, t.last.Checkpoint, t.last.Interrupted = t.step, t.lastCkpt, true
+	return &t.last, fmt.Errorf("%w (%w) at step %d of %d; checkpoint saved in %s, resume to continue",
+		ErrInterrupted, context.Cause(ctx), t.step, t.o.Steps, t.lastCkpt)
+}
+
+// failed adds to err where the last good checkpoint is.
+func (t *trainer) failed(err error) error {
+	if t.lastCkpt == "" {
+		return fmt.Errorf("%w; stopped, no checkpoint had been saved yet", err)
+	}
+	return fmt.Errorf("%w; stopped without saving, the last good checkpoint is %s", err, t.lastCkpt)
+}
