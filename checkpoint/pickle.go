@@ -515,6 +515,12 @@ func scanPickle(pkl []byte, file, entry string) error {
 			return bad(start, "MARKs nest deeper than %d", maxMarkDepth)
 		}
 		switch {
+		case code == 'S': // STRING: a quoted repr; the VM strips the quotes
+			if len(arg) >= 2 && (arg[0] == '\'' || arg[0] == '"') && arg[len(arg)-1] == arg[0] {
+				push(string(arg[1:len(arg)-1]), true)
+			} else {
+				push("", false)
+			}
 		case op.str:
 			push(string(arg), true)
 		case code == 0x94 || code == 'p' || code == 'q' || code == 'r' || code == 0x95 || code == 0x80:

@@ -123,6 +123,10 @@ func maliciousPickles() map[string][]byte {
 	p.op(0x8c, 1, '1', 0x85, 'R', '.')
 	out["builtins.eval"] = slices.Clone(p.Bytes())
 
+	p.Reset() // protocol-0 quoted strings feeding STACK_GLOBAL
+	p.op(0x80, 4).op([]byte("S'posix'\nS'system'\n")...).op(0x93, '.')
+	out["posix.system"] = slices.Clone(p.Bytes())
+
 	p.Reset() // names fetched from the memo: only the VM's FindClass sees them
 	p.op(0x80, 4, 0x8c, 10).op([]byte("subprocess")...).op('q', 0, '0')
 	p.op(0x8c, 5).op([]byte("Popen")...).op('q', 1, '0')
@@ -266,6 +270,14 @@ func TestParsePyTorchErrors(t *testing.T) {
 			[]string{"pickle VM failed"}},
 		{"vm panic: empty LONG1", func(t *testing.T) []byte { return torchZip(t, "a", []byte{0x80, 2, 0x8a, 0, '.'}, nil) },
 			[]string{"pickle VM failed"}},
+		{"builtin resolved by gopickle stays inert", func(t *testing.T) []byte {
+			// __builtin__.object through memoized names never reaches
+			// FindClass; gopickle maps it to a Go value, refused here.
+			return torchZip(t, "a", pkl(func(p *pk) {
+				p.op(0x80, 4, 0x8c, 11).op([]byte("__builtin__")...).op('q', 0, '0')
+				p.op(0x8c, 6).op([]byte("object")...).op('q', 1, '0', 'h', 0, 'h', 1, 0x93, '.')
+			}), nil)
+		}, []string{"top-level object is a *types.ObjectClass, want a state_dict"}},
 		{"vm error: empty stack", func(t *testing.T) []byte { return torchZip(t, "a", []byte{0x80, 2, '.'}, nil) },
 			[]string{"a/data.pkl: the stack is empty"}},
 	}

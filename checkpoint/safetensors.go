@@ -279,24 +279,28 @@ func WriteSafetensors(path string, entries []*Entry, metadata map[string]string)
 	if err != nil {
 		return err
 	}
-	return writeAtomic(path, func(w io.Writer) error {
-		var lenbuf [8]byte
-		binary.LittleEndian.PutUint64(lenbuf[:], uint64(len(header)))
-		if _, err := w.Write(lenbuf[:]); err != nil {
+	return writeAtomic(path, func(w io.Writer) error { return writeSafetensorsTo(w, header, sorted) })
+}
+
+// writeSafetensorsTo writes the length prefix, the header and the data of
+// the sorted, validated entries.
+func writeSafetensorsTo(w io.Writer, header []byte, sorted []*Entry) error {
+	var lenbuf [8]byte
+	binary.LittleEndian.PutUint64(lenbuf[:], uint64(len(header)))
+	if _, err := w.Write(lenbuf[:]); err != nil {
+		return err
+	}
+	if _, err := w.Write(header); err != nil {
+		return err
+	}
+	var buf []byte
+	for _, e := range sorted {
+		buf = encodeValues(buf[:0], dtypeOrF32(e.DType), e.Data)
+		if _, err := w.Write(buf); err != nil {
 			return err
 		}
-		if _, err := w.Write(header); err != nil {
-			return err
-		}
-		var buf []byte
-		for _, e := range sorted {
-			buf = encodeValues(buf[:0], dtypeOrF32(e.DType), e.Data)
-			if _, err := w.Write(buf); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	}
+	return nil
 }
 
 func dtypeOrF32(d string) string {
