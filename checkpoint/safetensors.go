@@ -10,6 +10,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/roformer-go/roformer/tensor"
 )
@@ -73,6 +74,9 @@ func ParseSafetensors(data []byte, name string) (*File, error) {
 	header := data[8 : 8+n]
 	body := data[8+n:]
 
+	if !utf8.Valid(header) {
+		return nil, formatErr(name, "JSON header (%d bytes) is not valid UTF-8", len(header))
+	}
 	meta, entries, err := parseSTHeader(header, name)
 	if err != nil {
 		return nil, err
@@ -130,6 +134,9 @@ func parseSTHeader(header []byte, file string) (map[string]string, []rawEntry, e
 			return nil, nil, jsonErr(err)
 		}
 		key, _ := tok.(string) // object keys are always strings
+		if key == "" {
+			return nil, nil, formatErr(file, "header has a tensor with an empty name")
+		}
 		if seen[key] {
 			return nil, nil, formatErr(file, "header has key %q twice", key)
 		}
@@ -326,6 +333,8 @@ func safetensorsHeader(entries []*Entry, metadata map[string]string, file string
 			return nil, nil, fmt.Errorf("checkpoint: %s: tensor name %q is reserved", file, e.Name)
 		case seen[e.Name]:
 			return nil, nil, fmt.Errorf("checkpoint: %s: tensor %q appears twice", file, e.Name)
+		case !utf8.ValidString(e.Name):
+			return nil, nil, fmt.Errorf("checkpoint: %s: tensor name %q is not valid UTF-8", file, e.Name)
 		}
 		seen[e.Name] = true
 		dt := dtypeOrF32(e.DType)
@@ -348,6 +357,11 @@ func safetensorsHeader(entries []*Entry, metadata map[string]string, file string
 		sorted = append(sorted, e)
 	}
 	sort.Slice(sorted, func(a, b int) bool { return sorted[a].Name < sorted[b].Name })
+	for k, v := range metadata {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return nil, nil, fmt.Errorf("checkpoint: %s: metadata %q: %q is not valid UTF-8", file, k, v)
+		}
+	}
 
 	var h bytes.Buffer
 	h.WriteByte('{')

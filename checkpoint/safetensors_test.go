@@ -78,6 +78,8 @@ func TestParseSafetensorsErrors(t *testing.T) {
 		{"json trailing data", stBytes(`{} {}`, nil), []string{"after the closing brace"}, ErrFormat},
 		{"duplicate key", stBytes(`{"x":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},"x":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}}`, nil),
 			[]string{`key "x" twice`}, ErrFormat},
+		{"invalid utf-8", stBytes("{\"\xff\":{}}", nil), []string{"not valid UTF-8"}, ErrFormat},
+		{"empty tensor name", stBytes(`{"":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}}`, nil), []string{"empty name"}, ErrFormat},
 		{"metadata not strings", stBytes(`{"__metadata__":{"n":1}}`, nil), []string{"__metadata__ must map strings to strings"}, ErrFormat},
 		{"unknown dtype", stBytes(tensor("Q4", "[4]", "[0,16]"), body16), []string{`tensor "x"`, `"Q4"`, "F32"}, ErrUnsupportedDType},
 		{"f8 dtype", stBytes(tensor("F8_E4M3", "[4]", "[0,4]"), body16[:4]), []string{`"F8_E4M3"`}, ErrUnsupportedDType},
@@ -140,5 +142,49 @@ func TestParseSafetensorsTruncations(t *testing.T) {
 		if _, err := ParseSafetensors(valid[:n], "v"); err == nil {
 			t.Errorf("prefix of %d/%d bytes parsed without error", n, len(valid))
 		}
+	}
+}
+
+func TestDecodeDTypes(t *testing.T) {
+	le := binary.LittleEndian
+	cases := []struct {
+		dtype string
+		raw   []byte
+		want  []float32
+	}{
+		{"U8", []byte{0, 255}, []float32{0, 255}},
+		{"I8", []byte{0x80, 0x7f}, []float32{-128, 127}},
+		{"U16", le.AppendUint16(le.AppendUint16(nil, 65535), 1), []float32{65535, 1}},
+		{"I16", le.AppendUint16(nil, 0x8000), []float32{-32768}},
+		{"I32", le.AppendUint32(le.AppendUint32(nil, 1<<24), 0xffffffff), []float32{1 << 24, -1}},
+		{"U32", le.AppendUint32(nil, 1<<31), []float32{1 << 31}},
+		{"I64", le.AppendUint64(nil, 1<<62), []float32{1 << 62}},
+		{"U64", le.AppendUint64(nil, 1<<63), []float32{1 << 63}},
+		{"F64", le.AppendUint64(nil, math.Float64bits(0.1)), []float32{0.1}},
+		{"BF16", []byte{0x80, 0x3f}, []float32{1}},
+		{"F16", []byte{0x00, 0x7c}, []float32{float32(math.Inf(1))}},
+	}
+	for _, c := range cases {
+		t.Run(c.dtype, func(t *testing.T) {
+			got, err := decode(c.dtype, c.raw, len(c.want))
+			if err != nil || !slices.Equal(got, c.want) {
+				t.Errorf("decode = %v, %v; want %v", got, err, c.want)
+			}
+		})
+	}
+	inexact := []struct {
+		dtype string
+		raw   []byte
+	}{
+		{"I32", le.AppendUint32(nil, 1<<24+1)},
+		{"U32", le.AppendUint32(nil, 0xffffffff)},
+		{"I64", le.AppendUint64(nil, 1<<63-1)},
+	}
+	for _, c := range inexact {
+		t.Run(c.dtype+"_inexact", func(t *testing.T) {
+			if _, err := decode(c.dtype, c.raw, 1); err == nil || !strings.Contains(err.Error(), "not exactly representable") {
+				t.Errorf("error %v, want an inexact-value error", err)
+			}
+		})
 	}
 }

@@ -138,6 +138,7 @@ func TestWriteSafetensorsRejects(t *testing.T) {
 		{"duplicate", []*Entry{{Name: "w", Shape: []int{}, Data: []float32{1}}, {Name: "w", Shape: []int{}, Data: []float32{1}}}, `tensor "w" appears twice`},
 		{"empty name", []*Entry{{Shape: []int{}, Data: []float32{1}}}, "entry 0 has an empty name"},
 		{"reserved name", []*Entry{{Name: "__metadata__", Shape: []int{}, Data: []float32{1}}}, `"__metadata__" is reserved`},
+		{"invalid utf-8 name", []*Entry{{Name: "w\xff", Shape: []int{}, Data: []float32{1}}}, `tensor name "w\xff" is not valid UTF-8`},
 		{"nil entry", []*Entry{nil}, "entry 0 is nil"},
 		{"int dtype", []*Entry{{Name: "w", DType: "I64", Shape: []int{}, Data: []float32{1}}}, `cannot write unsupported dtype "I64"`},
 		{"negative dim", []*Entry{{Name: "w", Shape: []int{-1}, Data: nil}}, "negative dimension -1"},
