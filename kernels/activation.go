@@ -69,6 +69,9 @@ func (a Activation) f(x float64) float64 {
 	return x
 }
 
+// F64 evaluates the activation in float64 (for reference computations).
+func (a Activation) F64(x float64) float64 { return a.f(x) }
+
 // df is the derivative of the activation at x.
 func (a Activation) df(x float64) float64 {
 	switch a {

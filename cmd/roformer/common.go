@@ -1,0 +1,45 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/roformer-go/roformer/blas"
+	"github.com/roformer-go/roformer/kernels"
+)
+
+// version is the toolkit's version; the VCS revision is appended when the
+// binary was built from a checkout.
+const version = "0.1.0-dev"
+
+func versionString() string {
+	v := version
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += "+" + s.Value[:12]
+			}
+		}
+	}
+	return v
+}
+
+// threadsFlag registers --threads on fs; apply it with setupCompute.
+func threadsFlag(fs *flag.FlagSet) *int {
+	return fs.Int("threads", runtime.NumCPU(), "worker goroutines for the math (BLAS itself stays single-threaded)")
+}
+
+// setupCompute sets the thread count and says which BLAS is in use.
+func setupCompute(threads int, stderr io.Writer, quiet bool) error {
+	if threads < 1 {
+		return usagef("--threads %d must be at least 1", threads)
+	}
+	kernels.SetThreads(threads)
+	if !quiet {
+		fmt.Fprintf(stderr, "roformer: matrix products via %s; %d threads\n", blas.Name(), threads)
+	}
+	return nil
+}
