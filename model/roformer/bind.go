@@ -31,7 +31,7 @@ type BindOptions struct {
 // BindReport says what Bind did besides copying tensors.
 type BindReport struct {
 	Loaded      int      // parameters copied from the checkpoint
-	MissingHead []string // head parameters not in the checkpoint (kept as initialised)
+	MissingHead []string // head parameters not in the checkpoint (kept as initialised with AllowMissingHead)
 	Unexpected  []string // checkpoint tensors that no parameter uses
 	Notes       []string // tied tensors re-tied, sinusoid table rebuilt or checked, prefix dropped
 }
@@ -63,9 +63,11 @@ func (m *Model) Bind(src map[string]*tensor.Tensor, opts BindOptions) (*BindRepo
 			}
 		}
 		if !ok {
-			if opts.AllowMissingHead && !strings.HasPrefix(np.name, "roformer.") {
+			if !strings.HasPrefix(np.name, "roformer.") {
 				rep.MissingHead = append(rep.MissingHead, np.name)
-				continue
+				if opts.AllowMissingHead {
+					continue
+				}
 			}
 			missing = append(missing, fmt.Sprintf("%s %v", np.name, np.p.Shape))
 			continue
@@ -117,7 +119,11 @@ func (m *Model) Bind(src map[string]*tensor.Tensor, opts BindOptions) (*BindRepo
 		if len(rep.Unexpected) > 0 {
 			errs = append(errs, fmt.Sprintf("%d unexpected: %s", len(rep.Unexpected), strings.Join(rep.Unexpected, ", ")))
 		}
-		return rep, fmt.Errorf("roformer: checkpoint does not fit %s (%s): %s", m.Head.HFClass(), m.describe(), strings.Join(errs, "; "))
+		err := fmt.Errorf("roformer: checkpoint does not fit %s (%s): %s", m.Head.HFClass(), m.describe(), strings.Join(errs, "; "))
+		if len(missing) > 0 && len(missing) == len(rep.MissingHead) && len(misshaped) == 0 {
+			err = fmt.Errorf("%w: %w", ErrHeadMissing, err)
+		}
+		return rep, err
 	}
 	return rep, nil
 }

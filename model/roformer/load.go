@@ -88,9 +88,6 @@ func Load(dir string, head Head, opts LoadOptions) (*Loaded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
-	if len(rep.MissingHead) > 0 && !opts.Bind.AllowMissingHead {
-		return nil, fmt.Errorf("%w: %s lacks %v for %s", ErrHeadMissing, f.Path, rep.MissingHead, head.HFClass())
-	}
 	if err := m.checkFinite(); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
