@@ -1,0 +1,33 @@
+// Package tokenizer turns text into the input ids of RoFormer and BERT
+// models exactly as Hugging Face's slow tokenizers do (transformers 4.30.2:
+// RoFormerTokenizer and BertTokenizer), with byte offsets, pairs,
+// truncation, padding, batches, decoding, the model-folder files, and
+// vocabulary training.
+//
+// # Tokenization
+//
+// Bert (BertTokenizer): lower-case (Python's str.lower, one character at a
+// time, outside special tokens), split on special tokens, then
+// BasicTokenizer (drop control characters, spaces around CJK ideographs,
+// NFC, whitespace split, NFD accent stripping when lower-casing, split off
+// punctuation: Unicode P* plus ASCII symbols) and WordPiece (greedy
+// longest-match-first, "##" continuations, words over 100 characters →
+// [UNK]).
+//
+// RoFormer (RoFormerTokenizer): the same lower-casing and special-token
+// split, then jieba word segmentation with HMM off (package jieba, jieba
+// 0.42.1's dictionary embedded); a word that is in the vocabulary is one
+// token as it stands, any other word goes through the Bert rules. jieba runs
+// before accent stripping, so "café" becomes c ##a ##f e.
+//
+// # Offsets
+//
+// Encoding.Offsets are byte offsets [start, end) into the UTF-8 input
+// string (not character or UTF-16 offsets): text[start:end] is the
+// smallest stretch of the original text that a token was made from.
+// Invalid UTF-8 is accepted: each bad byte decodes to U+FFFD, which the
+// Bert rules drop.
+//
+// A Tokenizer is immutable and safe for concurrent use; Load caches
+// tokenizers by folder.
+package tokenizer
