@@ -65,6 +65,19 @@ func UseGo() {
 	mu.Unlock()
 }
 
+// Set makes b the backend in use and returns the previous one (tests use it
+// to run the same math through both paths).
+func Set(b Backend) Backend {
+	prev := Current()
+	mu.Lock()
+	current = b
+	mu.Unlock()
+	return prev
+}
+
+// Go returns the pure-Go fallback backend.
+func Go() Backend { return goBackend{} }
+
 // Current returns the backend in use, loading OpenBLAS first if that has not
 // been tried yet.
 func Current() Backend {

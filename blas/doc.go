@@ -17,6 +17,7 @@
 // knob (the number of Go workers) with no oversubscription.
 //
 // The library is looked up as libopenblas.so.0, libopenblas.so (Linux),
-// libopenblas.dylib (macOS); ROFORMER_BLAS is not read here: callers choose a
-// path with Open or force the Go path with UseGo.
+// libopenblas.dylib (macOS). This package reads no environment: callers
+// choose a path with Open or force the Go path with UseGo (the CLI maps its
+// ROFORMER_BLAS variable onto them).
 package blas

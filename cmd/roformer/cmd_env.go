@@ -33,6 +33,9 @@ func runEnv(_ context.Context, opts envOptions, w io.Writer) error {
 		return usagef("--threads %d must be at least 1", opts.threads)
 	}
 	kernels.SetThreads(opts.threads)
+	if err := applyBLASEnv(); err != nil {
+		return err
+	}
 	fmt.Fprintf(w, "roformer   %s\n", versionString())
 	fmt.Fprintf(w, "go         %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	fmt.Fprintf(w, "cpus       %d\n", runtime.NumCPU())

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"runtime/debug"
 
@@ -32,14 +33,32 @@ func threadsFlag(fs *flag.FlagSet) *int {
 	return fs.Int("threads", runtime.NumCPU(), "worker goroutines for the math (BLAS itself stays single-threaded)")
 }
 
-// setupCompute sets the thread count and says which BLAS is in use.
+// setupCompute applies ROFORMER_BLAS ("go" forces the pure-Go fallback; a
+// path loads that OpenBLAS library), sets the thread count and says which
+// BLAS is in use.
 func setupCompute(threads int, stderr io.Writer, quiet bool) error {
 	if threads < 1 {
 		return usagef("--threads %d must be at least 1", threads)
 	}
+	if err := applyBLASEnv(); err != nil {
+		return err
+	}
 	kernels.SetThreads(threads)
 	if !quiet {
 		fmt.Fprintf(stderr, "roformer: matrix products via %s; %d threads\n", blas.Name(), threads)
+	}
+	return nil
+}
+
+func applyBLASEnv() error {
+	switch v := os.Getenv("ROFORMER_BLAS"); v {
+	case "", "auto":
+	case "go":
+		blas.UseGo()
+	default:
+		if err := blas.Open(v); err != nil {
+			return fmt.Errorf("ROFORMER_BLAS=%s: %w", v, err)
+		}
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/roformer-go/roformer/blas"
 	"github.com/roformer-go/roformer/internal/testutil"
 	"github.com/roformer-go/roformer/tensor"
 )
@@ -326,6 +327,27 @@ func TestFixtureSinusoidTable(t *testing.T) {
 				}
 			}
 			t.Logf("table stored: %v; notes %q; unexpected %v", found, l.Report.Notes, l.Report.Unexpected)
+		})
+	}
+}
+
+// The fixtures pass through the pure-Go BLAS fallback as well as OpenBLAS.
+func TestFixturesGoBLAS(t *testing.T) {
+	prev := blas.Set(blas.Go())
+	defer blas.Set(prev)
+	ctx := context.Background()
+	for _, f := range loadFixtures(t) {
+		t.Run(f.Case, func(t *testing.T) {
+			l, err := Load(f.dir, HeadMaskedLM, LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := l.Forward(ctx, f.batch(), &Labels{IDs: flat(f.Outputs.RoFormerForMaskedLM.Labels)}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, "masked-lm logits (go blas)", out.Logits.Data, f.Outputs.RoFormerForMaskedLM.Logits, tolLogits)
+			checkLoss(t, "masked-lm loss (go blas)", out.Loss, f.Outputs.RoFormerForMaskedLM.Loss)
 		})
 	}
 }
