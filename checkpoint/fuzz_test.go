@@ -223,7 +223,7 @@ func FuzzStateDictPickle(f *testing.F) {
 			for i := range st {
 				st[i] = 1
 			}
-			vals, err := materialise(tr, st)
+			vals, err := materialise(tr, st, len(tr.storage.users) == 1)
 			if err != nil {
 				continue
 			}

@@ -532,11 +532,13 @@ func scanPickle(pkl []byte, file, entry string) error {
 	return formatErr(file, "%s: pickle has no STOP opcode (truncated?)", entry)
 }
 
-// materialise copies tensor t out of its decoded storage st (row-major).
-// Contiguous views are sliced directly. Other strided views are gathered,
-// but only when they hold no more elements than the storage, so that a
-// zero-stride (broadcast) view in a tiny file cannot demand unbounded memory.
-func materialise(t *tensorRef, st []float32) ([]float32, error) {
+// materialise returns tensor t read from its decoded storage st, row-major.
+// A contiguous view is copied out, or, when share is set (the storage has
+// no other user), returned as a capacity-limited subslice of st. Other
+// strided views are gathered, but only when they hold no more elements than
+// the storage, so that a zero-stride (broadcast) view in a tiny file cannot
+// demand unbounded memory.
+func materialise(t *tensorRef, st []float32, share bool) ([]float32, error) {
 	size := dtypeSizes[t.storage.class.dtype]
 	n, err := numel(t.shape, size)
 	if err != nil {
@@ -568,6 +570,9 @@ func materialise(t *tensorRef, st []float32) ([]float32, error) {
 	if last >= int64(len(st)) {
 		return nil, fmt.Errorf("view offset %d, size %v, stride %v reaches element %d of a %d-element storage",
 			t.offset, t.shape, t.stride, last, len(st))
+	}
+	if contiguous && share {
+		return st[t.offset : t.offset+n : t.offset+n], nil
 	}
 	if contiguous {
 		out := make([]float32, n)

@@ -40,7 +40,8 @@ func ReadPyTorch(path string) (*File, error) {
 // requires_grad, backward_hooks), each storage being the persistent id
 // ('storage', torch.FloatStorage, key, location, numel) whose little-endian
 // bytes are data/<key>. Tensors sharing a storage (tied weights) each get
-// their own copy of the values. Strided views are materialised in row-major
+// their own copy of the values; a tensor alone on its storage uses the
+// decoded storage without a copy. Strided views are materialised in row-major
 // order. The pickle is never executed: see the package documentation for the
 // allowlist.
 func ParsePyTorch(data []byte, name string) (*File, error) {
@@ -124,7 +125,7 @@ func ParsePyTorch(data []byte, name string) (*File, error) {
 	f := newFile(name, FormatPyTorch)
 	for _, tn := range sd.names {
 		t := sd.tensors[tn]
-		vals, err := materialise(t, values[t.storage.key])
+		vals, err := materialise(t, values[t.storage.key], len(t.storage.users) == 1)
 		if err != nil {
 			return nil, formatErr(name, "tensor %q (storage %q, %s[%d]): %v", tn, t.storage.key, t.storage.class.name, t.storage.numel, err)
 		}
