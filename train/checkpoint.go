@@ -285,11 +285,7 @@ func publishModel(ckptDir, runDir string) error {
 		if e.IsDir() || isTrainFile(e.Name()) {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(ckptDir, e.Name()))
-		if err != nil {
-			return fmt.Errorf("train: %w", err)
-		}
-		if err := writeFileAtomic(filepath.Join(runDir, e.Name()), b); err != nil {
+		if err := copyFileAtomic(filepath.Join(runDir, e.Name()), filepath.Join(ckptDir, e.Name())); err != nil {
 			return err
 		}
 	}

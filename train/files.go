@@ -13,6 +13,18 @@ import (
 // disk would.
 var failWrite func(path string) error
 
+// noSync, set by tests, skips fsync calls (they guard against power loss,
+// which tests cannot observe, and are slow on a busy disk).
+var noSync bool
+
+// syncFile fsyncs f unless noSync.
+func syncFile(f *os.File) error {
+	if noSync {
+		return nil
+	}
+	return f.Sync()
+}
+
 // writeFileAtomic writes b to path through a temporary file in the same
 // folder: create, write, fsync, close, rename, fsync the folder. On error
 // the temporary file is removed and path is untouched.
@@ -38,13 +50,53 @@ func writeFileAtomic(path string, b []byte) (err error) {
 	if _, err := f.Write(b); err != nil {
 		return err
 	}
-	if err := f.Sync(); err != nil {
+	if err := syncFile(f); err != nil {
 		return err
 	}
 	if err := f.Close(); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// copyFileAtomic copies src to dst, streaming, through a temporary file
+// that is synced and renamed like writeFileAtomic's.
+func copyFileAtomic(dst, src string) (err error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	defer in.Close()
+	dir := filepath.Dir(dst)
+	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(dst)+"-*")
+	if err != nil {
+		return fmt.Errorf("train: writing %s: %w", dst, err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			err = fmt.Errorf("train: writing %s: %w", dst, err)
+		}
+	}()
+	if failWrite != nil {
+		if err := failWrite(dst); err != nil {
+			return err
+		}
+	}
+	if _, err := io.Copy(f, in); err != nil {
+		return err
+	}
+	if err := syncFile(f); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), dst); err != nil {
 		return err
 	}
 	return syncDir(dir)
@@ -57,7 +109,7 @@ func syncDir(dir string) error {
 		return err
 	}
 	defer d.Close()
-	if err := d.Sync(); err != nil {
+	if err := syncFile(d); err != nil {
 		return fmt.Errorf("train: syncing folder %s: %w", dir, err)
 	}
 	return nil
@@ -70,7 +122,7 @@ func syncAndHash(path string) (string, error) {
 		return "", fmt.Errorf("train: %w", err)
 	}
 	defer f.Close()
-	if err := f.Sync(); err != nil {
+	if err := syncFile(f); err != nil {
 		return "", fmt.Errorf("train: syncing %s: %w", path, err)
 	}
 	h := sha256.New()

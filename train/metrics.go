@@ -77,7 +77,7 @@ func (m *metricsLog) write(r Record) error {
 	if _, err := m.f.Write(append(b, '\n')); err != nil {
 		return fmt.Errorf("train: writing %s: %w", m.f.Name(), err)
 	}
-	if err := m.f.Sync(); err != nil {
+	if err := syncFile(m.f); err != nil {
 		return fmt.Errorf("train: syncing %s: %w", m.f.Name(), err)
 	}
 	return nil

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"fmt"
 	"image/color"
+	"image/png"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // lossPlot renders the training loss (one point per logged step) and the
@@ -26,6 +28,7 @@ func lossPlot(records []Record, title string) ([]byte, error) {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "step"
+	p.X.Min = 0
 	p.Y.Label.Text = "MLM loss (nats)"
 	p.Add(plotter.NewGrid())
 	p.Legend.Top = true
@@ -50,12 +53,12 @@ func lossPlot(records []Record, title string) ([]byte, error) {
 		p.Add(l, s)
 		p.Legend.Add("eval", l, s)
 	}
-	wt, err := p.WriterTo(8*vg.Inch, 5*vg.Inch, "png")
-	if err != nil {
-		return nil, fmt.Errorf("train: plotting: %w", err)
-	}
+	c := vgimg.NewWith(vgimg.UseWH(8*vg.Inch, 5*vg.Inch), vgimg.UseDPI(96))
+	p.Draw(draw.New(c))
 	var buf bytes.Buffer
-	if _, err := wt.WriteTo(&buf); err != nil {
+	// Fast deflate: the plot is redrawn at every evaluation.
+	enc := png.Encoder{CompressionLevel: png.BestSpeed}
+	if err := enc.Encode(&buf, c.Image()); err != nil {
 		return nil, fmt.Errorf("train: plotting: %w", err)
 	}
 	return buf.Bytes(), nil

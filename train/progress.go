@@ -8,6 +8,9 @@ import (
 	"github.com/schollz/progressbar/v3"
 )
 
+// barThrottle is the least time between two renders of the bar (tests set 0).
+var barThrottle = 100 * time.Millisecond
+
 // progress shows the run: a progress bar on a terminal (step, loss, lr,
 // tokens/s, ETA), plain log lines otherwise.
 type progress struct {
@@ -28,7 +31,7 @@ func newProgress(w io.Writer, terminal bool, done, total int) *progress {
 			progressbar.OptionSetItsString("step"),
 			progressbar.OptionShowIts(),
 			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionThrottle(barThrottle),
 			progressbar.OptionSetRenderBlankState(true),
 			progressbar.OptionClearOnFinish(),
 		)

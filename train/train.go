@@ -181,6 +181,7 @@ type trainer struct {
 
 	metrics *metricsLog
 	records []Record // metrics so far, for the plot
+	plotted int      // len(records) at the last drawing
 	prog    *progress
 
 	step     int    // optimizer updates done
@@ -399,8 +400,13 @@ func (t *trainer) record(r Record) error {
 	return nil
 }
 
-// plot redraws loss.png atomically.
+// plot redraws loss.png atomically when records were added since the last
+// drawing.
 func (t *trainer) plot() error {
+	if len(t.records) == t.plotted {
+		return nil
+	}
+	t.plotted = len(t.records)
 	png, err := lossPlot(t.records, fmt.Sprintf("MLM loss, %s", filepath.Base(t.o.OutDir)))
 	if err != nil {
 		return err

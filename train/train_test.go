@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/roformer-go/roformer/data"
 )
@@ -56,7 +57,7 @@ func testJob(t *testing.T, dir string, m *fakeModel) Job {
 	}
 	return Job{Model: m, Train: tr, Eval: ev, Vocab: testVocab, Options: Options{
 		Steps: 20, BatchSize: 4, SeqLen: 16, LR: 0.05, Warmup: 2, Schedule: "linear", WeightDecay: 0.01, Clip: 1,
-		Seed: 42, SaveEvery: 4, EvalEvery: 5, EvalBatches: 2, LogEvery: 3, OutDir: dir, Threads: 1,
+		Seed: 42, SaveEvery: 4, EvalEvery: 10, EvalBatches: 2, LogEvery: 3, OutDir: dir, Threads: 1,
 	}}
 }
 
@@ -119,6 +120,8 @@ func TestFakeModelGradient(t *testing.T) {
 }
 
 func TestTrainLossDecreases(t *testing.T) {
+	defer func(v bool) { noSync = v }(noSync)
+	noSync = false // the real, syncing path
 	dir := t.TempDir()
 	var out bytes.Buffer
 	job := testJob(t, dir, newFake(40, 8, 1))
@@ -418,6 +421,8 @@ func TestResumeErrors(t *testing.T) {
 }
 
 func TestTerminalProgress(t *testing.T) {
+	defer func(d time.Duration) { barThrottle = d }(barThrottle)
+	barThrottle = 0
 	dir := t.TempDir()
 	var out bytes.Buffer
 	job := testJob(t, dir, newFake(40, 8, 1))
@@ -426,7 +431,7 @@ func TestTerminalProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := out.String()
-	for _, want := range []string{"eval step 5", "/20 loss ", "tok/s", "done: step 20"} {
+	for _, want := range []string{"eval step 10", "/20 loss ", "tok/s", "done: step 20"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("terminal output lacks %q", want)
 		}
