@@ -14,6 +14,11 @@ type Batch struct {
 	AttentionMask []int32 // 1 for tokens, 0 for padding
 	Labels        []int32 // original id at masked positions, IgnoreIndex (-100) elsewhere
 	B, T          int
+	// Seed is for the model's own randomness (dropout masks) on this batch:
+	// a pure function of the loader seed and the batch's place in the
+	// stream, so that a resumed run draws the same dropout without saving
+	// any model state. It is 0 for evaluation batches.
+	Seed uint64
 }
 
 // Labelled returns the number of positions whose label is not IgnoreIndex.
@@ -132,6 +137,7 @@ func (l *Loader) Position() Position { return l.pos }
 
 // Next returns the next batch of BatchSize sequences and advances.
 func (l *Loader) Next() *Batch {
+	seed := batchSeed(l.opt.Seed, l.pos)
 	rows := make([][]int32, l.opt.BatchSize)
 	for r := range rows {
 		rows[r] = l.seqs[l.order[l.pos.Index]]
@@ -141,7 +147,24 @@ func (l *Loader) Next() *Batch {
 			l.order = epochOrder(len(l.seqs), l.opt.Seed, l.pos.Epoch)
 		}
 	}
-	return newBatch(rows, l.opt.SeqLen, &l.v, l.mask)
+	b := newBatch(rows, l.opt.SeqLen, &l.v, l.mask)
+	b.Seed = seed
+	return b
+}
+
+// batchSeed mixes the loader seed and a stream position with SplitMix64's
+// finaliser (Steele, Lea and Flood 2014), never returning 0.
+func batchSeed(seed uint64, p Position) uint64 {
+	x := seed ^ (uint64(p.Epoch)+1)*0x9E3779B97F4A7C15 ^ (uint64(p.Index)+1)*0xD1B54A32D192ED03
+	x ^= x >> 30
+	x *= 0xBF58476D1CE4E5B9
+	x ^= x >> 27
+	x *= 0x94D049BB133111EB
+	x ^= x >> 31
+	if x == 0 {
+		x = 1
+	}
+	return x
 }
 
 // loaderMagic opens a serialised Loader state.

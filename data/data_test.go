@@ -421,8 +421,13 @@ func TestLoaderEpochs(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen := map[int]int{}
+	seeds := map[uint64]bool{}
 	for k := 0; k < 5; k++ { // 20 rows = two epochs exactly
-		l.Next()
+		b := l.Next()
+		if b.Seed == 0 || seeds[b.Seed] {
+			t.Errorf("batch %d seed %d is zero or repeated", k, b.Seed)
+		}
+		seeds[b.Seed] = true
 	}
 	if got := l.Position(); got != (Position{Epoch: 2, Index: 0}) {
 		t.Errorf("position %+v, want epoch 2 index 0", got)

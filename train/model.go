@@ -14,8 +14,9 @@ type Model interface {
 	Params() []*tensor.Param
 	// ForwardBackward runs the MLM forward and backward pass on b, ADDING
 	// the gradient of the mean loss over labelled tokens (Labels != -100)
-	// into Param.Grad, and returns that mean loss. It should return ctx's
-	// error promptly when ctx is cancelled.
+	// into Param.Grad, and returns that mean loss. Training-mode dropout
+	// should take its masks from b.Seed, which a resumed run reproduces.
+	// It should return ctx's error promptly when ctx is cancelled.
 	ForwardBackward(ctx context.Context, b *data.Batch) (loss float64, err error)
 	// Evaluate returns the summed cross-entropy over the labelled tokens of
 	// b, their number and how many the argmax predicts correctly, without
@@ -31,7 +32,8 @@ type Model interface {
 }
 
 // StatefulModel is a Model with random state of its own (a dropout
-// generator) that must be checkpointed for an exact resume. The loop saves
+// generator not driven by Batch.Seed) that must be checkpointed for an
+// exact resume. The loop saves
 // TrainState at each checkpoint and restores it with SetTrainState.
 type StatefulModel interface {
 	Model
