@@ -22,7 +22,8 @@ type Job struct {
 	Eval  [][]int32 // held-out sequences; may be empty (no evaluation)
 	Vocab data.Vocab
 	// Options of the run. Resume takes them from the checkpoint instead and
-	// uses only OutDir and, when non-zero, Steps (to train longer).
+	// uses only OutDir and, when non-zero, Steps (to train longer) and
+	// Threads (compared with the saved count: a warning when they differ).
 	Options Options
 	// Out receives progress: a bar when IsTerminal, else one line every
 	// LogEvery steps. Nil discards it.
@@ -164,6 +165,9 @@ func Resume(ctx context.Context, job Job) (*Result, error) {
 		}
 	}
 	t.prog = newProgress(job.Out, false, 0, 0)
+	if th := job.Options.Threads; th != 0 && th != st.Options.Threads {
+		t.prog.printf("warning: resuming with %d threads, the run used %d; the result may differ in the last bits from an uninterrupted run", th, st.Options.Threads)
+	}
 	t.prog.printf("resuming from %s (step %d of %d)", ckpt, st.Step, o.Steps)
 	return t.run(ctx)
 }
