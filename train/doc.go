@@ -2,7 +2,7 @@
 // concrete model: it drives any Model (forward/backward, evaluation, saving)
 // with the optim and data packages, and owns the run folder.
 //
-// One optimizer step reads top to bottom (Trainer.step): the learning rate
+// One optimizer step reads top to bottom (trainer.update): the learning rate
 // from the schedule, zeroed gradients, forward and backward over Accum
 // micro-batches (gradients averaged), a non-finite check, global-norm
 // clipping, the AdamW update, and one fixed-format log line.
