@@ -189,6 +189,10 @@ func (t *Tokenizer) wordPiece(sc *scratch, w *runeBuf, i, j int, out *seq) {
 	if i >= j {
 		return
 	}
+	if sc.collect != nil {
+		sc.collect(w.r[i:j])
+		return
+	}
 	if j-i > t.cfg.MaxInputCharsPerWord {
 		s, e := spanOf(w.s, w.e, i, j)
 		out.emit(t.unkID, t.vocab.tokens[t.unkID], s, e)

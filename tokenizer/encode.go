@@ -357,10 +357,21 @@ func (t *Tokenizer) pad(enc *Encoding, opts EncodeOptions, maxLen, longest int) 
 	return nil
 }
 
+// BatchError reports the first input of a batch that failed to encode.
+type BatchError struct {
+	Index int // 0-based position in the batch
+	Err   error
+}
+
+func (e *BatchError) Error() string { return fmt.Sprintf("tokenizer: batch input %d: %v", e.Index, e.Err) }
+
+// Unwrap returns the input's error.
+func (e *BatchError) Unwrap() error { return e.Err }
+
 // EncodeBatch encodes inputs in parallel (one worker per CPU) and pads them
 // together: PadLongest pads to the longest encoding of the batch (HF's
 // tokenizer(texts, padding=True)). The result keeps the order of inputs; on
-// error it reports the first failing input.
+// error it returns a *BatchError for the first failing input.
 func (t *Tokenizer) EncodeBatch(inputs []Input, opts EncodeOptions) ([]*Encoding, error) {
 	maxLen, _, err := t.resolve(opts)
 	if err != nil {
@@ -393,7 +404,7 @@ func (t *Tokenizer) EncodeBatch(inputs []Input, opts EncodeOptions) ([]*Encoding
 	longest := 0
 	for i, e := range errs {
 		if e != nil {
-			return nil, fmt.Errorf("tokenizer: batch input %d: %w", i, e)
+			return nil, &BatchError{Index: i, Err: e}
 		}
 		longest = max(longest, out[i].Len())
 	}

@@ -339,6 +339,9 @@ type scratch struct {
 	ends []int   // jieba word ends
 	out  seq
 	out2 seq
+	// collect, when set, receives each word that would go to WordPiece
+	// (vocabulary training uses the Bert rules without a vocabulary).
+	collect func(word []rune)
 }
 
 // runeBuf is runes with their original byte spans.
