@@ -363,7 +363,9 @@ type BatchError struct {
 	Err   error
 }
 
-func (e *BatchError) Error() string { return fmt.Sprintf("tokenizer: batch input %d: %v", e.Index, e.Err) }
+func (e *BatchError) Error() string {
+	return fmt.Sprintf("tokenizer: batch input %d: %v", e.Index, e.Err)
+}
 
 // Unwrap returns the input's error.
 func (e *BatchError) Unwrap() error { return e.Err }
