@@ -1,0 +1,421 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/roformer-go/roformer/blas"
+	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/optim"
+)
+
+func init() {
+	register(&command{name: "bench", summary: "time inference or training steps and report tokens/s, GFLOP/s, MFU and peak RSS", run: cmdBench})
+}
+
+// benchOptions are the flags of the bench verb.
+type benchOptions struct {
+	model, size, head, mode string
+	batch, seq, threads     int
+	steps, warmup           int
+	peakGFLOPS              float64 // 0: measure with the SGEMM probe
+	maskProb                float64 // fraction of labelled tokens in training
+	lr, weightDecay         float64
+	seed                    uint64
+	json, quiet             bool
+}
+
+// benchSizes are the model presets of --size. They live here for now; the
+// training side may move them into package model/roformer.
+var benchSizes = map[string]struct{ layers, hidden, heads, inter, vocab int }{
+	"tiny":  {2, 128, 2, 512, 8000},
+	"small": {6, 384, 6, 1536, 12000},
+	"base":  {12, 768, 12, 3072, 12000},
+}
+
+func benchSizeNames() string {
+	names := make([]string, 0, len(benchSizes))
+	for n := range benchSizes {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool { return benchSizes[names[i]].hidden < benchSizes[names[j]].hidden })
+	return strings.Join(names, ", ")
+}
+
+// benchConfig returns the configuration of a --size preset: RoFormerConfig's
+// defaults (dropout 0.1, initializer_range 0.02, layer_norm_eps 1e-12) with
+// the preset's sizes, max_position_embeddings 512 and exact GELU.
+func benchConfig(size string) (roformer.Config, error) {
+	p, ok := benchSizes[size]
+	if !ok {
+		return roformer.Config{}, usagef("unknown --size %q (valid: %s)", size, benchSizeNames())
+	}
+	c := roformer.DefaultConfig()
+	c.NumHiddenLayers, c.HiddenSize, c.EmbeddingSize = p.layers, p.hidden, p.hidden
+	c.NumAttentionHeads, c.IntermediateSize, c.VocabSize = p.heads, p.inter, p.vocab
+	c.MaxPositionEmbeddings, c.HiddenAct = 512, "gelu"
+	return c, nil
+}
+
+func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("bench", "--size tiny|small|base | --model DIR [flags]", stderr)
+	var o benchOptions
+	fs.StringVar(&o.model, "model", "", "model folder to time (its config.json and weights); excludes --size")
+	fs.StringVar(&o.size, "size", "", "random-initialised preset: "+benchSizeNames()+" (all max_position 512, gelu)")
+	fs.StringVar(&o.head, "head", "masked-lm", "head: masked-lm or base (inference only)")
+	fs.StringVar(&o.mode, "mode", "infer", "infer (Forward, no dropout) or train (ForwardBackward with dropout + AdamW step)")
+	fs.IntVar(&o.batch, "batch", 8, "rows per step")
+	fs.IntVar(&o.seq, "seq", 128, "tokens per row")
+	fs.IntVar(&o.steps, "steps", 5, "timed steps (the median is reported)")
+	fs.IntVar(&o.warmup, "warmup", 1, "untimed steps before the timed ones")
+	fs.Float64Var(&o.peakGFLOPS, "peak-gflops", 0, "peak GFLOP/s for MFU; 0 measures it with an SGEMM probe on all threads")
+	fs.Float64Var(&o.maskProb, "mask-prob", 0.15, "training: fraction of tokens that carry an MLM label")
+	fs.Float64Var(&o.lr, "lr", 1e-4, "training: AdamW learning rate")
+	fs.Float64Var(&o.weightDecay, "weight-decay", 0.01, "training: AdamW weight decay (not on biases and LayerNorm)")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the initialisation, the token ids, the labels and dropout")
+	fs.BoolVar(&o.json, "json", false, "end the output with one line holding the results as a JSON object")
+	fs.BoolVar(&o.quiet, "quiet", false, "print only the JSON line (with --json) and no progress on stderr")
+	th := threadsFlag(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	o.threads = *th
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	if err := setupCompute(o.threads, stderr, o.quiet); err != nil {
+		return err
+	}
+	return runBench(ctx, o, stdout, stderr)
+}
+
+// benchResult is the JSON object of --json. The PyTorch twin
+// (bench/pytorch/bench.py) writes the same keys.
+type benchResult struct {
+	Impl         string    `json:"impl"`
+	Mode         string    `json:"mode"`
+	Size         string    `json:"size"`
+	Head         string    `json:"head"`
+	Batch        int       `json:"batch"`
+	Seq          int       `json:"seq"`
+	Threads      int       `json:"threads"`
+	BLAS         string    `json:"blas"`
+	Params       int       `json:"params"`
+	Steps        int       `json:"steps"`
+	Warmup       int       `json:"warmup"`
+	TokensPerSec float64   `json:"tokens_per_sec"`
+	MsPerStep    float64   `json:"ms_per_step"` // median
+	MsMin        float64   `json:"ms_min"`
+	MsMax        float64   `json:"ms_max"`
+	MsSteps      []float64 `json:"ms_steps"`
+	FLOPsPerStep float64   `json:"flops_per_step"`
+	GFLOPS       float64   `json:"gflops"`
+	PeakGFLOPS   float64   `json:"peak_gflops"`
+	PeakSource   string    `json:"peak_source"`
+	MFU          float64   `json:"mfu"`
+	PeakRSS      int64     `json:"peak_rss_bytes"`
+	StartRSS     int64     `json:"start_rss_bytes"`
+	HeadRows     int       `json:"head_rows"` // rows through the LM head per step
+	Loss         *float64  `json:"loss,omitempty"`
+	Note         string    `json:"note"`
+}
+
+func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) error {
+	if (o.model == "") == (o.size == "") {
+		return usagef("give exactly one of --size (%s) and --model DIR", benchSizeNames())
+	}
+	if o.mode != "infer" && o.mode != "train" {
+		return usagef("unknown --mode %q (valid: infer, train)", o.mode)
+	}
+	head, err := roformer.ParseHead(o.head)
+	if err != nil || (head != roformer.HeadMaskedLM && head != roformer.HeadBase) {
+		return usagef("--head %q: bench supports masked-lm and base", o.head)
+	}
+	if o.mode == "train" && head != roformer.HeadMaskedLM {
+		return usagef("--mode train needs --head masked-lm (the MLM loss is what is trained)")
+	}
+	if o.batch < 1 || o.seq < 1 || o.steps < 1 || o.warmup < 0 {
+		return usagef("--batch %d, --seq %d and --steps %d must be at least 1, --warmup %d at least 0", o.batch, o.seq, o.steps, o.warmup)
+	}
+	if !(o.maskProb > 0 && o.maskProb <= 1) {
+		return usagef("--mask-prob %v must be in (0, 1]", o.maskProb)
+	}
+	if !(o.peakGFLOPS >= 0) || math.IsInf(o.peakGFLOPS, 0) {
+		return usagef("--peak-gflops %v must be a finite number ≥ 0", o.peakGFLOPS)
+	}
+	threads := o.threads
+	if threads < 1 {
+		threads = 1
+	}
+	progress := stderr
+	if o.quiet {
+		progress = io.Discard
+	}
+	startRSS, _ := peakRSS()
+
+	// The model.
+	var m *roformer.Model
+	size := o.size
+	if o.model != "" {
+		l, err := roformer.Load(o.model, head, roformer.LoadOptions{})
+		if err != nil {
+			return err
+		}
+		m, size = l.Model, "model:"+o.model
+	} else {
+		cfg, err := benchConfig(o.size)
+		if err != nil {
+			return err
+		}
+		if m, err = roformer.New(cfg, head); err != nil {
+			return err
+		}
+		m.Init(o.seed)
+	}
+	cfg := &m.Config
+
+	// Inputs: random ids (fixed seed), no padding. In training exactly
+	// round(maskProb·B·T) tokens (at least one), at random positions, carry a
+	// random target id and the rest −100, so that both implementations run
+	// the LM head on the same number of rows.
+	r := rand.New(rand.NewPCG(o.seed, 0x62656e6368))
+	BT := o.batch * o.seq
+	batch := &roformer.Batch{InputIDs: make([]int32, BT), B: o.batch, T: o.seq}
+	lo := min(5, cfg.VocabSize-1) // past the usual special tokens
+	for i := range batch.InputIDs {
+		batch.InputIDs[i] = int32(lo + r.IntN(cfg.VocabSize-lo))
+	}
+	headRows := 0
+	if head == roformer.HeadMaskedLM {
+		headRows = BT
+	}
+	var labels *roformer.Labels
+	if o.mode == "train" {
+		headRows = labelledCount(BT, o.maskProb)
+		labels = &roformer.Labels{IDs: make([]int32, BT)}
+		for i := range labels.IDs {
+			labels.IDs[i] = -100
+		}
+		for _, pos := range r.Perm(BT)[:headRows] {
+			labels.IDs[pos] = int32(lo + r.IntN(cfg.VocabSize-lo))
+		}
+	}
+	flops := modelFLOPs(cfg, head, o.batch, o.seq, headRows)
+	if o.mode == "train" {
+		flops *= 3 // forward + backward (two products per forward product)
+	}
+
+	// The peak for MFU.
+	peak, peakSource := o.peakGFLOPS, "given (--peak-gflops)"
+	if peak == 0 {
+		var err error
+		if peak, peakSource, err = probePeakGFLOPS(ctx, threads); err != nil {
+			return err
+		}
+	}
+
+	fmt.Fprintf(progress, "roformer bench: %s %s %s, batch %d × seq %d, %d threads; %.1fM parameters\n",
+		size, head, o.mode, o.batch, o.seq, threads, float64(m.NumParams())/1e6)
+
+	// One step of the job.
+	var step func(i int) error
+	var loss *float64
+	switch o.mode {
+	case "infer":
+		step = func(int) error {
+			_, err := m.Forward(ctx, batch, nil, roformer.Options{})
+			return err
+		}
+	case "train":
+		st := m.NewState(o.batch, o.seq, true)
+		opt, err := optim.NewAdamW(m.Params(), optim.DefaultAdamWConfig(o.weightDecay))
+		if err != nil {
+			return err
+		}
+		step = func(i int) error {
+			m.ZeroGrad()
+			res, err := m.ForwardBackward(ctx, st, batch, labels, roformer.StepOptions{Dropout: true, Seed: o.seed + uint64(i)})
+			if err != nil {
+				return err
+			}
+			opt.Step(o.lr)
+			l := res.Loss
+			loss = &l
+			return nil
+		}
+	}
+	for i := 0; i < o.warmup; i++ {
+		if err := step(i); err != nil {
+			return err
+		}
+	}
+	times := make([]float64, o.steps) // milliseconds
+	for i := range times {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		if err := step(o.warmup + i); err != nil {
+			return err
+		}
+		times[i] = float64(time.Since(t0).Nanoseconds()) / 1e6
+		fmt.Fprintf(progress, "  step %d/%d: %.1f ms\n", i+1, o.steps, times[i])
+	}
+	if loss != nil && (math.IsNaN(*loss) || math.IsInf(*loss, 0)) {
+		return fmt.Errorf("bench: training loss became %v", *loss)
+	}
+	rss, rssOK := peakRSS()
+
+	med := median(times)
+	res := benchResult{
+		Impl: "roformer-go", Mode: o.mode, Size: size, Head: string(head), Batch: o.batch, Seq: o.seq,
+		Threads: threads, BLAS: blas.Name(), Params: m.NumParams(), Steps: o.steps, Warmup: o.warmup,
+		TokensPerSec: float64(BT) / (med / 1e3), MsPerStep: med, MsMin: slices.Min(times), MsMax: slices.Max(times),
+		MsSteps: times, FLOPsPerStep: flops, GFLOPS: flops / (med / 1e3) / 1e9,
+		PeakGFLOPS: peak, PeakSource: peakSource, PeakRSS: rss, StartRSS: startRSS, HeadRows: headRows, Loss: loss,
+	}
+	res.MFU = res.GFLOPS / peak
+	switch o.mode {
+	case "infer":
+		res.Note = "inference: Forward in eval mode (no dropout), full [B,T,V] logits"
+		if head == roformer.HeadBase {
+			res.Note = "inference: Forward in eval mode (no dropout), last hidden state only"
+		}
+	case "train":
+		res.Note = fmt.Sprintf("training: ZeroGrad + ForwardBackward (dropout on) + AdamW step; MLM loss on %d of %d tokens (%.0f%%), LM head run on those rows only; FLOPs = 3 × forward",
+			headRows, BT, 100*o.maskProb)
+	}
+	res.Note += "; FLOPs count only matrix products (2·M·N·K, attention QKᵀ and PV included)"
+
+	fmt.Fprintf(stdout, "job:        %s %s %s, batch %d × seq %d, %d threads, %s\n", size, head, o.mode, o.batch, o.seq, threads, res.BLAS)
+	fmt.Fprintf(stdout, "steps:      %d timed after %d warm-up: median %.1f ms (min %.1f, max %.1f, spread %.1f%%)\n",
+		o.steps, o.warmup, med, res.MsMin, res.MsMax, 100*(res.MsMax-res.MsMin)/med)
+	fmt.Fprintf(stdout, "throughput: %.1f tokens/s, %.2f GFLOP/s (%.3g GFLOP per step)\n", res.TokensPerSec, res.GFLOPS, flops/1e9)
+	fmt.Fprintf(stdout, "MFU:        %.1f%% of %.1f GFLOP/s, %s\n", 100*res.MFU, peak, peakSource)
+	if rssOK {
+		fmt.Fprintf(stdout, "peak RSS:   %.1f MiB (%.1f MiB at start)\n", float64(rss)/(1<<20), float64(startRSS)/(1<<20))
+	} else {
+		fmt.Fprintf(stdout, "peak RSS:   not available on %s\n", runtime.GOOS)
+	}
+	if loss != nil {
+		fmt.Fprintf(stdout, "loss:       %.4f after the last step\n", *loss)
+	}
+	fmt.Fprintf(stdout, "note:       %s\n", res.Note)
+	if o.json {
+		b, err := json.Marshal(res)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s\n", b)
+	}
+	return nil
+}
+
+// modelFLOPs counts the floating-point operations of the matrix products of
+// one forward pass of the encoder and head on B rows of T tokens, a product
+// of an [M, K] and a [K, N] matrix counting 2·M·N·K:
+//
+//	embeddings_project (E ≠ H)   2·BT·E·H
+//	per layer: q, k, v, output   4 · 2·BT·H·H
+//	           feed-forward      2 · 2·BT·H·I
+//	           q·kᵀ and probs·v  2 · 2·B·T·T·H   (over all heads, d = H/NH)
+//	LM head on headRows rows     2·rows·H·E + 2·rows·E·V
+//
+// Element-wise work (LayerNorm, softmax, GELU, RoPE) is not counted. A
+// training step (forward and backward) is conventionally 3× this.
+func modelFLOPs(cfg *roformer.Config, head roformer.Head, B, T, headRows int) float64 {
+	E, H, I, V := float64(cfg.EmbeddingSize), float64(cfg.HiddenSize), float64(cfg.IntermediateSize), float64(cfg.VocabSize)
+	bt, b, t := float64(B*T), float64(B), float64(T)
+	f := 0.0
+	if cfg.EmbeddingSize != cfg.HiddenSize {
+		f += 2 * bt * E * H
+	}
+	perLayer := 4*2*bt*H*H + 2*2*bt*H*I + 2*2*b*t*t*H
+	f += float64(cfg.NumHiddenLayers) * perLayer
+	if head == roformer.HeadMaskedLM || head == roformer.HeadCausalLM {
+		n := float64(headRows)
+		f += 2*n*H*E + 2*n*E*V
+	}
+	return f
+}
+
+// Probe sizes: each worker multiplies its own [probeM, probeK] block by a
+// shared [probeK, probeN] matrix, as MatmulForward splits a layer's rows.
+const (
+	probeM, probeN, probeK     = 512, 1024, 1024
+	probeMinReps, probeMaxReps = 3, 50
+	probeTime                  = 400 * time.Millisecond
+)
+
+// probePeakGFLOPS measures what the BLAS in use delivers on `threads`
+// goroutines running single-threaded SGEMMs at once (the way the kernels use
+// it): the best of a few repetitions after one warm-up.
+func probePeakGFLOPS(ctx context.Context, threads int) (float64, string, error) {
+	r := rand.New(rand.NewPCG(7, 7))
+	fill := func(n int) []float32 {
+		s := make([]float32, n)
+		for i := range s {
+			s[i] = float32(r.Float64() - 0.5)
+		}
+		return s
+	}
+	b := fill(probeK * probeN)
+	as, cs := make([][]float32, threads), make([][]float32, threads)
+	for w := range as {
+		as[w], cs[w] = fill(probeM*probeK), make([]float32, probeM*probeN)
+	}
+	// One warm-up round, then rounds until probeTime has passed (at least
+	// probeMinReps): the best round is the peak.
+	best, reps := math.Inf(1), 0
+	start := time.Now()
+	for rep := 0; rep <= probeMinReps || (time.Since(start) < probeTime && rep <= probeMaxReps); rep++ {
+		if err := ctx.Err(); err != nil {
+			return 0, "", err
+		}
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		for w := 0; w < threads; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				blas.Sgemm(false, false, probeM, probeN, probeK, 1, as[w], probeK, b, probeN, 0, cs[w], probeN)
+			}(w)
+		}
+		wg.Wait()
+		if rep == 0 {
+			continue
+		}
+		reps++
+		best = min(best, time.Since(t0).Seconds())
+	}
+	flops := float64(threads) * 2 * probeM * probeN * probeK
+	src := fmt.Sprintf("measured: best of %d rounds of %d concurrent %d×%d×%d SGEMMs through %s", reps, threads, probeM, probeN, probeK, blas.Name())
+	return flops / best / 1e9, src, nil
+}
+
+// labelledCount is the number of MLM-labelled tokens of a training batch:
+// round(p·n), at least 1.
+func labelledCount(n int, p float64) int {
+	return max(1, min(n, int(math.Round(p*float64(n)))))
+}
+
+// median returns the median of xs (the mean of the middle two for an even count).
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}

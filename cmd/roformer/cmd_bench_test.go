@@ -1,0 +1,251 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/roformer-go/roformer/internal/testutil"
+	"github.com/roformer-go/roformer/model/roformer"
+)
+
+// benchJSON runs the bench verb and decodes the last line of stdout.
+func benchJSON(t *testing.T, args ...string) (benchResult, string) {
+	t.Helper()
+	code, stdout, stderr := runCLI(t, append([]string{"bench"}, args...)...)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	lines := strings.Split(strings.TrimRight(stdout, "\n"), "\n")
+	var r benchResult
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
+		t.Fatalf("last line of stdout is not a JSON object: %v\n%s", err, stdout)
+	}
+	return r, stdout
+}
+
+// A tiny model in both modes gives one JSON line with consistent numbers.
+func TestBenchTiny(t *testing.T) {
+	// tiny: L=2, H=E=128, NH=2, I=512, V=8000. With B=2, T=8 (BT=16):
+	//   per layer 2·16·(4·128² + 2·128·512) + 4·2·8²·128 = 12,582,912/2 + 65,536 = 6,356,992
+	//   encoder   2 layers                                               = 12,713,984
+	//   LM head   2·rows·(128·128 + 128·8000) = rows · 2,080,768
+	const encoder, headPerRow = 12713984.0, 2080768.0
+	cases := []struct {
+		name      string
+		args      []string
+		flops     float64
+		headRows  int
+		wantLoss  bool
+		wantProbe bool
+	}{
+		{"infer-mlm", []string{"--mode", "infer", "--peak-gflops", "100"}, encoder + 16*headPerRow, 16, false, false},
+		{"infer-base", []string{"--mode", "infer", "--head", "base", "--peak-gflops", "100"}, encoder, 0, false, false},
+		// round(0.15·16) = 2 labelled rows; training counts 3 × forward.
+		{"train", []string{"--mode", "train", "--peak-gflops", "100"}, 3 * (encoder + 2*headPerRow), 2, true, false},
+		{"train-probe", []string{"--mode", "train", "--mask-prob", "0.5"}, 3 * (encoder + 8*headPerRow), 8, true, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"--size", "tiny", "--batch", "2", "--seq", "8", "--steps", "1", "--warmup", "0",
+				"--threads", "2", "--json", "--quiet"}, c.args...)
+			r, stdout := benchJSON(t, args...)
+			if !strings.Contains(stdout, "throughput:") {
+				t.Errorf("no human-readable summary before the JSON line:\n%s", stdout)
+			}
+			if r.Impl != "roformer-go" || r.Size != "tiny" || r.Batch != 2 || r.Seq != 8 || r.Threads != 2 || r.Steps != 1 || r.BLAS == "" {
+				t.Errorf("identification fields wrong: %+v", r)
+			}
+			if r.FLOPsPerStep != c.flops {
+				t.Errorf("flops_per_step = %.0f, want %.0f", r.FLOPsPerStep, c.flops)
+			}
+			if r.HeadRows != c.headRows {
+				t.Errorf("head_rows = %d, want %d", r.HeadRows, c.headRows)
+			}
+			if !(r.MsPerStep > 0) || len(r.MsSteps) != 1 || r.MsPerStep != r.MsSteps[0] {
+				t.Errorf("ms_per_step %v, ms_steps %v", r.MsPerStep, r.MsSteps)
+			}
+			if got, want := r.TokensPerSec, 16/(r.MsPerStep/1e3); math.Abs(got-want) > 1e-9*want {
+				t.Errorf("tokens_per_sec = %v, want 16 tokens / %v ms = %v", got, r.MsPerStep, want)
+			}
+			if got, want := r.GFLOPS, c.flops/(r.MsPerStep/1e3)/1e9; math.Abs(got-want) > 1e-9*want {
+				t.Errorf("gflops = %v, want %v", got, want)
+			}
+			if c.wantProbe {
+				if !(r.PeakGFLOPS > 0) || !strings.HasPrefix(r.PeakSource, "measured") {
+					t.Errorf("peak %v from %q, want a measured positive peak", r.PeakGFLOPS, r.PeakSource)
+				}
+			} else if r.PeakGFLOPS != 100 {
+				t.Errorf("peak_gflops = %v, want the given 100", r.PeakGFLOPS)
+			}
+			if got, want := r.MFU, r.GFLOPS/r.PeakGFLOPS; math.Abs(got-want) > 1e-12 {
+				t.Errorf("mfu = %v, want gflops/peak = %v", got, want)
+			}
+			if runtime.GOOS == "linux" && r.PeakRSS < 1<<20 {
+				t.Errorf("peak_rss_bytes = %d, want at least 1 MiB", r.PeakRSS)
+			}
+			if c.wantLoss != (r.Loss != nil) {
+				t.Fatalf("loss present %v, want %v", r.Loss != nil, c.wantLoss)
+			}
+			// Random init: the loss is close to ln(8000) ≈ 8.99.
+			if r.Loss != nil && !(*r.Loss > 7 && *r.Loss < 11) {
+				t.Errorf("loss = %v, want about ln(8000) = 8.99", *r.Loss)
+			}
+		})
+	}
+}
+
+// A model folder is timed with its own configuration.
+func TestBenchModelFolder(t *testing.T) {
+	dir := testutil.Shared(t, "fixtures", "hf-roformer", "cases", "s03_embproj_h64_leftpad")
+	l, err := roformer.Load(dir, roformer.HeadMaskedLM, roformer.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"infer", "train"} {
+		t.Run(mode, func(t *testing.T) {
+			r, _ := benchJSON(t, "--model", dir, "--mode", mode, "--batch", "2", "--seq", "5", "--steps", "2", "--warmup", "1",
+				"--threads", "1", "--json", "--quiet", "--peak-gflops", "10")
+			rows := 10
+			if mode == "train" {
+				rows = 2 // round(0.15·10) = 2 (1.5 rounds away from zero)
+			}
+			want := modelFLOPs(&l.Config, roformer.HeadMaskedLM, 2, 5, rows)
+			if mode == "train" {
+				want *= 3
+			}
+			if r.FLOPsPerStep != want || r.Params != l.NumParams() || r.Size != "model:"+dir {
+				t.Errorf("got flops %v params %d size %q, want %v, %d, model:%s", r.FLOPsPerStep, r.Params, r.Size, want, l.NumParams(), dir)
+			}
+		})
+	}
+}
+
+// modelFLOPs against sums worked out by hand.
+func TestModelFLOPs(t *testing.T) {
+	tiny, err := benchConfig("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proj := tiny
+	proj.EmbeddingSize = 64
+	cases := []struct {
+		name    string
+		cfg     roformer.Config
+		head    roformer.Head
+		B, T, n int
+		want    float64
+	}{
+		// per layer: 2·32·(4·128² + 2·128·512) + 4·2·16²·128 = 12,582,912 + 262,144; × 2 layers
+		{"tiny-base-2x16", tiny, roformer.HeadBase, 2, 16, 0, 25690112},
+		// + 2·32·(128·128 + 128·8000) = 66,584,576
+		{"tiny-mlm-2x16", tiny, roformer.HeadMaskedLM, 2, 16, 32, 92274688},
+		// + 2·3·(128·128 + 128·8000) = 6,242,304 (three labelled rows)
+		{"tiny-mlm-3rows", tiny, roformer.HeadMaskedLM, 2, 16, 3, 31932416},
+		// E = 64: + project 2·32·64·128 = 524,288, head 2·32·(128·64 + 64·8000) = 33,292,288
+		{"tiny-embproj", proj, roformer.HeadMaskedLM, 2, 16, 32, 59506688},
+		// attention grows as T²: 1×4 vs 2×2 have equal BT, attention 4·1·16·128 vs 4·2·4·128 per layer
+		{"tiny-base-1x4", tiny, roformer.HeadBase, 1, 4, 0, 2 * (2*4*(4*128*128+2*128*512) + 4*1*16*128)},
+		{"tiny-base-2x2", tiny, roformer.HeadBase, 2, 2, 0, 2 * (2*4*(4*128*128+2*128*512) + 4*2*4*128)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := modelFLOPs(&c.cfg, c.head, c.B, c.T, c.n); got != c.want {
+				t.Errorf("modelFLOPs = %.0f, want %.0f", got, c.want)
+			}
+		})
+	}
+}
+
+// Every preset builds a valid configuration with the documented sizes.
+func TestBenchPresets(t *testing.T) {
+	cases := []struct {
+		size                        string
+		layers, hidden, heads, I, V int
+	}{
+		{"tiny", 2, 128, 2, 512, 8000},
+		{"small", 6, 384, 6, 1536, 12000},
+		{"base", 12, 768, 12, 3072, 12000},
+	}
+	for _, c := range cases {
+		t.Run(c.size, func(t *testing.T) {
+			cfg, err := benchConfig(c.size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			got := []int{cfg.NumHiddenLayers, cfg.HiddenSize, cfg.NumAttentionHeads, cfg.IntermediateSize, cfg.VocabSize, cfg.EmbeddingSize, cfg.MaxPositionEmbeddings}
+			want := []int{c.layers, c.hidden, c.heads, c.I, c.V, c.hidden, 512}
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("layers, hidden, heads, I, V, E, max_pos = %v, want %v", got, want)
+				}
+			}
+			if cfg.HiddenAct != "gelu" {
+				t.Errorf("hidden_act %q, want gelu", cfg.HiddenAct)
+			}
+		})
+	}
+}
+
+// Command-line mistakes exit with code 2 and say what is wrong.
+func TestBenchUsage(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{"no-model", nil, "exactly one of --size"},
+		{"both", []string{"--size", "tiny", "--model", "x"}, "exactly one of --size"},
+		{"bad-size", []string{"--size", "huge"}, "valid: tiny, small, base"},
+		{"bad-mode", []string{"--size", "tiny", "--mode", "serve"}, "valid: infer, train"},
+		{"bad-head", []string{"--size", "tiny", "--head", "question-answering"}, "masked-lm and base"},
+		{"train-base", []string{"--size", "tiny", "--mode", "train", "--head", "base"}, "needs --head masked-lm"},
+		{"zero-batch", []string{"--size", "tiny", "--batch", "0"}, "at least 1"},
+		{"zero-steps", []string{"--size", "tiny", "--steps", "0"}, "at least 1"},
+		{"mask-prob", []string{"--size", "tiny", "--mask-prob", "0"}, "--mask-prob"},
+		{"peak", []string{"--size", "tiny", "--peak-gflops", "-1"}, "--peak-gflops"},
+		{"threads", []string{"--size", "tiny", "--threads", "0"}, "--threads"},
+		{"extra-arg", []string{"--size", "tiny", "extra"}, "unexpected arguments"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, stderr := runCLI(t, append([]string{"bench", "--quiet"}, c.args...)...)
+			if code != 2 || !strings.Contains(stderr, c.msg) {
+				t.Errorf("exit %d, stderr %q; want exit 2 mentioning %q", code, stderr, c.msg)
+			}
+		})
+	}
+}
+
+// A missing model folder is a failure (exit 1), not a usage error.
+func TestBenchMissingModel(t *testing.T) {
+	code, _, stderr := runCLI(t, "bench", "--quiet", "--model", t.TempDir())
+	if code != 1 || !strings.Contains(stderr, "config.json") {
+		t.Errorf("exit %d, stderr %q; want exit 1 naming config.json", code, stderr)
+	}
+}
+
+func TestBenchHelpers(t *testing.T) {
+	for _, c := range []struct {
+		xs   []float64
+		want float64
+	}{{[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(c.xs); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.xs, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		n    int
+		p    float64
+		want int
+	}{{16, 0.15, 2}, {1024, 0.15, 154}, {2048, 0.15, 307}, {3, 0.15, 1}, {4, 1, 4}} {
+		if got := labelledCount(c.n, c.p); got != c.want {
+			t.Errorf("labelledCount(%d, %v) = %d, want %d", c.n, c.p, got, c.want)
+		}
+	}
+}
