@@ -56,7 +56,7 @@ const sqrt2OverPi = 0.7978845608028654
 func (a Activation) f(x float64) float64 {
 	switch a {
 	case GELU:
-		return 0.5 * x * (1 + math.Erf(x/math.Sqrt2))
+		return geluExact(x)
 	case GELUNew:
 		return 0.5 * x * (1 + math.Tanh(sqrt2OverPi*(x+0.044715*x*x*x)))
 	case ReLU:
@@ -77,7 +77,7 @@ func (a Activation) df(x float64) float64 {
 	switch a {
 	case GELU:
 		// d/dx x·Φ(x) = Φ(x) + x·φ(x)
-		return 0.5*(1+math.Erf(x/math.Sqrt2)) + x*math.Exp(-0.5*x*x)/math.Sqrt(2*math.Pi)
+		return geluExactGrad(x)
 	case GELUNew:
 		u := sqrt2OverPi * (x + 0.044715*x*x*x)
 		th := math.Tanh(u)

@@ -298,3 +298,41 @@ func TestParallelForCovers(t *testing.T) {
 		}
 	}
 }
+
+// The tabulated GELU equals the erf formula to float64 rounding level.
+func TestGELUTable(t *testing.T) {
+	worst, worstG := 0.0, 0.0
+	for x := -12.0; x <= 12; x += 0.000731 {
+		want := 0.5 * x * (1 + math.Erf(x/math.Sqrt2))
+		wantG := 0.5*(1+math.Erf(x/math.Sqrt2)) + x*math.Exp(-0.5*x*x)/math.Sqrt(2*math.Pi)
+		worst = math.Max(worst, math.Abs(geluExact(x)-want))
+		worstG = math.Max(worstG, math.Abs(geluExactGrad(x)-wantG))
+	}
+	if worst > 1e-10 || worstG > 1e-9 {
+		t.Errorf("table GELU error %.3g, gradient error %.3g", worst, worstG)
+	}
+	if v := geluExact(math.NaN()); !math.IsNaN(v) {
+		t.Errorf("gelu(NaN) = %v", v)
+	}
+}
+
+func BenchmarkActivation(b *testing.B) {
+	r := testutil.Rand(9)
+	for _, a := range []Activation{GELU, GELUNew, SiLU} {
+		N := 2048 * 1536
+		x := testutil.RandN(r, N, 2)
+		y := make([]float32, N)
+		b.Run(fmt.Sprintf("%v_N%d", a, N), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				ActivationForward(y, x, a, N)
+			}
+			b.ReportMetric(float64(N)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Melem/s")
+		})
+		b.Run(fmt.Sprintf("%v_backward_N%d", a, N), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				ActivationBackward(y, x, x, a, N)
+			}
+			b.ReportMetric(float64(N)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Melem/s")
+		})
+	}
+}

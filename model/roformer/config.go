@@ -87,7 +87,7 @@ func ParseConfig(data []byte, name string) (Config, error) {
 		delete(raw, "embedding_size")
 	}
 	clean, _ := json.Marshal(raw)
-	if err := json.Unmarshal(clean, &c); err != nil {
+	if err := json.Unmarshal(clean, (*plainConfig)(&c)); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
 			return c, fmt.Errorf("roformer: %s: key %q must be %s, got a JSON %s", name, te.Field, te.Type, te.Value)
@@ -229,6 +229,23 @@ func (c *Config) SetLabels(names []string) {
 	}
 }
 
+// plainConfig has Config's fields without its JSON methods.
+type plainConfig Config
+
+// MarshalJSON writes the config.json form (see Marshal).
+func (c Config) MarshalJSON() ([]byte, error) { return c.Marshal() }
+
+// UnmarshalJSON reads the config.json form over the defaults and validates
+// it, as ParseConfig does.
+func (c *Config) UnmarshalJSON(b []byte) error {
+	cfg, err := ParseConfig(b, "config")
+	if err != nil {
+		return err
+	}
+	*c = cfg
+	return nil
+}
+
 // Marshal returns config.json bytes that HF's RoFormerConfig reads back to
 // the same configuration: every field, the unknown keys kept from the file,
 // sorted and indented as save_pretrained writes them.
@@ -240,7 +257,7 @@ func (c *Config) Marshal() ([]byte, error) {
 	if cc.ModelType == "" {
 		cc.ModelType = "roformer"
 	}
-	b, err := json.Marshal(cc)
+	b, err := json.Marshal((*plainConfig)(&cc))
 	if err != nil {
 		return nil, err
 	}

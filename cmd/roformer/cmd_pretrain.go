@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/roformer-go/roformer/pipeline"
+	"github.com/roformer-go/roformer/pretrain"
+	"github.com/roformer-go/roformer/train"
+)
+
+func init() {
+	register(&command{name: "pretrain", summary: "pretrain a RoFormer with masked-LM on a corpus (default: the built-in English corpus)", run: cmdPretrain})
+}
+
+type pretrainOptions struct {
+	opts    pretrain.Options
+	resume  string
+	steps   int
+	threads int
+	quiet   bool
+}
+
+func cmdPretrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("pretrain", "[--corpus FILE|DIR] [--size tiny|small|base | --config FILE.json] [--steps N] [--out DIR] | --resume DIR", stderr)
+	def := pretrain.DefaultOptions("")
+	var o pretrainOptions
+	p := &o.opts
+	*p = def
+	fs.StringVar(&p.Corpus, "corpus", "", "text file or folder of .txt files (default: the built-in public-domain English corpus)")
+	fs.StringVar(&p.Size, "size", def.Size, "model size: tiny, small or base")
+	fs.StringVar(&p.ConfigFile, "config", "", "config.json of the model to train (replaces --size; vocab_size must match the vocabulary)")
+	fs.StringVar(&p.Vocab, "vocab", "", "folder with vocab.txt (or the file); default: train a WordPiece vocabulary on the corpus")
+	fs.IntVar(&p.VocabSize, "vocab-size", def.VocabSize, "size of the vocabulary trained on the corpus")
+	fs.IntVar(&o.steps, "steps", 0, fmt.Sprintf("optimizer steps (default %d; with --resume: extend the run to this many)", def.Train.Steps))
+	fs.IntVar(&p.Train.BatchSize, "batch", def.Train.BatchSize, "sequences per micro-batch")
+	fs.IntVar(&p.Train.Accum, "accum", 1, "micro-batches per optimizer step (gradients averaged)")
+	fs.IntVar(&p.Train.SeqLen, "seq", def.Train.SeqLen, "tokens per sequence, [CLS] and [SEP] included")
+	fs.Float64Var(&p.Train.LR, "lr", def.Train.LR, "peak learning rate")
+	fs.IntVar(&p.Train.Warmup, "warmup", -1, "warm-up steps (default: 6% of the steps)")
+	fs.StringVar(&p.Train.Schedule, "schedule", "linear", "learning-rate schedule after warm-up: constant, linear or cosine")
+	fs.Float64Var(&p.Train.WeightDecay, "weight-decay", def.Train.WeightDecay, "AdamW decoupled weight decay (not on biases and LayerNorm)")
+	fs.Float64Var(&p.Train.Clip, "clip", def.Train.Clip, "clip the global gradient norm to this (0: off)")
+	fs.Float64Var(&p.Train.MaskProb, "mask-prob", 0.15, "fraction of tokens selected for masking (80% [MASK], 10% random, 10% kept)")
+	fs.BoolVar(&p.Train.WholeWord, "whole-word", false, "mask whole words (all ## pieces together)")
+	var seed uint64
+	fs.Uint64Var(&seed, "seed", 1, "seed of the initialisation, data order, masks and dropout")
+	fs.IntVar(&p.Train.SaveEvery, "save-every", def.Train.SaveEvery, "steps between checkpoints (0: only at the end)")
+	fs.IntVar(&p.Train.EvalEvery, "eval-every", def.Train.EvalEvery, "steps between evaluations on the held-out split (0: only at the end)")
+	fs.IntVar(&p.Train.EvalBatches, "eval-batches", def.Train.EvalBatches, "held-out batches per evaluation (0: all)")
+	fs.IntVar(&p.Train.LogEvery, "log-every", def.Train.LogEvery, "steps between log lines (without a terminal)")
+	fs.StringVar(&p.Train.OutDir, "out", "", "run folder (default: runs/pretrain-<date>-<time>)")
+	fs.StringVar(&o.resume, "resume", "", "continue the run in this folder from its latest checkpoint")
+	fs.BoolVar(&o.quiet, "quiet", false, "no progress output")
+	th := threadsFlag(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	o.threads = *th
+	p.Train.Seed = seed
+	p.Train.Threads = o.threads
+	if o.steps > 0 {
+		p.Train.Steps = o.steps
+	} else if o.steps < 0 {
+		return usagef("--steps %d must be positive", o.steps)
+	}
+	if p.Train.Warmup < 0 {
+		p.Train.Warmup = p.Train.Steps * 6 / 100
+	}
+	if o.resume != "" {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for name := range set {
+			switch name {
+			case "resume", "steps", "threads", "quiet":
+			default:
+				return usagef("--resume takes only --steps, --threads and --quiet: the run keeps the settings it started with (--%s given)", name)
+			}
+		}
+	}
+	if err := setupCompute(o.threads, stderr, o.quiet); err != nil {
+		return err
+	}
+	return runPretrain(ctx, o, stdout, stderr)
+}
+
+func runPretrain(ctx context.Context, o pretrainOptions, stdout, stderr io.Writer) error {
+	progress := stderr
+	if o.quiet {
+		progress = io.Discard
+	}
+	terminal := false
+	if f, ok := progress.(*os.File); ok {
+		terminal = term.IsTerminal(int(f.Fd()))
+	}
+	start := time.Now()
+	var job *pretrain.Job
+	var res *train.Result
+	var err error
+	var dir string
+	if o.resume != "" {
+		dir = o.resume
+		job, res, err = pretrain.Resume(ctx, dir, o.steps, o.threads, progress, terminal)
+	} else {
+		if o.opts.Train.OutDir == "" {
+			o.opts.Train.OutDir = filepath.Join("runs", "pretrain-"+time.Now().Format("20060102-150405"))
+		}
+		dir = o.opts.Train.OutDir
+		job, res, err = pretrain.Start(ctx, o.opts, progress, terminal)
+	}
+	if err != nil {
+		if errors.Is(err, train.ErrInterrupted) && res != nil {
+			return fmt.Errorf("interrupted: checkpoint saved at step %d in %s; continue with: roformer pretrain --resume %s", res.Step, res.Checkpoint, dir)
+		}
+		if errors.Is(err, train.ErrNonFinite) {
+			return fmt.Errorf("%w\nthe last good checkpoint is untouched; try a lower --lr or --clip 1, then --resume %s", err, dir)
+		}
+		return err
+	}
+	fmt.Fprintf(stdout, "\ntrained %d steps in %s\n", res.Step, time.Since(start).Round(time.Second))
+	fmt.Fprintf(stdout, "final training loss %.4f; held-out MLM loss %.4f, accuracy %.2f%%, perplexity %.2f\n",
+		res.Loss, res.EvalLoss, 100*res.EvalAccuracy, res.EvalPerplexity)
+	fmt.Fprintf(stdout, "model    %s (config.json, model.safetensors, vocab.txt: loads in HF's RoFormerForMaskedLM)\n", dir)
+	fmt.Fprintf(stdout, "metrics  %s\n", filepath.Join(dir, "metrics.jsonl"))
+	fmt.Fprintf(stdout, "plot     %s\n", filepath.Join(dir, "loss.png"))
+	if !math.IsNaN(res.EvalLoss) {
+		fmt.Fprintln(stdout, "\nfill-mask with the trained model:")
+		for _, s := range []string{"the president of the united [MASK]", "call me [MASK].", "the whale [MASK] the ship.", "we must [MASK] our economy."} {
+			preds, err := pipeline.FillMask(ctx, job.Model, job.Tokenizer, s, 5)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "  %-40s", s)
+			for _, p := range preds[0] {
+				fmt.Fprintf(stdout, " %s (%.2f)", p.Token, p.Score)
+			}
+			fmt.Fprintln(stdout)
+		}
+		fmt.Fprintf(stdout, "\ntry: roformer fill-mask --model %s \"your text with [MASK]\"\n", dir)
+	}
+	return nil
+}

@@ -1,0 +1,83 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/tokenizer"
+)
+
+// Prediction is one candidate for a [MASK] position.
+type Prediction struct {
+	Token    string  `json:"token_str"`
+	ID       int     `json:"token"`
+	Score    float64 `json:"score"`    // softmax probability over the vocabulary
+	Sequence string  `json:"sequence"` // the text with this token in place of the mask (other masks kept)
+}
+
+// FillMask predicts each [MASK] of text with the masked-LM model: the topK
+// most probable tokens per mask, as HF's fill-mask pipeline returns them.
+// The model must have the masked-LM head. Text without a mask is an error.
+func FillMask(ctx context.Context, m *roformer.Model, tok *tokenizer.Tokenizer, text string, topK int) ([][]Prediction, error) {
+	if m.LM == nil {
+		return nil, fmt.Errorf("pipeline: fill-mask needs the masked-lm head, the model has %s", m.Head)
+	}
+	if topK < 1 {
+		return nil, fmt.Errorf("pipeline: top-k %d must be at least 1", topK)
+	}
+	enc, err := tok.Encode(text, tokenizer.EncodeOptions{})
+	if err != nil {
+		return nil, err
+	}
+	T := len(enc.IDs)
+	if T == 0 {
+		return nil, fmt.Errorf("pipeline: the text gives no tokens")
+	}
+	ids := make([]int32, T)
+	var masks []int
+	for i, id := range enc.IDs {
+		ids[i] = int32(id)
+		if id == tok.MaskID() {
+			masks = append(masks, i)
+		}
+	}
+	if len(masks) == 0 {
+		return nil, fmt.Errorf("pipeline: no [MASK] token in %q", text)
+	}
+	if V := m.Config.VocabSize; tok.VocabSize() > V {
+		return nil, fmt.Errorf("pipeline: the tokenizer has %d tokens, the model only %d", tok.VocabSize(), V)
+	}
+	out, err := m.Forward(ctx, &roformer.Batch{InputIDs: ids, B: 1, T: T}, nil, roformer.Options{})
+	if err != nil {
+		return nil, err
+	}
+	V := m.Config.VocabSize
+	res := make([][]Prediction, len(masks))
+	for k, pos := range masks {
+		logits := out.Logits.Data[pos*V : pos*V+V]
+		mx := math.Inf(-1)
+		for _, v := range logits {
+			mx = math.Max(mx, float64(v))
+		}
+		sum := 0.0
+		for _, v := range logits {
+			sum += math.Exp(float64(v) - mx)
+		}
+		order := make([]int, V)
+		for i := range order {
+			order[i] = i
+		}
+		sort.SliceStable(order, func(a, b int) bool { return logits[order[a]] > logits[order[b]] })
+		for _, id := range order[:min(topK, V)] {
+			s, _ := tok.IDToToken(id)
+			filled := append([]int(nil), enc.IDs...)
+			filled[pos] = id
+			res[k] = append(res[k], Prediction{Token: s, ID: id, Score: math.Exp(float64(logits[id])-mx) / sum,
+				Sequence: tok.Decode(filled, true)})
+		}
+	}
+	return res, nil
+}

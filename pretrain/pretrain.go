@@ -1,0 +1,327 @@
+package pretrain
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/roformer-go/roformer/checkpoint"
+	"github.com/roformer-go/roformer/data"
+	"github.com/roformer-go/roformer/data/corpus"
+	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/tensor"
+	"github.com/roformer-go/roformer/tokenizer"
+	"github.com/roformer-go/roformer/train"
+)
+
+// Options describe a pretraining run.
+type Options struct {
+	// Corpus is a text file or a folder of .txt files; empty means the
+	// built-in corpus (package data/corpus).
+	Corpus string `json:"corpus"`
+	// Vocab is a folder holding vocab.txt (and optionally
+	// tokenizer_config.json) or a vocab.txt path. Empty: a WordPiece
+	// vocabulary of VocabSize trained on the corpus (uncased BERT rules;
+	// under a second for the built-in corpus).
+	Vocab     string `json:"vocab"`
+	VocabSize int    `json:"vocab_size"` // default 8000
+	// Size is a model preset (roformer.Presets); ConfigFile, when set, is a
+	// config.json that replaces it (its vocab_size must match the vocabulary).
+	Size       string `json:"size"`
+	ConfigFile string `json:"config_file"`
+	// Model, when set, is the configuration to train (it wins over Size and
+	// ConfigFile); its vocab_size is set to the vocabulary's.
+	Model *roformer.Config `json:"model,omitempty"`
+	// EvalEvery1In holds out every k-th packed sequence for evaluation
+	// (default 20, i.e. 5%).
+	EvalEvery1In int `json:"eval_1_in"`
+	// Train holds the loop's options (steps, batch, lr, seed, …, OutDir).
+	Train train.Options `json:"train"`
+}
+
+// DefaultOptions returns the main job's settings: the tiny preset on the
+// built-in corpus, batch 16 × 128, peak rate 1e-3 with 6% warm-up and linear
+// decay, weight decay 0.01, clipping at 1, an evaluation every 100 steps.
+func DefaultOptions(outDir string) Options {
+	t := train.DefaultOptions(600, outDir)
+	t.BatchSize, t.SeqLen, t.LR, t.Warmup = 16, 128, 1e-3, 36
+	t.SaveEvery, t.EvalEvery, t.EvalBatches, t.LogEvery = 100, 100, 10, 10
+	return Options{Size: "tiny", VocabSize: 8000, EvalEvery1In: 20, Train: t}
+}
+
+// RunFile is the name of the options file in a run folder.
+const RunFile = "pretrain.json"
+
+// Job is a prepared run: everything loaded, ready for train.Train or train.Resume.
+type Job struct {
+	Options   Options
+	Tokenizer *tokenizer.Tokenizer
+	Model     *roformer.Model
+	Train     train.Job
+	Tokens    int // non-special tokens in the packed corpus
+}
+
+// Prepare reads the corpus and the vocabulary, packs the data and builds a
+// freshly initialised model. progress, when not nil, receives one line per stage.
+func Prepare(opts Options, progress io.Writer) (*Job, error) {
+	say := func(format string, a ...any) {
+		if progress != nil {
+			fmt.Fprintf(progress, format+"\n", a...)
+		}
+	}
+	if opts.VocabSize == 0 {
+		opts.VocabSize = 8000
+	}
+	if opts.EvalEvery1In == 0 {
+		opts.EvalEvery1In = 20
+	}
+	opts.Train = opts.Train.Defaults()
+	if err := opts.Train.Validate(); err != nil {
+		return nil, err
+	}
+	var docs []data.Document
+	var err error
+	if opts.Corpus == "" {
+		docs, err = corpus.Builtin()
+		say("corpus: built-in, Moby-Dick and the State of the Union addresses 1934-2021 (public domain; see data/corpus/NOTICE)")
+	} else {
+		docs, err = data.ReadCorpus(opts.Corpus)
+		say("corpus: %s (%d documents)", opts.Corpus, len(docs))
+	}
+	if err != nil {
+		return nil, err
+	}
+	tok, err := loadVocab(opts, docs, say)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := modelConfig(opts, tok.VocabSize())
+	if err != nil {
+		return nil, err
+	}
+	if opts.Train.SeqLen > cfg.MaxPositionEmbeddings && cfg.MaxPositionEmbeddings > 0 {
+		say("note: sequence length %d exceeds max_position_embeddings %d; RoPE needs no table, so this works (HF would refuse these inputs)", opts.Train.SeqLen, cfg.MaxPositionEmbeddings)
+	}
+	v := data.Vocab{Size: tok.VocabSize(), CLS: tok.ClsID(), SEP: tok.SepID(), MASK: tok.MaskID(), PAD: tok.PadID(), IsContinuation: tok.IsContinuation}
+	packed, err := data.Pack(docs, tok, v, data.PackOptions{SeqLen: opts.Train.SeqLen, Workers: max(opts.Train.Threads, 1)})
+	if err != nil {
+		return nil, err
+	}
+	trainSeqs, evalSeqs, err := data.SplitEval(packed.Seqs, opts.EvalEvery1In)
+	if err != nil {
+		return nil, err
+	}
+	say("data: %d tokens in %d sequences of %d (%d for training, %d held out)", packed.Tokens, len(packed.Seqs), opts.Train.SeqLen, len(trainSeqs), len(evalSeqs))
+	m, err := roformer.New(cfg, roformer.HeadMaskedLM)
+	if err != nil {
+		return nil, err
+	}
+	m.Init(opts.Train.Seed)
+	say("model: %d layers, hidden %d, %d heads, intermediate %d, vocabulary %d: %.2fM parameters", cfg.NumHiddenLayers, cfg.HiddenSize, cfg.NumAttentionHeads, cfg.IntermediateSize, cfg.VocabSize, float64(m.NumParams())/1e6)
+	j := &Job{Options: opts, Tokenizer: tok, Model: m, Tokens: packed.Tokens}
+	j.Train = train.Job{
+		Model: &mlm{m: m}, Train: trainSeqs, Eval: evalSeqs, Vocab: v, Options: opts.Train,
+		SaveExtra: func(dir string) error { return tok.Vocab().Save(filepath.Join(dir, "vocab.txt")) },
+	}
+	return j, nil
+}
+
+func loadVocab(opts Options, docs []data.Document, say func(string, ...any)) (*tokenizer.Tokenizer, error) {
+	var v *tokenizer.Vocab
+	var err error
+	switch {
+	case opts.Vocab != "":
+		p := opts.Vocab
+		if st, serr := os.Stat(p); serr == nil && st.IsDir() {
+			if _, err := os.Stat(filepath.Join(p, "tokenizer_config.json")); err == nil {
+				t, err := tokenizer.Load(p)
+				if err == nil {
+					say("vocabulary: %s (%d tokens)", p, t.VocabSize())
+				}
+				return t, err
+			}
+			p = filepath.Join(p, "vocab.txt")
+		}
+		v, err = tokenizer.LoadVocab(p)
+		if err == nil {
+			say("vocabulary: %s (%d tokens)", p, v.Size())
+		}
+	default:
+		to := tokenizer.DefaultTrainOptions()
+		to.VocabSize = opts.VocabSize
+		to.Workers = max(opts.Train.Threads, 1)
+		v, err = tokenizer.TrainWordPiece(func(yield func(string) bool) {
+			for _, d := range docs {
+				if !yield(d.Text) {
+					return
+				}
+			}
+		}, to)
+		if err == nil {
+			say("vocabulary: WordPiece of %d tokens trained on the corpus", v.Size())
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pretrain: vocabulary: %w", err)
+	}
+	return tokenizer.New(v, tokenizer.DefaultConfig(tokenizer.Bert))
+}
+
+func modelConfig(opts Options, vocabSize int) (roformer.Config, error) {
+	if opts.Model != nil {
+		cfg := *opts.Model
+		cfg.VocabSize = vocabSize
+		if err := cfg.Validate(); err != nil {
+			return cfg, fmt.Errorf("pretrain: model configuration: %w", err)
+		}
+		return cfg, nil
+	}
+	if opts.ConfigFile != "" {
+		cfg, err := roformer.LoadConfig(opts.ConfigFile)
+		if err != nil {
+			return cfg, err
+		}
+		if cfg.VocabSize != vocabSize {
+			return cfg, fmt.Errorf("pretrain: %s has vocab_size %d but the vocabulary has %d tokens", opts.ConfigFile, cfg.VocabSize, vocabSize)
+		}
+		return cfg, nil
+	}
+	size := opts.Size
+	if size == "" {
+		size = "tiny"
+	}
+	return roformer.Preset(size, vocabSize)
+}
+
+// Start prepares a new run in opts.Train.OutDir, writes its options and
+// tokenizer there, and trains. out receives progress (a bar when terminal).
+func Start(ctx context.Context, opts Options, out io.Writer, terminal bool) (*Job, *train.Result, error) {
+	if opts.Train.OutDir == "" {
+		return nil, nil, errors.New("pretrain: no output folder")
+	}
+	if _, err := os.Stat(filepath.Join(opts.Train.OutDir, train.LatestFile)); err == nil {
+		return nil, nil, fmt.Errorf("pretrain: %s already holds a run; continue it with --resume %s, or choose another --out", opts.Train.OutDir, opts.Train.OutDir)
+	}
+	j, err := Prepare(opts, out)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := os.MkdirAll(opts.Train.OutDir, 0o755); err != nil {
+		return nil, nil, fmt.Errorf("pretrain: %w", err)
+	}
+	b, _ := json.MarshalIndent(j.Options, "", "  ")
+	if err := writeAtomic(filepath.Join(opts.Train.OutDir, RunFile), append(b, '\n')); err != nil {
+		return nil, nil, err
+	}
+	if err := j.Tokenizer.Save(filepath.Join(opts.Train.OutDir, "tokenizer")); err != nil {
+		return nil, nil, err
+	}
+	j.Train.Out, j.Train.IsTerminal = out, terminal
+	res, err := train.Train(ctx, j.Train)
+	return j, res, err
+}
+
+// Resume continues the run in dir from its latest checkpoint. steps > 0
+// extends the run to that many steps; threads is the thread count in use.
+func Resume(ctx context.Context, dir string, steps, threads int, out io.Writer, terminal bool) (*Job, *train.Result, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, RunFile))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil, fmt.Errorf("pretrain: %s is not a pretraining run folder (no %s)", dir, RunFile)
+		}
+		return nil, nil, fmt.Errorf("pretrain: %w", err)
+	}
+	var opts Options
+	if err := json.Unmarshal(raw, &opts); err != nil {
+		return nil, nil, fmt.Errorf("pretrain: %s: %w", filepath.Join(dir, RunFile), err)
+	}
+	st, _, err := train.ReadLatestState(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts.Train = st.Options
+	opts.Train.OutDir = dir
+	opts.Train.Threads = threads
+	opts.Vocab = filepath.Join(dir, "tokenizer")
+	j, err := Prepare(opts, out)
+	if err != nil {
+		return nil, nil, err
+	}
+	j.Train.Options.Steps = steps
+	j.Train.Out, j.Train.IsTerminal = out, terminal
+	res, err := train.Resume(ctx, j.Train)
+	return j, res, err
+}
+
+// mlm adapts the RoFormer masked-LM model to train.Model.
+type mlm struct {
+	m         *roformer.Model
+	st, evalS *roformer.State
+}
+
+func toBatch(b *data.Batch) *roformer.Batch {
+	return &roformer.Batch{InputIDs: b.InputIDs, TokenTypeIDs: b.TokenTypeIDs, AttentionMask: b.AttentionMask, B: b.B, T: b.T}
+}
+
+func (a *mlm) Params() []*tensor.Param { return a.m.Params() }
+
+func (a *mlm) ForwardBackward(ctx context.Context, b *data.Batch) (float64, error) {
+	if a.st == nil || a.st.B != b.B || a.st.T != b.T {
+		a.st = a.m.NewState(b.B, b.T, true)
+	}
+	r, err := a.m.ForwardBackward(ctx, a.st, toBatch(b), &roformer.Labels{IDs: b.Labels}, roformer.StepOptions{Dropout: true, Seed: b.Seed})
+	if err != nil {
+		return 0, err
+	}
+	return r.Loss, nil
+}
+
+func (a *mlm) Evaluate(ctx context.Context, b *data.Batch) (float64, int, int, error) {
+	if a.evalS == nil || a.evalS.B != b.B || a.evalS.T != b.T {
+		a.evalS = a.m.NewState(b.B, b.T, false)
+	}
+	return a.m.EvaluateMLM(ctx, a.evalS, toBatch(b), b.Labels)
+}
+
+func (a *mlm) SaveModel(dir string) error { return a.m.Save(dir) }
+
+func (a *mlm) LoadModel(dir string) error {
+	f, err := checkpoint.ReadSafetensors(filepath.Join(dir, "model.safetensors"))
+	if err != nil {
+		return err
+	}
+	src := map[string]*tensor.Tensor{}
+	for n, e := range f.Tensors {
+		src[n] = &tensor.Tensor{Shape: e.Shape, Data: e.Data}
+	}
+	_, err = a.m.Bind(src, roformer.BindOptions{Strict: true})
+	return err
+}
+
+// writeAtomic writes b to path through a synced temporary file and a rename.
+func writeAtomic(path string, b []byte) (err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("pretrain: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(b); err != nil {
+		return fmt.Errorf("pretrain: %w", err)
+	}
+	if err = tmp.Sync(); err != nil {
+		return fmt.Errorf("pretrain: %w", err)
+	}
+	if err = tmp.Close(); err != nil {
+		return fmt.Errorf("pretrain: %w", err)
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,174 @@
+package pretrain
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/train"
+)
+
+// testOptions is a run small enough for CI: a 1-layer model on a slice of
+// Newton's Opticks (shipped with every Go installation).
+func testOptions(t testing.TB, dir string, steps int) Options {
+	t.Helper()
+	src := filepath.Join(runtime.GOROOT(), "src", "testdata", "Isaac.Newton-Opticks.txt")
+	raw, err := os.ReadFile(src)
+	if err != nil {
+		t.Skipf("no corpus: %v", err)
+	}
+	corpusFile := filepath.Join(t.TempDir(), "opticks.txt")
+	if err := os.WriteFile(corpusFile, raw[:120000], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := roformer.DefaultConfig()
+	cfg.HiddenSize, cfg.EmbeddingSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = 32, 32, 1, 2, 64
+	cfg.MaxPositionEmbeddings = 64
+	o := DefaultOptions(dir)
+	o.Corpus, o.VocabSize, o.Model = corpusFile, 600, &cfg
+	o.Train.Steps, o.Train.BatchSize, o.Train.SeqLen, o.Train.Warmup, o.Train.LR = steps, 8, 32, 2, 3e-3
+	o.Train.SaveEvery, o.Train.EvalEvery, o.Train.EvalBatches, o.Train.LogEvery = 5, 10, 2, 5
+	o.Train.Threads = 2
+	return o
+}
+
+func TestPretrainLossFalls(t *testing.T) {
+	dir := t.TempDir()
+	var log bytes.Buffer
+	_, res, err := Start(context.Background(), testOptions(t, dir, 40), &log, false)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	recs := readLosses(t, dir)
+	if len(recs) < 2 || !(recs[len(recs)-1] < recs[0]-0.3) {
+		t.Errorf("training loss did not fall: %v", recs)
+	}
+	for _, f := range []string{"config.json", "model.safetensors", "vocab.txt", "metrics.jsonl", "loss.png", RunFile, "tokenizer/vocab.txt"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("run folder lacks %s", f)
+		}
+	}
+	// The final folder loads as an HF masked-LM model.
+	if _, err := roformer.Load(dir, roformer.HeadMaskedLM, roformer.LoadOptions{}); err != nil {
+		t.Errorf("final model does not load: %v", err)
+	}
+	t.Logf("step %d, loss %.3f, eval loss %.3f", res.Step, res.Loss, res.EvalLoss)
+}
+
+func readLosses(t *testing.T, dir string) []float64 {
+	raw, err := os.ReadFile(filepath.Join(dir, train.MetricsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []float64
+	for _, line := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
+		var r train.Record
+		if err := jsonUnmarshal(line, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Loss != nil {
+			out = append(out, *r.Loss)
+		}
+	}
+	return out
+}
+
+const childEnv = "ROFORMER_PRETRAIN_CHILD_DIR"
+
+// TestHelperPretrainChild is the process that TestKillResumeIdentical kills.
+func TestHelperPretrainChild(t *testing.T) {
+	dir := os.Getenv(childEnv)
+	if dir == "" {
+		t.Skip("child process of TestKillResumeIdentical")
+	}
+	if _, _, err := Start(context.Background(), testOptions(t, dir, 60), nil, false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A run killed with SIGKILL at a random moment and resumed ends with a
+// model byte-identical to the same run left alone.
+func TestKillResumeIdentical(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns a subprocess")
+	}
+	straight := t.TempDir()
+	if _, _, err := Start(context.Background(), testOptions(t, straight, 60), nil, false); err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(filepath.Join(straight, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperPretrainChild$")
+	cmd.Env = append(os.Environ(), childEnv+"="+dir)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, train.LatestFile)); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the child saved no checkpoint within 60 s")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	delay := time.Duration(rand.N(300)) * time.Millisecond
+	time.Sleep(delay)
+	cmd.Process.Kill() // SIGKILL: no chance to save
+	state := cmd.Wait()
+	st, _, err := train.ReadLatestState(dir)
+	if err != nil {
+		t.Fatalf("after the kill: %v", err)
+	}
+	t.Logf("killed %v after the first checkpoint (%v); resuming from step %d", delay, state, st.Step)
+	if _, _, err := Resume(context.Background(), dir, 0, 2, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("resumed model differs from the uninterrupted run (%d vs %d bytes)", len(got), len(want))
+	}
+}
+
+func TestResumeErrors(t *testing.T) {
+	dir := t.TempDir()
+	if _, _, err := Resume(context.Background(), dir, 0, 2, nil, false); err == nil {
+		t.Error("resume of an empty folder succeeded")
+	}
+	os.WriteFile(filepath.Join(dir, RunFile), []byte("{not json"), 0o644)
+	if _, _, err := Resume(context.Background(), dir, 0, 2, nil, false); err == nil {
+		t.Error("resume with a corrupt pretrain.json succeeded")
+	}
+}
+
+func TestBadCorpus(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.txt")
+	os.WriteFile(empty, nil, 0o644)
+	bin := filepath.Join(dir, "bin.txt")
+	os.WriteFile(bin, []byte{0, 1, 2, 0xff, 0xfe, 0}, 0o644)
+	for _, c := range []string{empty, bin, filepath.Join(dir, "absent")} {
+		o := testOptions(t, filepath.Join(dir, "run"), 2)
+		o.Corpus = c
+		if _, _, err := Start(context.Background(), o, nil, false); err == nil {
+			t.Errorf("corpus %s accepted", c)
+		} else {
+			t.Logf("%s: %v", filepath.Base(c), err)
+		}
+	}
+}
