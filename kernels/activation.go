@@ -113,10 +113,54 @@ func ActivationForward(out, inp []float32, a Activation, N int) {
 			}
 		case Linear:
 			copy(o, x)
+		case GELU:
+			for i, v := range x {
+				o[i] = float32(geluExact(float64(v)))
+			}
 		default:
 			for i, v := range x {
 				o[i] = float32(a.f(float64(v)))
 			}
+		}
+	})
+}
+
+// ActivationForwardSaveGrad is ActivationForward that also stores the
+// derivative act'(inp[i]) in grad, so that the backward pass is a product
+// (ActivationBackwardSaved) instead of a second evaluation.
+//
+//	out  [N]
+//	grad [N]  act'(inp)
+//	inp  [N]
+func ActivationForwardSaveGrad(out, grad, inp []float32, a Activation, N int) {
+	parallelFor(N, 4096, func(lo, hi int) {
+		o, g, x := out[lo:hi], grad[lo:hi], inp[lo:hi]
+		if a == GELU {
+			for i, v := range x {
+				c, p := normCDFPDF(float64(v))
+				o[i] = float32(float64(v) * c)
+				g[i] = float32(c + float64(v)*p)
+			}
+			return
+		}
+		for i, v := range x {
+			o[i] = float32(a.f(float64(v)))
+			g[i] = float32(a.df(float64(v)))
+		}
+	})
+}
+
+// ActivationBackwardSaved differentiates ActivationForwardSaveGrad:
+// dinp = dout·grad.
+//
+//	dinp [N]  written (=); may alias dout
+//	dout [N]
+//	grad [N]  from ActivationForwardSaveGrad
+func ActivationBackwardSaved(dinp, dout, grad []float32, N int) {
+	parallelFor(N, 8192, func(lo, hi int) {
+		di, d, g := dinp[lo:hi], dout[lo:hi], grad[lo:hi]
+		for i := range di {
+			di[i] = d[i] * g[i]
 		}
 	})
 }

@@ -336,3 +336,20 @@ func BenchmarkActivation(b *testing.B) {
 		})
 	}
 }
+
+func TestActivationSavedGrad(t *testing.T) {
+	r := testutil.Rand(10)
+	N := 1000
+	for _, a := range []Activation{GELU, GELUNew, ReLU, SiLU, Tanh, Linear} {
+		x := testutil.RandN(r, N, 3)
+		y1, y2, g := make([]float32, N), make([]float32, N), make([]float32, N)
+		ActivationForward(y1, x, a, N)
+		ActivationForwardSaveGrad(y2, g, x, a, N)
+		dout := testutil.RandN(r, N, 1)
+		d1, d2 := make([]float32, N), make([]float32, N)
+		ActivationBackward(d1, dout, x, a, N)
+		ActivationBackwardSaved(d2, dout, g, N)
+		testutil.AssertClose(t, a.String()+" forward", y2, y1, 0, 0)
+		testutil.AssertClose(t, a.String()+" backward", d2, d1, 1e-7, 1e-6)
+	}
+}

@@ -111,7 +111,7 @@ func (m *Model) encoderBackward(s *State, dx []float32) {
 		kernels.DropoutBackward(g.dtmp, s.dropAt(l, siteFFNOut, cfg.HiddenDropoutProb), BT*H)
 		kernels.MatmulBackward(g.dpost, L.FFOut.W.Grad, L.FFOut.B.Grad, g.dtmp, la.post, L.FFOut.W.Data, BT, I, H)
 		// post = act(pre)
-		kernels.ActivationBackward(g.dpre, g.dpost, la.pre, m.act, BT*I)
+		kernels.ActivationBackwardSaved(g.dpre, g.dpost, la.dact, BT*I)
 		// pre = FFIn(a)
 		kernels.MatmulBackward(g.dtmp, L.FFIn.W.Grad, L.FFIn.B.Grad, g.dpre, la.a, L.FFIn.W.Data, BT, H, I)
 		kernels.AddForward(g.dres, g.dres, g.dtmp, BT*H) // da = dres2 + dFFIn

@@ -68,6 +68,7 @@ type layerActs struct {
 	a       []float32 // [BT, H] attention.output.LayerNorm output
 	pre     []float32 // [BT, I] intermediate.dense output
 	post    []float32 // [BT, I] act(pre)
+	dact    []float32 // [BT, I] act'(pre), training only
 	res2    []float32 // [BT, H] a + output.dense(post)
 	ln2Mean []float32 // [BT]
 	ln2Rstd []float32 // [BT]
@@ -134,6 +135,7 @@ func (m *Model) newLayerActs(B, T int, withProbs bool) layerActs {
 	}
 	if withProbs {
 		la.probs = make([]float32, B*NH*T*T)
+		la.dact = make([]float32, BT*I)
 	}
 	return la
 }
@@ -260,7 +262,11 @@ func (m *Model) encode(ctx context.Context, s *State, hook func(layer int, hidde
 		kernels.LayerNormForward(la.a, la.ln1Mean, la.ln1Rstd, la.res1, L.AttnLN.W.Data, L.AttnLN.B.Data, eps, BT, H)
 		// out = LayerNorm(a + dropout(dense(act(dense(a)))))
 		kernels.MatmulForward(la.pre, la.a, L.FFIn.W.Data, L.FFIn.B.Data, BT, H, I)
-		kernels.ActivationForward(la.post, la.pre, m.act, BT*I)
+		if la.dact != nil {
+			kernels.ActivationForwardSaveGrad(la.post, la.dact, la.pre, m.act, BT*I)
+		} else {
+			kernels.ActivationForward(la.post, la.pre, m.act, BT*I)
+		}
 		kernels.MatmulForward(la.res2, la.post, L.FFOut.W.Data, L.FFOut.B.Data, BT, I, H)
 		kernels.DropoutForward(la.res2, s.dropAt(l, siteFFNOut, cfg.HiddenDropoutProb), BT*H)
 		kernels.AddForward(la.res2, la.res2, la.a, BT*H)
