@@ -22,7 +22,7 @@ func TestTrainWordPieceSmall(t *testing.T) {
 		{11, []string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "##b", "##c", "ab"}},
 		{12, []string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "##b", "##c", "ab", "ac"}},
 		{50, []string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "##b", "##c", "ab", "ac"}}, // no pair left
-		{8, []string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "##b", "##c"}},            // the alphabet always goes in
+		{8, []string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "##b", "##c"}},              // the alphabet always goes in
 	} {
 		t.Run(fmt.Sprint(tc.size), func(t *testing.T) {
 			opts.VocabSize = tc.size
