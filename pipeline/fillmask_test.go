@@ -1,0 +1,101 @@
+package pipeline
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/tokenizer"
+)
+
+func tinyModel(t *testing.T) (*roformer.Model, *tokenizer.Tokenizer) {
+	t.Helper()
+	words := []string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "whale", "ship", "sea", "a", ".", "##s"}
+	v, err := tokenizer.NewVocab(words)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.New(v, tokenizer.DefaultConfig(tokenizer.Bert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := roformer.DefaultConfig()
+	cfg.VocabSize, cfg.HiddenSize, cfg.EmbeddingSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = len(words), 16, 16, 1, 2, 32
+	m, err := roformer.New(cfg, roformer.HeadMaskedLM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Init(3)
+	for _, p := range m.Params() { // make the predictions far from uniform
+		for i := range p.Data {
+			p.Data[i] *= 40
+		}
+	}
+	return m, tok
+}
+
+func TestFillMaskAgreesWithForward(t *testing.T) {
+	ctx := context.Background()
+	m, tok := tinyModel(t)
+	text := "the [MASK] sea . the ship [MASK]"
+	preds, err := FillMask(ctx, m, tok, text, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(preds) != 2 || len(preds[0]) != 3 {
+		t.Fatalf("got %d masks with %d candidates", len(preds), len(preds[0]))
+	}
+	enc, _ := tok.Encode(text, tokenizer.EncodeOptions{})
+	ids := make([]int32, len(enc.IDs))
+	for i, id := range enc.IDs {
+		ids[i] = int32(id)
+	}
+	out, err := m.Forward(ctx, &roformer.Batch{InputIDs: ids, B: 1, T: len(ids)}, nil, roformer.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	V := m.Config.VocabSize
+	k := 0
+	for pos, id := range enc.IDs {
+		if id != tok.MaskID() {
+			continue
+		}
+		row := out.Logits.Data[pos*V : pos*V+V]
+		best := 0
+		for j := range row {
+			if row[j] > row[best] {
+				best = j
+			}
+		}
+		if preds[k][0].ID != best {
+			t.Errorf("mask %d: top prediction %d, arg-max of the logits %d", k, preds[k][0].ID, best)
+		}
+		if !(preds[k][0].Score >= preds[k][1].Score && preds[k][1].Score >= preds[k][2].Score) {
+			t.Errorf("mask %d: scores not sorted: %+v", k, preds[k])
+		}
+		sum := 0.0
+		mx := float64(row[best])
+		for _, v := range row {
+			sum += math.Exp(float64(v) - mx)
+		}
+		if want := 1 / sum; math.Abs(preds[k][0].Score-want) > 1e-9 {
+			t.Errorf("mask %d: score %v, softmax %v", k, preds[k][0].Score, want)
+		}
+		if strings.Contains(preds[k][0].Sequence, "[MASK]") {
+			t.Errorf("sequence keeps special tokens: %q", preds[k][0].Sequence)
+		}
+		k++
+	}
+}
+
+func TestFillMaskErrors(t *testing.T) {
+	m, tok := tinyModel(t)
+	if _, err := FillMask(context.Background(), m, tok, "no mask here", 5); err == nil {
+		t.Error("text without [MASK] accepted")
+	}
+	if _, err := FillMask(context.Background(), m, tok, "the [MASK]", 0); err == nil {
+		t.Error("top-k 0 accepted")
+	}
+}
