@@ -122,7 +122,7 @@ func runPretrain(ctx context.Context, o pretrainOptions, stdout, stderr io.Write
 	}
 	if err != nil {
 		if errors.Is(err, train.ErrInterrupted) && res != nil {
-			return fmt.Errorf("interrupted: checkpoint saved at step %d in %s; continue with: roformer pretrain --resume %s", res.Step, res.Checkpoint, dir)
+			return fmt.Errorf("%w: checkpoint saved at step %d in %s; continue with: roformer pretrain --resume %s", errInterrupted, res.Step, res.Checkpoint, dir)
 		}
 		if errors.Is(err, train.ErrNonFinite) {
 			return fmt.Errorf("%w\nthe last good checkpoint is untouched; try a lower --lr or --clip 1, then --resume %s", err, dir)

@@ -6,7 +6,8 @@
 //	roformer <command> [flags] [args]
 //
 // Exit codes: 0 success, 1 the command failed (bad input, I/O, numerics),
-// 2 the command line itself was wrong (unknown verb or flag).
+// 2 the command line itself was wrong (unknown verb or flag), 130 the
+// command was interrupted (SIGINT/SIGTERM; training saved a checkpoint).
 package main
 
 import (
@@ -75,6 +76,9 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 
 var errHelp = errors.New("help requested")
 
+// errInterrupted marks a command stopped by a signal (exit code 130).
+var errInterrupted = errors.New("interrupted")
+
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "roformer: the Go toolkit for RoFormer (rotary position embedding transformers)")
 	fmt.Fprintln(w, "\nusage: roformer <command> [flags] [args]\n\ncommands:")
@@ -124,6 +128,10 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		return 0
 	case errors.Is(err, errHelp):
 		return 0
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, errInterrupted) {
+		fmt.Fprintf(stderr, "roformer %s: %v\n", c.name, err)
+		return 130
 	}
 	var ue usageError
 	if errors.As(err, &ue) {
