@@ -234,8 +234,10 @@ func (t *Tokenizer) build(a, b *seq, opts EncodeOptions, maxLen int, trunc Trunc
 				return nil, fmt.Errorf("%w: %s: %d tokens (%d special) exceed max_length %d and the first sequence has only %d", ErrTruncation, trunc, total, nSpecial, maxLen, la)
 			}
 			la -= remove
+		case trunc == TruncateOnlySecond && b == nil:
+			return nil, fmt.Errorf("%w: only_second: %d tokens (%d special) exceed max_length %d and there is no second sequence", ErrTruncation, total, nSpecial, maxLen)
 		case trunc == TruncateOnlySecond:
-			if b == nil || lb <= remove {
+			if lb <= remove {
 				return nil, fmt.Errorf("%w: %s: %d tokens (%d special) exceed max_length %d and the second sequence has only %d", ErrTruncation, trunc, total, nSpecial, maxLen, lb)
 			}
 			lb -= remove
