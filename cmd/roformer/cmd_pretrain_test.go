@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/roformer-go/roformer/train"
+)
+
+func smallCorpus(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(runtime.GOROOT(), "src", "testdata", "Isaac.Newton-Opticks.txt"))
+	if err != nil {
+		t.Skipf("no corpus: %v", err)
+	}
+	p := filepath.Join(t.TempDir(), "corpus.txt")
+	os.WriteFile(p, raw[:60000], 0o644)
+	return p
+}
+
+// The CLI contract of pretrain, fill-mask and an interrupted run resumed.
+func TestPretrainCLI(t *testing.T) {
+	corpus := smallCorpus(t)
+	dir := filepath.Join(t.TempDir(), "run")
+	args := []string{"pretrain", "--corpus", corpus, "--size", "tiny", "--steps", "6", "--save-every", "2", "--batch", "2", "--seq", "32",
+		"--vocab-size", "400", "--eval-every", "3", "--seed", "7", "--threads", "2", "--out", dir, "--quiet"}
+	code, out, stderr := runCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, w := range []string{"trained 6 steps", "held-out MLM loss", "metrics.jsonl", "loss.png", "fill-mask"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+	for _, f := range []string{"model.safetensors", "config.json", "vocab.txt"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("missing %s", f)
+		}
+	}
+	code, out, stderr = runCLI(t, "fill-mask", "--model", dir, "--top-k", "3", "the [MASK] of light")
+	if code != 0 || strings.Count(out, "\n") != 4 {
+		t.Fatalf("fill-mask: exit %d\n%s%s", code, out, stderr)
+	}
+	// A second start in the same folder is refused; --resume with other settings is a usage error.
+	if code, _, stderr = runCLI(t, args...); code != 1 || !strings.Contains(stderr, "--resume") {
+		t.Errorf("restart in a used folder: exit %d: %s", code, stderr)
+	}
+	if code, _, _ = runCLI(t, "pretrain", "--resume", dir, "--lr", "1"); code != 2 {
+		t.Errorf("--resume with --lr: exit %d, want 2", code)
+	}
+	// Extending the finished run continues from its last checkpoint.
+	if code, _, stderr = runCLI(t, "pretrain", "--resume", dir, "--steps", "8", "--quiet"); code != 0 {
+		t.Fatalf("resume to 8 steps: exit %d: %s", code, stderr)
+	}
+}
+
+// Cancelling the context (what SIGINT does) saves a checkpoint and reports
+// errInterrupted (exit code 130); --resume finishes the run.
+func TestPretrainInterrupt(t *testing.T) {
+	corpus := smallCorpus(t)
+	dir := filepath.Join(t.TempDir(), "run")
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for {
+			if _, err := os.Stat(filepath.Join(dir, train.LatestFile)); err == nil {
+				cancel()
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	err := cmdPretrain(ctx, []string{"--corpus", corpus, "--size", "tiny", "--steps", "400", "--save-every", "1", "--batch", "2", "--seq", "32",
+		"--vocab-size", "400", "--threads", "2", "--out", dir, "--quiet"}, io.Discard, io.Discard)
+	if !errors.Is(err, errInterrupted) {
+		t.Fatalf("got %v, want an interruption", err)
+	}
+	st, _, err := train.ReadLatestState(dir)
+	if err != nil {
+		t.Fatalf("no checkpoint after the interruption: %v", err)
+	}
+	if st.Step >= 400 {
+		t.Fatalf("interrupted run reached step %d", st.Step)
+	}
+	if c, _, stderr := runCLI(t, "pretrain", "--resume", dir, "--steps", fmtInt(st.Step+2), "--quiet"); c != 0 {
+		t.Fatalf("resume: exit %d: %s", c, stderr)
+	}
+}
+
+func fmtInt(i int) string { return strconv.Itoa(i) }
