@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"slices"
 	"unicode"
 	"unicode/utf8"
 
@@ -103,7 +104,9 @@ func (t *Tokenizer) basicWord(sc *scratch, out *seq) {
 	}
 	if t.strip && maxR >= 0xC0 { // nothing below U+00C0 decomposes or is Mn
 		sc.b = appendRunes(sc.b[:0], w.r)
-		normalizeInto(sc, norm.NFD, true)
+		if !norm.NFD.IsNormal(sc.b) || slices.ContainsFunc(w.r, isMn) {
+			normalizeInto(sc, norm.NFD, true)
+		}
 	}
 	// Split off punctuation; also split at Python whitespace, as the final
 	// whitespace_tokenize(" ".join(split_tokens)) does.
@@ -136,7 +139,7 @@ func normalizeInto(sc *scratch, form norm.Form, dropMn bool) {
 		off += int32(utf8.RuneLen(r))
 	}
 	sc.rb = append(sc.rb, off)
-	var it norm.Iter
+	it := &sc.it
 	it.Init(form, sc.b)
 	k := 0 // first rune of the current input segment
 	for !it.Done() {
@@ -154,7 +157,7 @@ func normalizeInto(sc *scratch, form norm.Form, dropMn bool) {
 		for p := 0; p < len(seg); {
 			r, size := utf8.DecodeRune(seg[p:])
 			p += size
-			if dropMn && unicode.Is(unicode.Mn, r) {
+			if dropMn && isMn(r) {
 				continue
 			}
 			if single {
@@ -167,6 +170,10 @@ func normalizeInto(sc *scratch, form norm.Form, dropMn bool) {
 	}
 	sc.w, sc.n = sc.n, sc.w
 }
+
+// isMn reports whether r is a nonspacing mark (category Mn), which
+// _run_strip_accents drops.
+func isMn(r rune) bool { return r >= 0x300 && unicode.Is(unicode.Mn, r) }
 
 // spanOf returns the smallest original byte range covering runes [i, j).
 func spanOf(s, e []int32, i, j int) (int32, int32) {

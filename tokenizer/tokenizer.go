@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/roformer-go/roformer/tokenizer/jieba"
+	"golang.org/x/text/unicode/norm"
 )
 
 // Kind selects the tokenization algorithm, named after the Hugging Face
@@ -124,6 +125,8 @@ type Tokenizer struct {
 	specials     [][]rune       // special tokens, longest first
 	specialIDs   map[int]bool   // ids of the special tokens present in the vocabulary
 	specialFirst map[rune]bool  // first runes of the special tokens
+	specialASCII [128]bool      // specialFirst for ASCII runes
+	specialWide  bool           // some special token starts with a non-ASCII rune
 	neverSplit   map[string]int // 1: configured never_split (kept as is); 2: special token only
 }
 
@@ -179,7 +182,7 @@ func New(v *Vocab, cfg Config) (*Tokenizer, error) {
 			t.specialIDs[id] = true
 		}
 	}
-	slices.SortStableFunc(t.specials, func(a, b []rune) int { return len(b) - len(a) })
+	t.indexSpecials()
 	for _, s := range t.cfg.NeverSplit {
 		t.neverSplit[s] = 1
 	}
@@ -194,6 +197,27 @@ func New(v *Vocab, cfg Config) (*Tokenizer, error) {
 		}
 	}
 	return t, nil
+}
+
+// indexSpecials sorts the special tokens longest first and fills the
+// first-rune tables.
+func (t *Tokenizer) indexSpecials() {
+	slices.SortStableFunc(t.specials, func(a, b []rune) int { return len(b) - len(a) })
+	for r := range t.specialFirst {
+		if r < 128 {
+			t.specialASCII[r] = true
+		} else {
+			t.specialWide = true
+		}
+	}
+}
+
+// isSpecialFirst reports whether some special token starts with r.
+func (t *Tokenizer) isSpecialFirst(r rune) bool {
+	if r < 128 {
+		return r >= 0 && t.specialASCII[r]
+	}
+	return t.specialWide && t.specialFirst[r]
 }
 
 // SpecialTokens returns the distinct non-empty special tokens: unk, sep,
@@ -337,6 +361,7 @@ type scratch struct {
 	hb   []byte  // "##" + piece scratch
 	rb   []int32 // rune index → byte offset in b
 	ends []int   // jieba word ends
+	it   norm.Iter
 	out  seq
 	out2 seq
 	// collect, when set, receives each word that would go to WordPiece
@@ -461,8 +486,11 @@ func (o *seq) emit(id int, tok string, s, e int32) {
 // specialAtString returns the byte length of the longest special token that
 // starts at text[i:], or 0.
 func (t *Tokenizer) specialAtString(text string, i int) int {
-	r, _ := utf8.DecodeRuneInString(text[i:])
-	if !t.specialFirst[r] {
+	if c := text[i]; c < utf8.RuneSelf {
+		if !t.specialASCII[c] {
+			return 0
+		}
+	} else if r, _ := utf8.DecodeRuneInString(text[i:]); !t.isSpecialFirst(r) {
 		return 0
 	}
 	for _, sp := range t.specials { // longest first
@@ -476,7 +504,7 @@ func (t *Tokenizer) specialAtString(text string, i int) int {
 // specialAtRunes returns the rune length of the longest special token that
 // starts at rs[0], or 0.
 func (t *Tokenizer) specialAtRunes(rs []rune) int {
-	if !t.specialFirst[rs[0]] {
+	if !t.isSpecialFirst(rs[0]) {
 		return 0
 	}
 	for _, sp := range t.specials {

@@ -137,7 +137,7 @@ func wordSplitter(lower bool, strip *bool, chinese bool, specials []string) *Tok
 			t.specialFirst[[]rune(s)[0]] = true
 		}
 	}
-	slices.SortStableFunc(t.specials, func(a, b []rune) int { return len(b) - len(a) })
+	t.indexSpecials()
 	return t
 }
 
