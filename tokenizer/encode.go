@@ -259,7 +259,7 @@ func (t *Tokenizer) build(a, b *seq, opts EncodeOptions, maxLen int, trunc Trunc
 	n := la + lb + nSpecial
 	ints := make([]int, 5*n) // one allocation for the five int rows
 	enc := &Encoding{
-		IDs: ints[0:0:n], TypeIDs: ints[n:n:2*n], AttentionMask: ints[2*n : 2*n : 3*n],
+		IDs: ints[0:0:n], TypeIDs: ints[n : n : 2*n], AttentionMask: ints[2*n : 2*n : 3*n],
 		SpecialTokensMask: ints[3*n : 3*n : 4*n], SequenceIDs: ints[4*n : 4*n : 5*n],
 		Tokens: make([]string, 0, n), Offsets: make([][2]int, 0, n),
 	}
