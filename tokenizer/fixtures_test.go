@@ -188,3 +188,52 @@ func appendInt(b []byte, i int) []byte {
 	}
 	return append(b, byte('0'+i%10))
 }
+
+// TestUnicodeCases compares with testdata/unicode_cases.json: random texts
+// over many scripts, controls, marks, private-use and unassigned code points,
+// tokenized by a Python restatement of the algorithm that uses CPython's str
+// and unicodedata (what HF runs on) and jieba 0.42.1; see
+// testdata/gen_unicode_cases.py.
+func TestUnicodeCases(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "unicode_cases.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []struct {
+		Text     string   `json:"text"`
+		Bert     []string `json:"bert"`
+		RoFormer []string `json:"roformer"`
+	}
+	if err := json.Unmarshal(raw, &cases); err != nil {
+		t.Fatal(err)
+	}
+	v, err := LoadVocab(filepath.Join("testdata", "unicode_vocab.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []Kind{Bert, RoFormer} {
+		tok, err := New(v, DefaultConfig(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := 0
+		for i, c := range cases {
+			want := c.Bert
+			if k == RoFormer {
+				want = c.RoFormer
+			}
+			got := tok.Tokenize(c.Text)
+			if len(got) == 0 && len(want) == 0 {
+				continue
+			}
+			if !slices.Equal(got, want) {
+				if bad++; bad <= 5 {
+					t.Errorf("%v case %d: Tokenize(%q)\n got %q\nwant %q", k, i, c.Text, got, want)
+				}
+			}
+		}
+		if bad > 0 {
+			t.Errorf("%v: %d of %d cases differ", k, bad, len(cases))
+		}
+	}
+}
