@@ -28,6 +28,18 @@
 // Invalid UTF-8 is accepted: each bad byte decodes to U+FFFD, which the
 // Bert rules drop.
 //
+// # Encodings, files, training
+//
+// Encode, EncodePair and EncodeBatch (parallel) add [CLS]/[SEP] and token
+// types, truncate (longest_first, only_first, only_second) and pad (longest,
+// max_length) as HF's tokenizer(...) call does; Decode inverts ids as HF's
+// decode. Load reads a model folder (vocab.txt or a WordPiece
+// tokenizer.json, tokenizer_config.json, special_tokens_map.json) and Save
+// writes one. TrainWordPiece learns a vocabulary the way HF tokenizers'
+// WordPieceTrainer does, TrainChineseWords a character + jieba-word one as
+// RoFormer's was made. docs/tokenizer.md lists what is matched, the known
+// differences and the measured speed.
+//
 // A Tokenizer is immutable and safe for concurrent use; Load caches
 // tokenizers by folder.
 package tokenizer

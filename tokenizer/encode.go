@@ -366,6 +366,7 @@ type BatchError struct {
 	Err   error
 }
 
+// Error says which input failed and why.
 func (e *BatchError) Error() string {
 	return fmt.Sprintf("tokenizer: batch input %d: %v", e.Index, e.Err)
 }

@@ -253,7 +253,7 @@ func (t *Tokenizer) Vocab() *Vocab { return t.vocab }
 // VocabSize returns the number of ids.
 func (t *Tokenizer) VocabSize() int { return t.vocab.Size() }
 
-// UnkID, SepID, PadID, ClsID return the ids of [UNK], [SEP], [PAD], [CLS].
+// UnkID returns the id of the unknown token [UNK].
 func (t *Tokenizer) UnkID() int { return t.unkID }
 
 // SepID returns the id of the separator token [SEP].
