@@ -385,28 +385,35 @@ func (t *Tokenizer) EncodeBatch(inputs []Input, opts EncodeOptions) ([]*Encoding
 	}
 	out := make([]*Encoding, len(inputs))
 	errs := make([]error, len(inputs))
-	workers := min(runtime.GOMAXPROCS(0), len(inputs))
-	// Small batches are not worth the goroutines (a benchmark shows the
-	// crossover near a few short texts); chunking keeps contention low.
+	// Inputs are handed out chunk at a time through an atomic counter, so the
+	// workers share nothing else; one chunk's worth runs on the caller.
 	const chunk = 16
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				lo := int(next.Add(chunk)) - chunk
-				if lo >= len(inputs) {
-					return
-				}
-				for i := lo; i < min(lo+chunk, len(inputs)); i++ {
-					out[i], errs[i] = t.encodeOne(inputs[i], opts, false)
-				}
+	work := func(next *atomic.Int64) {
+		for {
+			lo := int(next.Add(chunk)) - chunk
+			if lo >= len(inputs) {
+				return
 			}
-		}()
+			for i := lo; i < min(lo+chunk, len(inputs)); i++ {
+				out[i], errs[i] = t.encodeOne(inputs[i], opts, false)
+			}
+		}
 	}
-	wg.Wait()
+	var next atomic.Int64
+	workers := min(runtime.GOMAXPROCS(0), (len(inputs)+chunk-1)/chunk)
+	if workers <= 1 {
+		work(&next)
+	} else {
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				work(&next)
+			}()
+		}
+		wg.Wait()
+	}
 	longest := 0
 	for i, e := range errs {
 		if e != nil {
