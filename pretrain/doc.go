@@ -14,5 +14,7 @@
 //	latest               the newest complete checkpoint
 //	metrics.jsonl        one JSON line per logged step and evaluation
 //	loss.png             the loss curves
-//	config.json, model.safetensors, vocab.txt   the final model, loadable by HF's RoFormerForMaskedLM
+//	config.json, model.safetensors, vocab.txt, tokenizer_config.json, …
+//	                     the final model and its tokenizer, loadable by HF's
+//	                     RoFormerForMaskedLM and BertTokenizer
 package pretrain

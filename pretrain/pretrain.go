@@ -125,7 +125,9 @@ func Prepare(opts Options, progress io.Writer) (*Job, error) {
 	j := &Job{Options: opts, Tokenizer: tok, Model: m, Tokens: packed.Tokens}
 	j.Train = train.Job{
 		Model: &mlm{m: m}, Train: trainSeqs, Eval: evalSeqs, Vocab: v, Options: opts.Train,
-		SaveExtra: func(dir string) error { return tok.Vocab().Save(filepath.Join(dir, "vocab.txt")) },
+		// vocab.txt, tokenizer_config.json (BertTokenizer, uncased),
+		// special_tokens_map.json and tokenizer.json beside the model.
+		SaveExtra: tok.Save,
 	}
 	return j, nil
 }

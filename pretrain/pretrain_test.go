@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/tokenizer"
 	"github.com/roformer-go/roformer/train"
 )
 
@@ -170,5 +171,22 @@ func TestBadCorpus(t *testing.T) {
 		} else {
 			t.Logf("%s: %v", filepath.Base(c), err)
 		}
+	}
+}
+
+// The final folder carries the tokenizer that made the data (uncased BERT
+// WordPiece), so that fill-mask and HF load the same one.
+func TestFinalFolderTokenizer(t *testing.T) {
+	dir := t.TempDir()
+	j, _, err := Start(context.Background(), testOptions(t, dir, 2), nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.Kind() != tokenizer.Bert || tok.VocabSize() != j.Tokenizer.VocabSize() {
+		t.Errorf("final folder tokenizer: %v with %d tokens, trained with %v and %d", tok.Kind(), tok.VocabSize(), j.Tokenizer.Kind(), j.Tokenizer.VocabSize())
 	}
 }
