@@ -323,16 +323,18 @@ func EluFeatureBackward(dinp, dout, inp []float32, N int) {
 // Lemma 1 and eq. 7), which makes φ(q)·φ(k) an unbiased estimate of the
 // softmax kernel exp(q·k/√HS):
 //
-//	x' = x·HS^(−1/4),   φ(x)_i = exp(ω_i·x' − |x'|²/2 − c) / √M,   i < M
+//	x' = x·HS^(−1/4),   φ(x)_i = exp(ω_i·x' − |x'|²/2) / √M,   i < M
 //
 // for each head of each token, with the M random directions ω_i (rows of
-// omega, shared by all heads). c is a stabiliser that cancels in the ratio
-// of linear attention, since every numerator and denominator term is linear
-// in φ(q_m) and in φ(k_n): for queries the maximum of ω_i·x' over i in the
-// same row; for keys the maximum over every token and feature of the same
-// (row, head), a constant for all keys (as performer-pytorch does). It is
-// treated as a constant by FavorFeatureBackward; it changes the output only
-// through LinearAttentionEps.
+// omega, shared by all heads). Any factor common to all features of one
+// query cancels in linear attention, whose numerator and denominator are
+// both linear in φ(q_m); so queries drop exp(−|x'|²/2) and are divided by
+// exp(max_i ω_i·x') instead (their largest feature is 1/√M, whatever the
+// scale of q). Keys keep the exact formula: its exponent is at most
+// |ω_i|²/2 (complete the square), a bound that does not depend on the data,
+// so keys need no stabiliser, and none depends on other tokens (a causal
+// model stays exactly causal). performer-pytorch instead subtracts a maximum
+// over all keys of the sequence.
 //
 //	out   [B, T, NH·M]
 //	inp   [B, T, NH·HS]
@@ -340,58 +342,47 @@ func EluFeatureBackward(dinp, dout, inp []float32, N int) {
 func FavorFeatureForward(out, inp, omega []float32, query bool, B, T, NH, HS, M int) {
 	s := float32(math.Pow(float64(HS), -0.25))
 	invSqrtM := 1 / math.Sqrt(float64(M))
-	parallelFor(B*NH, 1, func(lo, hi int) {
-		for bh := lo; bh < hi; bh++ {
-			b, h := bh/NH, bh%NH
-			// a[t, i] = ω_i·x'_t for the T tokens of this (row, head).
-			base := b*T*NH*HS + h*HS
-			obase := b*T*NH*M + h*M
-			blas.Sgemm(false, true, T, M, HS, s, inp[base:], NH*HS, omega, HS, 0, out[obase:], NH*M)
-			blockMax := float32(math.Inf(-1))
-			if !query {
-				for t := 0; t < T; t++ {
-					for _, a := range out[obase+t*NH*M:][:M] {
-						blockMax = max(blockMax, a)
-					}
+	rows := B * T * NH // rows (b, t, h) are contiguous in both layouts
+	parallelFor(rows, 16, func(lo, hi int) {
+		// a[r, i] = ω_i·x'_r
+		blas.Sgemm(false, true, hi-lo, M, HS, s, inp[lo*HS:], HS, omega, HS, 0, out[lo*M:], M)
+		for r := lo; r < hi; r++ {
+			o := out[r*M : r*M+M]
+			c := 0.0
+			if query {
+				mx := o[0]
+				for _, a := range o {
+					mx = max(mx, a)
+				}
+				c = float64(mx)
+			} else {
+				for _, xv := range inp[r*HS : r*HS+HS] {
+					xs := float64(xv * s)
+					c += xs * xs / 2
 				}
 			}
-			for t := 0; t < T; t++ {
-				x := inp[base+t*NH*HS:][:HS]
-				diag := 0.0
-				for _, xv := range x {
-					xs := float64(xv * s)
-					diag += xs * xs
-				}
-				diag /= 2
-				o := out[obase+t*NH*M:][:M]
-				c := blockMax
-				if query {
-					c = float32(math.Inf(-1))
-					for _, a := range o {
-						c = max(c, a)
-					}
-				}
-				for i, a := range o {
-					o[i] = float32(math.Exp(float64(a-c)-diag) * invSqrtM)
-				}
+			for i, a := range o {
+				o[i] = float32(math.Exp(float64(a)-c) * invSqrtM)
 			}
 		}
 	})
 }
 
 // FavorFeatureBackward differentiates FavorFeatureForward given its output
-// (the stabiliser held constant): with f = φ(x) and x' = s·x, s = HS^(−1/4),
+// f, with x' = s·x, s = HS^(−1/4) (a query's stabiliser held constant, as
+// it cancels):
 //
-//	∂f_i/∂x' = f_i (ω_i − x')  ⇒  dx = s·(Ωᵀ(dout⊙f) − x'·Σ_i dout_i f_i)
+//	keys:    ∂f_i/∂x' = f_i (ω_i − x')  ⇒  dx = s·(Ωᵀ(dout⊙f) − x'·Σ_i dout_i f_i)
+//	queries: ∂f_i/∂x' = f_i ω_i         ⇒  dx = s·Ωᵀ(dout⊙f)
 //
 //	dinp  [B, T, NH·HS] written (=)
 //	dout  [B, T, NH·M]
 //	feat  [B, T, NH·M]  the forward output
 //	inp   [B, T, NH·HS]
 //	omega [M, HS]
-func FavorFeatureBackward(dinp, dout, feat, inp, omega []float32, B, T, NH, HS, M int) {
+func FavorFeatureBackward(dinp, dout, feat, inp, omega []float32, query bool, B, T, NH, HS, M int) {
 	s := float32(math.Pow(float64(HS), -0.25))
-	rows := B * T * NH // rows (b, t, h) are contiguous in both layouts
+	rows := B * T * NH
 	parallelFor(rows, 16, func(lo, hi int) {
 		n := hi - lo
 		g := make([]float32, n*M)
@@ -406,8 +397,11 @@ func FavorFeatureBackward(dinp, dout, feat, inp, omega []float32, B, T, NH, HS, 
 			}
 			sums[r] = acc
 		}
-		// dx = s·(g Ω) − s²·x·Σg
+		// dx = s·(g Ω) − s²·x·Σg (keys)
 		blas.Sgemm(false, false, n, HS, M, s, g, M, omega, HS, 0, dinp[lo*HS:], HS)
+		if query {
+			return
+		}
 		for r := 0; r < n; r++ {
 			x := inp[(lo+r)*HS:][:HS]
 			dx := dinp[(lo+r)*HS:][:HS]

@@ -127,40 +127,51 @@ func TestFavorFeatureBackward(t *testing.T) {
 	x := testutil.RandN(r, B*T*NH*HS, 1)
 	omega := gaussian(26, M, HS)
 	proj := testutil.RandN(r, B*T*NH*M, 1)
+	rows := B * T * NH
 	for _, query := range []bool{true, false} {
 		t.Run(fmt.Sprintf("query%v", query), func(t *testing.T) {
 			out := make([]float32, B*T*NH*M)
 			FavorFeatureForward(out, x, omega, query, B, T, NH, HS, M)
-			// Hold the stabiliser fixed for the finite differences by
-			// comparing against the unstabilised formula times its factor.
-			stab := make([]float64, B*T*NH)
-			for row := range stab {
-				f0 := favorRow(x[row*HS:row*HS+HS], omega, HS, M, 0)
-				stab[row] = float64(out[row*M]) / f0[0]
+			// Keys follow the formula exactly. A query's features are
+			// exp(ω·x')/√M times a per-row constant (its stabiliser), which
+			// the backward pass holds fixed: so does the reference.
+			factor := make([]float64, rows)
+			for row := range factor {
+				f := favorRow(x[row*HS:row*HS+HS], omega, HS, M, !query)
+				factor[row] = float64(out[row*M]) / f[0]
+				if !query {
+					for i, v := range f {
+						if math.Abs(float64(out[row*M+i])-v) > 1e-6*v {
+							t.Fatalf("key feature [%d][%d] = %v, formula %v", row, i, out[row*M+i], v)
+						}
+					}
+				}
 			}
 			loss := func() float64 {
 				s := 0.0
-				for row := range stab {
-					f := favorRow(x[row*HS:row*HS+HS], omega, HS, M, 0)
-					for i, v := range f {
-						s += v * stab[row] * float64(proj[row*M+i])
+				for row := range factor {
+					for i, v := range favorRow(x[row*HS:row*HS+HS], omega, HS, M, !query) {
+						s += v * factor[row] * float64(proj[row*M+i])
 					}
 				}
 				return s
 			}
 			dx := make([]float32, len(x))
-			FavorFeatureBackward(dx, proj, out, x, omega, B, T, NH, HS, M)
+			FavorFeatureBackward(dx, proj, out, x, omega, query, B, T, NH, HS, M)
 			testutil.GradCheck(t, "dx", x, dx, loss, 1e-3, 2e-3)
 		})
 	}
 }
 
-// favorRow is φ(x) without a stabiliser, in float64.
-func favorRow(x, omega []float32, HS, M int, c float64) []float64 {
+// favorRow is exp(ω·x' − |x'|²/2)/√M in float64, without the |x'|² term
+// when diag is false.
+func favorRow(x, omega []float32, HS, M int, diag bool) []float64 {
 	s := math.Pow(float64(HS), -0.25)
-	diag := 0.0
-	for _, v := range x {
-		diag += float64(v) * s * float64(v) * s
+	d := 0.0
+	if diag {
+		for _, v := range x {
+			d += float64(v) * s * float64(v) * s / 2
+		}
 	}
 	out := make([]float64, M)
 	for i := range out {
@@ -168,7 +179,7 @@ func favorRow(x, omega []float32, HS, M int, c float64) []float64 {
 		for j, v := range x {
 			a += float64(omega[i*HS+j]) * float64(v) * s
 		}
-		out[i] = math.Exp(a-diag/2-c) / math.Sqrt(float64(M))
+		out[i] = math.Exp(a-d) / math.Sqrt(float64(M))
 	}
 	return out
 }

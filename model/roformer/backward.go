@@ -15,6 +15,8 @@ type gradBuffers struct {
 	dq, dk, dv, dcx []float32 // [BT, H]
 	dpre, dpost     []float32 // [BT, I]
 	demb, dembSum   []float32 // [BT, E]
+	// linear attention: feature gradients, numerator and denominator paths [BT, NH·F]
+	dfq, dfk, dfqd, dfkd []float32
 }
 
 func (m *Model) grads(s *State) *gradBuffers {
@@ -24,6 +26,10 @@ func (m *Model) grads(s *State) *gradBuffers {
 		f := func(n int) []float32 { return make([]float32, n) }
 		s.grads = &gradBuffers{dx: f(BT * H), dres: f(BT * H), dtmp: f(BT * H), dq: f(BT * H), dk: f(BT * H), dv: f(BT * H), dcx: f(BT * H),
 			dpre: f(BT * I), dpost: f(BT * I), demb: f(BT * E), dembSum: f(BT * E)}
+		if F := m.Config.NumFeatures(); F > 0 {
+			n := BT * m.Config.NumAttentionHeads * F
+			s.grads.dfq, s.grads.dfk, s.grads.dfqd, s.grads.dfkd = f(n), f(n), f(n), f(n)
+		}
 	}
 	return s.grads
 }
@@ -93,8 +99,7 @@ func (m *Model) encoderBackward(s *State, dx []float32) {
 	cfg := &m.Config
 	B, T := s.B, s.T
 	BT := B * T
-	E, H, I, NH := cfg.EmbeddingSize, cfg.HiddenSize, cfg.IntermediateSize, cfg.NumAttentionHeads
-	HS := H / NH
+	E, H, I := cfg.EmbeddingSize, cfg.HiddenSize, cfg.IntermediateSize
 	g := s.grads
 	for l := len(m.Encoder.Layers) - 1; l >= 0; l-- {
 		L := &m.Encoder.Layers[l]
@@ -122,14 +127,8 @@ func (m *Model) encoderBackward(s *State, dx []float32) {
 		copy(g.dtmp, dx)
 		kernels.DropoutBackward(g.dtmp, s.dropAt(l, siteAttnOut, cfg.HiddenDropoutProb), BT*H)
 		kernels.MatmulBackward(g.dcx, L.AttnOut.W.Grad, L.AttnOut.B.Grad, g.dtmp, la.ctx, L.AttnOut.W.Data, BT, H, H)
-		// ctx = attention(q, k, v)
-		kernels.AttentionBackward(g.dq, g.dk, g.dv, g.dcx, la.q, la.k, la.v, la.probs, s.keyMask, s.causal, s.dropAt(l, siteAttnProbs, cfg.AttentionProbsDropoutProb), B, T, NH, HS)
-		// q, k (, v) rotated
-		m.rotary.Backward(g.dq, s.sin, s.cos, B, T, NH)
-		m.rotary.Backward(g.dk, s.sin, s.cos, B, T, NH)
-		if cfg.RotaryValue {
-			m.rotary.Backward(g.dv, s.sin, s.cos, B, T, NH)
-		}
+		// ctx = attention(q, k, v), q, k (, v) rotated
+		m.attentionBackward(s, l, la, g)
 		// q, k, v = Linear(x): add their input gradients to the residual's
 		kernels.MatmulBackward(g.dtmp, L.Query.W.Grad, L.Query.B.Grad, g.dq, x, L.Query.W.Data, BT, H, H)
 		kernels.AddForward(dx, dx, g.dtmp, BT*H)
@@ -148,6 +147,7 @@ func (m *Model) encoderBackward(s *State, dx []float32) {
 	kernels.DropoutBackward(demb, s.dropAt(-1, siteEmbeddings, cfg.HiddenDropoutProb), BT*E)
 	clear(g.dembSum)
 	kernels.LayerNormBackward(g.dembSum, emb.LN.W.Grad, emb.LN.B.Grad, demb, s.embSum, emb.LN.W.Data, s.embMean, s.embRstd, BT, E)
+	m.positionsBackward(s, g.dembSum)
 	kernels.EmbeddingBackward(emb.Word.Grad, emb.TokenType.Grad, g.dembSum, s.ids, s.types, cfg.PadID(), BT, E)
 }
 

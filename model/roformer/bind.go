@@ -102,6 +102,9 @@ func (m *Model) Bind(src map[string]*tensor.Tensor, opts BindOptions) (*BindRepo
 			rep.Notes = append(rep.Notes, m.checkTied(keyDecoderBias, src[keyDecoderBias], m.LM.Bias))
 		}
 	}
+	if err := m.bindBuffers(src, used, rep); err != nil {
+		return rep, err
+	}
 	for k := range src {
 		if !used[k] {
 			rep.Unexpected = append(rep.Unexpected, k)
@@ -175,7 +178,8 @@ func (m *Model) StateDict() map[string]*tensor.Tensor {
 	for _, p := range m.Params() {
 		out[p.Name] = &tensor.Tensor{Shape: p.Shape, Data: p.Data}
 	}
-	if P := m.Config.MaxPositionEmbeddings; P > 0 {
+	m.addBuffers(out)
+	if P := m.Config.MaxPositionEmbeddings; P > 0 && m.Config.PosEnc() == PosRotary {
 		out[keyEmbedPositions] = &tensor.Tensor{Shape: []int{P, m.Config.HeadSize()}, Data: m.rotary.Table(P)}
 	}
 	return out

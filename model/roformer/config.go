@@ -42,6 +42,17 @@ type Config struct {
 	ModelType                 string            `json:"model_type"`
 	TorchDtype                string            `json:"torch_dtype,omitempty"`
 
+	// The position-encoding and attention switches of this toolkit (not
+	// RoFormerConfig keys; HF keeps unknown keys as attributes, so a
+	// config.json that carries them still loads there). Marshal writes them
+	// only when they differ from the defaults, so a default model's
+	// config.json is unchanged.
+	PositionEmbeddingType PositionEncoding `json:"position_embedding_type,omitempty"` // rotary (default), sinusoidal, learned, relative, none
+	AttentionType         AttentionKind    `json:"attention_type,omitempty"`          // softmax (default), linear, performer
+	RelativeMaxDistance   int              `json:"relative_max_distance,omitempty"`   // relative: Shaw et al.'s clipping distance k; default 16
+	PerformerFeatures     int              `json:"performer_features,omitempty"`      // performer: random features M (even); 0 means HS·ln HS rounded up to even
+	FeatureRedrawInterval int              `json:"feature_redraw_interval,omitempty"` // performer: training steps between redraws of the features; default 1000, 0 never
+
 	// NumLabels is the number of labels of the classification heads: the
 	// size of id2label, else the num_labels key, else 2 (HF's default).
 	NumLabels int `json:"-"`
@@ -58,6 +69,7 @@ func DefaultConfig() Config {
 		IntermediateSize: 3072, HiddenAct: "gelu", HiddenDropoutProb: 0.1, AttentionProbsDropoutProb: 0.1,
 		MaxPositionEmbeddings: 1536, TypeVocabSize: 2, InitializerRange: 0.02, LayerNormEps: 1e-12,
 		UseCache: true, PadTokenID: &pad, ModelType: "roformer", NumLabels: 2,
+		PositionEmbeddingType: PosRotary, AttentionType: AttnSoftmax, RelativeMaxDistance: 16, FeatureRedrawInterval: 1000,
 	}
 }
 
@@ -69,7 +81,8 @@ func init() {
 		"intermediate_size", "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob",
 		"max_position_embeddings", "type_vocab_size", "initializer_range", "layer_norm_eps", "rotary_value",
 		"is_decoder", "use_cache", "pad_token_id", "problem_type", "id2label", "label2id", "classifier_dropout",
-		"architectures", "model_type", "torch_dtype", "num_labels"} {
+		"architectures", "model_type", "torch_dtype", "num_labels",
+		"position_embedding_type", "attention_type", "relative_max_distance", "performer_features", "feature_redraw_interval"} {
 		knownKeys[k] = true
 	}
 }
@@ -199,6 +212,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("id2label key %q is not an integer in [0, %d)", k, len(c.ID2Label)))
 		}
 	}
+	errs = append(errs, c.validateSwitches()...)
 	if c.ModelType != "" && c.ModelType != "roformer" {
 		errs = append(errs, fmt.Errorf("model_type %q is not roformer", c.ModelType))
 	}
@@ -257,6 +271,7 @@ func (c *Config) Marshal() ([]byte, error) {
 	if cc.ModelType == "" {
 		cc.ModelType = "roformer"
 	}
+	cc.clearDefaultSwitches()
 	b, err := json.Marshal((*plainConfig)(&cc))
 	if err != nil {
 		return nil, err
@@ -264,6 +279,10 @@ func (c *Config) Marshal() ([]byte, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, err
+	}
+	if c.Attention() == AttnPerformer {
+		// 0 (never redraw) is meaningful: write it even though it is empty.
+		m["feature_redraw_interval"] = json.RawMessage(strconv.Itoa(c.FeatureRedrawInterval))
 	}
 	for k, v := range c.Extra {
 		if _, ok := m[k]; !ok && k != "num_labels" {

@@ -19,6 +19,17 @@
 // answering (start/end logits) and multiple choice (last position of each
 // choice → Linear(H→1)).
 //
+// Two switches of config.json, not HF keys, re-run the paper's comparisons
+// (package experiment): position_embedding_type picks rotary (the default,
+// HF's model bit for bit), sinusoidal or learned absolute positions added
+// to the embeddings (Vaswani et al. 2017; BERT), Shaw et al.'s relative key
+// embeddings, or none; attention_type picks softmax (the default), linear
+// attention with φ = elu+1 (Katharopoulos et al. 2020) or FAVOR+ random
+// features (Performer, Choromanski et al. 2021). In linear attention, rotary
+// positions follow the paper's eq. (19): φ(q) and φ(k) are rotated after
+// the feature map and the normaliser is left unrotated. Every combination
+// has its forward and backward pass (see posenc.go, attention.go).
+//
 // Parameters are fields tagged with their Hugging Face state-dict names
 // (`hf:"attention.self.query"`); one reflective binder (Bind) maps a
 // checkpoint onto them and reports every missing, unexpected and mis-shaped

@@ -53,14 +53,17 @@ func (b *Batch) Validate(cfg *Config) error {
 	if err := check("attention_mask", b.AttentionMask, 0, 2); err != nil {
 		return err
 	}
-	return check("position_ids", b.PositionIDs, 0, -1)
+	if err := check("position_ids", b.PositionIDs, 0, -1); err != nil {
+		return err
+	}
+	return b.checkLearnedPositions(cfg)
 }
 
 // layerActs holds one layer's activations: everything its backward pass
 // needs. In inference one set is reused by every layer.
 type layerActs struct {
-	q, k, v []float32 // [BT, H] after the rotation
-	probs   []float32 // [B, NH, T, T]; nil in inference (scratch)
+	q, k, v []float32 // [BT, H] after the rotation (softmax); as projected (linear, performer)
+	probs   []float32 // [B, NH, T, T]; nil in inference (scratch) and for linear attention
 	ctx     []float32 // [BT, H] attention output before attention.output.dense
 	res1    []float32 // [BT, H] x + dense(ctx)
 	ln1Mean []float32 // [BT]
@@ -73,6 +76,12 @@ type layerActs struct {
 	ln2Mean []float32 // [BT]
 	ln2Rstd []float32 // [BT]
 	out     []float32 // [BT, H] output.LayerNorm output = the next layer's input
+
+	// Linear and performer attention: the features φ(q), φ(k) [BT, NH·F],
+	// their rotated copies (rotary positions only) and the denominators
+	// [B, NH, T] (training only).
+	fq, fk, fqr, fkr []float32
+	den              []float32
 }
 
 // State is the workspace of forward (and backward) passes for one batch
@@ -84,7 +93,12 @@ type State struct {
 	ids, types []int32   // [BT]
 	keyMask    []float32 // [BT] or nil (all visible)
 	causal     bool
+	pos        []int     // [T] (0 … T−1, every row) or [BT] (explicit position ids)
 	sin, cos   []float32 // [T or BT, d/2]
+	fsin, fcos []float32 // [T or BT, F/2]: the feature rotation of linear attention
+	defaultPos bool      // pos is 0 … T−1 (no explicit position ids)
+	// sinusoid caches the sinusoidal encodings [BT, E] of positions 0 … T−1.
+	sinusoid []float32
 
 	embSum  []float32 // [BT, E] word + token type
 	embMean []float32 // [BT]
@@ -134,8 +148,19 @@ func (m *Model) newLayerActs(B, T int, withProbs bool) layerActs {
 		ln2Mean: make([]float32, BT), ln2Rstd: make([]float32, BT), out: make([]float32, BT*H),
 	}
 	if withProbs {
-		la.probs = make([]float32, B*NH*T*T)
+		if m.Config.Attention() == AttnSoftmax {
+			la.probs = make([]float32, B*NH*T*T)
+		}
 		la.dact = make([]float32, BT*I)
+	}
+	if F := m.Config.NumFeatures(); F > 0 {
+		la.fq, la.fk = make([]float32, BT*NH*F), make([]float32, BT*NH*F)
+		if m.Config.PosEnc() == PosRotary {
+			la.fqr, la.fkr = make([]float32, BT*NH*F), make([]float32, BT*NH*F)
+		}
+		if withProbs {
+			la.den = make([]float32, B*NH*T)
+		}
 	}
 	return la
 }
@@ -202,10 +227,21 @@ func (m *Model) setInputs(s *State, b *Batch, causal bool) {
 			pos[i] = int(p)
 		}
 	}
+	s.pos, s.defaultPos = pos, b.PositionIDs == nil
+	if m.Config.PosEnc() != PosRotary {
+		return
+	}
 	if len(s.sin) != len(pos)*half {
 		s.sin, s.cos = make([]float32, len(pos)*half), make([]float32, len(pos)*half)
 	}
 	m.rotary.SinCos(s.sin, s.cos, pos)
+	if m.featRotary != nil {
+		s.fsin, s.fcos = s.sin, s.cos
+		if fh := m.featRotary.Config().HeadSize / 2; fh != half {
+			s.fsin, s.fcos = make([]float32, len(pos)*fh), make([]float32, len(pos)*fh)
+			m.featRotary.SinCos(s.fsin, s.fcos, pos)
+		}
+	}
 }
 
 // encode runs the embeddings and every layer. It returns the last hidden
@@ -215,13 +251,13 @@ func (m *Model) encode(ctx context.Context, s *State, hook func(layer int, hidde
 	cfg := &m.Config
 	B, T := s.B, s.T
 	BT := B * T
-	E, H, I, NH := cfg.EmbeddingSize, cfg.HiddenSize, cfg.IntermediateSize, cfg.NumAttentionHeads
-	HS := H / NH
+	E, H, I := cfg.EmbeddingSize, cfg.HiddenSize, cfg.IntermediateSize
 	emb := &m.Encoder.Embeddings
 	eps := float32(cfg.LayerNormEps)
 
 	// x = LayerNorm(word[ids] + type[types]); x = project(x) when E ≠ H
 	kernels.EmbeddingForward(s.embSum, s.ids, s.types, emb.Word.Data, emb.TokenType.Data, BT, E)
+	m.addPositions(s) // sinusoidal or learned absolute positions; nothing for the others
 	kernels.LayerNormForward(s.embLN, s.embMean, s.embRstd, s.embSum, emb.LN.W.Data, emb.LN.B.Data, eps, BT, E)
 	kernels.DropoutForward(s.embLN, s.dropAt(-1, siteEmbeddings, cfg.HiddenDropoutProb), BT*E)
 	if p := m.Encoder.Project; p != nil {
@@ -248,13 +284,9 @@ func (m *Model) encode(ctx context.Context, s *State, hook func(layer int, hidde
 		kernels.MatmulForward(la.q, x, L.Query.W.Data, L.Query.B.Data, BT, H, H)
 		kernels.MatmulForward(la.k, x, L.Key.W.Data, L.Key.B.Data, BT, H, H)
 		kernels.MatmulForward(la.v, x, L.Value.W.Data, L.Value.B.Data, BT, H, H)
-		m.rotary.Forward(la.q, s.sin, s.cos, B, T, NH)
-		m.rotary.Forward(la.k, s.sin, s.cos, B, T, NH)
-		if cfg.RotaryValue {
-			m.rotary.Forward(la.v, s.sin, s.cos, B, T, NH)
-		}
-		// ctx = softmax(q·kᵀ/√HS + mask)·v
-		kernels.AttentionForward(la.ctx, la.probs, la.q, la.k, la.v, s.keyMask, s.causal, s.dropAt(l, siteAttnProbs, cfg.AttentionProbsDropoutProb), B, T, NH, HS)
+		// ctx = softmax(q·kᵀ/√HS + mask)·v with q, k (and v) rotated by
+		// RoPE: see attentionForward for the other encodings and kinds
+		m.attentionForward(s, l, la)
 		// a = LayerNorm(x + dropout(dense(ctx)))
 		kernels.MatmulForward(la.res1, la.ctx, L.AttnOut.W.Data, L.AttnOut.B.Data, BT, H, H)
 		kernels.DropoutForward(la.res1, s.dropAt(l, siteAttnOut, cfg.HiddenDropoutProb), BT*H)

@@ -26,10 +26,12 @@ type LayerNorm struct {
 }
 
 // Embeddings is RoFormerEmbeddings: word and token-type tables and their
-// LayerNorm (no absolute position table).
+// LayerNorm (no absolute position table), plus BERT's learned position table
+// when position_embedding_type is learned.
 type Embeddings struct {
 	Word      *tensor.Param `hf:"word_embeddings.weight"`       // [V, E]
 	TokenType *tensor.Param `hf:"token_type_embeddings.weight"` // [TV, E]
+	Position  *tensor.Param `hf:"position_embeddings.weight"`   // [P, E]; learned only
 	LN        LayerNorm     `hf:"LayerNorm"`                    // [E]
 }
 
@@ -44,6 +46,9 @@ type Layer struct {
 	FFIn     Linear    `hf:"intermediate.dense"` // [I, H]
 	FFOut    Linear    `hf:"output.dense"`       // [H, I]
 	OutputLN LayerNorm `hf:"output.LayerNorm"`
+	// RelKey holds Shaw et al.'s relative key embeddings a_{−k} … a_k
+	// [2k+1, HS], shared by the heads; position_embedding_type relative only.
+	RelKey *tensor.Param `hf:"attention.self.distance_embedding.weight"`
 }
 
 // Encoder is RoFormerModel: the part every head shares, stored under the
@@ -134,6 +139,13 @@ type Model struct {
 
 	rotary *rope.Rotary
 	act    kernels.Activation
+
+	// Linear and performer attention: featRotary turns the features (width
+	// F) when positions are rotary; omega holds each layer's performer
+	// directions [M, HS], draw featureDraw of seed featureSeed.
+	featRotary               *rope.Rotary
+	omega                    [][]float32
+	featureSeed, featureDraw uint64
 }
 
 // New allocates a model with zero parameters for cfg and head. Use Init for
@@ -157,6 +169,14 @@ func New(cfg Config, head Head) (*Model, error) {
 		TokenType: tensor.NewParam("", cfg.TypeVocabSize, E),
 		LN:        newLN(E),
 	}
+	if cfg.PosEnc() == PosLearned {
+		m.Encoder.Embeddings.Position = tensor.NewParam("", cfg.MaxPositionEmbeddings, E)
+	}
+	if F := cfg.NumFeatures(); F > 0 && cfg.PosEnc() == PosRotary {
+		if m.featRotary, err = rope.New(rope.Config{HeadSize: F}); err != nil {
+			return nil, fmt.Errorf("roformer: feature rotation: %w", err)
+		}
+	}
 	if E != H {
 		p := newLinear(H, E)
 		m.Encoder.Project = &p
@@ -167,6 +187,12 @@ func New(cfg Config, head Head) (*Model, error) {
 			Query: newLinear(H, H), Key: newLinear(H, H), Value: newLinear(H, H), AttnOut: newLinear(H, H),
 			AttnLN: newLN(H), FFIn: newLinear(I, H), FFOut: newLinear(H, I), OutputLN: newLN(H),
 		}
+		if cfg.PosEnc() == PosRelative {
+			m.Encoder.Layers[i].RelKey = tensor.NewParam("", 2*cfg.RelativeMaxDistance+1, cfg.HeadSize())
+		}
+	}
+	if cfg.Attention() == AttnPerformer {
+		m.drawFeatures(0)
 	}
 	switch head {
 	case HeadMaskedLM, HeadCausalLM:
@@ -273,7 +299,15 @@ func (m *Model) ZeroGrad() {
 // Init sets every parameter as HF's RoFormerPreTrainedModel._init_weights
 // does: linear and embedding weights N(0, initializer_range²), biases 0,
 // LayerNorm weight 1 and bias 0, and the padding row of the word embedding 0.
+//
+// The learned position table and the relative key embeddings are normal
+// too (BERT, Shaw et al.). A performer's random features are drawn afresh
+// (draw 0) from seed.
 func (m *Model) Init(seed uint64) {
+	if m.Config.Attention() == AttnPerformer {
+		m.featureSeed = seed
+		m.drawFeatures(0)
+	}
 	r := rand.New(rand.NewPCG(seed, 0x726f666f726d6572))
 	std := m.Config.InitializerRange
 	for _, p := range m.Params() {
