@@ -66,8 +66,10 @@ func EmbeddingBackward(dwte, dwtt, dout []float32, ids, types []int32, paddingId
 //	a   [N]
 //	b   [N]
 func AddForward(out, a, b []float32, N int) {
-	o, x, y := out[:N], a[:N], b[:N]
-	for i := range o {
-		o[i] = x[i] + y[i]
-	}
+	parallelFor(N, 1<<14, func(lo, hi int) {
+		o, x, y := out[lo:hi], a[lo:hi], b[lo:hi]
+		for i := range o {
+			o[i] = x[i] + y[i]
+		}
+	})
 }

@@ -3,6 +3,7 @@ package rope
 import (
 	"fmt"
 	"math"
+	"sync"
 )
 
 // Layout names which dimensions of a head form a rotated pair.
@@ -166,34 +167,48 @@ func (r *Rotary) apply(x, sin, cos []float32, B, T, NH int, sign float32) {
 	HS, d, h := r.cfg.HeadSize, r.d, r.d/2
 	C := NH * HS
 	perToken := len(sin) >= B*T*h // sin/cos given for every (b, t), not shared by rows
-	for bt := 0; bt < B*T; bt++ {
-		t := bt % T
-		if perToken {
-			t = bt
-		}
-		s, c := sin[t*h:t*h+h], cos[t*h:t*h+h]
-		row := x[bt*C : bt*C+C]
-		for hd := 0; hd < NH; hd++ {
-			v := row[hd*HS : hd*HS+d]
-			if r.cfg.Layout == Interleaved {
-				for i := 0; i < h; i++ {
-					a, b := v[2*i], v[2*i+1]
-					si := sign * s[i]
-					// float32() rounds each product, as HF's separate tensor
-					// multiplies do, and keeps the compiler from fusing.
-					v[2*i] = float32(a*c[i]) - float32(b*si)
-					v[2*i+1] = float32(b*c[i]) + float32(a*si)
-				}
-			} else {
-				for i := 0; i < h; i++ {
-					a, b := v[i], v[i+h]
-					si := sign * s[i]
-					v[i] = float32(a*c[i]) - float32(b*si)
-					v[i+h] = float32(b*c[i]) + float32(a*si)
+	rotate := func(lo, hi int) {
+		for bt := lo; bt < hi; bt++ {
+			t := bt % T
+			if perToken {
+				t = bt
+			}
+			s, c := sin[t*h:t*h+h], cos[t*h:t*h+h]
+			row := x[bt*C : bt*C+C]
+			for hd := 0; hd < NH; hd++ {
+				v := row[hd*HS : hd*HS+d]
+				if r.cfg.Layout == Interleaved {
+					for i := 0; i < h; i++ {
+						a, b := v[2*i], v[2*i+1]
+						si := sign * s[i]
+						// float32() rounds each product, as HF's separate tensor
+						// multiplies do, and keeps the compiler from fusing.
+						v[2*i] = float32(a*c[i]) - float32(b*si)
+						v[2*i+1] = float32(b*c[i]) + float32(a*si)
+					}
+				} else {
+					for i := 0; i < h; i++ {
+						a, b := v[i], v[i+h]
+						si := sign * s[i]
+						v[i] = float32(a*c[i]) - float32(b*si)
+						v[i+h] = float32(b*c[i]) + float32(a*si)
+					}
 				}
 			}
 		}
 	}
+	// Rows are independent: split them over two goroutines when there is
+	// enough work (the rotation is memory-bound; more workers do not help).
+	n := B * T
+	if n*C < 1<<15 {
+		rotate(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); rotate(0, n/2) }()
+	rotate(n/2, n)
+	wg.Wait()
 }
 
 // forwardNaive is the reference twin of Forward: it builds the full d×d
