@@ -317,6 +317,9 @@ func writeFileVia(path string, fill func(io.Writer) error) (err error) {
 	if err = fill(tmp); err != nil {
 		return err
 	}
+	if err = tmp.Chmod(0o644); err != nil { // CreateTemp makes 0600; outputs are ordinary files
+		return err
+	}
 	if err = tmp.Sync(); err != nil {
 		return err
 	}
