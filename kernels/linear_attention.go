@@ -27,66 +27,150 @@ const LinearAttentionEps = 1e-6
 // ε is LinearAttentionEps.
 //
 // The sums are reassociated as Katharopoulos et al. do, which is what keeps
-// memory O(T): S = Σ_n kn_n v_nᵀ [F, HS] and z = Σ_n kd_n [F] are formed once
-// (bidirectional) or as prefix sums (causal), accumulated in float64, and
-// out_m = qn_mᵀS / (qd_m·z + ε). No T×T matrix exists; the scratch is
-// F·(HS+1) per worker. There are no attention probabilities and therefore no
-// attention dropout.
+// memory O(T): S = Σ_n kn_n v_nᵀ [F, HS] and z = Σ_n kd_n [F]. Bidirectional
+// attention forms them once, out = qn·S / (qd·z + ε). Causal attention walks
+// the sequence in chunks of linChunk tokens: within a chunk the masked
+// scores (qn·knᵀ) [c, c] multiply v directly, the earlier chunks enter
+// through their prefix sums S and z, and S then absorbs the chunk (the
+// chunked form of the causal prefix sums; every product is a GEMM). No T×T
+// matrix exists: the scratch is O(c² + c·(F+HS) + F·HS) per worker. There
+// are no attention probabilities and therefore no attention dropout.
 //
 //	out     [B, T, NH·HS]
-//	den     [B, NH, T]   the denominators qd_m·z + ε, saved for the backward
-//	        pass; nil when not needed (inference)
+//	den     [B, NH, T]   the denominators qd_m·z_m + ε, saved for the
+//	        backward pass; nil when not needed (inference)
 //	qn, kn  [B, T, NH·F] heads are column blocks of width F
 //	qd, kd  [B, T, NH·F] may be the same slices as qn, kn
 //	v       [B, T, NH·HS]
 //	keyMask [B, T]  1 for a real token, 0 for padding; nil means all 1
 func LinearAttentionForward(out, den, qn, kn, qd, kd, v, keyMask []float32, causal bool, B, T, NH, F, HS int) {
 	CF, CV := NH*F, NH*HS
+	c := T
+	if causal {
+		c = min(T, linChunk)
+	}
 	parallelFor(B*NH, 1, func(lo, hi int) {
-		S := make([]float64, F*HS)
-		z := make([]float64, F)
-		num := make([]float64, HS)
+		w := newLinScratch(c, F, HS, causal)
 		for bh := lo; bh < hi; bh++ {
 			b, h := bh/NH, bh%NH
 			km := rowMask(keyMask, b, T)
-			clear(S)
-			clear(z)
-			if !causal {
-				for n := 0; n < T; n++ {
-					if km == nil || km[n] != 0 {
-						accumulateKV(S, z, kn[(b*T+n)*CF+h*F:][:F], kd[(b*T+n)*CF+h*F:][:F], v[(b*T+n)*CV+h*HS:][:HS])
+			clear(w.S)
+			clear(w.z)
+			for t0 := 0; t0 < T; t0 += c {
+				n := min(c, T-t0)
+				fo, vo := (b*T+t0)*CF+h*F, (b*T+t0)*CV+h*HS
+				w.maskedKeys(kn[fo:], CF, km, t0, n, F)
+				o := out[vo:]
+				if causal {
+					// out_c = tril(qn_c·k̃_cᵀ)·v_c + qn_c·S
+					w.scores(qn[fo:], CF, n, F)
+					blas.Sgemm(false, false, n, HS, n, 1, w.A, c, v[vo:], CV, 0, o, CV)
+					blas.Sgemm(false, false, n, HS, F, 1, qn[fo:], CF, w.S, HS, 1, o, CV)
+				} else {
+					// S = k̃ᵀ·v, out = qn·S
+					blas.Sgemm(true, false, F, HS, n, 1, w.K, F, v[vo:], CV, 0, w.S, HS)
+					sumVisible(w.z, kd[fo:], CF, km, t0, n, F)
+					blas.Sgemm(false, false, n, HS, F, 1, qn[fo:], CF, w.S, HS, 0, o, CV)
+				}
+				// den_m = qd_m·z_m + ε with z_m the (prefix) sum of visible kd
+				for i := 0; i < n; i++ {
+					m := t0 + i
+					if causal && (km == nil || km[m] != 0) {
+						addRow(w.z, kd[fo+i*CF:][:F])
+					}
+					d := featureDot(qd[fo+i*CF:][:F], w.z) + LinearAttentionEps
+					if den != nil {
+						den[bh*T+m] = float32(d)
+					}
+					inv := float32(1 / d)
+					for x, row := 0, o[i*CV:][:HS]; x < HS; x++ {
+						row[x] *= inv
 					}
 				}
-			}
-			for m := 0; m < T; m++ {
-				if causal && (km == nil || km[m] != 0) {
-					accumulateKV(S, z, kn[(b*T+m)*CF+h*F:][:F], kd[(b*T+m)*CF+h*F:][:F], v[(b*T+m)*CV+h*HS:][:HS])
-				}
-				qnm, qdm := qn[(b*T+m)*CF+h*F:][:F], qd[(b*T+m)*CF+h*F:][:F]
-				d := featureDot(qdm, z) + LinearAttentionEps
-				querySum(num, S, qnm, HS)
-				o := out[(b*T+m)*CV+h*HS:][:HS]
-				for c := range o {
-					o[c] = float32(num[c] / d)
-				}
-				if den != nil {
-					den[bh*T+m] = float32(d)
+				if causal {
+					// S += k̃_cᵀ·v_c
+					blas.Sgemm(true, false, F, HS, n, 1, w.K, F, v[vo:], CV, 1, w.S, HS)
 				}
 			}
 		}
 	})
 }
 
+// linChunk is the chunk length of causal linear attention.
+const linChunk = 64
+
+// linScratch is one worker's scratch for linear attention.
+type linScratch struct {
+	c       int
+	S, U    []float32 // [F, HS]
+	z       []float64 // [F]
+	K       []float32 // [c, F] the chunk's numerator keys, padded ones zeroed
+	A, P    []float32 // [c, c] masked scores (causal only)
+	num     []float32 // [c, HS]
+	dnum    []float32 // [T or c, HS]
+	dd      []float64 // [c]
+	scratch []float64 // [F]
+}
+
+func newLinScratch(c, F, HS int, causal bool) *linScratch {
+	w := &linScratch{c: c, S: make([]float32, F*HS), z: make([]float64, F), K: make([]float32, c*F), scratch: make([]float64, F)}
+	if causal {
+		w.A = make([]float32, c*c)
+	}
+	return w
+}
+
+// maskedKeys copies n key rows (stride ld) into w.K [n, F], zeroing the
+// rows of padded keys, so that they drop out of every product.
+func (w *linScratch) maskedKeys(k []float32, ld int, km []float32, t0, n, F int) {
+	for i := 0; i < n; i++ {
+		dst := w.K[i*F : i*F+F]
+		if km != nil && km[t0+i] == 0 {
+			clear(dst)
+		} else {
+			copy(dst, k[i*ld:i*ld+F])
+		}
+	}
+}
+
+// scores sets w.A [n, n] (leading dimension c) to tril(q·w.Kᵀ).
+func (w *linScratch) scores(q []float32, ld, n, F int) {
+	blas.Sgemm(false, true, n, n, F, 1, q, ld, w.K, F, 0, w.A, w.c)
+	for i := 0; i < n; i++ {
+		clear(w.A[i*w.c+i+1 : i*w.c+n])
+	}
+}
+
+// sumVisible sets z to the sum of the visible rows of kd (n rows, stride ld).
+func sumVisible(z []float64, kd []float32, ld int, km []float32, t0, n, F int) {
+	clear(z)
+	for i := 0; i < n; i++ {
+		if km == nil || km[t0+i] != 0 {
+			addRow(z, kd[i*ld:i*ld+F])
+		}
+	}
+}
+
+func addRow(z []float64, x []float32) {
+	for f, v := range x {
+		z[f] += float64(v)
+	}
+}
+
 // LinearAttentionBackward differentiates LinearAttentionForward given its
-// saved denominators. With g_m = dL/dout_m, num_m = qn_mᵀS_m, d_m = den_m:
+// saved denominators. With g_m = dL/dout_m, num_m = Σ_{n∈N(m)} (qn_m·kn_n) v_n
+// (recomputed) and d_m = den_m:
 //
 //	dnum_m = g_m / d_m,   dd_m = −(g_m·num_m) / d_m²
-//	dqn_m = S_m dnum_m,   dqd_m = dd_m z_m
-//	dkn_n = U_n v_n,      dv_n = U_nᵀ kn_n,   dkd_n = w_n
+//	dqn_m = Σ_{n∈N(m)} (dnum_m·v_n) kn_n,   dqd_m = dd_m Σ_{n∈N(m)} kd_n
+//	dkn_n = Σ_{m: n∈N(m)} (dnum_m·v_n) qn_m,   dv_n = Σ_{m: n∈N(m)} (qn_m·kn_n) dnum_m
+//	dkd_n = Σ_{m: n∈N(m)} dd_m qd_m
 //
-// with U_n = Σ_{m: n∈N(m)} qn_m dnum_mᵀ and w_n = Σ_{m: n∈N(m)} dd_m qd_m:
-// totals when bidirectional, suffix sums when causal. S_m, z_m are rebuilt
-// by a prefix pass, so memory stays O(T) (dnum and dd, T·(HS+1) per worker).
+// Bidirectional: through S, z and U = Σ_m qn_m dnum_mᵀ, w = Σ_m dd_m qd_m.
+// Causal: a forward pass over the chunks (prefix sums S, z) gives dnum, dd,
+// dqn, dqd; a backward pass (suffix sums U, w) gives dkn, dv, dkd; within a
+// chunk the masked c×c products stand in for the sums. Memory stays O(T)
+// (dnum and dd of one row and head).
 //
 //	dqn, dkn, dqd, dkd [B, T, NH·F]  written (=); must not alias each other
 //	dv                 [B, T, NH·HS] written (=)
@@ -94,117 +178,141 @@ func LinearAttentionForward(out, den, qn, kn, qd, kd, v, keyMask []float32, caus
 //	den                [B, NH, T] from the forward pass
 func LinearAttentionBackward(dqn, dkn, dqd, dkd, dv, dout, qn, kn, qd, kd, v, den, keyMask []float32, causal bool, B, T, NH, F, HS int) {
 	CF, CV := NH*F, NH*HS
+	c := T
+	if causal {
+		c = min(T, linChunk)
+	}
 	parallelFor(B*NH, 1, func(lo, hi int) {
-		S := make([]float64, F*HS)
-		z := make([]float64, F)
-		num := make([]float64, HS)
-		dnum := make([]float64, T*HS)
-		dd := make([]float64, T)
+		w := newLinScratch(c, F, HS, causal)
+		w.U, w.num, w.dnum, w.dd = make([]float32, F*HS), make([]float32, c*HS), make([]float32, T*HS), make([]float64, T)
+		if causal {
+			w.P = make([]float32, c*c)
+		}
 		for bh := lo; bh < hi; bh++ {
 			b, h := bh/NH, bh%NH
 			km := rowMask(keyMask, b, T)
-			vis := func(n int) bool { return km == nil || km[n] != 0 }
-			at := func(x []float32, t int) []float32 { return x[(b*T+t)*CF+h*F:][:F] }
-			atV := func(x []float32, t int) []float32 { return x[(b*T+t)*CV+h*HS:][:HS] }
-			// Prefix (or total) pass: S_m, z_m, then dnum, dd, dqn, dqd.
-			clear(S)
-			clear(z)
+			vis := func(m int) bool { return km == nil || km[m] != 0 }
+			// Pass 1, in token order: num, dnum, dd, dqn, dqd.
+			clear(w.S)
+			clear(w.z)
+			for t0 := 0; t0 < T; t0 += c {
+				n := min(c, T-t0)
+				fo, vo := (b*T+t0)*CF+h*F, (b*T+t0)*CV+h*HS
+				w.maskedKeys(kn[fo:], CF, km, t0, n, F)
+				dn := w.dnum[t0*HS:]
+				if causal {
+					w.scores(qn[fo:], CF, n, F)
+					blas.Sgemm(false, false, n, HS, n, 1, w.A, c, v[vo:], CV, 0, w.num, HS)
+					blas.Sgemm(false, false, n, HS, F, 1, qn[fo:], CF, w.S, HS, 1, w.num, HS)
+				} else {
+					blas.Sgemm(true, false, F, HS, n, 1, w.K, F, v[vo:], CV, 0, w.S, HS)
+					sumVisible(w.z, kd[fo:], CF, km, t0, n, F)
+					blas.Sgemm(false, false, n, HS, F, 1, qn[fo:], CF, w.S, HS, 0, w.num, HS)
+				}
+				for i := 0; i < n; i++ {
+					m := t0 + i
+					// out_m = num_m / d_m
+					d := float64(den[bh*T+m])
+					g, nm, dr := dout[vo+i*CV:][:HS], w.num[i*HS:][:HS], dn[i*HS:][:HS]
+					gnum := 0.0
+					for x := range dr {
+						dr[x] = float32(float64(g[x]) / d)
+						gnum += float64(g[x]) * float64(nm[x])
+					}
+					w.dd[m] = -gnum / (d * d)
+					// d_m = qd_m·z_m + ε  ⇒  dqd_m = dd_m z_m
+					if causal && vis(m) {
+						addRow(w.z, kd[fo+i*CF:][:F])
+					}
+					dq := dqd[fo+i*CF:][:F]
+					for f := range dq {
+						dq[f] = float32(w.dd[m] * w.z[f])
+					}
+				}
+				// num = tril(qn·k̃ᵀ)·v + qn·S  ⇒  dqn = tril(dnum·vᵀ)·k̃ + dnum·Sᵀ
+				if causal {
+					w.grads(dn, v[vo:], CV, km, t0, n, HS)
+					blas.Sgemm(false, false, n, F, n, 1, w.P, c, w.K, F, 0, dqn[fo:], CF)
+					blas.Sgemm(false, true, n, F, HS, 1, dn, HS, w.S, HS, 1, dqn[fo:], CF)
+					blas.Sgemm(true, false, F, HS, n, 1, w.K, F, v[vo:], CV, 1, w.S, HS)
+				} else {
+					blas.Sgemm(false, true, n, F, HS, 1, dn, HS, w.S, HS, 0, dqn[fo:], CF)
+				}
+			}
+			// Pass 2, in reverse: dkn, dv, dkd through U = Σ qn dnumᵀ and
+			// w = Σ dd·qd over the queries that see each key.
+			clear(w.U)
+			clear(w.scratch)
+			wsum := w.scratch
+			last := ((T - 1) / c) * c
 			if !causal {
-				for n := 0; n < T; n++ {
-					if vis(n) {
-						accumulateKV(S, z, at(kn, n), at(kd, n), atV(v, n))
-					}
-				}
+				last = 0
 			}
-			for m := 0; m < T; m++ {
-				if causal && vis(m) {
-					accumulateKV(S, z, at(kn, m), at(kd, m), atV(v, m))
-				}
-				// out_m = num_m / d_m
-				d := float64(den[bh*T+m])
-				querySum(num, S, at(qn, m), HS)
-				g := atV(dout, m)
-				dn := dnum[m*HS : m*HS+HS]
-				gnum := 0.0
-				for c := range dn {
-					dn[c] = float64(g[c]) / d
-					gnum += float64(g[c]) * num[c]
-				}
-				dd[m] = -gnum / (d * d)
-				// num_m = Σ_f qn_m[f] S[f, :]  ⇒  dqn_m[f] = S[f, :]·dnum_m
-				dq := at(dqn, m)
-				for f := range dq {
-					s := S[f*HS : f*HS+HS]
-					acc := 0.0
-					for c, x := range dn {
-						acc += s[c] * x
+			for t0 := last; t0 >= 0; t0 -= c {
+				n := min(c, T-t0)
+				fo, vo := (b*T+t0)*CF+h*F, (b*T+t0)*CV+h*HS
+				w.maskedKeys(kn[fo:], CF, km, t0, n, F)
+				dn := w.dnum[t0*HS:]
+				if causal {
+					// dkn = tril(dnum·vᵀ)ᵀ·qn + v·Uᵀ,  dv = tril(qn·k̃ᵀ)ᵀ·dnum + k̃·U
+					w.scores(qn[fo:], CF, n, F)
+					w.grads(dn, v[vo:], CV, km, t0, n, HS)
+					blas.Sgemm(true, false, n, F, n, 1, w.P, c, qn[fo:], CF, 0, dkn[fo:], CF)
+					blas.Sgemm(false, true, n, F, HS, 1, v[vo:], CV, w.U, HS, 1, dkn[fo:], CF)
+					blas.Sgemm(true, false, n, HS, n, 1, w.A, c, dn, HS, 0, dv[vo:], CV)
+					blas.Sgemm(false, false, n, HS, F, 1, w.K, F, w.U, HS, 1, dv[vo:], CV)
+				} else {
+					blas.Sgemm(true, false, F, HS, n, 1, qn[fo:], CF, dn, HS, 0, w.U, HS)
+					for i := 0; i < n; i++ {
+						qdm := qd[fo+i*CF:][:F]
+						for f, x := range qdm {
+							wsum[f] += w.dd[t0+i] * float64(x)
+						}
 					}
-					dq[f] = float32(acc)
+					blas.Sgemm(false, true, n, F, HS, 1, v[vo:], CV, w.U, HS, 0, dkn[fo:], CF)
+					blas.Sgemm(false, false, n, HS, F, 1, w.K, F, w.U, HS, 0, dv[vo:], CV)
 				}
-				// d_m = qd_m·z_m + ε  ⇒  dqd_m = dd_m z_m
-				dqdm := at(dqd, m)
-				for f := range dqdm {
-					dqdm[f] = float32(dd[m] * z[f])
-				}
-			}
-			// Suffix (or total) pass: U, w, then dkn, dv, dkd. S and z are
-			// reused as U [F, HS] and w [F].
-			U, w := S, z
-			clear(U)
-			clear(w)
-			addQ := func(m int) {
-				qnm, qdm := at(qn, m), at(qd, m)
-				dn := dnum[m*HS : m*HS+HS]
-				for f, x := range qnm {
-					if x == 0 {
+				for i := n - 1; i >= 0; i-- {
+					m := t0 + i
+					if causal {
+						for f, x := range qd[fo+i*CF:][:F] {
+							wsum[f] += w.dd[m] * float64(x)
+						}
+					}
+					dk, dkdm := dkn[fo+i*CF:][:F], dkd[fo+i*CF:][:F]
+					if !vis(m) {
+						clear(dk)
+						clear(dkdm)
 						continue
 					}
-					u := U[f*HS : f*HS+HS]
-					for c, y := range dn {
-						u[c] += float64(x) * y
+					// z = Σ kd  ⇒  dkd_n = w
+					for f := range dkdm {
+						dkdm[f] = float32(wsum[f])
 					}
 				}
-				for f, x := range qdm {
-					w[f] += dd[m] * float64(x)
-				}
-			}
-			if !causal {
-				for m := 0; m < T; m++ {
-					addQ(m)
-				}
-			}
-			for n := T - 1; n >= 0; n-- {
 				if causal {
-					addQ(n)
-				}
-				dk, dkdn, dvn := at(dkn, n), at(dkd, n), atV(dv, n)
-				if !vis(n) {
-					clear(dk)
-					clear(dkdn)
-					clear(dvn)
-					continue
-				}
-				knn, vn := at(kn, n), atV(v, n)
-				// S = Σ_n kn_n v_nᵀ  ⇒  dkn_n = U v_n, dv_n = Uᵀ kn_n
-				dvAcc := num // HS scratch
-				clear(dvAcc)
-				for f := range dk {
-					u := U[f*HS : f*HS+HS]
-					acc := 0.0
-					kf := float64(knn[f])
-					for c, x := range vn {
-						acc += u[c] * float64(x)
-						dvAcc[c] += u[c] * kf
-					}
-					dk[f] = float32(acc)
-					dkdn[f] = float32(w[f]) // z = Σ_n kd_n  ⇒  dkd_n = w
-				}
-				for c := range dvn {
-					dvn[c] = float32(dvAcc[c])
+					blas.Sgemm(true, false, F, HS, n, 1, qn[fo:], CF, dn, HS, 1, w.U, HS)
 				}
 			}
 		}
 	})
+}
+
+// grads sets w.P [n, n] (leading dimension c) to tril(dnum·vᵀ) with the
+// columns of padded keys zeroed.
+func (w *linScratch) grads(dnum, v []float32, ldv int, km []float32, t0, n, HS int) {
+	blas.Sgemm(false, true, n, n, HS, 1, dnum, HS, v, ldv, 0, w.P, w.c)
+	for i := 0; i < n; i++ {
+		row := w.P[i*w.c : i*w.c+n]
+		clear(row[i+1:])
+		if km != nil {
+			for j := 0; j <= i; j++ {
+				if km[t0+j] == 0 {
+					row[j] = 0
+				}
+			}
+		}
+	}
 }
 
 // rowMask returns row b of keyMask [B, T], or nil.
@@ -213,37 +321,6 @@ func rowMask(keyMask []float32, b, T int) []float32 {
 		return nil
 	}
 	return keyMask[b*T : b*T+T]
-}
-
-// accumulateKV adds kn vᵀ to S [F, HS] and kd to z [F].
-func accumulateKV(S, z []float64, kn, kd, v []float32) {
-	HS := len(v)
-	for f, x := range kn {
-		if x != 0 {
-			s := S[f*HS : f*HS+HS]
-			xf := float64(x)
-			for c, y := range v {
-				s[c] += xf * float64(y)
-			}
-		}
-	}
-	for f, x := range kd {
-		z[f] += float64(x)
-	}
-}
-
-// querySum sets num = qᵀS for S [F, HS].
-func querySum(num, S []float64, q []float32, HS int) {
-	clear(num)
-	for f, x := range q {
-		if x != 0 {
-			s := S[f*HS : f*HS+HS]
-			xf := float64(x)
-			for c := range num {
-				num[c] += xf * s[c]
-			}
-		}
-	}
 }
 
 func featureDot(q []float32, z []float64) float64 {
