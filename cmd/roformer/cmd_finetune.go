@@ -1,0 +1,345 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/roformer-go/roformer/finetune"
+	"github.com/roformer-go/roformer/tasks"
+)
+
+func init() {
+	register(&command{name: "finetune", summary: "fine-tune a pretrained RoFormer for classification, regression or token tagging on a built-in task or JSONL/CSV/TSV files", run: cmdFinetune})
+}
+
+// dataFlags are the flags that say how to read data files; finetune, eval
+// and predict share them.
+type dataFlags struct {
+	format, text, pair, label, labelSep, problem string
+	noHeader                                     bool
+	maxLineBytes                                 int
+}
+
+func (d *dataFlags) register(fs *flag.FlagSet, withProblem bool) {
+	fs.StringVar(&d.format, "format", "", "input format: jsonl, csv or tsv (default: from the file extension)")
+	fs.StringVar(&d.text, "text-column", "", "column (JSON key) of the text; for token tagging, of the words (default text, or tokens)")
+	fs.StringVar(&d.pair, "pair-column", "", "column of the second text of a pair (default: single texts)")
+	fs.StringVar(&d.label, "label-column", "", "column of the label; for token tagging, of the tags (default label, or tags)")
+	fs.StringVar(&d.labelSep, "label-sep", ",", "separator of the labels of a multi-label CSV/TSV cell")
+	fs.BoolVar(&d.noHeader, "no-header", false, "CSV/TSV files have no header row; name columns by 0-based index (GLUE's CoLA layout)")
+	fs.IntVar(&d.maxLineBytes, "max-line-bytes", finetune.DefaultMaxLineBytes, "longest input line accepted")
+	if withProblem {
+		fs.StringVar(&d.problem, "problem", "single-label", "single-label, multi-label, regression or token (token classification)")
+	}
+}
+
+// set reports whether any column flag was given.
+func (d *dataFlags) set(fs *flag.FlagSet) []string {
+	var names []string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "format", "text-column", "pair-column", "label-column", "label-sep", "no-header", "problem":
+			names = append(names, "--"+f.Name)
+		}
+	})
+	return names
+}
+
+// readOptions builds the reader settings; base supplies columns recorded
+// earlier (finetune.json) that flags override.
+func (d *dataFlags) readOptions(p finetune.Problem, base finetune.Columns) (finetune.ReadOptions, error) {
+	ro := finetune.ReadOptions{Problem: p, Columns: base, NoHeader: d.noHeader, LabelSep: d.labelSep, MaxLineBytes: d.maxLineBytes}
+	if d.format != "" {
+		f, err := finetune.ParseFormat(d.format)
+		if err != nil {
+			return ro, usageError{err}
+		}
+		ro.Format = f
+	}
+	if d.text != "" {
+		ro.Columns.Text = d.text
+	}
+	if d.pair != "" {
+		ro.Columns.Pair = d.pair
+	}
+	if d.label != "" {
+		ro.Columns.Label = d.label
+	}
+	return ro, nil
+}
+
+// defaultCacheDir is where built-in tasks are fetched: $XDG_CACHE_HOME
+// (or ~/.cache)/roformer/tasks.
+func defaultCacheDir() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "roformer", "tasks")
+	}
+	return filepath.Join(".cache", "roformer", "tasks")
+}
+
+// loadTask prints the task's source and licence, fetches it on first use
+// and builds its splits.
+func loadTask(ctx context.Context, name, cache string, stderr io.Writer, quiet bool) (*tasks.Task, *tasks.Splits, error) {
+	t, err := tasks.Get(name)
+	if err != nil {
+		return nil, nil, usageError{err}
+	}
+	log := stderr
+	if quiet {
+		log = io.Discard
+	}
+	fmt.Fprintln(log, t.About())
+	sp, err := tasks.Load(ctx, t, cache, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Fprintf(log, "  %d train, %d dev, %d test examples (cache %s)\n", len(sp.Train.Examples), len(sp.Dev.Examples), len(sp.Test.Examples), cache)
+	return t, sp, nil
+}
+
+type finetuneOptions struct {
+	model, tokenizer, task, cache string
+	train, eval, test, out        string
+	labels, metric, positive      string
+	baseline                      string
+	data                          dataFlags
+	opts                          finetune.Options
+	newHead, quiet                bool
+	threads                       int
+	lengthSet                     bool
+	baselineEpochs                int
+}
+
+func cmdFinetune(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("finetune", "--model DIR (--task NAME | --train FILE [--eval FILE] [--test FILE]) --out DIR [flags]", stderr)
+	var o finetuneOptions
+	o.opts = finetune.DefaultOptions()
+	p := &o.opts
+	fs.StringVar(&o.model, "model", "", "pretrained model folder (config.json, weights, vocabulary), or one fine-tuned before to continue")
+	fs.StringVar(&o.tokenizer, "tokenizer", "", "tokenizer folder (default: the model folder, or its tokenizer/ subfolder)")
+	fs.StringVar(&o.task, "task", "", "built-in task: "+strings.Join(tasks.Names(), ", ")+" (fetched on first use)")
+	fs.StringVar(&o.cache, "cache", defaultCacheDir(), "folder the built-in tasks are fetched into")
+	fs.StringVar(&o.train, "train", "", "training data (JSONL, CSV or TSV)")
+	fs.StringVar(&o.eval, "eval", "", "evaluation data, scored after each epoch to keep the best checkpoint (default: none, the last epoch is kept)")
+	fs.StringVar(&o.test, "test", "", "test data, scored once at the end with the kept checkpoint")
+	fs.StringVar(&o.out, "out", "", "output folder (must not exist or be empty); written only when the run succeeds (required)")
+	o.data.register(fs, true)
+	fs.StringVar(&o.labels, "labels", "", "comma-separated label set in id order (default: the model's, else the labels of the training data, sorted)")
+	fs.StringVar(&o.metric, "metric", "", "metric that picks the best epoch: accuracy, f1, macro_f1, mcc (single-label); micro_f1, macro_f1, subset_accuracy (multi-label); pearson, spearman, neg_mse (regression); accuracy, macro_f1 (token)")
+	fs.StringVar(&o.positive, "positive", "", "positive label of binary F1 (default: the second label)")
+	fs.IntVar(&p.MaxLength, "max-length", p.MaxLength, "tokens per input, [CLS] and [SEP] included (default 128, or the task's)")
+	fs.IntVar(&p.BatchSize, "batch", p.BatchSize, "training batch size")
+	fs.IntVar(&p.EvalBatchSize, "eval-batch", p.EvalBatchSize, "evaluation batch size")
+	fs.IntVar(&p.Epochs, "epochs", p.Epochs, "training epochs")
+	fs.Float64Var(&p.LR, "lr", p.LR, "peak learning rate")
+	fs.StringVar(&p.Schedule, "schedule", p.Schedule, "learning-rate schedule after warm-up: linear, cosine or constant")
+	fs.Float64Var(&p.WarmupRatio, "warmup-ratio", p.WarmupRatio, "warm-up as a share of all steps")
+	fs.IntVar(&p.WarmupSteps, "warmup-steps", 0, "warm-up steps (wins over --warmup-ratio when > 0)")
+	fs.Float64Var(&p.WeightDecay, "weight-decay", p.WeightDecay, "AdamW decoupled weight decay (not on biases and LayerNorm)")
+	fs.Float64Var(&p.Clip, "clip", p.Clip, "clip the global gradient norm to this (0: off)")
+	fs.Uint64Var(&p.Seed, "seed", p.Seed, "seed of the head initialisation, data order and dropout")
+	fs.IntVar(&p.Patience, "patience", 0, "stop after this many epochs without a better evaluation (0: off)")
+	fs.StringVar(&p.Truncation, "truncation", p.Truncation, "longest_first, only_first, only_second, or none (over-long inputs are then an error)")
+	fs.IntVar(&p.LogEvery, "log-every", p.LogEvery, "steps between progress lines")
+	fs.BoolVar(&o.newHead, "new-head", false, "start a new head even if --model was fine-tuned with one")
+	fs.StringVar(&o.baseline, "baseline", "", "instead of the model, train a baseline on the same data: bow (bag-of-words logistic regression)")
+	fs.IntVar(&o.baselineEpochs, "baseline-epochs", 20, "epochs of the baseline")
+	fs.BoolVar(&o.quiet, "quiet", false, "no progress output")
+	th := threadsFlag(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	o.threads = *th
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	fs.Visit(func(f *flag.Flag) { o.lengthSet = o.lengthSet || f.Name == "max-length" })
+	switch {
+	case o.out == "":
+		return usagef("--out is required")
+	case o.task == "" && o.train == "":
+		return usagef("give --task NAME or --train FILE")
+	case o.task != "" && (o.train != "" || o.eval != "" || o.test != ""):
+		return usagef("--task brings its own splits; do not combine it with --train, --eval or --test")
+	case o.task != "" && len(o.data.set(fs)) > 0:
+		return usagef("--task fixes the columns and the problem; %s only apply to --train files", strings.Join(o.data.set(fs), ", "))
+	case o.baseline == "" && o.model == "":
+		return usagef("--model is required (or --baseline bow)")
+	case o.baseline != "" && o.baseline != "bow":
+		return usagef("--baseline %q: the only baseline is bow", o.baseline)
+	}
+	if err := setupCompute(o.threads, stderr, o.quiet || o.baseline != ""); err != nil {
+		return err
+	}
+	return runFinetune(ctx, o, stdout, stderr)
+}
+
+func runFinetune(ctx context.Context, o finetuneOptions, stdout, stderr io.Writer) error {
+	progress := stderr
+	if o.quiet {
+		progress = io.Discard
+	}
+	if err := finetune.CheckOut(o.out); err != nil {
+		return err
+	}
+	var spec finetune.Spec
+	var train, eval, test *finetune.Dataset
+	var columns finetune.Columns
+	labelsFrom := ""
+	data := map[string]any{}
+	if o.task != "" {
+		t, sp, err := loadTask(ctx, o.task, o.cache, stderr, o.quiet)
+		if err != nil {
+			return err
+		}
+		spec, train, eval, test = t.Spec, sp.Train, sp.Dev, sp.Test
+		spec.Labels = append([]string(nil), spec.Labels...)
+		labelsFrom = "task " + t.Name
+		if !o.lengthSet {
+			o.opts.MaxLength = t.MaxLength
+		}
+		data["task"] = t.Name
+		data["source"] = t.About()
+	} else {
+		prob, err := finetune.ParseProblem(o.data.problem)
+		if err != nil {
+			return usageError{err}
+		}
+		spec.Problem = prob
+		ro, err := o.data.readOptions(prob, finetune.DefaultColumns(prob))
+		if err != nil {
+			return err
+		}
+		columns = ro.Columns
+		spec.Pair = ro.Columns.Pair != ""
+		if train, err = finetune.ReadFile(o.train, ro); err != nil {
+			return err
+		}
+		data["train"] = o.train
+		if o.eval != "" {
+			if eval, err = finetune.ReadFile(o.eval, ro); err != nil {
+				return err
+			}
+			data["eval"] = o.eval
+		}
+		if o.test != "" {
+			if test, err = finetune.ReadFile(o.test, ro); err != nil {
+				return err
+			}
+			data["test"] = o.test
+		}
+	}
+	if o.labels != "" {
+		spec.Labels = nil
+		for _, l := range strings.Split(o.labels, ",") {
+			spec.Labels = append(spec.Labels, strings.TrimSpace(l))
+		}
+		labelsFrom = "--labels"
+	}
+	if o.metric != "" {
+		spec.Metric = o.metric
+	}
+	if o.positive != "" {
+		spec.Positive = o.positive
+	}
+	for name, ds := range map[string]*finetune.Dataset{"train": train, "eval": eval, "test": test} {
+		if ds != nil {
+			data[name+"_examples"] = len(ds.Examples)
+		}
+	}
+	if o.baseline != "" {
+		return runBaseline(ctx, o, spec, train, eval, test, stdout, progress)
+	}
+	start := time.Now()
+	res, err := finetune.Run(ctx, finetune.RunOptions{
+		Model: o.model, Tokenizer: o.tokenizer, Spec: spec, LabelsFrom: labelsFrom, Columns: columns,
+		Train: train, Eval: eval, Test: test, Options: o.opts, NewHead: o.newHead, Out: o.out, Data: data, Progress: progress,
+	})
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return fmt.Errorf("interrupted: nothing was written to %s", o.out)
+		}
+		return err
+	}
+	info := res.Info
+	early := ""
+	if info.Result.EarlyStopped {
+		early = ", stopped early"
+	}
+	fmt.Fprintf(stdout, "\nfine-tuned %d steps (%d epochs%s) in %s\n", info.Result.Steps, len(info.Result.Epochs), early, time.Since(start).Round(time.Second))
+	if b := info.Result.Best; b != nil {
+		fmt.Fprintf(stdout, "best epoch %d: eval %s %.4f (%s)\n", info.Result.BestEpoch, b.MainMetric, b.Metrics[b.MainMetric], metricLine(b))
+	}
+	if t := info.Test; t != nil {
+		fmt.Fprintf(stdout, "test: %s %.4f (%s) on %d examples\n", t.MainMetric, t.Metrics[t.MainMetric], metricLine(t), t.Examples)
+		if t.Confusion != nil {
+			fmt.Fprint(stdout, t.Confusion)
+		}
+	}
+	fmt.Fprintf(stdout, "model  %s (loads in HF's %s)\n", o.out, info.Spec.Head().HFClass())
+	fmt.Fprintf(stdout, "try:   roformer eval --model %s ...   roformer predict --model %s --input IN.jsonl\n", o.out, o.out)
+	return nil
+}
+
+// metricLine lists a report's metrics other than the main one, by name.
+func metricLine(r *finetune.Report) string {
+	names := make([]string, 0, len(r.Metrics))
+	for name := range r.Metrics {
+		if name != r.MainMetric && name != "neg_mse" {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = fmt.Sprintf("%s %.4f", name, r.Metrics[name])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// runBaseline trains the bag-of-words baseline on the same splits and
+// writes baseline.json and eval_results.json to the output folder.
+func runBaseline(ctx context.Context, o finetuneOptions, spec finetune.Spec, train, eval, test *finetune.Dataset, stdout, progress io.Writer) error {
+	if len(spec.Labels) == 0 {
+		spec.Labels = finetune.InferLabels(train, spec.Problem)
+	}
+	start := time.Now()
+	b, dev, err := finetune.TrainBaseline(ctx, spec, train, eval, finetune.BaselineOptions{Epochs: o.baselineEpochs, Seed: o.opts.Seed}, progress)
+	if err != nil {
+		return err
+	}
+	results := map[string]*finetune.Report{}
+	if dev != nil {
+		results["eval"] = dev
+		fmt.Fprintf(stdout, "baseline (bag-of-words logistic regression, %d features): eval %s %.4f (%s)\n", len(b.Features), dev.MainMetric, dev.Main(), metricLine(dev))
+	}
+	if test != nil {
+		if err := b.Spec.Check(test, "the label set"); err != nil {
+			return err
+		}
+		t := b.Evaluate(test)
+		results["test"] = t
+		fmt.Fprintf(stdout, "test: %s %.4f (%s) on %d examples\n", t.MainMetric, t.Main(), metricLine(t), t.Examples)
+		if t.Confusion != nil {
+			fmt.Fprint(stdout, t.Confusion)
+		}
+	}
+	if err := writeFolderAtomic(o.out, func(dir string) error {
+		if err := b.Save(dir); err != nil {
+			return err
+		}
+		return writeJSONFile(filepath.Join(dir, finetune.ResultsFile), results)
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "baseline %s (trained in %s)\n", o.out, time.Since(start).Round(time.Millisecond))
+	return nil
+}

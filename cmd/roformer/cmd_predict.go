@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/roformer-go/roformer/finetune"
+)
+
+func init() {
+	register(&command{name: "predict", summary: "label texts with a fine-tuned model: one JSON line of labels and scores per input line", run: cmdPredict})
+}
+
+type predictOptions struct {
+	model, input, output string
+	data                 dataFlags
+	maxLength, batch     int
+	threads              int
+}
+
+func cmdPredict(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("predict", "--model DIR --input IN.jsonl [--output OUT.jsonl]", stderr)
+	var o predictOptions
+	fs.StringVar(&o.model, "model", "", "fine-tuned model folder, or a folder written by finetune --baseline (required)")
+	fs.StringVar(&o.input, "input", "", "inputs: JSONL (or CSV/TSV) with the text column(s) the model was trained on; - for JSONL on stdin (required)")
+	fs.StringVar(&o.output, "output", "", "write the predictions here (atomically) instead of stdout")
+	o.data.register(fs, false)
+	fs.IntVar(&o.maxLength, "max-length", 0, "tokens per input (default: the length the model was fine-tuned with, else 128)")
+	fs.IntVar(&o.batch, "batch", 64, "inputs per forward pass")
+	th := threadsFlag(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	o.threads = *th
+	switch {
+	case fs.NArg() > 0:
+		return usagef("unexpected arguments %q", fs.Args())
+	case o.model == "" || o.input == "":
+		return usagef("--model and --input are required")
+	case o.batch < 1:
+		return usagef("--batch %d must be at least 1", o.batch)
+	}
+	if err := setupCompute(o.threads, stderr, true); err != nil {
+		return err
+	}
+	if o.output != "" {
+		return writeFileVia(o.output, func(w io.Writer) error { return runPredict(ctx, o, w) })
+	}
+	return runPredict(ctx, o, stdout)
+}
+
+// predictChunk is the number of inputs predicted and written at a time.
+const predictChunk = 1024
+
+func runPredict(ctx context.Context, o predictOptions, w io.Writer) error {
+	ft, err := loadFineTuned(o.model, o.maxLength, o.batch)
+	if err != nil {
+		return err
+	}
+	ro, err := o.data.readOptions(ft.spec.Problem, ft.columns)
+	if err != nil {
+		return err
+	}
+	ro.Unlabelled = true
+	var ds *finetune.Dataset
+	if o.input == "-" {
+		ro.Format = finetune.JSONL
+		ds, err = finetune.Read(os.Stdin, "stdin", ro)
+	} else {
+		if ro.Format == "" && filepath.Ext(o.input) == "" {
+			ro.Format = finetune.JSONL
+		}
+		ds, err = finetune.ReadFile(o.input, ro)
+	}
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+	for lo := 0; lo < len(ds.Examples); lo += predictChunk {
+		part := &finetune.Dataset{File: ds.File, Examples: ds.Examples[lo:min(lo+predictChunk, len(ds.Examples))]}
+		var preds []finetune.Prediction
+		if ft.baseline != nil {
+			if err := ft.spec.Check(unlabelled(part), "the baseline's labels"); err != nil {
+				return err
+			}
+			preds = ft.baseline.Predict(part)
+		} else if preds, err = finetune.Predict(ctx, ft.model, ft.tok, ft.spec, part, ft.opts); err != nil {
+			return err
+		}
+		for _, p := range preds {
+			if err := enc.Encode(p); err != nil {
+				return err
+			}
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("writing predictions: %w", err)
+	}
+	return nil
+}
+
+// unlabelled returns ds with its labels ignored (for the pair check).
+func unlabelled(ds *finetune.Dataset) *finetune.Dataset {
+	out := &finetune.Dataset{File: ds.File, Examples: make([]finetune.Example, len(ds.Examples))}
+	for i, ex := range ds.Examples {
+		ex.HasLabel = false
+		out.Examples[i] = ex
+	}
+	return out
+}
