@@ -113,6 +113,9 @@ func loadFineTuned(dir string, maxLength, batch int) (*fineTuned, error) {
 	if ft.columns.Text == "" {
 		ft.columns = finetune.DefaultColumns(ft.spec.Problem)
 	}
+	if ft.spec.Pair && ft.columns.Pair == "" {
+		ft.columns.Pair = "text_pair"
+	}
 	l, err := roformer.Load(dir, ft.spec.Head(), roformer.LoadOptions{})
 	if err != nil {
 		if errors.Is(err, roformer.ErrHeadMissing) {
@@ -160,6 +163,7 @@ func runEval(ctx context.Context, o evalOptions, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
+		ft.spec.Pair = ro.Columns.Pair != ""
 		if ds, err = finetune.ReadFile(o.file, ro); err != nil {
 			return err
 		}

@@ -201,6 +201,11 @@ func runFinetune(ctx context.Context, o finetuneOptions, stdout, stderr io.Write
 			return err
 		}
 		spec, train, eval, test = t.Spec, sp.Train, sp.Dev, sp.Test
+		// Recorded for eval and predict on files: JSONL with text (and text_pair).
+		columns = finetune.Columns{Text: "text", Label: "label"}
+		if spec.Pair {
+			columns.Pair = "text_pair"
+		}
 		spec.Labels = append([]string(nil), spec.Labels...)
 		labelsFrom = "task " + t.Name
 		if !o.lengthSet {

@@ -298,3 +298,33 @@ func mustRead(t *testing.T, p string) string {
 	}
 	return string(b)
 }
+
+// A pair model records its pair column, so predict reads text_pair without
+// being told; a file without it is an error naming the line.
+func TestFinetuneCLIPairs(t *testing.T) {
+	model := ftModel(t)
+	dir := t.TempDir()
+	var b strings.Builder
+	for i := 0; i < 40; i++ {
+		a, c := ftWords[5+i%10], ftWords[5+(i*7)%10]
+		fmt.Fprintf(&b, "{\"a\":%q,\"b\":%q,\"y\":%q}\n", a+" film", c+" film", map[bool]string{true: "same", false: "other"}[a == c])
+	}
+	train := filepath.Join(dir, "pairs.jsonl")
+	os.WriteFile(train, []byte(b.String()), 0o644)
+	out := filepath.Join(dir, "ft")
+	args := append([]string{"finetune", "--model", model, "--train", train, "--text-column", "a", "--pair-column", "b", "--label-column", "y", "--out", out}, fastFlags...)
+	if code, _, stderr := runCLI(t, args...); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	in := filepath.Join(dir, "in.jsonl")
+	os.WriteFile(in, []byte("{\"a\":\"good film\",\"b\":\"bad film\"}\n{\"a\":\"good\",\"b\":\"good\"}\n"), 0o644)
+	code, stdout, stderr := runCLI(t, "predict", "--model", out, "--input", in, "--threads", "1")
+	if code != 0 || strings.Count(stdout, `"label":`) != 2 {
+		t.Errorf("predict on pairs: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	os.WriteFile(in, []byte("{\"a\":\"good film\",\"b\":\"bad film\"}\n{\"a\":\"good\"}\n"), 0o644)
+	code, _, stderr = runCLI(t, "predict", "--model", out, "--input", in, "--threads", "1")
+	if code != 1 || !strings.Contains(stderr, `in.jsonl:2: no key "b" for the second text`) {
+		t.Errorf("pair missing: exit %d, %s", code, stderr)
+	}
+}

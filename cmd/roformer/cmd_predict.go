@@ -67,6 +67,7 @@ func runPredict(ctx context.Context, o predictOptions, w io.Writer) error {
 		return err
 	}
 	ro.Unlabelled = true
+	ft.spec.Pair = ro.Columns.Pair != ""
 	var ds *finetune.Dataset
 	if o.input == "-" {
 		ro.Format = finetune.JSONL
