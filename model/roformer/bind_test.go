@@ -10,7 +10,6 @@ import (
 	"github.com/roformer-go/roformer/tensor"
 )
 
-
 // A RoFormerModel checkpoint saved alone has no "roformer." prefix; F16
 // weights load too (converted to float32).
 func TestBindWithoutPrefixAndF16(t *testing.T) {
