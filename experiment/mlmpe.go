@@ -1,0 +1,428 @@
+package experiment
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/roformer-go/roformer/checkpoint"
+	"github.com/roformer-go/roformer/data"
+	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/pretrain"
+	"github.com/roformer-go/roformer/tensor"
+	"github.com/roformer-go/roformer/train"
+)
+
+// MLMPEOptions configure the masked-LM comparison of position encodings
+// (the paper's Fig. 3 left: RoFormer against BERT's learned absolute
+// positions; here also sinusoidal, Shaw et al.'s relative and none).
+type MLMPEOptions struct {
+	// Encodings to compare; every one trains on the same packed data with
+	// the same steps, batches, masks and dropout for a given seed.
+	Encodings []roformer.PositionEncoding `json:"encodings"`
+	Seeds     []uint64                    `json:"seeds"`
+	// Model is the architecture (its position_embedding_type is set per
+	// run; max_position_embeddings is set to the sequence length so that the
+	// learned table has exactly one row per position).
+	Model roformer.Config `json:"model"`
+	// Corpus is a text file or folder; empty means the built-in corpus
+	// (Moby-Dick and the State of the Union addresses 1934–2021).
+	Corpus    string        `json:"corpus"`
+	VocabSize int           `json:"vocab_size"` // WordPiece vocabulary trained on the corpus
+	Train     train.Options `json:"train"`      // steps, batch, lr, eval cadence (Seed and OutDir are set per run)
+	// TargetLosses are fixed held-out MLM losses (nats) whose first
+	// crossing each run reports, interpolated between evaluations.
+	TargetLosses []float64 `json:"target_losses"`
+
+	Out      string    `json:"-"` // results folder
+	Work     string    `json:"-"` // run folders (checkpoints, metrics); empty: a temporary folder, removed
+	Threads  int       `json:"threads"`
+	Progress io.Writer `json:"-"`
+}
+
+// smallModel is the architecture of the experiments: 2 layers, hidden 128,
+// 4 heads of 32, feed-forward 512, GELU, dropout 0.1.
+func smallModel() roformer.Config {
+	c := roformer.DefaultConfig()
+	c.NumHiddenLayers, c.HiddenSize, c.EmbeddingSize, c.NumAttentionHeads, c.IntermediateSize = 2, 128, 128, 4, 512
+	return c
+}
+
+// DefaultMLMPE returns the settings of the recorded run: all five encodings,
+// seeds 1–3, the small model on the built-in corpus with an 8000-piece
+// vocabulary, 500 steps of 16 × 128 tokens, peak rate 1e-3 (50 warm-up
+// steps, linear decay), weight decay 0.01, clipping at 1, an evaluation on
+// 8 held-out batches every 25 steps.
+func DefaultMLMPE(out string) MLMPEOptions {
+	t := train.DefaultOptions(500, "")
+	t.BatchSize, t.SeqLen, t.LR, t.Warmup = 16, 128, 1e-3, 50
+	t.SaveEvery, t.EvalEvery, t.EvalBatches, t.LogEvery, t.Keep = 0, 25, 8, 10, 1
+	return MLMPEOptions{
+		Encodings: roformer.PositionEncodings, Seeds: []uint64{1, 2, 3}, Model: smallModel(),
+		VocabSize: 8000, Train: t, TargetLosses: []float64{7, 6.5, 6, 5.5}, Out: out,
+	}
+}
+
+// QuickMLMPE is DefaultMLMPE shrunk to a few minutes on two cores: a
+// 1-layer model of width 64, a 2000-piece vocabulary, 150 steps of 8 × 64.
+func QuickMLMPE(out string) MLMPEOptions {
+	o := DefaultMLMPE(out)
+	o.Model.NumHiddenLayers, o.Model.HiddenSize, o.Model.EmbeddingSize, o.Model.NumAttentionHeads, o.Model.IntermediateSize = 1, 64, 64, 2, 256
+	o.VocabSize = 2000
+	o.Train.Steps, o.Train.BatchSize, o.Train.SeqLen, o.Train.Warmup = 150, 8, 64, 15
+	o.Train.EvalEvery, o.Train.EvalBatches, o.Train.LogEvery = 10, 4, 10
+	o.TargetLosses = []float64{7, 6.75, 6.5}
+	return o
+}
+
+// MLMRun is one training run.
+type MLMRun struct {
+	Encoding     roformer.PositionEncoding `json:"encoding"`
+	Seed         uint64                    `json:"seed"`
+	Params       int                       `json:"params"`
+	EvalSteps    []int                     `json:"eval_steps"`
+	EvalLoss     []float64                 `json:"eval_loss"`
+	EvalAccuracy []Number                  `json:"eval_accuracy"`
+	TrainSteps   []int                     `json:"train_steps"`
+	TrainLoss    []float64                 `json:"train_loss"`     // mean over each log interval
+	StepToTarget []Number                  `json:"step_to_target"` // per target loss; null: never reached
+	Seconds      float64                   `json:"seconds"`
+}
+
+// MLMSummary aggregates the seeds of one encoding.
+type MLMSummary struct {
+	Encoding          roformer.PositionEncoding `json:"encoding"`
+	Params            int                       `json:"params"`
+	FinalEvalLoss     Number                    `json:"final_eval_loss"`
+	FinalEvalLossStd  Number                    `json:"final_eval_loss_std"`
+	FinalAccuracy     Number                    `json:"final_accuracy"`
+	FinalAccuracyStd  Number                    `json:"final_accuracy_std"`
+	StepToTarget      []Number                  `json:"step_to_target"` // per target loss: mean over the seeds that reach it; null when none does
+	StepToTargetStd   []Number                  `json:"step_to_target_std"`
+	ReachedTarget     []int                     `json:"reached_target"` // per target loss: seeds that reach it
+	MeanSecondsPerRun float64                   `json:"mean_seconds_per_run"`
+}
+
+// MLMPEResult is results.json.
+type MLMPEResult struct {
+	Options     MLMPEOptions `json:"options"`
+	Corpus      string       `json:"corpus"`
+	Tokens      int          `json:"tokens"`
+	TrainSeqs   int          `json:"train_sequences"`
+	EvalSeqs    int          `json:"eval_sequences"`
+	Runs        []MLMRun     `json:"runs"`
+	Summary     []MLMSummary `json:"summary"`
+	WallSeconds float64      `json:"wall_seconds"`
+}
+
+// MLMPE pretrains one masked-LM model per (encoding, seed) with package
+// train's loop on data packed once, and writes results.json, curves.csv
+// (every evaluation of every run), eval_loss.png/svg (mean ± one standard
+// deviation over seeds), train_loss.png/svg and summary.md.
+func MLMPE(ctx context.Context, opts MLMPEOptions) (*MLMPEResult, error) {
+	start := time.Now()
+	if opts.Out == "" {
+		return nil, fmt.Errorf("experiment: mlm-pe: no output folder")
+	}
+	if len(opts.Encodings) == 0 || len(opts.Seeds) == 0 {
+		return nil, fmt.Errorf("experiment: mlm-pe: %d encodings and %d seeds; need at least one of each", len(opts.Encodings), len(opts.Seeds))
+	}
+	work, cleanup, err := workDir(opts.Work, "mlm-pe")
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	base := opts.Model
+	base.MaxPositionEmbeddings = opts.Train.SeqLen
+	base.PositionEmbeddingType = roformer.PosRotary
+	popts := pretrain.Options{Corpus: opts.Corpus, VocabSize: opts.VocabSize, Model: &base, EvalEvery1In: 20, Train: opts.Train}
+	popts.Train.OutDir, popts.Train.Threads = filepath.Join(work, "prepare"), max(opts.Threads, 1)
+	job, err := pretrain.Prepare(popts, opts.Progress)
+	if err != nil {
+		return nil, fmt.Errorf("experiment: mlm-pe: %w", err)
+	}
+	corpusName := opts.Corpus
+	if corpusName == "" {
+		corpusName = "built-in (Moby-Dick + State of the Union 1934–2021)"
+	}
+	res := &MLMPEResult{Options: opts, Corpus: corpusName, Tokens: job.Tokens, TrainSeqs: len(job.Train.Train), EvalSeqs: len(job.Train.Eval)}
+	for _, pe := range opts.Encodings {
+		for _, seed := range opts.Seeds {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			cfg := base
+			cfg.PositionEmbeddingType = pe
+			cfg.VocabSize = job.Model.Config.VocabSize
+			m, err := roformer.New(cfg, roformer.HeadMaskedLM)
+			if err != nil {
+				return nil, fmt.Errorf("experiment: mlm-pe %s: %w", pe, err)
+			}
+			m.Init(seed)
+			to := opts.Train
+			to.Seed, to.Threads = seed, max(opts.Threads, 1)
+			to.OutDir = filepath.Join(work, fmt.Sprintf("%s-seed%d", pe, seed))
+			say(opts.Progress, "mlm-pe: %s seed %d (%d parameters)", pe, seed, m.NumParams())
+			t0 := time.Now()
+			tj := job.Train
+			tj.Model, tj.Options, tj.Out, tj.SaveExtra = &mlmModel{m: m}, to, nil, nil
+			if _, err := train.Train(ctx, tj); err != nil {
+				return nil, fmt.Errorf("experiment: mlm-pe %s seed %d: %w", pe, seed, err)
+			}
+			run, err := readMLMRun(to.OutDir)
+			if err != nil {
+				return nil, err
+			}
+			run.Encoding, run.Seed, run.Params, run.Seconds = pe, seed, m.NumParams(), time.Since(t0).Seconds()
+			for _, target := range opts.TargetLosses {
+				run.StepToTarget = append(run.StepToTarget, Number(stepToTarget(run.EvalSteps, run.EvalLoss, target)))
+			}
+			say(opts.Progress, "mlm-pe: %s seed %d: eval loss %.4f, steps to %v: %v, %.0f s", pe, seed,
+				run.EvalLoss[len(run.EvalLoss)-1], opts.TargetLosses, run.StepToTarget, run.Seconds)
+			res.Runs = append(res.Runs, *run)
+		}
+	}
+	res.Summary = summariseMLM(res.Runs, opts.Encodings, len(opts.TargetLosses))
+	res.WallSeconds = time.Since(start).Seconds()
+	return res, writeMLMPE(opts.Out, res)
+}
+
+// workDir returns dir (created), or a new temporary folder that cleanup removes.
+func workDir(dir, name string) (string, func(), error) {
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", nil, fmt.Errorf("experiment: %w", err)
+		}
+		return dir, func() {}, nil
+	}
+	d, err := os.MkdirTemp("", "roformer-"+name+"-")
+	if err != nil {
+		return "", nil, fmt.Errorf("experiment: %w", err)
+	}
+	return d, func() { os.RemoveAll(d) }, nil
+}
+
+// readMLMRun reads a run folder's metrics.jsonl.
+func readMLMRun(dir string) (*MLMRun, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, train.MetricsFile))
+	if err != nil {
+		return nil, fmt.Errorf("experiment: %w", err)
+	}
+	run := &MLMRun{}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	for sc.Scan() {
+		var r train.Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("experiment: %s: %w", filepath.Join(dir, train.MetricsFile), err)
+		}
+		if r.Loss != nil {
+			run.TrainSteps = append(run.TrainSteps, r.Step)
+			run.TrainLoss = append(run.TrainLoss, *r.Loss)
+		}
+		if r.EvalLoss != nil {
+			run.EvalSteps = append(run.EvalSteps, r.Step)
+			run.EvalLoss = append(run.EvalLoss, *r.EvalLoss)
+			acc := math.NaN()
+			if r.EvalAccuracy != nil {
+				acc = *r.EvalAccuracy
+			}
+			run.EvalAccuracy = append(run.EvalAccuracy, Number(acc))
+		}
+	}
+	if len(run.EvalLoss) == 0 {
+		return nil, fmt.Errorf("experiment: %s has no evaluation", filepath.Join(dir, train.MetricsFile))
+	}
+	return run, nil
+}
+
+// stepToTarget returns the first step at which the curve reaches target,
+// interpolated linearly between the evaluations around the crossing; NaN
+// when it never does.
+func stepToTarget(steps []int, loss []float64, target float64) float64 {
+	for i, l := range loss {
+		if l <= target {
+			if i == 0 {
+				return float64(steps[0])
+			}
+			s0, s1, l0 := float64(steps[i-1]), float64(steps[i]), loss[i-1]
+			return s0 + (l0-target)/(l0-l)*(s1-s0)
+		}
+	}
+	return math.NaN()
+}
+
+func summariseMLM(runs []MLMRun, encs []roformer.PositionEncoding, targets int) []MLMSummary {
+	var out []MLMSummary
+	for _, pe := range encs {
+		var final, acc, secs []float64
+		steps := make([][]float64, targets)
+		s := MLMSummary{Encoding: pe, ReachedTarget: make([]int, targets)}
+		for _, r := range runs {
+			if r.Encoding != pe {
+				continue
+			}
+			s.Params = r.Params
+			final = append(final, r.EvalLoss[len(r.EvalLoss)-1])
+			acc = append(acc, float64(r.EvalAccuracy[len(r.EvalAccuracy)-1]))
+			secs = append(secs, r.Seconds)
+			for k, st := range r.StepToTarget {
+				steps[k] = append(steps[k], float64(st))
+				if !math.IsNaN(float64(st)) {
+					s.ReachedTarget[k]++
+				}
+			}
+		}
+		s.FinalEvalLoss, s.FinalEvalLossStd = meanStdN(final)
+		s.FinalAccuracy, s.FinalAccuracyStd = meanStdN(acc)
+		for _, st := range steps {
+			m, sd := meanStdN(st)
+			s.StepToTarget, s.StepToTargetStd = append(s.StepToTarget, m), append(s.StepToTargetStd, sd)
+		}
+		s.MeanSecondsPerRun, _ = meanStd(secs)
+		out = append(out, s)
+	}
+	return out
+}
+
+// bandOf aggregates curves sharing their x values: mean and mean ± std.
+func bandOf(name string, xs []int, curves [][]float64) series {
+	s := series{name: name}
+	for j, x := range xs {
+		var col []float64
+		for _, c := range curves {
+			if j < len(c) {
+				col = append(col, c[j])
+			}
+		}
+		m, sd := meanStd(col)
+		s.x = append(s.x, float64(x))
+		s.y = append(s.y, m)
+		s.lo = append(s.lo, m-sd)
+		s.hi = append(s.hi, m+sd)
+	}
+	return s
+}
+
+func writeMLMPE(dir string, res *MLMPEResult) error {
+	if err := writeJSON(dir, "results.json", res); err != nil {
+		return err
+	}
+	var rows [][]string
+	for _, r := range res.Runs {
+		for i, s := range r.EvalSteps {
+			rows = append(rows, []string{string(r.Encoding), strconv.FormatUint(r.Seed, 10), strconv.Itoa(s), ftoa(r.EvalLoss[i]), ftoa(float64(r.EvalAccuracy[i]))})
+		}
+	}
+	if err := writeCSV(dir, "curves.csv", []string{"encoding", "seed", "step", "eval_loss", "eval_accuracy"}, rows); err != nil {
+		return err
+	}
+	rows = nil
+	for _, r := range res.Runs {
+		for i, s := range r.TrainSteps {
+			rows = append(rows, []string{string(r.Encoding), strconv.FormatUint(r.Seed, 10), strconv.Itoa(s), ftoa(r.TrainLoss[i])})
+		}
+	}
+	if err := writeCSV(dir, "train_curves.csv", []string{"encoding", "seed", "step", "train_loss"}, rows); err != nil {
+		return err
+	}
+	o := res.Options
+	for _, kind := range []string{"eval", "train"} {
+		var ss []series
+		for _, pe := range o.Encodings {
+			var xs []int
+			var curves [][]float64
+			for _, r := range res.Runs {
+				if r.Encoding != pe {
+					continue
+				}
+				if kind == "eval" {
+					xs, curves = r.EvalSteps, append(curves, r.EvalLoss)
+				} else {
+					xs, curves = r.TrainSteps, append(curves, r.TrainLoss)
+				}
+			}
+			ss = append(ss, bandOf(string(pe), xs, curves))
+		}
+
+		p, err := linePlot(fmt.Sprintf("MLM %s loss by position encoding (mean ± std over %d seeds)", kind, len(o.Seeds)), "step", kind+" MLM loss (nats)", ss)
+		if err != nil {
+			return err
+		}
+		p.X.Min = 0
+		if err := savePlot(p, dir, kind+"_loss"); err != nil {
+			return err
+		}
+	}
+	var md strings.Builder
+	fmt.Fprintf(&md, "MLM pretraining, %d layers × hidden %d (%d heads), %d steps of %d × %d tokens, seeds %v, corpus %s (%d tokens; %d/%d train/held-out sequences). Wall time %.0f s.\n\n",
+		o.Model.NumHiddenLayers, o.Model.HiddenSize, o.Model.NumAttentionHeads, o.Train.Steps, o.Train.BatchSize, o.Train.SeqLen, o.Seeds, res.Corpus, res.Tokens, res.TrainSeqs, res.EvalSeqs, res.WallSeconds)
+	fmt.Fprintf(&md, "| encoding | parameters | final held-out loss | final accuracy |")
+	for _, t := range o.TargetLosses {
+		fmt.Fprintf(&md, " step to loss %.2f (seeds) |", t)
+	}
+	fmt.Fprintf(&md, " s per run |\n|---|---|---|---|%s---|\n", strings.Repeat("---|", len(o.TargetLosses)))
+	for _, s := range res.Summary {
+		fmt.Fprintf(&md, "| %s | %d | %s | %s |", s.Encoding, s.Params, fmtPM(float64(s.FinalEvalLoss), float64(s.FinalEvalLossStd), 3),
+			fmtPM(float64(s.FinalAccuracy), float64(s.FinalAccuracyStd), 3))
+		for k := range o.TargetLosses {
+			fmt.Fprintf(&md, " %s (%d/%d) |", fmtPM(float64(s.StepToTarget[k]), float64(s.StepToTargetStd[k]), 0), s.ReachedTarget[k], len(o.Seeds))
+		}
+		fmt.Fprintf(&md, " %.0f |\n", s.MeanSecondsPerRun)
+	}
+	return writeFile(dir, "summary.md", []byte(md.String()))
+}
+
+// mlmModel adapts a RoFormer masked-LM model to train.Model (as package
+// pretrain does).
+type mlmModel struct {
+	m         *roformer.Model
+	st, evalS *roformer.State
+}
+
+func toBatch(b *data.Batch) *roformer.Batch {
+	return &roformer.Batch{InputIDs: b.InputIDs, TokenTypeIDs: b.TokenTypeIDs, AttentionMask: b.AttentionMask, B: b.B, T: b.T}
+}
+
+func (a *mlmModel) Params() []*tensor.Param { return a.m.Params() }
+
+func (a *mlmModel) ForwardBackward(ctx context.Context, b *data.Batch) (float64, error) {
+	if a.st == nil || a.st.B != b.B || a.st.T != b.T {
+		a.st = a.m.NewState(b.B, b.T, true)
+	}
+	r, err := a.m.ForwardBackward(ctx, a.st, toBatch(b), &roformer.Labels{IDs: b.Labels}, roformer.StepOptions{Dropout: true, Seed: b.Seed})
+	if err != nil {
+		return 0, err
+	}
+	return r.Loss, nil
+}
+
+func (a *mlmModel) Evaluate(ctx context.Context, b *data.Batch) (float64, int, int, error) {
+	if a.evalS == nil || a.evalS.B != b.B || a.evalS.T != b.T {
+		a.evalS = a.m.NewState(b.B, b.T, false)
+	}
+	return a.m.EvaluateMLM(ctx, a.evalS, toBatch(b), b.Labels)
+}
+
+func (a *mlmModel) SaveModel(dir string) error { return a.m.Save(dir) }
+
+func (a *mlmModel) LoadModel(dir string) error {
+	f, err := checkpoint.ReadSafetensors(filepath.Join(dir, "model.safetensors"))
+	if err != nil {
+		return err
+	}
+	src := map[string]*tensor.Tensor{}
+	for n, e := range f.Tensors {
+		src[n] = &tensor.Tensor{Shape: e.Shape, Data: e.Data}
+	}
+	_, err = a.m.Bind(src, roformer.BindOptions{Strict: true})
+	return err
+}

@@ -1,0 +1,224 @@
+package experiment
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+// writeJSON writes v, indented, to dir/name.
+func writeJSON(dir, name string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("experiment: encoding %s: %w", name, err)
+	}
+	return writeFile(dir, name, append(b, '\n'))
+}
+
+// writeCSV writes a header and rows to dir/name.
+func writeCSV(dir, name string, header []string, rows [][]string) error {
+	var buf bytes.Buffer
+	w := csv.NewWriter(&buf)
+	w.Write(header)
+	w.WriteAll(rows)
+	if err := w.Error(); err != nil {
+		return fmt.Errorf("experiment: %s: %w", name, err)
+	}
+	return writeFile(dir, name, buf.Bytes())
+}
+
+func writeFile(dir, name string, b []byte) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("experiment: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+		return fmt.Errorf("experiment: %w", err)
+	}
+	return nil
+}
+
+// ftoa formats a number for CSV: shortest float64 form, empty for NaN.
+func ftoa(x float64) string {
+	if math.IsNaN(x) {
+		return ""
+	}
+	return strconv.FormatFloat(x, 'g', -1, 64)
+}
+
+// series is one line of a plot, with an optional band (lo, hi) around it.
+type series struct {
+	name   string
+	x, y   []float64
+	lo, hi []float64 // nil: no band
+	dashed bool
+}
+
+var palette = []color.RGBA{
+	{31, 119, 180, 255}, {255, 127, 14, 255}, {44, 160, 44, 255}, {214, 39, 40, 255},
+	{148, 103, 189, 255}, {140, 86, 75, 255}, {227, 119, 194, 255}, {127, 127, 127, 255},
+}
+
+// linePlot draws the series (bands first, translucent, then the lines).
+func linePlot(title, xLabel, yLabel string, ss []series) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = xLabel
+	p.Y.Label.Text = yLabel
+	p.Add(plotter.NewGrid())
+	p.Legend.Top = true
+	for i, s := range ss {
+		if s.lo == nil {
+			continue
+		}
+		var pts plotter.XYs
+		for j := range s.x {
+			pts = append(pts, plotter.XY{X: s.x[j], Y: s.hi[j]})
+		}
+		for j := len(s.x) - 1; j >= 0; j-- {
+			pts = append(pts, plotter.XY{X: s.x[j], Y: s.lo[j]})
+		}
+		if len(pts) < 3 {
+			continue
+		}
+		poly, err := plotter.NewPolygon(pts)
+		if err != nil {
+			return nil, fmt.Errorf("experiment: plotting %s: %w", s.name, err)
+		}
+		c := palette[i%len(palette)]
+		c.A = 60
+		poly.Color = c
+		poly.LineStyle.Width = 0
+		p.Add(poly)
+	}
+	for i, s := range ss {
+		var pts plotter.XYs
+		for j := range s.x {
+			if !math.IsNaN(s.y[j]) {
+				pts = append(pts, plotter.XY{X: s.x[j], Y: s.y[j]})
+			}
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return nil, fmt.Errorf("experiment: plotting %s: %w", s.name, err)
+		}
+		l.Color = palette[i%len(palette)]
+		l.Width = vg.Points(1.5)
+		if s.dashed {
+			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+		}
+		p.Add(l)
+		p.Legend.Add(s.name, l)
+	}
+	return p, nil
+}
+
+// savePlot writes dir/base.png (96 dpi) and dir/base.svg.
+func savePlot(p *plot.Plot, dir, base string) error {
+	w, h := 8*vg.Inch, 5*vg.Inch
+	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(96))
+	p.Draw(draw.New(img))
+	var png bytes.Buffer
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&png); err != nil {
+		return fmt.Errorf("experiment: %s.png: %w", base, err)
+	}
+	if err := writeFile(dir, base+".png", png.Bytes()); err != nil {
+		return err
+	}
+	svg := vgsvg.New(w, h)
+	p.Draw(draw.New(svg))
+	var sb bytes.Buffer
+	if _, err := svg.WriteTo(&sb); err != nil {
+		return fmt.Errorf("experiment: %s.svg: %w", base, err)
+	}
+	return writeFile(dir, base+".svg", sb.Bytes())
+}
+
+// meanStd returns the mean and the sample standard deviation (0 for one
+// value) of xs, ignoring NaN; NaN when none is left.
+func meanStd(xs []float64) (mean, std float64) {
+	n := 0
+	for _, x := range xs {
+		if !math.IsNaN(x) {
+			mean += x
+			n++
+		}
+	}
+	if n == 0 {
+		return math.NaN(), math.NaN()
+	}
+	mean /= float64(n)
+	if n == 1 {
+		return mean, 0
+	}
+	for _, x := range xs {
+		if !math.IsNaN(x) {
+			std += (x - mean) * (x - mean)
+		}
+	}
+	return mean, math.Sqrt(std / float64(n-1))
+}
+
+// meanStdN is meanStd as Numbers.
+func meanStdN(xs []float64) (Number, Number) {
+	m, s := meanStd(xs)
+	return Number(m), Number(s)
+}
+
+// say writes one progress line when w is not nil.
+func say(w io.Writer, format string, a ...any) {
+	if w != nil {
+		fmt.Fprintf(w, format+"\n", a...)
+	}
+}
+
+// fmtPM formats mean ± std with the given decimals, "–" for NaN.
+func fmtPM(mean, std float64, dec int) string {
+	if math.IsNaN(mean) {
+		return "–"
+	}
+	return fmt.Sprintf("%.*f ± %.*f", dec, mean, dec, std)
+}
+
+// Number is a float64 that JSON encodes NaN (a target never reached, a mean
+// over nothing) as null, and decodes null back to NaN.
+type Number float64
+
+// MarshalJSON writes the shortest form of n, or null for NaN and ±Inf.
+func (n Number) MarshalJSON() ([]byte, error) {
+	f := float64(n)
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return []byte("null"), nil
+	}
+	return strconv.AppendFloat(nil, f, 'g', -1, 64), nil
+}
+
+// UnmarshalJSON reads a number, or null as NaN.
+func (n *Number) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*n = Number(math.NaN())
+		return nil
+	}
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil {
+		return fmt.Errorf("experiment: %s is not a number: %w", b, err)
+	}
+	*n = Number(f)
+	return nil
+}
