@@ -318,3 +318,30 @@ func TestFetchNPMChecksum(t *testing.T) {
 		t.Errorf("wrong checksum: error %v", err)
 	}
 }
+
+func TestResummarizeMLMPE(t *testing.T) {
+	dir := t.TempDir()
+	res := &MLMPEResult{Options: MLMPEOptions{Encodings: []roformer.PositionEncoding{roformer.PosRotary, roformer.PosNone}, Seeds: []uint64{1, 2}, TargetLosses: []float64{9}, Model: smallModel()}}
+	for i, pe := range res.Options.Encodings {
+		for _, seed := range res.Options.Seeds {
+			res.Runs = append(res.Runs, MLMRun{Encoding: pe, Seed: seed, EvalSteps: []int{10, 20}, EvalLoss: []float64{8, 6 + float64(i)},
+				EvalAccuracy: []Number{0.1, 0.2}, TrainSteps: []int{10}, TrainLoss: []float64{7}, StepToTarget: []Number{0}})
+		}
+	}
+	if err := writeMLMPE(dir, res); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ResummarizeMLMPE(dir, []float64{7, 6.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// rotary: 8 → 6 crosses 7 at 15 and 6.5 at 17.5; none: 8 → 7 reaches 7 at 20, never 6.5.
+	r, n := got.Summary[0], got.Summary[1]
+	if r.StepToTarget[0] != 15 || r.StepToTarget[1] != 17.5 || r.ReachedTarget[1] != 2 || n.StepToTarget[0] != 20 || n.ReachedTarget[1] != 0 || !math.IsNaN(float64(n.StepToTarget[1])) {
+		t.Errorf("summaries %+v, %+v", r, n)
+	}
+	raw, _ := os.ReadFile(filepath.Join(dir, "summary.md"))
+	if !strings.Contains(string(raw), "step to loss 6.50") {
+		t.Errorf("summary.md not rewritten:\n%s", raw)
+	}
+}

@@ -426,3 +426,31 @@ func (a *mlmModel) LoadModel(dir string) error {
 	_, err = a.m.Bind(src, roformer.BindOptions{Strict: true})
 	return err
 }
+
+// ResummarizeMLMPE recomputes, without training, the steps at which each
+// run of the results folder dir reaches targets (held-out losses) from the
+// evaluation curves stored in dir/results.json, and rewrites dir's results
+// files with them.
+func ResummarizeMLMPE(dir string, targets []float64) (*MLMPEResult, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		return nil, fmt.Errorf("experiment: %w", err)
+	}
+	var res MLMPEResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, fmt.Errorf("experiment: %s: %w", filepath.Join(dir, "results.json"), err)
+	}
+	if len(res.Runs) == 0 {
+		return nil, fmt.Errorf("experiment: %s holds no runs", filepath.Join(dir, "results.json"))
+	}
+	res.Options.TargetLosses = targets
+	for i := range res.Runs {
+		r := &res.Runs[i]
+		r.StepToTarget = nil
+		for _, target := range targets {
+			r.StepToTarget = append(r.StepToTarget, Number(stepToTarget(r.EvalSteps, r.EvalLoss, target)))
+		}
+	}
+	res.Summary = summariseMLM(res.Runs, res.Options.Encodings, len(targets))
+	return &res, writeMLMPE(dir, &res)
+}

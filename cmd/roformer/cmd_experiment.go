@@ -36,6 +36,7 @@ type experimentOptions struct {
 	steps   int
 	threads int
 	quiet   bool
+	resum   string // mlm-pe: recompute the steps to the targets from this results folder
 
 	decay    experiment.DecayOptions
 	mlm      experiment.MLMPEOptions
@@ -76,6 +77,7 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fs.StringVar(&encs, "encodings", "", "comma-separated position encodings (default: rotary,sinusoidal,learned,relative,none)")
 		fs.StringVar(&targets, "targets", "", "comma-separated held-out losses whose first crossing is reported (default: the experiment's)")
 		fs.StringVar(&o.mlm.Corpus, "corpus", "", "text file or folder (default: the built-in English corpus)")
+		fs.StringVar(&o.resum, "resummarize", "", "train nothing: recompute the steps to --targets from the curves in this results folder and rewrite its files")
 	case "char-lm":
 		fs.StringVar(&variants, "variants", "", "comma-separated variants ATTENTION-POSITION, e.g. linear-rotary,performer-learned (default: the five of the experiment)")
 		fs.StringVar(&o.cache, "cache", filepath.Join(".cache", "experiments"), "folder for the fetched text (npm tarball)")
@@ -182,6 +184,11 @@ func runExperiment(ctx context.Context, o experimentOptions, stdout, stderr io.W
 		o.decay.Out = o.out
 		_, err = experiment.Decay(o.decay)
 	case "mlm-pe":
+		if o.resum != "" {
+			_, err = experiment.ResummarizeMLMPE(o.resum, o.mlm.TargetLosses)
+			o.out = o.resum
+			break
+		}
 		m := &o.mlm
 		m.Out, m.Work, m.Threads, m.Progress = o.out, o.work, o.threads, progress
 		if o.seeds != nil {
