@@ -5,6 +5,10 @@
 // plots as PNG and SVG, and summary.md, a Markdown table of the headline
 // numbers.
 //
+//	Relative  §3.2 eq. 16 and §3.3 eq. 19: the score of rotated q and k
+//	          depends on their positions only through the offset (also for
+//	          the numerator of linear attention); an added absolute
+//	          encoding does not.
 //	Decay     §3.4.3, Fig. 2: the relative upper bound of RoPE's long-term
 //	          decay, (1/(d/2))·Σ_j |S_j|, against the relative distance.
 //	MLMPE     Fig. 3 (left): masked-LM pretraining on the built-in English

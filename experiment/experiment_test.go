@@ -345,3 +345,31 @@ func TestResummarizeMLMPE(t *testing.T) {
 		t.Errorf("summary.md not rewritten:\n%s", raw)
 	}
 }
+
+// Rotated scores depend only on the offset (to float32 rounding), added
+// sinusoids do not, and the linear denominator carries no position.
+func TestRelativeSpreads(t *testing.T) {
+	dir := t.TempDir()
+	res, err := Relative(RelativeOptions{Dim: 16, Positions: 200, MaxOffset: 20, Seed: 3, Out: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExist(t, dir, "relative.json", "relative.csv", "scores.png", "scores.svg", "summary.md")
+	if len(res.Offsets) != 41 {
+		t.Fatalf("%d offsets, want 41", len(res.Offsets))
+	}
+	for _, name := range []string{"rotary", "rotary-linear-num"} {
+		if w := res.Worst[name]; w > 1e-4*res.Scale[name] {
+			t.Errorf("%s: spread %.3g over m is not rounding (mean |score| %.3g)", name, w, res.Scale[name])
+		}
+	}
+	if res.Worst["linear-den"] != 0 {
+		t.Errorf("linear denominator spread %v, want 0", res.Worst["linear-den"])
+	}
+	if w := res.Worst["sinusoidal"]; w < 0.1*res.Scale["sinusoidal"] {
+		t.Errorf("added sinusoids: spread %.3g is too small to show position dependence (mean |score| %.3g)", w, res.Scale["sinusoidal"])
+	}
+	if _, err := Relative(RelativeOptions{Dim: 15, Positions: 10, MaxOffset: 2, Out: dir}); err == nil {
+		t.Error("odd dimension: no error")
+	}
+}

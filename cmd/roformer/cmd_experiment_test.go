@@ -47,7 +47,7 @@ func TestExperimentCLIErrors(t *testing.T) {
 		want string
 	}{
 		{"no name", []string{"experiment"}, 2, "name an experiment"},
-		{"unknown", []string{"experiment", "glue"}, 2, `unknown experiment "glue" (valid: decay, mlm-pe, char-lm, long-text)`},
+		{"unknown", []string{"experiment", "glue"}, 2, `unknown experiment "glue" (valid: relative, decay, mlm-pe, char-lm, long-text)`},
 		{"help", []string{"experiment", "mlm-pe", "-h"}, 0, "-encodings"},
 		{"list", []string{"experiment", "--help"}, 0, "long-text"},
 		{"bad encoding", []string{"experiment", "mlm-pe", "--encodings", "rotary,absolute"}, 2, `unknown position_embedding_type "absolute"`},
@@ -86,12 +86,12 @@ func TestExperimentQuick(t *testing.T) {
 	if c := os.Getenv("ROFORMER_EXPERIMENT_CACHE"); c != "" {
 		cache = c
 	}
-	for _, name := range []string{"decay", "mlm-pe", "char-lm", "long-text"} {
+	for _, name := range []string{"relative", "decay", "mlm-pe", "char-lm", "long-text"} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			args := []string{"experiment", name, "--out", dir, "--quiet"}
 			switch name {
-			case "decay":
+			case "decay", "relative":
 			case "mlm-pe":
 				args = append(args, "--quick")
 			default:
