@@ -174,7 +174,7 @@ func MLMPE(ctx context.Context, opts MLMPEOptions) (*MLMPEResult, error) {
 			say(opts.Progress, "mlm-pe: %s seed %d (%d parameters)", pe, seed, m.NumParams())
 			t0 := time.Now()
 			tj := job.Train
-			tj.Model, tj.Options, tj.Out, tj.SaveExtra = &mlmModel{m: m}, to, nil, nil
+			tj.Model, tj.Options, tj.Out, tj.SaveExtra = &mlmModel{m: m}, to, opts.Progress, nil
 			if _, err := train.Train(ctx, tj); err != nil {
 				return nil, fmt.Errorf("experiment: mlm-pe %s seed %d: %w", pe, seed, err)
 			}
