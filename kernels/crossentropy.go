@@ -61,3 +61,30 @@ func CrossEntropyBackward(dlogits, dloss, logits []float32, targets []int32, N, 
 		}
 	})
 }
+
+// CrossEntropyGradInPlace overwrites logits with the gradient of
+// scale·Σ_r CE(logits_r, t_r): scale·(softmax(logits_r) − onehot(t_r)) for
+// rows whose target is set, 0 for ignored rows. It saves the [N, V] buffer
+// that CrossEntropyBackward needs when the logits are not used afterwards.
+//
+//	logits  [N, V]  in: logits; out: their gradient
+//	targets [N]
+func CrossEntropyGradInPlace(logits []float32, targets []int32, scale float32, N, V int) {
+	parallelFor(N, 8, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			x := logits[r*V : r*V+V]
+			t := targets[r]
+			if t < 0 || scale == 0 {
+				clear(x)
+				continue
+			}
+			lse := logSumExp(x)
+			g := float64(scale)
+			xt := float64(x[t])
+			for j, v := range x {
+				x[j] = float32(g * math.Exp(float64(v)-lse))
+			}
+			x[t] = float32(g * (math.Exp(xt-lse) - 1))
+		}
+	})
+}

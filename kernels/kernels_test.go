@@ -373,3 +373,21 @@ func TestAttentionBlocks(t *testing.T) {
 		testutil.AssertClose(t, fmt.Sprintf("blocked causal=%v", causal), b, a, 1e-6, 1e-6)
 	}
 }
+
+func TestCrossEntropyGradInPlace(t *testing.T) {
+	r := testutil.Rand(12)
+	N, V := 6, 9
+	logits := testutil.RandN(r, N*V, 2)
+	targets := []int32{3, -100, 0, 8, 2, -1}
+	dl := make([]float32, N)
+	for i, tg := range targets {
+		if tg >= 0 {
+			dl[i] = 0.25
+		}
+	}
+	want := make([]float32, N*V)
+	CrossEntropyBackward(want, dl, logits, targets, N, V)
+	got := append([]float32(nil), logits...)
+	CrossEntropyGradInPlace(got, targets, 0.25, N, V)
+	testutil.AssertClose(t, "in place", got, want, 1e-7, 1e-6)
+}

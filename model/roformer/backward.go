@@ -171,7 +171,7 @@ func (m *Model) headBackward(dx, x []float32, s *State, b *Batch, labels *Labels
 		if m.Head == HeadCausalLM {
 			targets = shiftLeft(labels.IDs, B, T)
 		}
-		return m.lmBackward(dx, x, targets, H), nil
+		return m.lmBackward(s, dx, x, targets, H), nil
 	case HeadSequenceCls:
 		NL := cfg.NumLabels
 		first := make([]float32, B*H)
@@ -311,6 +311,34 @@ func ceGrad(d, logits []float32, targets []int32, N, V int) (n, correct int) {
 	return n, correct
 }
 
+// ceGradInPlace turns logits [N, V] into the gradient of the mean
+// cross-entropy over the rows whose target is set, in place, and returns
+// their count and how many the arg-max predicts.
+func ceGradInPlace(logits []float32, targets []int32, N, V int) (n, correct int) {
+	for r, t := range targets {
+		if t >= 0 {
+			n++
+			if argmax(logits[r*V:r*V+V]) == int(t) {
+				correct++
+			}
+		}
+	}
+	scale := float32(0)
+	if n > 0 {
+		scale = 1 / float32(n)
+	}
+	kernels.CrossEntropyGradInPlace(logits, targets, scale, N, V)
+	return n, correct
+}
+
+// grow returns (*buf)[:n], reallocating only when the capacity is short.
+func grow(buf *[]float32, n int) []float32 {
+	if cap(*buf) < n {
+		*buf = make([]float32, n)
+	}
+	return (*buf)[:n]
+}
+
 func argmax(x []float32) int {
 	best := 0
 	for i, v := range x {
@@ -324,7 +352,9 @@ func argmax(x []float32) int {
 // lmBackward runs the LM head on the rows of x whose target is set (the
 // others do not change the loss), back-propagates the mean cross-entropy
 // and scatters the gradient into dx.
-func (m *Model) lmBackward(dx, x []float32, targets []int32, H int) *StepResult {
+//
+// Its buffers live in s and are reused by the next step of the same shape.
+func (m *Model) lmBackward(s *State, dx, x []float32, targets []int32, H int) *StepResult {
 	cfg := &m.Config
 	E, V := cfg.EmbeddingSize, cfg.VocabSize
 	var rows []int
@@ -338,26 +368,29 @@ func (m *Model) lmBackward(dx, x []float32, targets []int32, H int) *StepResult 
 	if N == 0 {
 		return res
 	}
-	xs := make([]float32, N*H)
-	tg := make([]int32, N)
+	sc := &s.lm
+	xs := grow(&sc.xs, N*H)
+	tg := sc.tg[:0]
 	for i, r := range rows {
 		copy(xs[i*H:i*H+H], x[r*H:r*H+H])
-		tg[i] = targets[r]
+		tg = append(tg, targets[r])
 	}
-	a := newLMActs(N, E)
-	logits := make([]float32, N*V)
+	sc.tg = tg
+	a := &lmActs{pre: grow(&sc.pre, N*E), post: grow(&sc.post, N*E), ln: grow(&sc.ln, N*E), mean: grow(&sc.mean, N), rstd: grow(&sc.rstd, N)}
+	logits := grow(&sc.logits, N*V)
 	m.lmLogits(logits, xs, N, a)
-	losses := make([]float32, N)
+	losses := grow(&sc.losses, N)
 	kernels.CrossEntropyForward(losses, logits, tg, N, V)
 	sum := 0.0
 	for _, l := range losses {
 		sum += float64(l)
 	}
 	res.Loss = sum / float64(N)
-	dlogits := make([]float32, N*V)
-	_, res.Correct = ceGrad(dlogits, logits, tg, N, V)
+	dlogits := logits // the logits are not needed after their gradient: reuse the buffer
+	_, res.Correct = ceGradInPlace(dlogits, tg, N, V)
 	// logits = ln·Wteᵀ + bias (decoder tied to the word embeddings)
-	dln, dpost, dpre, dxs := make([]float32, N*E), make([]float32, N*E), make([]float32, N*E), make([]float32, N*H)
+	dln, dpost, dpre, dxs := grow(&sc.dln, N*E), grow(&sc.dpost, N*E), grow(&sc.dpre, N*E), grow(&sc.dxs, N*H)
+	clear(dpost) // LayerNormBackward accumulates into it
 	kernels.MatmulBackward(dln, m.Encoder.Embeddings.Word.Grad, m.LM.Bias.Grad, dlogits, a.ln, m.Encoder.Embeddings.Word.Data, N, E, V)
 	kernels.LayerNormBackward(dpost, m.LM.LN.W.Grad, m.LM.LN.B.Grad, dln, a.post, m.LM.LN.W.Data, a.mean, a.rstd, N, E)
 	kernels.ActivationBackward(dpre, dpost, a.pre, m.act, N*E)

@@ -115,6 +115,15 @@ type State struct {
 
 	// Scratch and gradient buffers for backward, allocated on first use.
 	grads *gradBuffers
+	lm    lmScratch
+}
+
+// lmScratch holds the LM head's training buffers, grown to the largest
+// number of labelled rows seen and reused.
+type lmScratch struct {
+	xs, pre, post, ln, mean, rstd, logits, losses []float32
+	dln, dpost, dpre, dxs                         []float32
+	tg                                            []int32
 }
 
 // Dropout sites, mixed into the per-site dropout seeds.
