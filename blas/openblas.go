@@ -5,22 +5,30 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
 )
 
-// CBLAS enum values (cblas.h).
-const (
-	cblasRowMajor = 101
-	cblasNoTrans  = 111
-	cblasTrans    = 112
-)
-
 type openBLAS struct {
-	name  string
-	sgemm func(order, transA, transB, m, n, k int32, alpha float32, a *float32, lda int32, b *float32, ldb int32, beta float32, c *float32, ldc int32)
+	name   string
+	sgemmF uintptr // sgemm_, the Fortran interface: every argument by pointer
 }
+
+// gemmArgs is the argument block of one sgemm_ call. It lives on the heap
+// (pooled), so that SyscallN, which passes plain uintptrs, needs no
+// allocation and no reflection per call (purego's RegisterFunc path, needed
+// for cblas_sgemm's float arguments, allocated 7 times a call).
+type gemmArgs struct {
+	transA, transB byte
+	m, n, k        int32
+	lda, ldb, ldc  int32
+	alpha, beta    float32
+	args           [13]uintptr
+}
+
+var gemmPool = sync.Pool{New: func() any { return new(gemmArgs) }}
 
 func libraryNames() []string {
 	switch runtime.GOOS {
@@ -61,7 +69,9 @@ func openOpenBLAS(path string) (b *openBLAS, err error) {
 		return nil, errors.New("blas: OpenBLAS not found (" + strings.Join(errs, "; ") + "); install it, e.g. apt-get install libopenblas0-pthread")
 	}
 	o := &openBLAS{name: "openblas"}
-	purego.RegisterLibFunc(&o.sgemm, lib, "cblas_sgemm")
+	if o.sgemmF, err = purego.Dlsym(lib, "sgemm_"); err != nil {
+		return nil, fmt.Errorf("blas: OpenBLAS has no sgemm_: %w", err)
+	}
 	if sym, err := purego.Dlsym(lib, "openblas_set_num_threads"); err == nil {
 		var set func(int32)
 		purego.RegisterFunc(&set, sym)
@@ -92,23 +102,36 @@ func goString(p *byte) string {
 func (o *openBLAS) Name() string { return o.name }
 
 func (o *openBLAS) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	ta, tb := int32(cblasNoTrans), int32(cblasNoTrans)
-	if transA {
-		ta = cblasTrans
-	}
+	// Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: swap the
+	// operands and keep the transpose flags (what cblas_sgemm does itself).
+	g := gemmPool.Get().(*gemmArgs)
+	g.transA, g.transB = 'N', 'N'
 	if transB {
-		tb = cblasTrans
+		g.transA = 'T'
 	}
-	var pa, pb *float32
-	if len(a) > 0 {
-		pa = &a[0]
+	if transA {
+		g.transB = 'T'
 	}
+	g.m, g.n, g.k = int32(n), int32(m), int32(k)
+	g.lda, g.ldb, g.ldc = int32(max(ldb, 1)), int32(max(lda, 1)), int32(ldc)
+	g.alpha, g.beta = alpha, beta
+	var pa, pb unsafe.Pointer
 	if len(b) > 0 {
-		pb = &b[0]
+		pa = unsafe.Pointer(&b[0])
 	}
-	// lda/ldb must be ≥ 1 for cblas even when the matrix is empty.
-	o.sgemm(cblasRowMajor, ta, tb, int32(m), int32(n), int32(k), alpha, pa, int32(max(lda, 1)), pb, int32(max(ldb, 1)), beta, &c[0], int32(ldc))
+	if len(a) > 0 {
+		pb = unsafe.Pointer(&a[0])
+	}
+	g.args = [13]uintptr{
+		uintptr(unsafe.Pointer(&g.transA)), uintptr(unsafe.Pointer(&g.transB)),
+		uintptr(unsafe.Pointer(&g.m)), uintptr(unsafe.Pointer(&g.n)), uintptr(unsafe.Pointer(&g.k)),
+		uintptr(unsafe.Pointer(&g.alpha)), uintptr(pa), uintptr(unsafe.Pointer(&g.lda)),
+		uintptr(pb), uintptr(unsafe.Pointer(&g.ldb)),
+		uintptr(unsafe.Pointer(&g.beta)), uintptr(unsafe.Pointer(&c[0])), uintptr(unsafe.Pointer(&g.ldc)),
+	}
+	purego.SyscallN(o.sgemmF, g.args[:]...)
 	runtime.KeepAlive(a)
 	runtime.KeepAlive(b)
 	runtime.KeepAlive(c)
+	gemmPool.Put(g)
 }
