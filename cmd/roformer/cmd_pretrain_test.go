@@ -96,3 +96,21 @@ func TestPretrainInterrupt(t *testing.T) {
 }
 
 func fmtInt(i int) string { return strconv.Itoa(i) }
+
+func TestPretrainBadConfig(t *testing.T) {
+	corpus := smallCorpus(t)
+	tmp := t.TempDir()
+	bad := filepath.Join(tmp, "config.json")
+	os.WriteFile(bad, []byte(`{"hidden_size": 30, "num_attention_heads": 4, "vocab_size": 400}`), 0o644)
+	code, _, stderr := runCLI(t, "pretrain", "--corpus", corpus, "--config", bad, "--vocab-size", "400", "--steps", "2", "--out", filepath.Join(tmp, "run"), "--quiet")
+	if code != 1 || !strings.Contains(stderr, "hidden_size 30 is not divisible by num_attention_heads 4") {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+	code, _, stderr = runCLI(t, "pretrain", "--corpus", corpus, "--size", "huge", "--steps", "2", "--out", filepath.Join(tmp, "run2"), "--quiet")
+	if code != 1 || !strings.Contains(stderr, "unknown size \"huge\"") {
+		t.Errorf("unknown size: exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(tmp, "run", "checkpoint-0")); err == nil {
+		t.Error("a failed start left a checkpoint")
+	}
+}
