@@ -113,6 +113,12 @@ type State struct {
 	// site derives its own stream from it.
 	drop kernels.Dropout
 
+	// Reused input buffers; anglesReady says sin/cos (and pos) hold the
+	// angles of the last call, so default positions need no recomputation.
+	zeroTypes   []int32
+	maskBuf     []float32
+	anglesReady bool
+
 	// Scratch and gradient buffers for backward, allocated on first use.
 	grads *gradBuffers
 	lm    lmScratch
@@ -208,13 +214,19 @@ func (m *Model) setInputs(s *State, b *Batch, causal bool) {
 	s.ids = b.InputIDs
 	s.types = b.TokenTypeIDs
 	if s.types == nil {
-		s.types = make([]int32, BT)
+		if len(s.zeroTypes) != BT {
+			s.zeroTypes = make([]int32, BT)
+		}
+		s.types = s.zeroTypes
 	}
 	s.keyMask = nil
 	if b.AttentionMask != nil {
 		for _, v := range b.AttentionMask {
 			if v == 0 {
-				s.keyMask = make([]float32, BT)
+				if len(s.maskBuf) != BT {
+					s.maskBuf = make([]float32, BT)
+				}
+				s.keyMask = s.maskBuf
 				for i, v := range b.AttentionMask {
 					s.keyMask[i] = float32(v)
 				}
@@ -223,6 +235,9 @@ func (m *Model) setInputs(s *State, b *Batch, causal bool) {
 		}
 	}
 	s.causal = causal
+	if b.PositionIDs == nil && s.defaultPos && len(s.pos) == b.T && s.anglesReady {
+		return // positions 0 … T−1 again: the angles are already there
+	}
 	half := m.Config.HeadSize() / 2
 	var pos []int
 	if b.PositionIDs == nil {
@@ -237,6 +252,7 @@ func (m *Model) setInputs(s *State, b *Batch, causal bool) {
 		}
 	}
 	s.pos, s.defaultPos = pos, b.PositionIDs == nil
+	s.anglesReady = true
 	if m.Config.PosEnc() != PosRotary {
 		return
 	}

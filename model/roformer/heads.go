@@ -53,6 +53,12 @@ type Output struct {
 // Forward runs the model with its head on a batch (HF eval mode: no
 // dropout). With labels it also computes the head's loss exactly as HF does.
 func (m *Model) Forward(ctx context.Context, b *Batch, labels *Labels, opts Options) (*Output, error) {
+	return m.forward(ctx, nil, b, labels, opts)
+}
+
+// forward is Forward; with a session, the workspace and the output buffers
+// are the session's and are reused.
+func (m *Model) forward(ctx context.Context, se *Session, b *Batch, labels *Labels, opts Options) (*Output, error) {
 	if err := b.Validate(&m.Config); err != nil {
 		return nil, err
 	}
@@ -62,12 +68,25 @@ func (m *Model) Forward(ctx context.Context, b *Batch, labels *Labels, opts Opti
 			return nil, fmt.Errorf("roformer: multiple choice needs rows = examples × choices; %d rows, %d choices", b.B, opts.NumChoices)
 		}
 	}
-	s := m.NewState(b.B, b.T, opts.OutputAttentions || opts.OutputHiddenStates)
+	debug := opts.OutputAttentions || opts.OutputHiddenStates
+	var s *State
+	if se != nil && !debug {
+		if se.s == nil || se.s.B != b.B || se.s.T != b.T {
+			se.s = m.NewState(b.B, b.T, false)
+		}
+		s = se.s
+	} else {
+		s = m.NewState(b.B, b.T, debug)
+	}
 	m.setInputs(s, b, causal)
 	out := &Output{}
+	if se != nil {
+		se.out = Output{}
+		out = &se.out
+	}
 	B, T, H := b.B, b.T, m.Config.HiddenSize
 	var hook func(int, []float32, []float32)
-	if opts.OutputHiddenStates || opts.OutputAttentions {
+	if debug {
 		NH := m.Config.NumAttentionHeads
 		hook = func(l int, hidden, probs []float32) {
 			if opts.OutputHiddenStates {
@@ -82,15 +101,19 @@ func (m *Model) Forward(ctx context.Context, b *Batch, labels *Labels, opts Opti
 	if err != nil {
 		return nil, err
 	}
-	out.LastHiddenState = &tensor.Tensor{Shape: []int{B, T, H}, Data: append([]float32(nil), x...)}
-	if err := m.headForward(out, x, b, labels, opts); err != nil {
+	if se != nil {
+		out.LastHiddenState = &tensor.Tensor{Shape: []int{B, T, H}, Data: x} // valid until the next call
+	} else {
+		out.LastHiddenState = &tensor.Tensor{Shape: []int{B, T, H}, Data: append([]float32(nil), x...)}
+	}
+	if err := m.headForward(out, x, b, labels, opts, se); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
 // headForward computes the head's outputs and loss from the last hidden state x [BT, H].
-func (m *Model) headForward(out *Output, x []float32, b *Batch, labels *Labels, opts Options) error {
+func (m *Model) headForward(out *Output, x []float32, b *Batch, labels *Labels, opts Options, se *Session) error {
 	cfg := &m.Config
 	B, T, H, E, V := b.B, b.T, cfg.HiddenSize, cfg.EmbeddingSize, cfg.VocabSize
 	BT := B * T
@@ -98,8 +121,15 @@ func (m *Model) headForward(out *Output, x []float32, b *Batch, labels *Labels, 
 	case HeadBase:
 		return nil
 	case HeadMaskedLM, HeadCausalLM:
-		logits := make([]float32, BT*V)
-		m.lmLogits(logits, x, BT, nil)
+		var logits []float32
+		var acts *lmActs
+		if se != nil {
+			logits = grow(&se.logits, BT*V)
+			acts = &lmActs{pre: grow(&se.lm.pre, BT*E), post: grow(&se.lm.post, BT*E), ln: grow(&se.lm.ln, BT*E), mean: grow(&se.lm.mean, BT), rstd: grow(&se.lm.rstd, BT)}
+		} else {
+			logits = make([]float32, BT*V)
+		}
+		m.lmLogits(logits, x, BT, acts)
 		out.Logits = &tensor.Tensor{Shape: []int{B, T, V}, Data: logits}
 		if labels != nil && labels.IDs != nil {
 			if len(labels.IDs) != BT {
@@ -115,7 +145,6 @@ func (m *Model) headForward(out *Output, x []float32, b *Batch, labels *Labels, 
 			}
 			out.Loss, out.HasLoss = meanCE(logits, targets, BT, V), true
 		}
-		_ = E
 	case HeadSequenceCls:
 		NL := cfg.NumLabels
 		logits := make([]float32, B*NL)
