@@ -64,7 +64,7 @@ type LongTextOptions struct {
 // learned (512-row table) at maximum lengths 512 and 1024, seeds 1 and 2
 // (2048 fits in memory but takes about 10 s a step on two shared cores:
 // add it with Lengths), the small model with dropout 0.1, an 8000-piece vocabulary,
-// 300 steps of 4 windows, peak rate 1e-3 with 30 warm-up steps and cosine
+// 250 steps of 4 windows, peak rate 1e-3 with 25 warm-up steps and cosine
 // decay, weight decay 0.01, clipping at 1, validation every 50 steps.
 func DefaultLongText(out string) LongTextOptions {
 	m := smallModel()
@@ -72,7 +72,7 @@ func DefaultLongText(out string) LongTextOptions {
 	return LongTextOptions{
 		Encodings: []roformer.PositionEncoding{roformer.PosRotary, roformer.PosLearned}, Lengths: []int{512, 1024},
 		LearnedTable: 512, Seeds: []uint64{1, 2}, Model: m, VocabSize: 8000,
-		Schedule: Schedule{Steps: 300, Warmup: 30, LR: 1e-3, WeightDecay: 0.01, Clip: 1},
+		Schedule: Schedule{Steps: 250, Warmup: 25, LR: 1e-3, WeightDecay: 0.01, Clip: 1},
 		Batch:    4, EvalEvery: 50, Out: out,
 	}
 }
