@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -35,36 +34,21 @@ type benchOptions struct {
 	json, quiet             bool
 }
 
-// benchSizes are the model presets of --size. They live here for now; the
-// training side may move them into package model/roformer.
-var benchSizes = map[string]struct{ layers, hidden, heads, inter, vocab int }{
-	"tiny":  {2, 128, 2, 512, 8000},
-	"small": {6, 384, 6, 1536, 12000},
-	"base":  {12, 768, 12, 3072, 12000},
-}
+// benchVocab is the vocabulary size of the --size presets (issue #5's
+// jobs use 12,000 for small and base, the char-level Chinese RoFormers' size).
+var benchVocab = map[string]int{"tiny": 8000, "small": 12000, "base": 12000}
 
-func benchSizeNames() string {
-	names := make([]string, 0, len(benchSizes))
-	for n := range benchSizes {
-		names = append(names, n)
-	}
-	sort.Slice(names, func(i, j int) bool { return benchSizes[names[i]].hidden < benchSizes[names[j]].hidden })
-	return strings.Join(names, ", ")
-}
+func benchSizeNames() string { return strings.Join(roformer.Presets(), ", ") }
 
-// benchConfig returns the configuration of a --size preset: RoFormerConfig's
-// defaults (dropout 0.1, initializer_range 0.02, layer_norm_eps 1e-12) with
-// the preset's sizes, max_position_embeddings 512 and exact GELU.
+// benchConfig returns the configuration of a --size preset
+// (roformer.Preset: RoFormerConfig's defaults with the preset's sizes,
+// max_position_embeddings 512, exact GELU).
 func benchConfig(size string) (roformer.Config, error) {
-	p, ok := benchSizes[size]
+	v, ok := benchVocab[size]
 	if !ok {
 		return roformer.Config{}, usagef("unknown --size %q (valid: %s)", size, benchSizeNames())
 	}
-	c := roformer.DefaultConfig()
-	c.NumHiddenLayers, c.HiddenSize, c.EmbeddingSize = p.layers, p.hidden, p.hidden
-	c.NumAttentionHeads, c.IntermediateSize, c.VocabSize = p.heads, p.inter, p.vocab
-	c.MaxPositionEmbeddings, c.HiddenAct = 512, "gelu"
-	return c, nil
+	return roformer.Preset(size, v)
 }
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -232,8 +216,9 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 	var loss *float64
 	switch o.mode {
 	case "infer":
+		se := m.NewSession() // workspace and outputs reused: no allocation per step once warm
 		step = func(int) error {
-			_, err := m.Forward(ctx, batch, nil, roformer.Options{})
+			_, err := se.Forward(ctx, batch, nil, roformer.Options{})
 			return err
 		}
 	case "train":
