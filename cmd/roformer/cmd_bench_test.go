@@ -28,11 +28,11 @@ func benchJSON(t *testing.T, args ...string) (benchResult, string) {
 
 // A tiny model in both modes gives one JSON line with consistent numbers.
 func TestBenchTiny(t *testing.T) {
-	// tiny: L=2, H=E=128, NH=2, I=512, V=8000. With B=2, T=8 (BT=16):
-	//   per layer 2·16·(4·128² + 2·128·512) + 4·2·8²·128 = 12,582,912/2 + 65,536 = 6,356,992
-	//   encoder   2 layers                                               = 12,713,984
-	//   LM head   2·rows·(128·128 + 128·8000) = rows · 2,080,768
-	const encoder, headPerRow = 12713984.0, 2080768.0
+	// tiny: L=4, H=E=256, NH=4, I=1024, V=8000. With B=2, T=8 (BT=16):
+	//   per layer 2·16·(4·256² + 2·256·1024) + 4·2·8²·256 = 25,165,824 + 131,072 = 25,296,896
+	//   encoder   4 layers                                                 = 101,187,584
+	//   LM head   2·rows·(256·256 + 256·8000) = rows · 4,227,072
+	const encoder, headPerRow = 101187584.0, 4227072.0
 	cases := []struct {
 		name      string
 		args      []string
@@ -165,7 +165,7 @@ func TestBenchPresets(t *testing.T) {
 		size                        string
 		layers, hidden, heads, I, V int
 	}{
-		{"tiny", 2, 128, 2, 512, 8000},
+		{"tiny", 4, 256, 4, 1024, 8000},
 		{"small", 6, 384, 6, 1536, 12000},
 		{"base", 12, 768, 12, 3072, 12000},
 	}
