@@ -134,12 +134,13 @@ type Result struct {
 // ErrNonFinite is wrapped when the loss or the gradients stop being finite.
 var ErrNonFinite = errors.New("finetune: the loss or the gradient norm is not finite")
 
-// MetricsRecord is one line of metrics.jsonl: a training log (Loss set) or
-// an evaluation (Eval set).
+// MetricsRecord is one line of metrics.jsonl: a training log every LogEvery
+// steps (Loss, LR, GradNorm), or the end of an epoch (Loss over the whole
+// epoch, Eval when there is evaluation data, Best).
 type MetricsRecord struct {
 	Epoch    int      `json:"epoch"`
 	Step     int      `json:"step"`
-	Loss     *float64 `json:"loss,omitempty"`      // mean training loss since the last record
+	Loss     *float64 `json:"loss,omitempty"`      // mean training loss since the last log line, or over the epoch
 	LR       *float64 `json:"lr,omitempty"`        // learning rate of the step's update
 	GradNorm *float64 `json:"grad_norm,omitempty"` // before clipping
 	Eval     *Report  `json:"eval,omitempty"`
