@@ -63,6 +63,9 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress output")
 	var seeds, encs, targets, variants, lengths string
 	training := name != "decay" && name != "relative"
+	if !training {
+		fs.BoolVar(&o.quick, "quick", false, "accepted for uniformity: this experiment takes under a second anyway")
+	}
 	if training {
 		fs.BoolVar(&o.quick, "quick", false, "the quick form: a few minutes on 2 cores, same code path, smaller model and fewer steps")
 		fs.StringVar(&seeds, "seeds", "", "comma-separated seeds (default: the experiment's)")

@@ -10,7 +10,7 @@ import (
 
 func TestExperimentDecayCLI(t *testing.T) {
 	dir := t.TempDir()
-	code, stdout, stderr := runCLI(t, "experiment", "decay", "--dim", "8", "--max-distance", "20", "--out", dir, "--quiet")
+	code, stdout, stderr := runCLI(t, "experiment", "decay", "--dim", "8", "--max-distance", "20", "--out", dir, "--quiet", "--quick")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -91,8 +91,7 @@ func TestExperimentQuick(t *testing.T) {
 			dir := t.TempDir()
 			args := []string{"experiment", name, "--out", dir, "--quiet"}
 			switch name {
-			case "decay", "relative":
-			case "mlm-pe":
+			case "decay", "relative", "mlm-pe":
 				args = append(args, "--quick")
 			default:
 				args = append(args, "--quick", "--cache", cache)
