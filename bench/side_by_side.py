@@ -13,8 +13,7 @@ the machine's load hit both alike. Every run is a fresh process; its last stdout
 JSON result. Reported per job: the median over runs of each side's tokens/s (each run already
 reports the median of its timed steps), the range over runs, the ratio ours/PyTorch, the ratio
 of the fastest single steps (less sensitive to other load on a shared machine), MFU of both
-against one common peak (the best of every run's SGEMM probe: under load a probe can only
-understate the peak), and the peak RSS of both processes.
+(each run's GFLOP/s over its own SGEMM probe, or over --peak), and the peak RSS of both processes.
 
     /usr/bin/python3 bench/side_by_side.py --from results.jsonl     rebuilds the table
 """
@@ -106,9 +105,11 @@ def main(argv):
     p.add_argument("--timeout", type=int, default=1200, help="seconds per benchmark process")
     p.add_argument("--out", help="append every run's JSON result here (one per line)")
     p.add_argument("--markdown", help="also write the table here")
+    p.add_argument("--peak", type=float, default=0, help="GFLOP/s for MFU instead of the best probe of the session")
+    p.add_argument("--revision", default="", help="the source revision measured (side_by_side.sh passes git describe)")
     a = p.parse_args(argv)
     if a.from_file:
-        return resummarise(a.from_file, a.markdown)
+        return resummarise(a.from_file, a.markdown, a.peak)
     if not a.roformer:
         p.error("--roformer is required")
     jobs = a.jobs.split(",")
@@ -142,13 +143,14 @@ def main(argv):
                           f"peak RSS {mib(r['peak_rss_bytes'])}, probe {r['peak_gflops']:.0f} GFLOP/s", file=sys.stderr)
     load1 = os.getloadavg()
 
-    summarise(results, jobs, a.runs, a.threads, m, (load0, load1), a.markdown, out)
+    m["revision"] = a.revision
+    summarise(results, jobs, a.runs, a.threads, m, (load0, load1), a.markdown, out, a.peak)
     if out:
         out.close()
     return 0 if any("error" not in r for r in results) else 1
 
 
-def summarise(results, jobs, runs, threads, m, loads, markdown=None, out=None):
+def summarise(results, jobs, runs, threads, m, loads, markdown=None, out=None, fixed_peak=0):
     """Prints the table of medians and ratios (and writes it to markdown, and a summary line to out)."""
     load0, load1 = loads
     ok = [r for r in results if "error" not in r]
@@ -156,14 +158,21 @@ def summarise(results, jobs, runs, threads, m, loads, markdown=None, out=None):
         print("no run succeeded", file=sys.stderr)
         return
     probes = [r["peak_gflops"] for r in ok]
-    peak = max(probes)
+    peak = fixed_peak
     lines = []
     lines.append(f"Machine: {m.get('Model name', '?')}, {m.get('CPU(s)', '?')} CPUs ({m.get('Core(s) per socket', '?')} cores/socket, "
                  f"{m.get('Thread(s) per core', '?')} thread/core), {m.get('MemTotal', '?')} RAM, flags {m.get('Flags', '?')}; "
                  f"load average {load0[0]:.2f} at start, {load1[0]:.2f} at end.")
-    lines.append(f"Threads: {threads} on both sides. Runs: {runs} per side per job, alternating. "
-                 f"Common peak for MFU: {peak:.0f} GFLOP/s, the best of {len(probes)} SGEMM probes "
-                 f"(one per run; median {statistics.median(probes):.0f}, lowest {min(probes):.0f}).")
+    if m.get("revision"):
+        lines.append(f"Go source: {m['revision']}.")
+    probe_txt = (f"SGEMM probes, one per run: best {max(probes):.0f}, median {statistics.median(probes):.0f}, "
+                 f"lowest {min(probes):.0f} GFLOP/s")
+    if fixed_peak:
+        mfu_txt = f"MFU against a given peak of {peak:.0f} GFLOP/s ({probe_txt})."
+    else:
+        mfu_txt = (f"MFU: median over runs of each run's GFLOP/s divided by its own SGEMM probe, taken seconds "
+                   f"before under the same load ({probe_txt}).")
+    lines.append(f"Threads: {threads} on both sides. Runs: {runs} per side per job, alternating. {mfu_txt}")
     lines.append("")
     lines.append("tokens/s: median over runs of each run's median step (range over runs); best: from the fastest single step of all runs.")
     lines.append("")
@@ -183,13 +192,15 @@ def summarise(results, jobs, runs, threads, m, loads, markdown=None, out=None):
                     best=bt / (min(r["ms_min"] for r in rs) / 1e3),
                     ms=statistics.median(r["ms_per_step"] for r in rs),
                     gflops=statistics.median(r["gflops"] for r in rs),
+                    mfu=statistics.median(r["mfu"] for r in rs),
                     rss=statistics.median(r["peak_rss_bytes"] for r in rs),
-                    flops=rs[0]["flops_per_step"])
+                    flops=rs[0]["flops_per_step"], params=rs[0]["params"])
             else:
                 side[impl] = dict(error=errs[0] if errs else "not run")
         g, t = side["go"], side["pytorch"]
-        if "tps" in g and "tps" in t and g["flops"] != t["flops"]:
-            print(f"warning: {job}: FLOP counts differ (Go {g['flops']:.0f}, PyTorch {t['flops']:.0f})", file=sys.stderr)
+        if "tps" in g and "tps" in t and (g["flops"] != t["flops"] or g["params"] != t["params"]):
+            print(f"warning: {job}: the two sides ran different models: FLOPs {g['flops']:.0f} vs {t['flops']:.0f}, "
+                  f"parameters {g['params']} vs {t['params']}", file=sys.stderr)
 
         def tps_cell(s):
             return f"{s['tps']:.0f} ({s['lo']:.0f}–{s['hi']:.0f})" if "tps" in s else f"— ({s['error']})"
@@ -197,10 +208,13 @@ def summarise(results, jobs, runs, threads, m, loads, markdown=None, out=None):
         both = "tps" in g and "tps" in t
         ratio = f"**{g['tps'] / t['tps']:.2f}**" if both else "—"
         best = f"{g['best']:.0f} / {t['best']:.0f} ({g['best'] / t['best']:.2f})" if both else "—"
-        mfu = lambda s: f"{100 * s['gflops'] / peak:.1f}%" if "gflops" in s else "—"  # noqa: E731
+        if fixed_peak:
+            mfu = lambda s: f"{100 * s['gflops'] / peak:.1f}%" if "gflops" in s else "—"  # noqa: E731
+        else:
+            mfu = lambda s: f"{100 * s['mfu']:.1f}%" if "mfu" in s else "—"  # noqa: E731
         rss = lambda s: mib(s["rss"]) if "rss" in s else "—"  # noqa: E731
         lines.append(f"| {job} | {tps_cell(g)} | {tps_cell(t)} | {ratio} | {best} | {mfu(g)} | {mfu(t)} | {rss(g)} | {rss(t)} |")
-        summary.append({"job": job, "go": g, "pytorch": t, "common_peak_gflops": peak})
+        summary.append({"job": job, "go": g, "pytorch": t, "fixed_peak_gflops": peak or None})
     table = "\n".join(lines)
     print(table)
     if markdown:
@@ -210,7 +224,7 @@ def summarise(results, jobs, runs, threads, m, loads, markdown=None, out=None):
         out.write(json.dumps({"summary": summary, "machine": m, "load": [load0, load1], "threads": threads}) + "\n")
 
 
-def resummarise(path, markdown):
+def resummarise(path, markdown, fixed_peak=0):
     """Rebuilds the table from a results file written by --out."""
     results, meta = [], {}
     with open(path) as f:
@@ -224,7 +238,7 @@ def resummarise(path, markdown):
     runs = max(r["run"] for r in results) + 1
     loads = meta.get("load", [[float("nan")] * 3, [float("nan")] * 3])
     threads = meta.get("threads", results[0].get("threads"))
-    summarise(results, jobs, runs, threads, meta.get("machine", machine()), loads, markdown)
+    summarise(results, jobs, runs, threads, meta.get("machine", machine()), loads, markdown, fixed_peak=fixed_peak)
     return 0
 
 

@@ -4,6 +4,7 @@
 #
 #   bench/side_by_side.sh [--threads N] [--runs R] [--jobs a,b] [--out FILE.jsonl] [--markdown FILE.md]
 #
+# The Go source measured is the working tree (git describe --dirty is recorded).
 # Needs Go and Debian's python3-torch (apt-get install -y python3-torch; it runs
 # under /usr/bin/python3). Run from anywhere; the binary is built into a temp folder.
 set -euo pipefail
@@ -19,4 +20,5 @@ trap 'rm -rf "$tmp"' EXIT
 # The PyTorch model must be HF's before its speed means anything.
 /usr/bin/python3 "$here/pytorch/check_fixtures.py" >"$tmp/check.txt" || { cat "$tmp/check.txt" >&2; exit 1; }
 tail -1 "$tmp/check.txt" >&2
-exec /usr/bin/python3 "$here/side_by_side.py" --roformer "$tmp/roformer" "$@"
+rev="$(cd "$root" && git describe --always --dirty 2>/dev/null || echo unknown)"
+/usr/bin/python3 "$here/side_by_side.py" --roformer "$tmp/roformer" --revision "$rev" "$@"

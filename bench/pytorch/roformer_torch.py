@@ -39,9 +39,10 @@ DEFAULTS = dict(
     pad_token_id=0,
 )
 
-# The presets of `roformer bench --size` (cmd/roformer/cmd_bench.go): layers, hidden, heads, I, vocab.
+# The presets of `roformer bench --size` (roformer.Preset in model/roformer/presets.go with the
+# vocabulary sizes of cmd/roformer/cmd_bench.go): layers, hidden, heads, I, vocab.
 SIZES = {
-    "tiny": (2, 128, 2, 512, 8000),
+    "tiny": (4, 256, 4, 1024, 8000),
     "small": (6, 384, 6, 1536, 12000),
     "base": (12, 768, 12, 3072, 12000),
 }

@@ -7,7 +7,9 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -32,6 +34,7 @@ type benchOptions struct {
 	lr, weightDecay         float64
 	seed                    uint64
 	json, quiet             bool
+	cpuProfile              string // write a pprof CPU profile of the timed steps here
 }
 
 // benchVocab is the vocabulary size of the --size presets (issue #5's
@@ -68,6 +71,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Float64Var(&o.weightDecay, "weight-decay", 0.01, "training: AdamW weight decay (not on biases and LayerNorm)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the initialisation, the token ids, the labels and dropout")
 	fs.BoolVar(&o.json, "json", false, "end the output with one line holding the results as a JSON object")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the timed steps to this file (go tool pprof)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only the JSON line (with --json) and no progress on stderr")
 	th := threadsFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -243,6 +247,17 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 		if err := step(i); err != nil {
 			return err
 		}
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("bench: %s: %w", o.cpuProfile, err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	times := make([]float64, o.steps) // milliseconds
 	for i := range times {

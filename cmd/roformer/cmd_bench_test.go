@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -251,5 +253,20 @@ func TestBenchHelpers(t *testing.T) {
 		if got := labelledCount(c.n, c.p); got != c.want {
 			t.Errorf("labelledCount(%d, %v) = %d, want %d", c.n, c.p, got, c.want)
 		}
+	}
+}
+
+// --cpuprofile writes a pprof profile of the timed steps.
+func TestBenchCPUProfile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "cpu.prof")
+	benchJSON(t, "--size", "tiny", "--batch", "1", "--seq", "8", "--steps", "1", "--warmup", "0", "--json", "--quiet",
+		"--peak-gflops", "100", "--cpuprofile", p)
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// pprof profiles are gzip-compressed protocol buffers.
+	if len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
+		t.Errorf("profile %s is %d bytes and not gzip data", p, len(data))
 	}
 }
