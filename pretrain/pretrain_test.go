@@ -25,7 +25,9 @@ func testOptions(t testing.TB, dir string, steps int) Options {
 	if err != nil {
 		t.Skipf("no corpus: %v", err)
 	}
-	corpusFile := filepath.Join(t.TempDir(), "opticks.txt")
+	// The corpus goes into the run folder's parent, not t.TempDir(): the
+	// child process of the kill test is killed before it could clean up.
+	corpusFile := filepath.Join(filepath.Dir(dir), filepath.Base(dir)+"-opticks.txt")
 	if err := os.WriteFile(corpusFile, raw[:120000], 0o644); err != nil {
 		t.Fatal(err)
 	}
