@@ -312,6 +312,11 @@ func writeAtomic(path string, b []byte) (err error) {
 	if err != nil {
 		return fmt.Errorf("pretrain: %w", err)
 	}
+	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes 0600
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("pretrain: %w", err)
+	}
 	defer func() {
 		if err != nil {
 			tmp.Close()

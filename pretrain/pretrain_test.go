@@ -192,3 +192,20 @@ func TestFinalFolderTokenizer(t *testing.T) {
 		t.Errorf("final folder tokenizer: %v with %d tokens, trained with %v and %d", tok.Kind(), tok.VocabSize(), j.Tokenizer.Kind(), j.Tokenizer.VocabSize())
 	}
 }
+
+// Run files are ordinary readable files (not CreateTemp's 0600).
+func TestRunFilesReadable(t *testing.T) {
+	dir := t.TempDir()
+	if _, _, err := Start(context.Background(), testOptions(t, dir, 2), nil, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"model.safetensors", "config.json", "metrics.jsonl", "loss.png", RunFile, "checkpoint-2"} {
+		st, err := os.Stat(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm()&0o044 != 0o044 {
+			t.Errorf("%s has mode %v", f, st.Mode().Perm())
+		}
+	}
+}

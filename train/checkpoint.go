@@ -161,6 +161,10 @@ func saveCheckpoint(runDir string, st *State, m Model, extra func(string) error,
 	if err != nil {
 		return fmt.Errorf("train: saving %s: %w", name, err)
 	}
+	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes 0700
+		os.RemoveAll(tmp)
+		return fmt.Errorf("train: saving %s: %w", name, err)
+	}
 	defer func() {
 		if err != nil {
 			os.RemoveAll(tmp)

@@ -34,6 +34,11 @@ func writeFileAtomic(path string, b []byte) (err error) {
 	if err != nil {
 		return fmt.Errorf("train: writing %s: %w", path, err)
 	}
+	if err = f.Chmod(0o644); err != nil { // CreateTemp makes 0600; run files are ordinary files
+		f.Close()
+		os.Remove(f.Name())
+		return fmt.Errorf("train: writing %s: %w", path, err)
+	}
 	tmp := f.Name()
 	defer func() {
 		if err != nil {
@@ -73,6 +78,11 @@ func copyFileAtomic(dst, src string) (err error) {
 	dir := filepath.Dir(dst)
 	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(dst)+"-*")
 	if err != nil {
+		return fmt.Errorf("train: writing %s: %w", dst, err)
+	}
+	if err = f.Chmod(0o644); err != nil {
+		f.Close()
+		os.Remove(f.Name())
 		return fmt.Errorf("train: writing %s: %w", dst, err)
 	}
 	defer func() {

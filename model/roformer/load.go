@@ -136,6 +136,11 @@ func writeFileAtomic(path string, data []byte) (err error) {
 	if err != nil {
 		return fmt.Errorf("roformer: %w", err)
 	}
+	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes 0600
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("roformer: %w", err)
+	}
 	defer func() {
 		if err != nil {
 			tmp.Close()
