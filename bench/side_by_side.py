@@ -176,8 +176,8 @@ def summarise(results, jobs, runs, threads, m, loads, markdown=None, out=None, f
     lines.append("")
     lines.append("tokens/s: median over runs of each run's median step (range over runs); best: from the fastest single step of all runs.")
     lines.append("")
-    lines.append("| job | ours tokens/s | PyTorch tokens/s | ratio ours/PyTorch | best ours / best PyTorch (ratio) | ours MFU | PyTorch MFU | ours peak RSS | PyTorch peak RSS |")
-    lines.append("|---|---|---|---|---|---|---|---|---|")
+    lines.append("| job | ours tokens/s | PyTorch tokens/s | ratio ours/PyTorch | best ours / best PyTorch (ratio) | ours MFU | PyTorch MFU | ours peak RSS | PyTorch peak RSS | RSS ratio ours/PyTorch |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|")
     summary = []
     for job in jobs:
         side = {}
@@ -207,13 +207,14 @@ def summarise(results, jobs, runs, threads, m, loads, markdown=None, out=None, f
 
         both = "tps" in g and "tps" in t
         ratio = f"**{g['tps'] / t['tps']:.2f}**" if both else "—"
+        rss_ratio = f"{g['rss'] / t['rss']:.2f}" if both else "—"
         best = f"{g['best']:.0f} / {t['best']:.0f} ({g['best'] / t['best']:.2f})" if both else "—"
         if fixed_peak:
             mfu = lambda s: f"{100 * s['gflops'] / peak:.1f}%" if "gflops" in s else "—"  # noqa: E731
         else:
             mfu = lambda s: f"{100 * s['mfu']:.1f}%" if "mfu" in s else "—"  # noqa: E731
         rss = lambda s: mib(s["rss"]) if "rss" in s else "—"  # noqa: E731
-        lines.append(f"| {job} | {tps_cell(g)} | {tps_cell(t)} | {ratio} | {best} | {mfu(g)} | {mfu(t)} | {rss(g)} | {rss(t)} |")
+        lines.append(f"| {job} | {tps_cell(g)} | {tps_cell(t)} | {ratio} | {best} | {mfu(g)} | {mfu(t)} | {rss(g)} | {rss(t)} | {rss_ratio} |")
         summary.append({"job": job, "go": g, "pytorch": t, "fixed_peak_gflops": peak or None})
     table = "\n".join(lines)
     print(table)
