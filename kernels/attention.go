@@ -108,7 +108,7 @@ func maskedSoftmaxRow(row []float32, scale float32, km []float32, causal bool, i
 	sum := float32(0)
 	for j := range row {
 		if visible(km, causal, i, j) {
-			e := float32(math.Exp(float64(row[j] - mx)))
+			e := float32(exp64(float64(row[j] - mx)))
 			row[j] = e
 			sum += e
 		} else {

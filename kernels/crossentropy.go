@@ -30,7 +30,7 @@ func logSumExp(x []float32) float64 {
 	}
 	s := 0.0
 	for _, v := range x {
-		s += math.Exp(float64(v) - mx)
+		s += exp64(float64(v) - mx)
 	}
 	return mx + math.Log(s)
 }
@@ -55,9 +55,9 @@ func CrossEntropyBackward(dlogits, dloss, logits []float32, targets []int32, N, 
 			lse := logSumExp(x)
 			g := float64(dloss[r])
 			for j, v := range x {
-				d[j] = float32(g * math.Exp(float64(v)-lse))
+				d[j] = float32(g * exp64(float64(v)-lse))
 			}
-			d[t] = float32(g * (math.Exp(float64(x[t])-lse) - 1))
+			d[t] = float32(g * (exp64(float64(x[t])-lse) - 1))
 		}
 	})
 }
@@ -82,9 +82,9 @@ func CrossEntropyGradInPlace(logits []float32, targets []int32, scale float32, N
 			g := float64(scale)
 			xt := float64(x[t])
 			for j, v := range x {
-				x[j] = float32(g * math.Exp(float64(v)-lse))
+				x[j] = float32(g * exp64(float64(v)-lse))
 			}
-			x[t] = float32(g * (math.Exp(xt-lse) - 1))
+			x[t] = float32(g * (exp64(xt-lse) - 1))
 		}
 	})
 }

@@ -391,3 +391,19 @@ func TestCrossEntropyGradInPlace(t *testing.T) {
 	CrossEntropyGradInPlace(got, targets, 0.25, N, V)
 	testutil.AssertClose(t, "in place", got, want, 1e-7, 1e-6)
 }
+
+func TestExp64(t *testing.T) {
+	worst := 0.0
+	for x := -707.9; x <= 0; x += 0.0137 {
+		want := math.Exp(x)
+		if d := math.Abs(exp64(x)-want) / want; d > worst {
+			worst = d
+		}
+	}
+	if worst > 1e-9 {
+		t.Errorf("exp64 relative error %.3g", worst)
+	}
+	if exp64(-800) != 0 || exp64(0) != 1 || !math.IsNaN(exp64(math.NaN())) {
+		t.Errorf("exp64 edge cases: %v %v %v", exp64(-800), exp64(0), exp64(math.NaN()))
+	}
+}
