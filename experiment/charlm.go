@@ -373,3 +373,13 @@ func writeCharLM(dir string, res *CharLMResult) error {
 	}
 	return writeFile(dir, "summary.md", []byte(md.String()))
 }
+
+// ResummarizeCharLM rewrites curves.csv, the plot and summary.md of the
+// results folder dir from its results.json, training nothing.
+func ResummarizeCharLM(dir string) (*CharLMResult, error) {
+	var res CharLMResult
+	if err := readResults(dir, &res); err != nil {
+		return nil, err
+	}
+	return &res, writeCharLM(dir, &res)
+}

@@ -486,7 +486,7 @@ func writeLongText(dir string, res *LongTextResult) error {
 	}
 	var ss []series
 	for _, pe := range o.Encodings {
-		s := series{name: string(pe)}
+		s := series{name: string(pe), points: true}
 		for _, L := range o.Lengths {
 			c := cells[key(pe, L)]
 			if c == nil || c.skipped != "" {
@@ -501,6 +501,7 @@ func writeLongText(dir string, res *LongTextResult) error {
 	if err != nil {
 		return err
 	}
+	p.X.Min, p.X.Max = float64(o.Lengths[0])*0.8, float64(o.Lengths[len(o.Lengths)-1])*1.1
 	if err := savePlot(p, dir, "accuracy"); err != nil {
 		return err
 	}
@@ -526,4 +527,14 @@ func writeLongText(dir string, res *LongTextResult) error {
 		}
 	}
 	return writeFile(dir, "summary.md", []byte(md.String()))
+}
+
+// ResummarizeLongText rewrites runs.csv, the plot and summary.md of the
+// results folder dir from its results.json, training nothing.
+func ResummarizeLongText(dir string) (*LongTextResult, error) {
+	var res LongTextResult
+	if err := readResults(dir, &res); err != nil {
+		return nil, err
+	}
+	return &res, writeLongText(dir, &res)
 }

@@ -432,13 +432,9 @@ func (a *mlmModel) LoadModel(dir string) error {
 // evaluation curves stored in dir/results.json, and rewrites dir's results
 // files with them.
 func ResummarizeMLMPE(dir string, targets []float64) (*MLMPEResult, error) {
-	raw, err := os.ReadFile(filepath.Join(dir, "results.json"))
-	if err != nil {
-		return nil, fmt.Errorf("experiment: %w", err)
-	}
 	var res MLMPEResult
-	if err := json.Unmarshal(raw, &res); err != nil {
-		return nil, fmt.Errorf("experiment: %s: %w", filepath.Join(dir, "results.json"), err)
+	if err := readResults(dir, &res); err != nil {
+		return nil, err
 	}
 	if len(res.Runs) == 0 {
 		return nil, fmt.Errorf("experiment: %s holds no runs", filepath.Join(dir, "results.json"))

@@ -29,6 +29,18 @@ func writeJSON(dir, name string, v any) error {
 	return writeFile(dir, name, append(b, '\n'))
 }
 
+// readResults decodes dir/results.json into v.
+func readResults(dir string, v any) error {
+	raw, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		return fmt.Errorf("experiment: %w", err)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("experiment: %s: %w", filepath.Join(dir, "results.json"), err)
+	}
+	return nil
+}
+
 // writeCSV writes a header and rows to dir/name.
 func writeCSV(dir, name string, header []string, rows [][]string) error {
 	var buf bytes.Buffer
@@ -65,6 +77,7 @@ type series struct {
 	x, y   []float64
 	lo, hi []float64 // nil: no band
 	dashed bool
+	points bool // mark every point (few points)
 }
 
 var palette = []color.RGBA{
@@ -99,8 +112,7 @@ func linePlot(title, xLabel, yLabel string, ss []series) (*plot.Plot, error) {
 			return nil, fmt.Errorf("experiment: plotting %s: %w", s.name, err)
 		}
 		c := palette[i%len(palette)]
-		c.A = 60
-		poly.Color = c
+		poly.Color = color.NRGBA{R: c.R, G: c.G, B: c.B, A: 60} // translucent (not premultiplied)
 		poly.LineStyle.Width = 0
 		p.Add(poly)
 	}
@@ -114,17 +126,24 @@ func linePlot(title, xLabel, yLabel string, ss []series) (*plot.Plot, error) {
 		if len(pts) == 0 {
 			continue
 		}
-		l, err := plotter.NewLine(pts)
+		l, sc, err := plotter.NewLinePoints(pts)
 		if err != nil {
 			return nil, fmt.Errorf("experiment: plotting %s: %w", s.name, err)
 		}
-		l.Color = palette[i%len(palette)]
+		l.Color, sc.Color = palette[i%len(palette)], palette[i%len(palette)]
 		l.Width = vg.Points(1.5)
 		if s.dashed {
 			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
 		}
-		p.Add(l)
-		p.Legend.Add(s.name, l)
+		if s.points {
+			sc.Shape = draw.CircleGlyph{}
+			sc.Radius = vg.Points(3)
+			p.Add(l, sc)
+			p.Legend.Add(s.name, l, sc)
+		} else {
+			p.Add(l)
+			p.Legend.Add(s.name, l)
+		}
 	}
 	return p, nil
 }

@@ -37,7 +37,7 @@ type experimentOptions struct {
 	steps   int
 	threads int
 	quiet   bool
-	resum   string // mlm-pe: recompute the steps to the targets from this results folder
+	resum   string // rewrite this results folder from its results.json (and, for mlm-pe, new targets)
 
 	relative experiment.RelativeOptions
 	decay    experiment.DecayOptions
@@ -70,6 +70,11 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fs.BoolVar(&o.quick, "quick", false, "the quick form: a few minutes on 2 cores, same code path, smaller model and fewer steps")
 		fs.StringVar(&seeds, "seeds", "", "comma-separated seeds (default: the experiment's)")
 		fs.IntVar(&o.steps, "steps", 0, "optimizer steps per run (default: the experiment's)")
+		help := "train nothing: rewrite the tables, CSV files and plots of this results folder from its results.json"
+		if name == "mlm-pe" {
+			help += " (with the steps to --targets recomputed from the stored curves)"
+		}
+		fs.StringVar(&o.resum, "resummarize", "", help)
 	}
 	switch name {
 	case "relative":
@@ -87,7 +92,6 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fs.StringVar(&encs, "encodings", "", "comma-separated position encodings (default: rotary,sinusoidal,learned,relative,none)")
 		fs.StringVar(&targets, "targets", "", "comma-separated held-out losses whose first crossing is reported (default: the experiment's)")
 		fs.StringVar(&o.mlm.Corpus, "corpus", "", "text file or folder (default: the built-in English corpus)")
-		fs.StringVar(&o.resum, "resummarize", "", "train nothing: recompute the steps to --targets from the curves in this results folder and rewrite its files")
 	case "char-lm":
 		fs.StringVar(&variants, "variants", "", "comma-separated variants ATTENTION-POSITION, e.g. linear-rotary,performer-learned (default: the five of the experiment)")
 		fs.StringVar(&o.cache, "cache", filepath.Join(".cache", "experiments"), "folder for the fetched text (npm tarball)")
@@ -213,6 +217,11 @@ func runExperiment(ctx context.Context, o experimentOptions, stdout, stderr io.W
 		}
 		_, err = experiment.MLMPE(ctx, *m)
 	case "char-lm":
+		if o.resum != "" {
+			_, err = experiment.ResummarizeCharLM(o.resum)
+			o.out = o.resum
+			break
+		}
 		c := &o.charLM
 		c.Out, c.Cache, c.Threads, c.Progress = o.out, o.cache, o.threads, progress
 		if o.seeds != nil {
@@ -224,6 +233,11 @@ func runExperiment(ctx context.Context, o experimentOptions, stdout, stderr io.W
 		}
 		_, err = experiment.CharLM(ctx, *c)
 	case "long-text":
+		if o.resum != "" {
+			_, err = experiment.ResummarizeLongText(o.resum)
+			o.out = o.resum
+			break
+		}
 		l := &o.longText
 		l.Out, l.Cache, l.Threads, l.Progress = o.out, o.cache, o.threads, progress
 		if o.seeds != nil {

@@ -108,3 +108,11 @@ func TestExperimentQuick(t *testing.T) {
 		})
 	}
 }
+
+// --resummarize rewrites a results folder without training.
+func TestExperimentResummarizeCLI(t *testing.T) {
+	code, _, stderr := runCLI(t, "experiment", "long-text", "--resummarize", t.TempDir(), "--quiet")
+	if code != 1 || !strings.Contains(stderr, "results.json") {
+		t.Errorf("empty folder: exit %d, %s", code, stderr)
+	}
+}
