@@ -29,10 +29,19 @@ type dataFlags struct {
 }
 
 func (d *dataFlags) register(fs *flag.FlagSet, withProblem bool) {
+	def := func(train, model string) string {
+		if withProblem {
+			return train
+		}
+		return model
+	}
 	fs.StringVar(&d.format, "format", "", "input format: jsonl, csv or tsv (default: from the file extension)")
-	fs.StringVar(&d.text, "text-column", "", "column (JSON key) of the text; for token tagging, of the words (default text, or tokens)")
-	fs.StringVar(&d.pair, "pair-column", "", "column of the second text of a pair (default: single texts)")
-	fs.StringVar(&d.label, "label-column", "", "column of the label; for token tagging, of the tags (default label, or tags)")
+	fs.StringVar(&d.text, "text-column", "", "column (JSON key) of the text; for token tagging, of the words "+
+		def("(default text, or tokens)", "(default: as the model was fine-tuned, else text or tokens)"))
+	fs.StringVar(&d.pair, "pair-column", "", "column of the second text of a pair "+
+		def("(default: single texts)", "(default: as the model was fine-tuned; text_pair for the built-in pair task)"))
+	fs.StringVar(&d.label, "label-column", "", "column of the label; for token tagging, of the tags "+
+		def("(default label, or tags)", "(default: as the model was fine-tuned, else label or tags)"))
 	fs.StringVar(&d.labelSep, "label-sep", ",", "separator of the labels of a multi-label CSV/TSV cell")
 	fs.BoolVar(&d.noHeader, "no-header", false, "CSV/TSV files have no header row; name columns by 0-based index (GLUE's CoLA layout)")
 	fs.IntVar(&d.maxLineBytes, "max-line-bytes", finetune.DefaultMaxLineBytes, "longest input line accepted")
@@ -135,7 +144,7 @@ func cmdFinetune(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&o.labels, "labels", "", "comma-separated label set in id order (default: the model's, else the labels of the training data, sorted)")
 	fs.StringVar(&o.metric, "metric", "", "metric that picks the best epoch: accuracy, f1, macro_f1, mcc (single-label); micro_f1, macro_f1, subset_accuracy (multi-label); pearson, spearman, neg_mse (regression); accuracy, macro_f1 (token)")
 	fs.StringVar(&o.positive, "positive", "", "positive label of binary F1 (default: the second label)")
-	fs.IntVar(&p.MaxLength, "max-length", p.MaxLength, "tokens per input, [CLS] and [SEP] included (default 128, or the task's)")
+	fs.IntVar(&p.MaxLength, "max-length", p.MaxLength, "tokens per input, [CLS] and [SEP] included (a built-in task sets its own unless this is given)")
 	fs.IntVar(&p.BatchSize, "batch", p.BatchSize, "training batch size")
 	fs.IntVar(&p.EvalBatchSize, "eval-batch", p.EvalBatchSize, "evaluation batch size")
 	fs.IntVar(&p.Epochs, "epochs", p.Epochs, "training epochs")
