@@ -14,11 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/roformer-go/roformer/checkpoint"
-	"github.com/roformer-go/roformer/data"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/pretrain"
-	"github.com/roformer-go/roformer/tensor"
 	"github.com/roformer-go/roformer/train"
 )
 
@@ -174,7 +171,7 @@ func MLMPE(ctx context.Context, opts MLMPEOptions) (*MLMPEResult, error) {
 			say(opts.Progress, "mlm-pe: %s seed %d (%d parameters)", pe, seed, m.NumParams())
 			t0 := time.Now()
 			tj := job.Train
-			tj.Model, tj.Options, tj.Out, tj.SaveExtra = &mlmModel{m: m}, to, opts.Progress, nil
+			tj.Model, tj.Options, tj.Out, tj.SaveExtra = pretrain.NewMLMModel(m), to, opts.Progress, nil
 			if _, err := train.Train(ctx, tj); err != nil {
 				return nil, fmt.Errorf("experiment: mlm-pe %s seed %d: %w", pe, seed, err)
 			}
@@ -379,52 +376,6 @@ func writeMLMPE(dir string, res *MLMPEResult) error {
 		fmt.Fprintf(&md, " %.0f |\n", s.MeanSecondsPerRun)
 	}
 	return writeFile(dir, "summary.md", []byte(md.String()))
-}
-
-// mlmModel adapts a RoFormer masked-LM model to train.Model (as package
-// pretrain does).
-type mlmModel struct {
-	m         *roformer.Model
-	st, evalS *roformer.State
-}
-
-func toBatch(b *data.Batch) *roformer.Batch {
-	return &roformer.Batch{InputIDs: b.InputIDs, TokenTypeIDs: b.TokenTypeIDs, AttentionMask: b.AttentionMask, B: b.B, T: b.T}
-}
-
-func (a *mlmModel) Params() []*tensor.Param { return a.m.Params() }
-
-func (a *mlmModel) ForwardBackward(ctx context.Context, b *data.Batch) (float64, error) {
-	if a.st == nil || a.st.B != b.B || a.st.T != b.T {
-		a.st = a.m.NewState(b.B, b.T, true)
-	}
-	r, err := a.m.ForwardBackward(ctx, a.st, toBatch(b), &roformer.Labels{IDs: b.Labels}, roformer.StepOptions{Dropout: true, Seed: b.Seed})
-	if err != nil {
-		return 0, err
-	}
-	return r.Loss, nil
-}
-
-func (a *mlmModel) Evaluate(ctx context.Context, b *data.Batch) (float64, int, int, error) {
-	if a.evalS == nil || a.evalS.B != b.B || a.evalS.T != b.T {
-		a.evalS = a.m.NewState(b.B, b.T, false)
-	}
-	return a.m.EvaluateMLM(ctx, a.evalS, toBatch(b), b.Labels)
-}
-
-func (a *mlmModel) SaveModel(dir string) error { return a.m.Save(dir) }
-
-func (a *mlmModel) LoadModel(dir string) error {
-	f, err := checkpoint.ReadSafetensors(filepath.Join(dir, "model.safetensors"))
-	if err != nil {
-		return err
-	}
-	src := map[string]*tensor.Tensor{}
-	for n, e := range f.Tensors {
-		src[n] = &tensor.Tensor{Shape: e.Shape, Data: e.Data}
-	}
-	_, err = a.m.Bind(src, roformer.BindOptions{Strict: true})
-	return err
 }
 
 // ResummarizeMLMPE recomputes, without training, the steps at which each

@@ -126,7 +126,7 @@ func Prepare(opts Options, progress io.Writer) (*Job, error) {
 	say("model: %d layers, hidden %d, %d heads, intermediate %d, vocabulary %d: %.2fM parameters", cfg.NumHiddenLayers, cfg.HiddenSize, cfg.NumAttentionHeads, cfg.IntermediateSize, cfg.VocabSize, float64(m.NumParams())/1e6)
 	j := &Job{Options: opts, Tokenizer: tok, Model: m, Tokens: packed.Tokens}
 	j.Train = train.Job{
-		Model: &mlm{m: m}, Train: trainSeqs, Eval: evalSeqs, Vocab: v, Options: opts.Train,
+		Model: NewMLMModel(m), Train: trainSeqs, Eval: evalSeqs, Vocab: v, Options: opts.Train,
 		// vocab.txt, tokenizer_config.json (BertTokenizer, uncased),
 		// special_tokens_map.json and tokenizer.json beside the model.
 		SaveExtra: tok.Save,
@@ -260,6 +260,12 @@ func Resume(ctx context.Context, dir string, steps, threads int, out io.Writer, 
 	res, err := train.Resume(ctx, j.Train)
 	return j, res, err
 }
+
+// NewMLMModel adapts a RoFormer with the masked-LM head to train.Model:
+// training steps with dropout seeded by data.Batch.Seed, evaluation of the
+// labelled tokens, and the model saved and reloaded exactly as
+// config.json + model.safetensors. Its workspaces are reused across steps.
+func NewMLMModel(m *roformer.Model) train.Model { return &mlm{m: m} }
 
 // mlm adapts the RoFormer masked-LM model to train.Model.
 type mlm struct {
