@@ -140,53 +140,59 @@ func AttentionBackward(dq, dk, dv, dout, q, k, v, probs, keyMask []float32, caus
 		}
 		for bh := lo; bh < hi; bh++ {
 			b, h := bh/NH, bh%NH
-			P := probs[bh*T*T : (bh+1)*T*T]
-			Pd := P
-			if drop.Active() {
-				applyDrop(dropped, P, drop, bh*T*T)
-				Pd = dropped
-			}
 			base := b*T*C + h*HS
-			// out_h = Pd·v_h  ⇒  dPd = dout_h·v_hᵀ, dv_h = Pdᵀ·dout_h
-			blas.Sgemm(false, true, T, T, HS, 1, dout[base:], C, v[base:], C, 0, dP, T)
-			blas.Sgemm(true, false, T, HS, T, 1, Pd, T, dout[base:], C, 0, dv[base:], C)
-			if drop.Active() {
-				// Pd = P⊙mask  ⇒  dP = dPd⊙mask
-				applyDrop(dP, dP, drop, bh*T*T)
-			}
-			var km []float32
-			if keyMask != nil {
-				km = keyMask[b*T : b*T+T]
-			}
-			// P = softmax(S/scale) over visible keys  ⇒  dS = P⊙(dP − Σ_j dP⊙P)/scale.
-			// A row that sees no key is constant (uniform): its gradient is 0.
-			for i := 0; i < T; i++ {
-				p := P[i*T : i*T+T]
-				d := dP[i*T : i*T+T]
-				seen := false
-				for j := range p {
-					if visible(km, causal, i, j) {
-						seen = true
-						break
-					}
-				}
-				if !seen {
-					clear(d)
-					continue
-				}
-				dot := float32(0)
-				for j := range p {
-					dot += p[j] * d[j]
-				}
-				for j := range p {
-					d[j] = p[j] * (d[j] - dot) / scale
-				}
-			}
+			probsBackward(dP, dropped, dv[base:], dout[base:], v[base:], probs[bh*T*T:(bh+1)*T*T], rowMask(keyMask, b, T), causal, drop, bh*T*T, T, HS, C, scale)
 			// S = q_h·k_hᵀ  ⇒  dq_h = dS·k_h, dk_h = dSᵀ·q_h
 			blas.Sgemm(false, false, T, HS, T, 1, dP, T, k[base:], C, 0, dq[base:], C)
 			blas.Sgemm(true, false, T, HS, T, 1, dP, T, q[base:], C, 0, dk[base:], C)
 		}
 	})
+}
+
+// probsBackward is the part of the attention backward pass that every score
+// function shares, for one (row, head): with P the softmax of the scaled
+// scores (undropped) and Pd = P⊙mask the probabilities the forward pass used,
+//
+//	out_h = Pd·v_h  ⇒  dv_h = Pdᵀ·dout_h (written), dPd = dout_h·v_hᵀ, dP = dPd⊙mask
+//	P = softmax(S/scale) over visible keys  ⇒  dS = P⊙(dP − Σ_j dP⊙P)/scale
+//
+// and leaves dS in dP ([T, T]); a row that sees no key is constant (uniform)
+// and gets 0. dropped is [T, T] scratch when drop is active; off is the flat
+// index of this block in [B, NH, T, T] (the dropout stream); dv, dout and v
+// start at the head's first column, with leading dimension C.
+func probsBackward(dP, dropped, dv, dout, v, P, km []float32, causal bool, drop Dropout, off, T, HS, C int, scale float32) {
+	Pd := P
+	if drop.Active() {
+		applyDrop(dropped, P, drop, off)
+		Pd = dropped
+	}
+	blas.Sgemm(false, true, T, T, HS, 1, dout, C, v, C, 0, dP, T)
+	blas.Sgemm(true, false, T, HS, T, 1, Pd, T, dout, C, 0, dv, C)
+	if drop.Active() {
+		applyDrop(dP, dP, drop, off)
+	}
+	for i := 0; i < T; i++ {
+		p := P[i*T : i*T+T]
+		d := dP[i*T : i*T+T]
+		seen := false
+		for j := range p {
+			if visible(km, causal, i, j) {
+				seen = true
+				break
+			}
+		}
+		if !seen {
+			clear(d)
+			continue
+		}
+		dot := float32(0)
+		for j := range p {
+			dot += p[j] * d[j]
+		}
+		for j := range p {
+			d[j] = p[j] * (d[j] - dot) / scale
+		}
+	}
 }
 
 // attentionForwardNaive is the reference twin of AttentionForward: plain

@@ -89,43 +89,14 @@ func RelativeAttentionBackward(dq, dk, dv, drelK, dout, q, k, v, relK, probs, ke
 		}
 		for bh := lo; bh < hi; bh++ {
 			b, h := bh/NH, bh%NH
-			P := probs[bh*T*T : (bh+1)*T*T]
-			Pd := P
-			if drop.Active() {
-				applyDrop(dropped, P, drop, bh*T*T)
-				Pd = dropped
-			}
 			base := b*T*C + h*HS
-			// out_h = Pd·v_h  ⇒  dPd = dout_h·v_hᵀ, dv_h = Pdᵀ·dout_h
-			blas.Sgemm(false, true, T, T, HS, 1, dout[base:], C, v[base:], C, 0, dP, T)
-			blas.Sgemm(true, false, T, HS, T, 1, Pd, T, dout[base:], C, 0, dv[base:], C)
-			if drop.Active() {
-				applyDrop(dP, dP, drop, bh*T*T)
-			}
-			km := rowMask(keyMask, b, T)
-			// P = softmax(S/scale) over visible keys  ⇒  dS = P⊙(dP − Σ_j dP⊙P)/scale
+			probsBackward(dP, dropped, dv[base:], dout[base:], v[base:], probs[bh*T*T:(bh+1)*T*T], rowMask(keyMask, b, T), causal, drop, bh*T*T, T, HS, C, scale)
+			// S_ij gets R_i,clip(j−i) added  ⇒  G_i,r = Σ_{j: clip(j−i) = r} dS_ij
 			g := G[bh*T*W : (bh+1)*T*W]
 			for i := 0; i < T; i++ {
-				p, d := P[i*T:i*T+T], dP[i*T:i*T+T]
-				seen := false
-				for j := range p {
-					if visible(km, causal, i, j) {
-						seen = true
-						break
-					}
-				}
-				if !seen {
-					clear(d)
-					continue
-				}
-				dot := float32(0)
-				for j := range p {
-					dot += p[j] * d[j]
-				}
-				gi := g[i*W : i*W+W]
-				for j := range p {
-					d[j] = p[j] * (d[j] - dot) / scale
-					gi[clipDistance(j-i, K)+K] += d[j]
+				d, gi := dP[i*T:i*T+T], g[i*W:i*W+W]
+				for j, dj := range d {
+					gi[clipDistance(j-i, K)+K] += dj
 				}
 			}
 			// S = q_h·k_hᵀ + gather(q_h·relKᵀ)  ⇒  dq_h = dS·k_h + G·relK, dk_h = dSᵀ·q_h
