@@ -98,8 +98,10 @@ func (a Activation) df(x float64) float64 {
 	return 1
 }
 
-// ActivationForward applies a pointwise: out[i] = act(inp[i]), evaluated in
-// float64 and rounded once. out may alias inp.
+// ActivationForward applies a pointwise: out[i] = act(inp[i]). GELU runs in
+// the float32 vector kernels of vec.go (within 6 float32 steps of the exact
+// value); the others are evaluated in float64 and rounded once. out may alias
+// inp.
 //
 //	out [N]
 //	inp [N]
@@ -114,9 +116,7 @@ func ActivationForward(out, inp []float32, a Activation, N int) {
 		case Linear:
 			copy(o, x)
 		case GELU:
-			for i, v := range x {
-				o[i] = float32(geluExact(float64(v)))
-			}
+			geluVec(o, x)
 		default:
 			for i, v := range x {
 				o[i] = float32(a.f(float64(v)))
@@ -136,11 +136,7 @@ func ActivationForwardSaveGrad(out, grad, inp []float32, a Activation, N int) {
 	parallelFor(N, 4096, func(lo, hi int) {
 		o, g, x := out[lo:hi], grad[lo:hi], inp[lo:hi]
 		if a == GELU {
-			for i, v := range x {
-				c, p := normCDFPDF(float64(v))
-				o[i] = float32(float64(v) * c)
-				g[i] = float32(c + float64(v)*p)
-			}
+			geluGradVec(o, g, x)
 			return
 		}
 		for i, v := range x {
@@ -173,6 +169,19 @@ func ActivationBackwardSaved(dinp, dout, grad []float32, N int) {
 func ActivationBackward(dinp, dout, inp []float32, a Activation, N int) {
 	parallelFor(N, 4096, func(lo, hi int) {
 		di, d, x := dinp[lo:hi], dout[lo:hi], inp[lo:hi]
+		if a == GELU {
+			var val, grad [512]float32
+			for len(x) > 0 {
+				n := min(len(x), len(grad))
+				geluGradVec(val[:n], grad[:n], x[:n])
+				for i, g := range grad[:n] {
+					// out = GELU(x)
+					di[i] = d[i] * g
+				}
+				di, d, x = di[n:], d[n:], x[n:]
+			}
+			return
+		}
 		for i, v := range x {
 			// out = act(x)
 			di[i] = float32(float64(d[i]) * a.df(float64(v)))

@@ -87,38 +87,33 @@ func visible(km []float32, causal bool, i, j int) bool {
 // maskedSoftmaxRow turns one row of raw scores into probabilities in place:
 // s/scale, then a softmax over the visible keys (float32, max-subtracted, as
 // torch.softmax), zero for hidden ones, or uniform when none is visible.
+// Hidden keys are set to −∞ before the maximum, so their exponential is 0;
+// under the causal mask only the first i+1 keys are touched at all.
 func maskedSoftmaxRow(row []float32, scale float32, km []float32, causal bool, i int) {
 	T := len(row)
-	mx := float32(math.Inf(-1))
-	any := false
-	for j := range row {
-		if visible(km, causal, i, j) {
-			row[j] /= scale
-			mx = max(mx, row[j])
-			any = true
+	n := T
+	if causal {
+		n = min(i+1, T)
+	}
+	head := row[:n]
+	if km != nil {
+		for j, m := range km[:n] {
+			if m == 0 {
+				head[j] = float32(math.Inf(-1))
+			}
 		}
 	}
-	if !any {
+	mx := divMax(head, scale)
+	if math.IsInf(float64(mx), -1) { // no visible key
 		u := 1 / float32(T)
 		for j := range row {
 			row[j] = u
 		}
 		return
 	}
-	sum := float32(0)
-	for j := range row {
-		if visible(km, causal, i, j) {
-			e := float32(exp64(float64(row[j] - mx)))
-			row[j] = e
-			sum += e
-		} else {
-			row[j] = 0
-		}
-	}
-	inv := 1 / sum
-	for j := range row {
-		row[j] *= inv
-	}
+	sum := expSubSum(head, mx)
+	clear(row[n:])
+	scaleVec(head, float32(1/sum))
 }
 
 // AttentionBackward differentiates AttentionForward, given the saved probs.
@@ -185,13 +180,7 @@ func probsBackward(dP, dropped, dv, dout, v, P, km []float32, causal bool, drop 
 			clear(d)
 			continue
 		}
-		dot := float32(0)
-		for j := range p {
-			dot += p[j] * d[j]
-		}
-		for j := range p {
-			d[j] = p[j] * (d[j] - dot) / scale
-		}
+		softmaxBackRow(d, p, dotVec(p, d), scale)
 	}
 }
 

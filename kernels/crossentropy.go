@@ -3,8 +3,8 @@ package kernels
 import "math"
 
 // CrossEntropyForward computes per-row losses −log softmax(logits_r)[t_r]
-// with the log-sum-exp in float64. Rows whose target is negative (HF's −100,
-// "ignore") get loss 0.
+// with the log-sum-exp from float32 exponentials (vec.go) summed and logged
+// in float64. Rows whose target is negative (HF's −100, "ignore") get loss 0.
 //
 //	losses  [N]
 //	logits  [N, V]
@@ -18,21 +18,18 @@ func CrossEntropyForward(losses, logits []float32, targets []int32, N, V int) {
 				continue
 			}
 			x := logits[r*V : r*V+V]
-			losses[r] = float32(logSumExp(x) - float64(x[t]))
+			lse, _, _ := logSumExp(x)
+			losses[r] = float32(lse - float64(x[t]))
 		}
 	})
 }
 
-func logSumExp(x []float32) float64 {
-	mx := math.Inf(-1)
-	for _, v := range x {
-		mx = math.Max(mx, float64(v))
-	}
-	s := 0.0
-	for _, v := range x {
-		s += exp64(float64(v) - mx)
-	}
-	return mx + math.Log(s)
+// logSumExp returns log Σ e^x[i] and its two parts: the maximum m and
+// s = Σ e^(x[i]−m), so that e^(x[i]−lse) = e^(x[i]−m)/s.
+func logSumExp(x []float32) (lse float64, m float32, s float64) {
+	m = maxOf(x)
+	s = expSum(x, m)
+	return float64(m) + math.Log(s), m, s
 }
 
 // CrossEntropyBackward differentiates CrossEntropyForward: for each row,
@@ -52,12 +49,11 @@ func CrossEntropyBackward(dlogits, dloss, logits []float32, targets []int32, N, 
 				continue
 			}
 			x := logits[r*V : r*V+V]
-			lse := logSumExp(x)
+			lse, m, s := logSumExp(x)
 			g := float64(dloss[r])
-			for j, v := range x {
-				d[j] = float32(g * exp64(float64(v)-lse))
-			}
-			d[t] = float32(g * (exp64(float64(x[t])-lse) - 1))
+			copy(d, x)
+			expSubScale(d, m, float32(g/s))
+			d[t] = float32(g * (math.Exp(float64(x[t])-lse) - 1))
 		}
 	})
 }
@@ -78,13 +74,11 @@ func CrossEntropyGradInPlace(logits []float32, targets []int32, scale float32, N
 				clear(x)
 				continue
 			}
-			lse := logSumExp(x)
+			lse, m, s := logSumExp(x)
 			g := float64(scale)
 			xt := float64(x[t])
-			for j, v := range x {
-				x[j] = float32(g * exp64(float64(v)-lse))
-			}
-			x[t] = float32(g * (exp64(xt-lse) - 1))
+			expSubScale(x, m, float32(g/s))
+			x[t] = float32(g * (math.Exp(xt-lse) - 1))
 		}
 	})
 }

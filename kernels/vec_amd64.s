@@ -1,0 +1,322 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// AVX2 + FMA kernels of vec.go; n is a positive multiple of 8. R8 holds the
+// address of vconst, whose row i (8 copies of one float32) is at 32·i.
+
+#define LOG2E 0
+#define LN2HI 32
+#define LN2LO 64
+#define C7 96
+#define C6 128
+#define C5 160
+#define C4 192
+#define C3 224
+#define C2 256
+#define ONE 288
+#define EXPLO 320
+#define EXPHI 352
+#define BIAS 384
+#define ABS 416
+#define RSQRT2 448
+#define HALF 480
+#define ZMAX 512
+#define UA 544
+#define UB 576
+#define Q0 608
+#define Q1 640
+#define Q2 672
+#define Q3 704
+#define Q4 736
+#define Q5 768
+#define Q6 800
+#define Q7 832
+#define Q8 864
+#define Q9 896
+#define RSQRT2PI 928
+#define NEGINF 960
+
+// EXP sets R = e^X lane by lane (X is kept; T1, T2 are clobbered):
+// clamp to [−87, 88], n = round(x·log₂e), r = x − n·ln2 (two FMAs),
+// e^r by Horner on the Taylor coefficients, times 2ⁿ built in the exponent
+// bits; lanes with x < −87 (or −∞) give 0, NaN lanes give NaN.
+#define EXP(X, R, T1, T2) \
+	VMAXPS       EXPLO(R8), X, R;   \
+	VMINPS       EXPHI(R8), R, R;   \
+	VMULPS       LOG2E(R8), R, T1;  \
+	VROUNDPS     $0, T1, T1;        \
+	VFNMADD231PS LN2HI(R8), T1, R;  \
+	VFNMADD231PS LN2LO(R8), T1, R;  \
+	VMOVUPS      C7(R8), T2;        \
+	VFMADD213PS  C6(R8), R, T2;     \
+	VFMADD213PS  C5(R8), R, T2;     \
+	VFMADD213PS  C4(R8), R, T2;     \
+	VFMADD213PS  C3(R8), R, T2;     \
+	VFMADD213PS  C2(R8), R, T2;     \
+	VFMADD213PS  ONE(R8), R, T2;    \
+	VFMADD213PS  ONE(R8), R, T2;    \
+	VCVTPS2DQ    T1, T1;            \
+	VPADDD       BIAS(R8), T1, T1;  \
+	VPSLLD       $23, T1, T1;       \
+	VMULPS       T1, T2, R;         \
+	VCMPPS       $1, EXPLO(R8), X, T1; \
+	VANDNPS      R, T1, R;          \
+	VCMPPS       $3, X, X, T1;      \
+	VORPS        T1, R, R
+
+// HSUM leaves the sum of Y's eight lanes in the low lane of X (clobbers T).
+#define HSUM(Y, X, T) \
+	VEXTRACTF128 $1, Y, T;  \
+	VADDPS       X, T, X;   \
+	VPERMILPS    $0x4e, X, T; \
+	VADDPS       T, X, X;   \
+	VPERMILPS    $0xb1, X, T; \
+	VADDPS       T, X, X
+
+// HMAX is HSUM with max.
+#define HMAX(Y, X, T) \
+	VEXTRACTF128 $1, Y, T;  \
+	VMAXPS       X, T, X;   \
+	VPERMILPS    $0x4e, X, T; \
+	VMAXPS       T, X, X;   \
+	VPERMILPS    $0xb1, X, T; \
+	VMAXPS       T, X, X
+
+// PHI computes, from x in Y0, Φ(x) in Y7 and w = x²/2 in Y9; it clobbers
+// Y2–Y8. erfc(z) = t·exp(Q(u) − z²) with z = |x|/√2 (clamped at 10),
+// t = 1/(1 + z/2), u = t·ua + ub and z² = x²/2; Φ = ½erfc for x < 0,
+// 1 − ½erfc otherwise.
+#define PHI \
+	VANDPS       ABS(R8), Y0, Y2;   \
+	VMULPS       RSQRT2(R8), Y2, Y2; \
+	VMINPS       ZMAX(R8), Y2, Y2;  \
+	VMULPS       HALF(R8), Y2, Y3;  \
+	VADDPS       ONE(R8), Y3, Y3;   \
+	VMOVUPS      ONE(R8), Y4;       \
+	VDIVPS       Y3, Y4, Y3;        \
+	VMOVUPS      UB(R8), Y4;        \
+	VFMADD231PS  UA(R8), Y3, Y4;    \
+	VMOVUPS      Q9(R8), Y5;        \
+	VFMADD213PS  Q8(R8), Y4, Y5;    \
+	VFMADD213PS  Q7(R8), Y4, Y5;    \
+	VFMADD213PS  Q6(R8), Y4, Y5;    \
+	VFMADD213PS  Q5(R8), Y4, Y5;    \
+	VFMADD213PS  Q4(R8), Y4, Y5;    \
+	VFMADD213PS  Q3(R8), Y4, Y5;    \
+	VFMADD213PS  Q2(R8), Y4, Y5;    \
+	VFMADD213PS  Q1(R8), Y4, Y5;    \
+	VFMADD213PS  Q0(R8), Y4, Y5;    \
+	VMULPS       Y0, Y0, Y9;        \
+	VMULPS       HALF(R8), Y9, Y9;  \
+	VSUBPS       Y9, Y5, Y5;        \
+	EXP(Y5, Y6, Y7, Y8);            \
+	VMULPS       Y3, Y6, Y6;        \
+	VMULPS       HALF(R8), Y6, Y6;  \
+	VMOVUPS      ONE(R8), Y7;       \
+	VSUBPS       Y6, Y7, Y7;        \
+	VBLENDVPS    Y0, Y6, Y7, Y7
+
+// func expSubSumAVX2(x *float32, n int, m float32) float32
+TEXT ·expSubSumAVX2(SB), NOSPLIT, $0-28
+	MOVQ         x+0(FP), DI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS m+16(FP), Y15
+	LEAQ         ·vconst(SB), R8
+	VXORPS       Y14, Y14, Y14
+
+esloop:
+	VMOVUPS (DI), Y0
+	VSUBPS  Y15, Y0, Y0
+	EXP(Y0, Y1, Y2, Y3)
+	VMOVUPS Y1, (DI)
+	VADDPS  Y1, Y14, Y14
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JNZ     esloop
+	HSUM(Y14, X14, X1)
+	VZEROUPPER
+	MOVSS   X14, ret+24(FP)
+	RET
+
+// func expSumAVX2(x *float32, n int, m float32) float32
+TEXT ·expSumAVX2(SB), NOSPLIT, $0-28
+	MOVQ         x+0(FP), DI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS m+16(FP), Y15
+	LEAQ         ·vconst(SB), R8
+	VXORPS       Y14, Y14, Y14
+
+xsloop:
+	VMOVUPS (DI), Y0
+	VSUBPS  Y15, Y0, Y0
+	EXP(Y0, Y1, Y2, Y3)
+	VADDPS  Y1, Y14, Y14
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JNZ     xsloop
+	HSUM(Y14, X14, X1)
+	VZEROUPPER
+	MOVSS   X14, ret+24(FP)
+	RET
+
+// func expSubScaleAVX2(x *float32, n int, m, a float32)
+TEXT ·expSubScaleAVX2(SB), NOSPLIT, $0-24
+	MOVQ         x+0(FP), DI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS m+16(FP), Y15
+	VBROADCASTSS a+20(FP), Y14
+	LEAQ         ·vconst(SB), R8
+
+ecloop:
+	VMOVUPS (DI), Y0
+	VSUBPS  Y15, Y0, Y0
+	EXP(Y0, Y1, Y2, Y3)
+	VMULPS  Y14, Y1, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JNZ     ecloop
+	VZEROUPPER
+	RET
+
+// func divMaxAVX2(x *float32, n int, s float32) float32
+TEXT ·divMaxAVX2(SB), NOSPLIT, $0-28
+	MOVQ         x+0(FP), DI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS s+16(FP), Y15
+	LEAQ         ·vconst(SB), R8
+	VMOVUPS      NEGINF(R8), Y14
+
+dmloop:
+	VMOVUPS (DI), Y0
+	VDIVPS  Y15, Y0, Y0
+	VMOVUPS Y0, (DI)
+	VMAXPS  Y0, Y14, Y14
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JNZ     dmloop
+	HMAX(Y14, X14, X1)
+	VZEROUPPER
+	MOVSS   X14, ret+24(FP)
+	RET
+
+// func maxAVX2(x *float32, n int) float32
+TEXT ·maxAVX2(SB), NOSPLIT, $0-20
+	MOVQ    x+0(FP), DI
+	MOVQ    n+8(FP), CX
+	LEAQ    ·vconst(SB), R8
+	VMOVUPS NEGINF(R8), Y14
+
+mxloop:
+	VMAXPS (DI), Y14, Y14
+	ADDQ   $32, DI
+	SUBQ   $8, CX
+	JNZ    mxloop
+	HMAX(Y14, X14, X1)
+	VZEROUPPER
+	MOVSS  X14, ret+16(FP)
+	RET
+
+// func scaleAVX2(x *float32, n int, a float32)
+TEXT ·scaleAVX2(SB), NOSPLIT, $0-20
+	MOVQ         x+0(FP), DI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS a+16(FP), Y15
+
+scloop:
+	VMULPS  (DI), Y15, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JNZ     scloop
+	VZEROUPPER
+	RET
+
+// func dotAVX2(x, y *float32, n int) float32
+TEXT ·dotAVX2(SB), NOSPLIT, $0-28
+	MOVQ   x+0(FP), DI
+	MOVQ   y+8(FP), SI
+	MOVQ   n+16(FP), CX
+	VXORPS Y14, Y14, Y14
+
+dtloop:
+	VMOVUPS     (DI), Y0
+	VFMADD231PS (SI), Y0, Y14
+	ADDQ        $32, DI
+	ADDQ        $32, SI
+	SUBQ        $8, CX
+	JNZ         dtloop
+	HSUM(Y14, X14, X1)
+	VZEROUPPER
+	MOVSS       X14, ret+24(FP)
+	RET
+
+// func softmaxBackAVX2(d, p *float32, n int, dot, s float32)
+TEXT ·softmaxBackAVX2(SB), NOSPLIT, $0-32
+	MOVQ         d+0(FP), DI
+	MOVQ         p+8(FP), SI
+	MOVQ         n+16(FP), CX
+	VBROADCASTSS dot+24(FP), Y15
+	VBROADCASTSS s+28(FP), Y14
+
+sbloop:
+	VMOVUPS (DI), Y0
+	VSUBPS  Y15, Y0, Y0
+	VMULPS  (SI), Y0, Y0
+	VDIVPS  Y14, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, SI
+	SUBQ    $8, CX
+	JNZ     sbloop
+	VZEROUPPER
+	RET
+
+// func geluAVX2(out, in *float32, n int)
+TEXT ·geluAVX2(SB), NOSPLIT, $0-24
+	MOVQ out+0(FP), DI
+	MOVQ in+8(FP), SI
+	MOVQ n+16(FP), CX
+	LEAQ ·vconst(SB), R8
+
+geloop:
+	VMOVUPS (SI), Y0
+	PHI
+	VMULPS  Y0, Y7, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, SI
+	SUBQ    $8, CX
+	JNZ     geloop
+	VZEROUPPER
+	RET
+
+// func geluGradAVX2(out, grad, in *float32, n int)
+TEXT ·geluGradAVX2(SB), NOSPLIT, $0-32
+	MOVQ out+0(FP), DI
+	MOVQ grad+8(FP), DX
+	MOVQ in+16(FP), SI
+	MOVQ n+24(FP), CX
+	LEAQ ·vconst(SB), R8
+	VXORPS Y13, Y13, Y13
+
+ggloop:
+	VMOVUPS     (SI), Y0
+	PHI
+	// φ(x) = e^(−x²/2)/√(2π); GELU' = Φ + x·φ
+	VSUBPS      Y9, Y13, Y9
+	EXP(Y9, Y10, Y11, Y12)
+	VMULPS      RSQRT2PI(R8), Y10, Y10
+	VMOVAPS     Y7, Y11
+	VFMADD231PS Y10, Y0, Y11
+	VMULPS      Y0, Y7, Y1
+	VMOVUPS     Y1, (DI)
+	VMOVUPS     Y11, (DX)
+	ADDQ        $32, DI
+	ADDQ        $32, DX
+	ADDQ        $32, SI
+	SUBQ        $8, CX
+	JNZ         ggloop
+	VZEROUPPER
+	RET

@@ -1,0 +1,21 @@
+//go:build !amd64 || purego
+
+package kernels
+
+// useAVX2 is false off amd64 (or with the purego tag): the scalar twins in
+// vec.go run, and the functions below are never called.
+const useAVX2 = false
+
+func expSubSumAVX2(x *float32, n int, m float32) float32   { panic("kernels: no AVX2") }
+func expSumAVX2(x *float32, n int, m float32) float32      { panic("kernels: no AVX2") }
+func expSubScaleAVX2(x *float32, n int, m, a float32)      { panic("kernels: no AVX2") }
+func divMaxAVX2(x *float32, n int, s float32) float32      { panic("kernels: no AVX2") }
+func maxAVX2(x *float32, n int) float32                    { panic("kernels: no AVX2") }
+func scaleAVX2(x *float32, n int, a float32)               { panic("kernels: no AVX2") }
+func dotAVX2(x, y *float32, n int) float32                 { panic("kernels: no AVX2") }
+func softmaxBackAVX2(d, p *float32, n int, dot, s float32) { panic("kernels: no AVX2") }
+func geluAVX2(out, in *float32, n int)                     { panic("kernels: no AVX2") }
+func geluGradAVX2(out, grad, in *float32, n int)           { panic("kernels: no AVX2") }
+
+// withAVX2 does nothing here: only the scalar path exists.
+func withAVX2(on bool) (restore func()) { return func() {} }

@@ -1,0 +1,232 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/roformer-go/roformer/internal/testutil"
+)
+
+// paths runs f with the assembly on (where the CPU has it) and off.
+func paths(t *testing.T, f func(t *testing.T)) {
+	for _, on := range []bool{true, false} {
+		name := "scalar"
+		if on {
+			name = "avx2"
+		}
+		t.Run(name, func(t *testing.T) {
+			defer withAVX2(on)()
+			f(t)
+		})
+	}
+}
+
+// ulps returns |got − want| in units of float32's spacing at want (want
+// normal), so 1 means one float32 step.
+func ulps(got float32, want float64) float64 {
+	w := float32(want)
+	step := math.Abs(float64(math.Nextafter32(w, float32(math.Inf(1)))) - float64(w))
+	return math.Abs(float64(got)-want) / step
+}
+
+// expInputs spans softmax and cross-entropy arguments plus the edges.
+func expInputs() []float32 {
+	var xs []float32
+	for x := -90.0; x <= 60; x += 0.0137 {
+		xs = append(xs, float32(x))
+	}
+	for x := -1.0; x <= 1; x += 1e-4 {
+		xs = append(xs, float32(x))
+	}
+	return append(xs, 0, float32(math.Copysign(0, -1)), -87, -86.99, float32(math.Inf(-1)))
+}
+
+func TestVecExp(t *testing.T) {
+	paths(t, func(t *testing.T) {
+		xs := expInputs()
+		for _, m := range []float32{0, 1.5, -3} {
+			got := append([]float32(nil), xs...)
+			sum := expSubSum(got, m)
+			if ro := expSum(xs, m); ro != sum {
+				t.Errorf("m %v: expSum %v, expSubSum %v", m, ro, sum)
+			}
+			want := 0.0
+			worst := 0.0
+			for i, x := range xs {
+				d := float64(x - m)
+				e := math.Exp(d)
+				if d < -87 {
+					if got[i] > 1.7e-38 { // the scalar twin keeps tiny values; both are fine
+						t.Fatalf("m %v: exp(%v) = %v, want 0 (below −87)", m, d, got[i])
+					}
+					want += float64(got[i])
+					continue
+				}
+				want += float64(float32(e))
+				worst = math.Max(worst, ulps(got[i], e))
+			}
+			if worst > 2 {
+				t.Errorf("m %v: worst error %.2f ulp, want ≤ 2", m, worst)
+			}
+			if math.Abs(sum-want) > 1e-6*want {
+				t.Errorf("m %v: sum %v, want %v", m, sum, want)
+			}
+			t.Logf("m %v: worst %.2f ulp over %d values", m, worst, len(xs))
+		}
+		nan := []float32{float32(math.NaN()), 0, 1}
+		if expSubSum(nan, 0); !math.IsNaN(float64(nan[0])) || nan[1] != 1 {
+			t.Errorf("exp(NaN, 0, 1) = %v", nan)
+		}
+	})
+}
+
+func TestVecExpSubScale(t *testing.T) {
+	paths(t, func(t *testing.T) {
+		for n := 0; n <= 37; n++ {
+			x := testutil.RandN(testutil.Rand(uint64(n)), n, 3)
+			want := make([]float64, n)
+			for i, v := range x {
+				want[i] = -0.25 * math.Exp(float64(v-1))
+			}
+			expSubScale(x, 1, -0.25)
+			for i := range x {
+				if ulps(x[i], want[i]) > 2 {
+					t.Fatalf("n %d: [%d] = %v, want %v", n, i, x[i], want[i])
+				}
+			}
+		}
+	})
+}
+
+func TestVecGELU(t *testing.T) {
+	paths(t, func(t *testing.T) {
+		var xs []float32
+		for x := -16.0; x <= 16; x += 0.000317 {
+			xs = append(xs, float32(x))
+		}
+		xs = append(xs, 0, float32(math.Inf(1)), -1e-30, 1e-30, 40, -40)
+		out := make([]float32, len(xs))
+		grad := make([]float32, len(xs))
+		out2 := make([]float32, len(xs))
+		geluVec(out, xs)
+		geluGradVec(out2, grad, xs)
+		worst, worstG := 0.0, 0.0
+		for i, v := range xs {
+			x := float64(v)
+			cdf := 0.5 * math.Erfc(-x/math.Sqrt2)
+			want := x * cdf
+			wantG := cdf + x*math.Exp(-0.5*x*x)/math.Sqrt(2*math.Pi)
+			if math.IsInf(x, 0) {
+				wantG = cdf
+			}
+			if out[i] != out2[i] {
+				t.Fatalf("gelu(%v): %v alone, %v with the gradient", x, out[i], out2[i])
+			}
+			// Error in float32 steps at the larger of |result| and 2⁻²⁴·|x|:
+			// x·Φ(x) rounds x first, so tiny results carry |x|'s absolute error.
+			e := math.Abs(float64(out[i])-want) / math.Max(ulpOf(want), ulpOf(x)/16)
+			eg := math.Abs(float64(grad[i])-wantG) / math.Max(ulpOf(wantG), 1e-8)
+			if e > worst {
+				worst = e
+			}
+			if eg > worstG {
+				worstG = eg
+			}
+		}
+		t.Logf("worst GELU error %.2f, gradient %.2f (float32 steps)", worst, worstG)
+		// The float32 kernel's steps (t, u, Q(u), x²/2, exp, products) each
+		// round once; together they stay within 6 steps (relative 4e-7), the
+		// accuracy class of PyTorch's own vectorised erf.
+		if worst > 6 || worstG > 8 {
+			t.Errorf("worst GELU error %.2f, gradient %.2f float32 steps; want ≤ 6 and ≤ 8", worst, worstG)
+		}
+		nan := []float32{float32(math.NaN())}
+		if geluVec(nan, nan); !math.IsNaN(float64(nan[0])) {
+			t.Errorf("gelu(NaN) = %v", nan[0])
+		}
+	})
+}
+
+// ulpOf is float32's spacing at |v| (at least the smallest normal's).
+func ulpOf(v float64) float64 {
+	a := math.Max(math.Abs(v), 0x1p-126)
+	return math.Ldexp(1, math.Ilogb(a)-23)
+}
+
+// The reductions and row updates equal plain loops at lengths that cross
+// the 8-lane blocks.
+func TestVecReductions(t *testing.T) {
+	paths(t, func(t *testing.T) {
+		for n := 0; n <= 41; n++ {
+			r := testutil.Rand(uint64(100 + n))
+			x, y := testutil.RandN(r, n, 2), testutil.RandN(r, n, 2)
+			t.Run(fmt.Sprint("n", n), func(t *testing.T) {
+				wantMax := float32(math.Inf(-1))
+				dot := 0.0
+				for i := range x {
+					wantMax = max(wantMax, x[i])
+					dot += float64(x[i]) * float64(y[i])
+				}
+				if got := maxOf(x); got != wantMax {
+					t.Errorf("maxOf = %v, want %v", got, wantMax)
+				}
+				if got := dotVec(x, y); math.Abs(float64(got)-dot) > 1e-5*(1+math.Abs(dot)) {
+					t.Errorf("dotVec = %v, want %v", got, dot)
+				}
+				d := append([]float32(nil), x...)
+				dm := divMax(d, 3)
+				wm := float32(math.Inf(-1))
+				for i := range d {
+					if want := x[i] / 3; d[i] != want {
+						t.Fatalf("divMax [%d] = %v, want %v", i, d[i], want)
+					}
+					wm = max(wm, x[i]/3)
+				}
+				if dm != wm {
+					t.Errorf("divMax max = %v, want %v", dm, wm)
+				}
+				s := append([]float32(nil), x...)
+				scaleVec(s, 0.7)
+				for i := range s {
+					if want := x[i] * 0.7; s[i] != want {
+						t.Fatalf("scaleVec [%d] = %v, want %v", i, s[i], want)
+					}
+				}
+				b := append([]float32(nil), x...)
+				softmaxBackRow(b, y, 0.3, 8)
+				for i := range b {
+					if want := y[i] * (x[i] - 0.3) / 8; b[i] != want {
+						t.Fatalf("softmaxBackRow [%d] = %v, want %v", i, b[i], want)
+					}
+				}
+			})
+		}
+	})
+}
+
+func BenchmarkVec(b *testing.B) {
+	r := testutil.Rand(3)
+	const n = 4096
+	x := testutil.RandN(r, n, 2)
+	y := make([]float32, n)
+	g := make([]float32, n)
+	for _, on := range []bool{true, false} {
+		name := "scalar"
+		if on {
+			name = "avx2"
+		}
+		run := func(op string, f func()) {
+			b.Run(name+"/"+op, func(b *testing.B) {
+				defer withAVX2(on)()
+				for i := 0; i < b.N; i++ {
+					f()
+				}
+				b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Melem/s")
+			})
+		}
+		run("expSubSum", func() { copy(y, x); expSubSum(y, 3) })
+		run("gelu", func() { geluVec(y, x) })
+		run("geluGrad", func() { geluGradVec(y, g, x) })
+	}
+}
