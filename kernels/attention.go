@@ -156,16 +156,22 @@ func AttentionBackward(dq, dk, dv, dout, q, k, v, probs, keyMask []float32, caus
 // index of this block in [B, NH, T, T] (the dropout stream); dv, dout and v
 // start at the head's first column, with leading dimension C.
 func probsBackward(dP, dropped, dv, dout, v, P, km []float32, causal bool, drop Dropout, off, T, HS, C int, scale float32) {
+	blas.Sgemm(false, true, T, T, HS, 1, dout, C, v, C, 0, dP, T)
 	Pd := P
 	if drop.Active() {
-		applyDrop(dropped, P, drop, off)
+		// One pass draws the mask once for both: Pd = P⊙mask, dP = dPd⊙mask.
+		thr, keep := drop.mask()
+		for j := range dropped[:T*T] {
+			s := keep
+			if mix(drop.Seed^uint64(off+j))>>40 < thr {
+				s = 0
+			}
+			dropped[j] = P[j] * s
+			dP[j] *= s
+		}
 		Pd = dropped
 	}
-	blas.Sgemm(false, true, T, T, HS, 1, dout, C, v, C, 0, dP, T)
 	blas.Sgemm(true, false, T, HS, T, 1, Pd, T, dout, C, 0, dv, C)
-	if drop.Active() {
-		applyDrop(dP, dP, drop, off)
-	}
 	for i := 0; i < T; i++ {
 		p := P[i*T : i*T+T]
 		d := dP[i*T : i*T+T]
@@ -229,9 +235,16 @@ func attentionForwardNaive(out, q, k, v, keyMask []float32, causal bool, B, T, N
 	}
 }
 
-// applyDrop sets dst = src⊙mask for the T·T block that starts at flat index off.
+// applyDrop sets dst = src⊙mask for the block that starts at flat index off
+// of the dropout stream.
 func applyDrop(dst, src []float32, drop Dropout, off int) {
-	for j := range dst {
-		dst[j] = src[j] * drop.Scale(off+j)
+	thr, keep := drop.mask()
+	src = src[:len(dst)]
+	for j, x := range src {
+		s := keep
+		if mix(drop.Seed^uint64(off+j))>>40 < thr {
+			s = 0
+		}
+		dst[j] = x * s
 	}
 }

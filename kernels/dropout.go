@@ -1,5 +1,7 @@
 package kernels
 
+import "math"
+
 // Dropout describes inverted dropout: each element is kept with probability
 // 1−P and then scaled by 1/(1−P), or zeroed. The keep decision of element i
 // is a pure function of (Seed, i) (a SplitMix64 hash), so the mask needs no
@@ -41,6 +43,14 @@ func (d Dropout) Scale(i int) float32 {
 	return 1 / (1 - d.P)
 }
 
+// mask returns what Scale compares and returns, computed once: element i
+// is dropped when mix(Seed^i)>>40 < thr, and kept ones are scaled by keep.
+// thr = ⌈P·2^24⌉ is exact: the top 24 bits are an integer u, and for an
+// integer u < 2^24, float32(u) < P·2^24 ⇔ u < ⌈P·2^24⌉.
+func (d Dropout) mask() (thr uint64, keep float32) {
+	return uint64(math.Ceil(float64(d.P * (1 << 24)))), 1 / (1 - d.P)
+}
+
 // DropoutForward applies d in place: x[i] *= d.Scale(i).
 //
 //	x [N]
@@ -48,9 +58,14 @@ func DropoutForward(x []float32, d Dropout, N int) {
 	if !d.Active() {
 		return
 	}
+	thr, keep := d.mask()
 	parallelFor(N, 4096, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			x[i] *= d.Scale(i)
+		for i, v := range x[lo:hi] {
+			s := keep
+			if mix(d.Seed^uint64(lo+i))>>40 < thr {
+				s = 0
+			}
+			x[lo+i] = v * s
 		}
 	})
 }

@@ -17,22 +17,10 @@ func LayerNormForward(out, mean, rstd, inp, weight, bias []float32, eps float32,
 	parallelFor(BT, 32, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			x := inp[r*C : r*C+C]
-			o := out[r*C : r*C+C]
-			s := 0.0
-			for _, v := range x {
-				s += float64(v)
-			}
-			m := s / float64(C)
-			v2 := 0.0
-			for _, v := range x {
-				d := float64(v) - m
-				v2 += d * d
-			}
-			rs := 1 / math.Sqrt(v2/float64(C)+float64(eps))
+			m := sum64(x) / float64(C)
+			rs := 1 / math.Sqrt(sqdev64(x, m)/float64(C)+float64(eps))
 			mf, rf := float32(m), float32(rs)
-			for i, v := range x {
-				o[i] = (v-mf)*rf*w[i] + b[i]
-			}
+			lnApply(out[r*C:r*C+C], x, w, b, mf, rf)
 			if mean != nil {
 				mean[r] = mf
 				rstd[r] = rf
@@ -56,36 +44,19 @@ func LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean, rstd []flo
 	// Parameter gradients: columns are independent, rows are summed; split columns.
 	parallelFor(C, 64, func(lo, hi int) {
 		for r := 0; r < BT; r++ {
-			x := inp[r*C : r*C+C]
-			d := dout[r*C : r*C+C]
-			m, rs := mean[r], rstd[r]
-			for i := lo; i < hi; i++ {
-				xhat := (x[i] - m) * rs
-				// out = xhat·w + b
-				dweight[i] += d[i] * xhat
-				dbias[i] += d[i]
-			}
+			// out = xhat·w + b  ⇒  dw += dout·xhat, db += dout
+			lnBackParam(dweight[lo:hi], dbias[lo:hi], dout[r*C+lo:r*C+hi], inp[r*C+lo:r*C+hi], mean[r], rstd[r])
 		}
 	})
 	parallelFor(BT, 32, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			x := inp[r*C : r*C+C]
 			d := dout[r*C : r*C+C]
-			di := dinp[r*C : r*C+C]
 			m, rs := mean[r], rstd[r]
 			// dxhat = dout·w; dx = rstd·(dxhat − mean(dxhat) − xhat·mean(dxhat·xhat))
-			sum1, sum2 := 0.0, 0.0
-			for i := range x {
-				dxhat := float64(d[i] * w[i])
-				xhat := float64((x[i] - m) * rs)
-				sum1 += dxhat
-				sum2 += dxhat * xhat
-			}
+			sum1, sum2 := lnBackSums(d, w, x, m, rs)
 			m1, m2 := float32(sum1/float64(C)), float32(sum2/float64(C))
-			for i := range x {
-				xhat := (x[i] - m) * rs
-				di[i] += rs * (d[i]*w[i] - m1 - xhat*m2)
-			}
+			lnBackApply(dinp[r*C:r*C+C], d, w, x, m, rs, m1, m2)
 		}
 	})
 }

@@ -301,3 +301,107 @@ func geluGradVec(out, grad, in []float32) {
 		copy(grad[n:], gbuf[:])
 	}
 }
+
+// LayerNorm rows. The sums are accumulated in float64 (four lanes in the
+// assembly); the element-wise parts round exactly as the scalar loops do
+// (no fused multiply-add), so both paths give the same float32 results up to
+// the order of the float64 sums.
+
+// sum64 returns Σ x[i] in float64.
+func sum64(x []float32) float64 {
+	s, n := 0.0, 0
+	if useAVX2 {
+		n = len(x) &^ 7
+		if n > 0 {
+			s = sum64AVX2(&x[0], n)
+		}
+	}
+	for _, v := range x[n:] {
+		s += float64(v)
+	}
+	return s
+}
+
+// sqdev64 returns Σ (x[i] − m)² in float64.
+func sqdev64(x []float32, m float64) float64 {
+	s, n := 0.0, 0
+	if useAVX2 {
+		n = len(x) &^ 7
+		if n > 0 {
+			s = sqdev64AVX2(&x[0], n, m)
+		}
+	}
+	for _, v := range x[n:] {
+		d := float64(v) - m
+		s += d * d
+	}
+	return s
+}
+
+// lnApply sets out[i] = (x[i] − m)·rs·w[i] + b[i].
+func lnApply(out, x, w, b []float32, m, rs float32) {
+	x, w, b = x[:len(out)], w[:len(out)], b[:len(out)]
+	n := 0
+	if useAVX2 {
+		n = len(out) &^ 7
+		if n > 0 {
+			lnApplyAVX2(&out[0], &x[0], &w[0], &b[0], n, m, rs)
+		}
+	}
+	for i := n; i < len(out); i++ {
+		out[i] = (x[i]-m)*rs*w[i] + b[i]
+	}
+}
+
+// lnBackSums returns Σ dxhat and Σ dxhat·xhat in float64, with
+// dxhat = d[i]·w[i] and xhat = (x[i] − m)·rs in float32.
+func lnBackSums(d, w, x []float32, m, rs float32) (s1, s2 float64) {
+	w, x = w[:len(d)], x[:len(d)]
+	n := 0
+	if useAVX2 {
+		n = len(d) &^ 7
+		if n > 0 {
+			s1, s2 = lnBackSumsAVX2(&d[0], &w[0], &x[0], n, m, rs)
+		}
+	}
+	for i := n; i < len(d); i++ {
+		dxhat := float64(d[i] * w[i])
+		xhat := float64((x[i] - m) * rs)
+		s1 += dxhat
+		s2 += dxhat * xhat
+	}
+	return s1, s2
+}
+
+// lnBackApply adds rs·(d[i]·w[i] − m1 − xhat·m2) to di[i], xhat = (x[i] − m)·rs.
+func lnBackApply(di, d, w, x []float32, m, rs, m1, m2 float32) {
+	d, w, x = d[:len(di)], w[:len(di)], x[:len(di)]
+	n := 0
+	if useAVX2 {
+		n = len(di) &^ 7
+		if n > 0 {
+			lnBackApplyAVX2(&di[0], &d[0], &w[0], &x[0], n, m, rs, m1, m2)
+		}
+	}
+	for i := n; i < len(di); i++ {
+		xhat := (x[i] - m) * rs
+		di[i] += rs * (d[i]*w[i] - m1 - xhat*m2)
+	}
+}
+
+// lnBackParam adds d[i]·xhat to dw[i] and d[i] to db[i], xhat = (x[i] − m)·rs.
+func lnBackParam(dw, db, d, x []float32, m, rs float32) {
+	db, d, x = db[:len(dw)], d[:len(dw)], x[:len(dw)]
+	n := 0
+	if useAVX2 {
+		n = len(dw) &^ 7
+		if n > 0 {
+			lnBackParamAVX2(&dw[0], &db[0], &d[0], &x[0], n, m, rs)
+		}
+	}
+	for i := n; i < len(dw); i++ {
+		xhat := (x[i] - m) * rs
+		dw[i] += d[i] * xhat
+		db[i] += d[i]
+	}
+}

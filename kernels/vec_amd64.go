@@ -45,3 +45,21 @@ func withAVX2(on bool) (restore func()) {
 	useAVX2 = on && cpu.X86.HasAVX2 && cpu.X86.HasFMA
 	return func() { useAVX2 = old }
 }
+
+//go:noescape
+func sum64AVX2(x *float32, n int) float64
+
+//go:noescape
+func sqdev64AVX2(x *float32, n int, m float64) float64
+
+//go:noescape
+func lnApplyAVX2(out, x, w, b *float32, n int, m, rs float32)
+
+//go:noescape
+func lnBackSumsAVX2(d, w, x *float32, n int, m, rs float32) (s1, s2 float64)
+
+//go:noescape
+func lnBackApplyAVX2(di, d, w, x *float32, n int, m, rs, m1, m2 float32)
+
+//go:noescape
+func lnBackParamAVX2(dw, db, d, x *float32, n int, m, rs float32)

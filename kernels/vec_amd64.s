@@ -320,3 +320,187 @@ ggloop:
 	JNZ         ggloop
 	VZEROUPPER
 	RET
+
+// HSUMPD leaves the sum of Y's four float64 lanes in the low lane of X
+// (clobbers T).
+#define HSUMPD(Y, X, T) \
+	VEXTRACTF128 $1, Y, T;  \
+	VADDPD       X, T, X;   \
+	VPERMILPD    $1, X, T;  \
+	VADDSD       T, X, X
+
+// func sum64AVX2(x *float32, n int) float64
+TEXT ·sum64AVX2(SB), NOSPLIT, $0-24
+	MOVQ   x+0(FP), DI
+	MOVQ   n+8(FP), CX
+	VXORPD Y14, Y14, Y14
+	VXORPD Y13, Y13, Y13
+
+s6loop:
+	VCVTPS2PD (DI), Y0
+	VCVTPS2PD 16(DI), Y1
+	VADDPD    Y0, Y14, Y14
+	VADDPD    Y1, Y13, Y13
+	ADDQ      $32, DI
+	SUBQ      $8, CX
+	JNZ       s6loop
+	VADDPD    Y13, Y14, Y14
+	HSUMPD(Y14, X14, X1)
+	VZEROUPPER
+	MOVSD     X14, ret+16(FP)
+	RET
+
+// func sqdev64AVX2(x *float32, n int, m float64) float64
+TEXT ·sqdev64AVX2(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), DI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSD m+16(FP), Y15
+	VXORPD       Y14, Y14, Y14
+	VXORPD       Y13, Y13, Y13
+
+sdloop:
+	VCVTPS2PD   (DI), Y0
+	VCVTPS2PD   16(DI), Y1
+	VSUBPD      Y15, Y0, Y0
+	VSUBPD      Y15, Y1, Y1
+	VFMADD231PD Y0, Y0, Y14
+	VFMADD231PD Y1, Y1, Y13
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JNZ         sdloop
+	VADDPD      Y13, Y14, Y14
+	HSUMPD(Y14, X14, X1)
+	VZEROUPPER
+	MOVSD       X14, ret+24(FP)
+	RET
+
+// func lnApplyAVX2(out, x, w, b *float32, n int, m, rs float32)
+TEXT ·lnApplyAVX2(SB), NOSPLIT, $0-48
+	MOVQ         out+0(FP), DI
+	MOVQ         x+8(FP), SI
+	MOVQ         w+16(FP), DX
+	MOVQ         b+24(FP), BX
+	MOVQ         n+32(FP), CX
+	VBROADCASTSS m+40(FP), Y15
+	VBROADCASTSS rs+44(FP), Y14
+
+laloop:
+	VMOVUPS (SI), Y0
+	VSUBPS  Y15, Y0, Y0
+	VMULPS  Y14, Y0, Y0
+	VMULPS  (DX), Y0, Y0
+	VADDPS  (BX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	ADDQ    $32, BX
+	SUBQ    $8, CX
+	JNZ     laloop
+	VZEROUPPER
+	RET
+
+// func lnBackSumsAVX2(d, w, x *float32, n int, m, rs float32) (s1, s2 float64)
+TEXT ·lnBackSumsAVX2(SB), NOSPLIT, $0-56
+	MOVQ         d+0(FP), DI
+	MOVQ         w+8(FP), DX
+	MOVQ         x+16(FP), SI
+	MOVQ         n+24(FP), CX
+	VBROADCASTSS m+32(FP), Y15
+	VBROADCASTSS rs+36(FP), Y14
+	VXORPD       Y13, Y13, Y13
+	VXORPD       Y12, Y12, Y12
+	VXORPD       Y11, Y11, Y11
+	VXORPD       Y10, Y10, Y10
+
+lsloop:
+	VMOVUPS      (DI), Y0
+	VMULPS       (DX), Y0, Y0
+	VMOVUPS      (SI), Y1
+	VSUBPS       Y15, Y1, Y1
+	VMULPS       Y14, Y1, Y1
+	VCVTPS2PD    X0, Y2
+	VEXTRACTF128 $1, Y0, X3
+	VCVTPS2PD    X3, Y3
+	VCVTPS2PD    X1, Y4
+	VEXTRACTF128 $1, Y1, X5
+	VCVTPS2PD    X5, Y5
+	VADDPD       Y2, Y13, Y13
+	VADDPD       Y3, Y12, Y12
+	VFMADD231PD  Y4, Y2, Y11
+	VFMADD231PD  Y5, Y3, Y10
+	ADDQ         $32, DI
+	ADDQ         $32, DX
+	ADDQ         $32, SI
+	SUBQ         $8, CX
+	JNZ          lsloop
+	VADDPD       Y12, Y13, Y13
+	VADDPD       Y10, Y11, Y11
+	HSUMPD(Y13, X13, X1)
+	HSUMPD(Y11, X11, X1)
+	VZEROUPPER
+	MOVSD        X13, s1+40(FP)
+	MOVSD        X11, s2+48(FP)
+	RET
+
+// func lnBackApplyAVX2(di, d, w, x *float32, n int, m, rs, m1, m2 float32)
+TEXT ·lnBackApplyAVX2(SB), NOSPLIT, $0-56
+	MOVQ         di+0(FP), DI
+	MOVQ         d+8(FP), BX
+	MOVQ         w+16(FP), DX
+	MOVQ         x+24(FP), SI
+	MOVQ         n+32(FP), CX
+	VBROADCASTSS m+40(FP), Y15
+	VBROADCASTSS rs+44(FP), Y14
+	VBROADCASTSS m1+48(FP), Y13
+	VBROADCASTSS m2+52(FP), Y12
+
+lbloop:
+	VMOVUPS (BX), Y0
+	VMULPS  (DX), Y0, Y0
+	VSUBPS  Y13, Y0, Y0
+	VMOVUPS (SI), Y1
+	VSUBPS  Y15, Y1, Y1
+	VMULPS  Y14, Y1, Y1
+	VMULPS  Y12, Y1, Y1
+	VSUBPS  Y1, Y0, Y0
+	VMULPS  Y14, Y0, Y0
+	VADDPS  (DI), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, BX
+	ADDQ    $32, DX
+	ADDQ    $32, SI
+	SUBQ    $8, CX
+	JNZ     lbloop
+	VZEROUPPER
+	RET
+
+// func lnBackParamAVX2(dw, db, d, x *float32, n int, m, rs float32)
+TEXT ·lnBackParamAVX2(SB), NOSPLIT, $0-48
+	MOVQ         dw+0(FP), DI
+	MOVQ         db+8(FP), BX
+	MOVQ         d+16(FP), DX
+	MOVQ         x+24(FP), SI
+	MOVQ         n+32(FP), CX
+	VBROADCASTSS m+40(FP), Y15
+	VBROADCASTSS rs+44(FP), Y14
+
+lploop:
+	VMOVUPS (SI), Y1
+	VSUBPS  Y15, Y1, Y1
+	VMULPS  Y14, Y1, Y1
+	VMOVUPS (DX), Y2
+	VMULPS  Y2, Y1, Y1
+	VADDPS  (DI), Y1, Y1
+	VMOVUPS Y1, (DI)
+	VADDPS  (BX), Y2, Y2
+	VMOVUPS Y2, (BX)
+	ADDQ    $32, DI
+	ADDQ    $32, BX
+	ADDQ    $32, DX
+	ADDQ    $32, SI
+	SUBQ    $8, CX
+	JNZ     lploop
+	VZEROUPPER
+	RET

@@ -19,3 +19,12 @@ func geluGradAVX2(out, grad, in *float32, n int)           { panic("kernels: no 
 
 // withAVX2 does nothing here: only the scalar path exists.
 func withAVX2(on bool) (restore func()) { return func() {} }
+
+func sum64AVX2(x *float32, n int) float64                     { panic("kernels: no AVX2") }
+func sqdev64AVX2(x *float32, n int, m float64) float64        { panic("kernels: no AVX2") }
+func lnApplyAVX2(out, x, w, b *float32, n int, m, rs float32) { panic("kernels: no AVX2") }
+func lnBackSumsAVX2(d, w, x *float32, n int, m, rs float32) (s1, s2 float64) {
+	panic("kernels: no AVX2")
+}
+func lnBackApplyAVX2(di, d, w, x *float32, n int, m, rs, m1, m2 float32) { panic("kernels: no AVX2") }
+func lnBackParamAVX2(dw, db, d, x *float32, n int, m, rs float32)        { panic("kernels: no AVX2") }

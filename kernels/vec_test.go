@@ -193,6 +193,50 @@ func TestVecReductions(t *testing.T) {
 						t.Fatalf("scaleVec [%d] = %v, want %v", i, s[i], want)
 					}
 				}
+				// LayerNorm rows: sums against float64 loops, element-wise
+				// parts bit for bit against the scalar formulas.
+				w, bb := testutil.RandN(r, n, 1), testutil.RandN(r, n, 1)
+				m, rs := float32(0.1), float32(1.7)
+				s1, s2, sx, sq := 0.0, 0.0, 0.0, 0.0
+				for i := range x {
+					dx := float64(y[i] * w[i])
+					xh := float64((x[i] - m) * rs)
+					s1 += dx
+					s2 += dx * xh
+					sx += float64(x[i])
+					sq += (float64(x[i]) - 0.1) * (float64(x[i]) - 0.1)
+				}
+				close := func(name string, got, want float64) {
+					if math.Abs(got-want) > 1e-12*(1+math.Abs(want)) {
+						t.Errorf("%s = %v, want %v", name, got, want)
+					}
+				}
+				close("sum64", sum64(x), sx)
+				close("sqdev64", sqdev64(x, 0.1), sq)
+				g1, g2 := lnBackSums(y, w, x, m, rs)
+				close("lnBackSums s1", g1, s1)
+				close("lnBackSums s2", g2, s2)
+				o := make([]float32, n)
+				lnApply(o, x, w, bb, m, rs)
+				di := append([]float32(nil), bb...)
+				lnBackApply(di, y, w, x, m, rs, 0.2, -0.3)
+				dw, db := append([]float32(nil), w...), append([]float32(nil), bb...)
+				lnBackParam(dw, db, y, x, m, rs)
+				for i := range o {
+					xh := (x[i] - m) * rs
+					if want := (x[i]-m)*rs*w[i] + bb[i]; o[i] != want {
+						t.Fatalf("lnApply [%d] = %v, want %v", i, o[i], want)
+					}
+					if want := bb[i] + rs*(y[i]*w[i]-0.2-xh*-0.3); di[i] != want {
+						t.Fatalf("lnBackApply [%d] = %v, want %v", i, di[i], want)
+					}
+					if want := w[i] + y[i]*xh; dw[i] != want {
+						t.Fatalf("lnBackParam dw [%d] = %v, want %v", i, dw[i], want)
+					}
+					if want := bb[i] + y[i]; db[i] != want {
+						t.Fatalf("lnBackParam db [%d] = %v, want %v", i, db[i], want)
+					}
+				}
 				b := append([]float32(nil), x...)
 				softmaxBackRow(b, y, 0.3, 8)
 				for i := range b {
@@ -228,5 +272,23 @@ func BenchmarkVec(b *testing.B) {
 		run("expSubSum", func() { copy(y, x); expSubSum(y, 3) })
 		run("gelu", func() { geluVec(y, x) })
 		run("geluGrad", func() { geluGradVec(y, g, x) })
+	}
+}
+
+// The precomputed threshold drops exactly the elements Scale drops.
+func TestDropoutMaskEqualsScale(t *testing.T) {
+	for _, p := range []float32{1e-7, 0.1, 1.0 / 3, 0.5, 0.9, 0.999999} {
+		d := Dropout{P: p, Seed: 12345}
+		x := make([]float32, 20000)
+		for i := range x {
+			x[i] = 1 + float32(i)
+		}
+		y := append([]float32(nil), x...)
+		DropoutForward(y, d, len(y))
+		for i := range x {
+			if want := x[i] * d.Scale(i); y[i] != want {
+				t.Fatalf("P %v: element %d = %v, want %v", p, i, y[i], want)
+			}
+		}
 	}
 }
