@@ -407,3 +407,27 @@ func TestExp64(t *testing.T) {
 		t.Errorf("exp64 edge cases: %v %v %v", exp64(-800), exp64(0), exp64(math.NaN()))
 	}
 }
+
+func TestSplitConcatQKV(t *testing.T) {
+	for _, c := range []struct{ BT, H int }{{1, 1}, {7, 13}, {130, 5}} {
+		r := testutil.Rand(uint64(c.BT))
+		qkv := testutil.RandN(r, c.BT*3*c.H, 1)
+		q, k, v := make([]float32, c.BT*c.H), make([]float32, c.BT*c.H), make([]float32, c.BT*c.H)
+		SplitQKV(q, k, v, qkv, c.BT, c.H)
+		for i := 0; i < c.BT; i++ {
+			for j := 0; j < c.H; j++ {
+				row := qkv[i*3*c.H:]
+				if q[i*c.H+j] != row[j] || k[i*c.H+j] != row[c.H+j] || v[i*c.H+j] != row[2*c.H+j] {
+					t.Fatalf("BT %d H %d: row %d column %d split wrongly", c.BT, c.H, i, j)
+				}
+			}
+		}
+		back := make([]float32, len(qkv))
+		ConcatQKV(back, q, k, v, c.BT, c.H)
+		for i := range back {
+			if back[i] != qkv[i] {
+				t.Fatalf("BT %d H %d: concat differs at %d", c.BT, c.H, i)
+			}
+		}
+	}
+}

@@ -76,3 +76,34 @@ func matmulForwardNaive(out, inp, weight, bias []float32, BT, C, OC int) {
 		}
 	}
 }
+
+// SplitQKV copies the three H-wide column blocks of a fused projection into
+// their own matrices: q = qkv[:, 0:H], k = qkv[:, H:2H], v = qkv[:, 2H:3H].
+//
+//	q, k, v [BT, H]
+//	qkv     [BT, 3H]
+func SplitQKV(q, k, v, qkv []float32, BT, H int) {
+	parallelFor(BT, 64, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			row := qkv[r*3*H : r*3*H+3*H]
+			copy(q[r*H:r*H+H], row[:H])
+			copy(k[r*H:r*H+H], row[H:2*H])
+			copy(v[r*H:r*H+H], row[2*H:])
+		}
+	})
+}
+
+// ConcatQKV is the inverse of SplitQKV: qkv[r] = [q[r], k[r], v[r]].
+//
+//	qkv     [BT, 3H]
+//	q, k, v [BT, H]
+func ConcatQKV(qkv, q, k, v []float32, BT, H int) {
+	parallelFor(BT, 64, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			row := qkv[r*3*H : r*3*H+3*H]
+			copy(row[:H], q[r*H:r*H+H])
+			copy(row[H:2*H], k[r*H:r*H+H])
+			copy(row[2*H:], v[r*H:r*H+H])
+		}
+	})
+}

@@ -130,12 +130,19 @@ func (m *Model) encoderBackward(s *State, dx []float32) {
 		// ctx = attention(q, k, v), q, k (, v) rotated
 		m.attentionBackward(s, l, la, g)
 		// q, k, v = Linear(x): add their input gradients to the residual's
-		kernels.MatmulBackward(g.dtmp, L.Query.W.Grad, L.Query.B.Grad, g.dq, x, L.Query.W.Data, BT, H, H)
-		kernels.AddForward(dx, dx, g.dtmp, BT*H)
-		kernels.MatmulBackward(g.dtmp, L.Key.W.Grad, L.Key.B.Grad, g.dk, x, L.Key.W.Data, BT, H, H)
-		kernels.AddForward(dx, dx, g.dtmp, BT*H)
-		kernels.MatmulBackward(g.dtmp, L.Value.W.Grad, L.Value.B.Grad, g.dv, x, L.Value.W.Data, BT, H, H)
-		kernels.AddForward(dx, dx, g.dtmp, BT*H)
+		if w, _, dw, db, ok := L.fusedQKV(); ok {
+			dqkv := s.qkvScratch(BT * 3 * H)
+			kernels.ConcatQKV(dqkv, g.dq, g.dk, g.dv, BT, H)
+			kernels.MatmulBackward(g.dtmp, dw, db, dqkv, x, w, BT, H, 3*H)
+			kernels.AddForward(dx, dx, g.dtmp, BT*H)
+		} else {
+			kernels.MatmulBackward(g.dtmp, L.Query.W.Grad, L.Query.B.Grad, g.dq, x, L.Query.W.Data, BT, H, H)
+			kernels.AddForward(dx, dx, g.dtmp, BT*H)
+			kernels.MatmulBackward(g.dtmp, L.Key.W.Grad, L.Key.B.Grad, g.dk, x, L.Key.W.Data, BT, H, H)
+			kernels.AddForward(dx, dx, g.dtmp, BT*H)
+			kernels.MatmulBackward(g.dtmp, L.Value.W.Grad, L.Value.B.Grad, g.dv, x, L.Value.W.Data, BT, H, H)
+			kernels.AddForward(dx, dx, g.dtmp, BT*H)
+		}
 	}
 	// Embeddings: hidden0 = project(dropout(LayerNorm(word + type)))
 	emb := &m.Encoder.Embeddings

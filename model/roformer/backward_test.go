@@ -200,3 +200,72 @@ func TestTrainingLossEqualsForward(t *testing.T) {
 		t.Errorf("evaluation loss %v, forward loss %v", sum/float64(n), out.Loss)
 	}
 }
+
+// New lays q, k, v out for the fused projection, loading keeps that layout,
+// and the fused path gives the results of three separate products: the
+// same logits, loss and parameter gradients after the weights are copied to
+// separate slices (which turns the fused path off).
+func TestFusedQKVEqualsSeparate(t *testing.T) {
+	ctx := context.Background()
+	cfg := tinyConfig(func(c *Config) { c.HiddenSize, c.NumAttentionHeads, c.IntermediateSize = 24, 3, 40 })
+	fused := randomModel(t, cfg, HeadMaskedLM, 21)
+	dir := t.TempDir()
+	if err := fused.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := Load(dir, HeadMaskedLM, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sep, err := Load(dir, HeadMaskedLM, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range sep.Encoder.Layers {
+		L := &sep.Encoder.Layers[i]
+		for _, p := range []*tensor.Param{L.Query.W, L.Key.W, L.Value.W, L.Query.B, L.Key.B, L.Value.B} {
+			p.Data = append([]float32(nil), p.Data...)
+			p.Grad = append([]float32(nil), p.Grad...)
+		}
+		if _, _, _, _, ok := L.fusedQKV(); ok {
+			t.Fatalf("layer %d: copied weights still count as adjacent", i)
+		}
+		if _, _, _, _, ok := loaded.Encoder.Layers[i].fusedQKV(); !ok {
+			t.Fatalf("layer %d: the loaded model lost the fused layout", i)
+		}
+		if _, _, _, _, ok := fused.Encoder.Layers[i].fusedQKV(); !ok {
+			t.Fatalf("layer %d: New did not lay out q, k, v for fusion", i)
+		}
+	}
+	b := &Batch{InputIDs: []int32{2, 5, 7, 3, 2, 9, 1, 0}, AttentionMask: []int32{1, 1, 1, 1, 1, 1, 1, 0}, B: 2, T: 4}
+	lab := &Labels{IDs: []int32{-100, 4, -100, 3, 6, 10, 1, -100}}
+	run := func(m *Model) (float64, map[string][]float32) {
+		m.ZeroGrad()
+		r, err := m.ForwardBackward(ctx, m.NewState(2, 4, true), b, lab, StepOptions{Dropout: true, Seed: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := map[string][]float32{}
+		for _, p := range m.Params() {
+			g[p.Name] = append([]float32(nil), p.Grad...)
+		}
+		return r.Loss, g
+	}
+	lf, gf := run(loaded.Model)
+	ls, gs := run(sep.Model)
+	if math.Abs(lf-ls) > 1e-6 {
+		t.Errorf("loss fused %v, separate %v", lf, ls)
+	}
+	for name, g := range gf {
+		testutil.AssertClose(t, name, g, gs[name], 1e-6, 1e-5)
+	}
+	of, err := loaded.Forward(ctx, b, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os, err := sep.Forward(ctx, b, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.AssertClose(t, "logits", of.Logits.Data, os.Logits.Data, 1e-6, 1e-5)
+}

@@ -106,6 +106,7 @@ type State struct {
 	embLN   []float32 // [BT, E]
 	hidden0 []float32 // [BT, H] encoder input (= embLN when E = H)
 	layers  []layerActs
+	qkv     []float32 // [BT, 3H] fused projection scratch
 	// inference alternates two output buffers so the layer slot can be reused.
 	spare []float32
 
@@ -207,6 +208,15 @@ func (m *Model) NewState(B, T int, train bool) *State {
 	return s
 }
 
+// qkvScratch returns the state's [BT, 3H] buffer of the fused q, k, v
+// projection (also the fused gradient in Backward), allocated on first use.
+func (s *State) qkvScratch(n int) []float32 {
+	if len(s.qkv) < n {
+		s.qkv = make([]float32, n)
+	}
+	return s.qkv[:n]
+}
+
 // setInputs copies the batch into the state: ids, the key mask and the
 // rotary angles.
 func (m *Model) setInputs(s *State, b *Batch, causal bool) {
@@ -305,10 +315,17 @@ func (m *Model) encode(ctx context.Context, s *State, hook func(layer int, hidde
 				la.out, s.spare = s.spare, la.out
 			}
 		}
-		// q, k, v = Linear(x); rotate q, k (and v)
-		kernels.MatmulForward(la.q, x, L.Query.W.Data, L.Query.B.Data, BT, H, H)
-		kernels.MatmulForward(la.k, x, L.Key.W.Data, L.Key.B.Data, BT, H, H)
-		kernels.MatmulForward(la.v, x, L.Value.W.Data, L.Value.B.Data, BT, H, H)
+		// q, k, v = Linear(x), as one [3H, H] product when the weights
+		// are adjacent (one larger product runs closer to the BLAS peak)
+		if w, b, _, _, ok := L.fusedQKV(); ok {
+			qkv := s.qkvScratch(BT * 3 * H)
+			kernels.MatmulForward(qkv, x, w, b, BT, H, 3*H)
+			kernels.SplitQKV(la.q, la.k, la.v, qkv, BT, H)
+		} else {
+			kernels.MatmulForward(la.q, x, L.Query.W.Data, L.Query.B.Data, BT, H, H)
+			kernels.MatmulForward(la.k, x, L.Key.W.Data, L.Key.B.Data, BT, H, H)
+			kernels.MatmulForward(la.v, x, L.Value.W.Data, L.Value.B.Data, BT, H, H)
+		}
 		// ctx = softmax(q·kᵀ/√HS + mask)·v with q, k (and v) rotated by
 		// RoPE: see attentionForward for the other encodings and kinds
 		m.attentionForward(s, l, la)

@@ -183,8 +183,9 @@ func New(cfg Config, head Head) (*Model, error) {
 	}
 	m.Encoder.Layers = make([]Layer, cfg.NumHiddenLayers)
 	for i := range m.Encoder.Layers {
+		q, k, v := newLinears3(H, H)
 		m.Encoder.Layers[i] = Layer{
-			Query: newLinear(H, H), Key: newLinear(H, H), Value: newLinear(H, H), AttnOut: newLinear(H, H),
+			Query: q, Key: k, Value: v, AttnOut: newLinear(H, H),
 			AttnLN: newLN(H), FFIn: newLinear(I, H), FFOut: newLinear(H, I), OutputLN: newLN(H),
 		}
 		if cfg.PosEnc() == PosRelative {
@@ -217,6 +218,52 @@ func New(cfg Config, head Head) (*Model, error) {
 
 func newLinear(out, in int) Linear {
 	return Linear{W: tensor.NewParam("", out, in), B: tensor.NewParam("", out)}
+}
+
+// newLinears3 returns three [out, in] linear layers whose weights, biases
+// and gradients are consecutive views of one allocation each, so that they
+// also form one [3·out, in] layer (see Layer.fusedQKV). Loading copies into
+// these slices, so the layout survives Bind.
+func newLinears3(out, in int) (a, b, c Linear) {
+	w, dw := make([]float32, 3*out*in), make([]float32, 3*out*in)
+	bias, dbias := make([]float32, 3*out), make([]float32, 3*out)
+	ls := [3]Linear{}
+	for i := range ls {
+		n, o := out*in, i*out*in
+		ls[i] = Linear{
+			W: &tensor.Param{Shape: []int{out, in}, Data: w[o : o+n], Grad: dw[o : o+n]},
+			B: &tensor.Param{Shape: []int{out}, Data: bias[i*out : (i+1)*out], Grad: dbias[i*out : (i+1)*out]},
+		}
+	}
+	return ls[0], ls[1], ls[2]
+}
+
+// fusedQKV returns the query, key and value weights as one [3H, H] matrix
+// and their biases as one [3H] vector, with the matching gradient slices,
+// when the three layers are laid out back to back (as New makes them); ok
+// is false when they are not (e.g. a caller replaced a Data slice), and the
+// three projections then run one by one.
+func (L *Layer) fusedQKV() (w, b, dw, db []float32, ok bool) {
+	var ok1, ok2, ok3, ok4 bool
+	w, ok1 = adjacent3(L.Query.W.Data, L.Key.W.Data, L.Value.W.Data)
+	b, ok2 = adjacent3(L.Query.B.Data, L.Key.B.Data, L.Value.B.Data)
+	dw, ok3 = adjacent3(L.Query.W.Grad, L.Key.W.Grad, L.Value.W.Grad)
+	db, ok4 = adjacent3(L.Query.B.Grad, L.Key.B.Grad, L.Value.B.Grad)
+	return w, b, dw, db, ok1 && ok2 && ok3 && ok4
+}
+
+// adjacent3 returns x, y, z as one slice when y starts where x ends and z
+// where y ends, in the same allocation (x's capacity reaches over both).
+func adjacent3(x, y, z []float32) ([]float32, bool) {
+	n := len(x)
+	if n == 0 || len(y) != n || len(z) != n || cap(x) < 3*n {
+		return nil, false
+	}
+	full := x[:3*n]
+	if &full[n] != &y[0] || &full[2*n] != &z[0] {
+		return nil, false
+	}
+	return full, true
 }
 
 func newLN(c int) LayerNorm {
