@@ -67,9 +67,6 @@ func EmbeddingBackward(dwte, dwtt, dout []float32, ids, types []int32, paddingId
 //	b   [N]
 func AddForward(out, a, b []float32, N int) {
 	parallelFor(N, 1<<14, func(lo, hi int) {
-		o, x, y := out[lo:hi], a[lo:hi], b[lo:hi]
-		for i := range o {
-			o[i] = x[i] + y[i]
-		}
+		addVec(out[lo:hi], a[lo:hi], b[lo:hi])
 	})
 }

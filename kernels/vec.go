@@ -405,3 +405,18 @@ func lnBackParam(dw, db, d, x []float32, m, rs float32) {
 		db[i] += d[i]
 	}
 }
+
+// addVec sets out[i] = a[i] + b[i]; out may alias a or b.
+func addVec(out, a, b []float32) {
+	a, b = a[:len(out)], b[:len(out)]
+	n := 0
+	if useAVX2 {
+		n = len(out) &^ 7
+		if n > 0 {
+			addVecAVX2(&out[0], &a[0], &b[0], n)
+		}
+	}
+	for i := n; i < len(out); i++ {
+		out[i] = a[i] + b[i]
+	}
+}

@@ -63,3 +63,9 @@ func lnBackApplyAVX2(di, d, w, x *float32, n int, m, rs, m1, m2 float32)
 
 //go:noescape
 func lnBackParamAVX2(dw, db, d, x *float32, n int, m, rs float32)
+
+//go:noescape
+func addVecAVX2(out, a, b *float32, n int)
+
+//go:noescape
+func adamWAVX2(p, grad, m, v *float32, n int, k *AdamWScalars)

@@ -504,3 +504,70 @@ lploop:
 	JNZ     lploop
 	VZEROUPPER
 	RET
+
+// func addVecAVX2(out, a, b *float32, n int)
+TEXT ·addVecAVX2(SB), NOSPLIT, $0-32
+	MOVQ out+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+
+avloop:
+	VMOVUPS (SI), Y0
+	VADDPS  (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	SUBQ    $8, CX
+	JNZ     avloop
+	VZEROUPPER
+	RET
+
+// func adamWAVX2(p, grad, m, v *float32, n int, k *AdamWScalars)
+// k: decay, b1, omb1, b2, omb2, stepSize, bc2sqrt, eps (float32 each).
+// The operations and their order are those of the scalar loop, without
+// fused multiply-adds, so both give the same bits.
+TEXT ·adamWAVX2(SB), NOSPLIT, $0-48
+	MOVQ         p+0(FP), DI
+	MOVQ         grad+8(FP), SI
+	MOVQ         m+16(FP), DX
+	MOVQ         v+24(FP), BX
+	MOVQ         n+32(FP), CX
+	MOVQ         k+40(FP), AX
+	VBROADCASTSS 0(AX), Y15
+	VBROADCASTSS 4(AX), Y14
+	VBROADCASTSS 8(AX), Y13
+	VBROADCASTSS 12(AX), Y12
+	VBROADCASTSS 16(AX), Y11
+	VBROADCASTSS 20(AX), Y10
+	VBROADCASTSS 24(AX), Y9
+	VBROADCASTSS 28(AX), Y8
+
+adloop:
+	VMULPS  (DI), Y15, Y0 // x = p·decay
+	VMOVUPS (SI), Y1      // g
+	VMULPS  (DX), Y14, Y2 // b1·m
+	VMULPS  Y1, Y13, Y3   // omb1·g
+	VADDPS  Y3, Y2, Y2    // m' = b1·m + omb1·g
+	VMOVUPS Y2, (DX)
+	VMULPS  (BX), Y12, Y4 // b2·v
+	VMULPS  Y1, Y11, Y5   // omb2·g
+	VMULPS  Y1, Y5, Y5    // (omb2·g)·g
+	VADDPS  Y5, Y4, Y4    // v'
+	VMOVUPS Y4, (BX)
+	VSQRTPS Y4, Y4
+	VDIVPS  Y9, Y4, Y4    // √v'/bc2sqrt
+	VADDPS  Y8, Y4, Y4    // + eps
+	VDIVPS  Y4, Y2, Y2    // m'/denom
+	VMULPS  Y2, Y10, Y2   // stepSize·(m'/denom)
+	VSUBPS  Y2, Y0, Y0    // x − …
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	ADDQ    $32, BX
+	SUBQ    $8, CX
+	JNZ     adloop
+	VZEROUPPER
+	RET

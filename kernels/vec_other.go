@@ -28,3 +28,6 @@ func lnBackSumsAVX2(d, w, x *float32, n int, m, rs float32) (s1, s2 float64) {
 }
 func lnBackApplyAVX2(di, d, w, x *float32, n int, m, rs, m1, m2 float32) { panic("kernels: no AVX2") }
 func lnBackParamAVX2(dw, db, d, x *float32, n int, m, rs float32)        { panic("kernels: no AVX2") }
+
+func addVecAVX2(out, a, b *float32, n int)                     { panic("kernels: no AVX2") }
+func adamWAVX2(p, grad, m, v *float32, n int, k *AdamWScalars) { panic("kernels: no AVX2") }

@@ -292,3 +292,33 @@ func TestDropoutMaskEqualsScale(t *testing.T) {
 		}
 	}
 }
+
+// AdamWUpdate's vector path gives the scalar twin's bits, and addVec equals
+// a plain loop.
+func TestAdamWAndAddVec(t *testing.T) {
+	for _, n := range []int{1, 7, 8, 9, 64, 1001} {
+		r := testutil.Rand(uint64(n))
+		p, g := testutil.RandN(r, n, 1), testutil.RandN(r, n, 0.1)
+		m, v := testutil.RandN(r, n, 0.01), make([]float32, n)
+		for i := range v {
+			v[i] = float32(r.Float64() * 1e-4)
+		}
+		g[0] = 0
+		k := AdamWScalars{Decay: 0.999, B1: 0.9, OneMinusB1: 0.1, B2: 0.999, OneMinusB2: 0.001, StepSize: 1e-3, BC2Sqrt: 0.03, Eps: 1e-8}
+		p2, m2, v2 := append([]float32(nil), p...), append([]float32(nil), m...), append([]float32(nil), v...)
+		AdamWUpdate(p, g, m, v, &k)
+		adamWNaive(p2, g, m2, v2, &k)
+		for i := range p {
+			if p[i] != p2[i] || m[i] != m2[i] || v[i] != v2[i] {
+				t.Fatalf("n %d: element %d: p %v m %v v %v, scalar p %v m %v v %v", n, i, p[i], m[i], v[i], p2[i], m2[i], v2[i])
+			}
+		}
+		sum := make([]float32, n)
+		addVec(sum, p, g)
+		for i := range sum {
+			if sum[i] != p[i]+g[i] {
+				t.Fatalf("n %d: addVec [%d] = %v, want %v", n, i, sum[i], p[i]+g[i])
+			}
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/roformer-go/roformer/kernels"
 	"github.com/roformer-go/roformer/tensor"
 )
 
@@ -109,14 +110,16 @@ func (o *AdamW) Step(lr float64) {
 	bc1 := 1 - math.Pow(o.cfg.Beta1, t)
 	bc2 := 1 - math.Pow(o.cfg.Beta2, t)
 	k := scalars{
-		decay:    float32(1 - lr*o.cfg.WeightDecay),
-		b1:       float32(o.cfg.Beta1),
-		omb1:     float32(1 - o.cfg.Beta1),
-		b2:       float32(o.cfg.Beta2),
-		omb2:     float32(1 - o.cfg.Beta2),
-		stepSize: float32(lr / bc1),
-		bc2sqrt:  float32(math.Sqrt(bc2)),
-		eps:      float32(o.cfg.Eps),
+		decay: float32(1 - lr*o.cfg.WeightDecay),
+		AdamWScalars: kernels.AdamWScalars{
+			B1:         float32(o.cfg.Beta1),
+			OneMinusB1: float32(1 - o.cfg.Beta1),
+			B2:         float32(o.cfg.Beta2),
+			OneMinusB2: float32(1 - o.cfg.Beta2),
+			StepSize:   float32(lr / bc1),
+			BC2Sqrt:    float32(math.Sqrt(bc2)),
+			Eps:        float32(o.cfg.Eps),
+		},
 	}
 	if o.cfg.Workers <= 1 {
 		for i, p := range o.params {
@@ -149,26 +152,19 @@ func (o *AdamW) Step(lr float64) {
 	wg.Wait()
 }
 
-// scalars are the per-step float32 constants of the update.
+// scalars are the per-step float32 constants of the update; decay is the
+// factor 1 − lr·weight_decay of the parameters that are decayed.
 type scalars struct {
-	decay, b1, omb1, b2, omb2, stepSize, bc2sqrt, eps float32
+	kernels.AdamWScalars
+	decay float32
 }
 
-// update is the element loop of Step over one parameter slice.
-func (k *scalars) update(p, g, m, v []float32, decay bool) {
-	g = g[:len(p)]
-	m = m[:len(p)]
-	v = v[:len(p)]
-	for j := range p {
-		x := p[j]
-		if decay {
-			x *= k.decay
-		}
-		gj := g[j]
-		mj := k.b1*m[j] + k.omb1*gj
-		vj := k.b2*v[j] + k.omb2*gj*gj
-		m[j], v[j] = mj, vj
-		denom := float32(math.Sqrt(float64(vj)))/k.bc2sqrt + k.eps
-		p[j] = x - k.stepSize*(mj/denom)
+// update runs the element loop of Step (kernels.AdamWUpdate) over one
+// parameter slice.
+func (k scalars) update(p, g, m, v []float32, decay bool) {
+	k.Decay = 1
+	if decay {
+		k.Decay = k.decay
 	}
+	kernels.AdamWUpdate(p, g, m, v, &k.AdamWScalars)
 }
