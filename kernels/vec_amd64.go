@@ -69,3 +69,6 @@ func addVecAVX2(out, a, b *float32, n int)
 
 //go:noescape
 func adamWAVX2(p, grad, m, v *float32, n int, k *AdamWScalars)
+
+//go:noescape
+func rotatePairsAVX2(x, cos2, sin2 *float32, n int)

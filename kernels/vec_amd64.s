@@ -571,3 +571,26 @@ adloop:
 	JNZ     adloop
 	VZEROUPPER
 	RET
+
+// func rotatePairsAVX2(x, cos2, sin2 *float32, n int)
+// x[j] = x[j]·cos2[j] + x[j^1]·sin2[j]: products rounded, then added (no FMA).
+TEXT ·rotatePairsAVX2(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), DI
+	MOVQ cos2+8(FP), SI
+	MOVQ sin2+16(FP), DX
+	MOVQ n+24(FP), CX
+
+rploop:
+	VMOVUPS   (DI), Y0
+	VPERMILPS $0xb1, Y0, Y1 // swap each pair
+	VMULPS    (SI), Y0, Y0
+	VMULPS    (DX), Y1, Y1
+	VADDPS    Y1, Y0, Y0
+	VMOVUPS   Y0, (DI)
+	ADDQ      $32, DI
+	ADDQ      $32, SI
+	ADDQ      $32, DX
+	SUBQ      $8, CX
+	JNZ       rploop
+	VZEROUPPER
+	RET

@@ -31,3 +31,5 @@ func lnBackParamAVX2(dw, db, d, x *float32, n int, m, rs float32)        { panic
 
 func addVecAVX2(out, a, b *float32, n int)                     { panic("kernels: no AVX2") }
 func adamWAVX2(p, grad, m, v *float32, n int, k *AdamWScalars) { panic("kernels: no AVX2") }
+
+func rotatePairsAVX2(x, cos2, sin2 *float32, n int) { panic("kernels: no AVX2") }

@@ -322,3 +322,28 @@ func TestAdamWAndAddVec(t *testing.T) {
 		}
 	}
 }
+
+func TestRotatePairs(t *testing.T) {
+	paths(t, func(t *testing.T) {
+		for _, n := range []int{2, 6, 8, 10, 64, 130} {
+			r := testutil.Rand(uint64(n))
+			x, c, s := testutil.RandN(r, n, 1), testutil.RandN(r, n/2, 1), testutil.RandN(r, n/2, 1)
+			cos2, sin2 := make([]float32, n), make([]float32, n)
+			for i := range c {
+				cos2[2*i], cos2[2*i+1] = c[i], c[i]
+				sin2[2*i], sin2[2*i+1] = -s[i], s[i]
+			}
+			got := append([]float32(nil), x...)
+			RotatePairs(got, cos2, sin2)
+			for i := range c {
+				a, b := x[2*i], x[2*i+1]
+				if w := float32(a*c[i]) - float32(b*s[i]); got[2*i] != w {
+					t.Fatalf("n %d: [%d] = %v, want %v", n, 2*i, got[2*i], w)
+				}
+				if w := float32(b*c[i]) + float32(a*s[i]); got[2*i+1] != w {
+					t.Fatalf("n %d: [%d] = %v, want %v", n, 2*i+1, got[2*i+1], w)
+				}
+			}
+		}
+	})
+}

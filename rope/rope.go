@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"sync"
+
+	"github.com/roformer-go/roformer/kernels"
 )
 
 // Layout names which dimensions of a head form a rotated pair.
@@ -163,11 +165,20 @@ func (r *Rotary) Backward(dx, sin, cos []float32, B, T, NH int) {
 	r.apply(dx, sin, cos, B, T, NH, -1)
 }
 
+// maxPairsOnStack bounds the rotated width whose spread cos/sin rows live on
+// the stack (wider heads take the scalar loop).
+const maxPairsOnStack = 512
+
 func (r *Rotary) apply(x, sin, cos []float32, B, T, NH int, sign float32) {
 	HS, d, h := r.cfg.HeadSize, r.d, r.d/2
 	C := NH * HS
 	perToken := len(sin) >= B*T*h // sin/cos given for every (b, t), not shared by rows
 	rotate := func(lo, hi int) {
+		// Interleaved pairs go through kernels.RotatePairs with cos and ±sin
+		// spread over both members of each pair, built once per token.
+		var buf [2 * maxPairsOnStack]float32
+		spread := r.cfg.Layout == Interleaved && d <= maxPairsOnStack
+		cos2, sin2 := buf[:d], buf[d:2*d]
 		for bt := lo; bt < hi; bt++ {
 			t := bt % T
 			if perToken {
@@ -175,6 +186,17 @@ func (r *Rotary) apply(x, sin, cos []float32, B, T, NH int, sign float32) {
 			}
 			s, c := sin[t*h:t*h+h], cos[t*h:t*h+h]
 			row := x[bt*C : bt*C+C]
+			if spread {
+				for i := 0; i < h; i++ {
+					si := sign * s[i]
+					cos2[2*i], cos2[2*i+1] = c[i], c[i]
+					sin2[2*i], sin2[2*i+1] = -si, si
+				}
+				for hd := 0; hd < NH; hd++ {
+					kernels.RotatePairs(row[hd*HS:hd*HS+d], cos2, sin2)
+				}
+				continue
+			}
 			for hd := 0; hd < NH; hd++ {
 				v := row[hd*HS : hd*HS+d]
 				if r.cfg.Layout == Interleaved {
