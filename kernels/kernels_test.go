@@ -21,6 +21,18 @@ func TestMatmulAgainstNaive(t *testing.T) {
 			MatmulForward(got, inp, w, nil, BT, C, OC)
 			matmulForwardNaive(want, inp, w, nil, BT, C, OC)
 			testutil.AssertClose(t, "no bias", got, want, 1e-5, 1e-5)
+			res := testutil.RandN(r, BT*OC, 1)
+			for _, bias := range [][]float32{b, nil} {
+				matmulForwardNaive(want, inp, w, bias, BT, C, OC)
+				for i := range want {
+					want[i] += res[i]
+				}
+				MatmulResidualForward(got, inp, w, bias, res, BT, C, OC)
+				testutil.AssertClose(t, "residual", got, want, 1e-5, 1e-5)
+				inPlace := append([]float32(nil), res...)
+				MatmulResidualForward(inPlace, inp, w, bias, inPlace, BT, C, OC)
+				testutil.AssertClose(t, "residual in place", inPlace, want, 1e-5, 1e-5)
+			}
 		})
 	}
 }

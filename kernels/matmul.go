@@ -31,6 +31,32 @@ func MatmulForward(out, inp, weight, bias []float32, BT, C, OC int) {
 	})
 }
 
+// MatmulResidualForward is a linear layer added to a residual stream,
+// out = res + inp·Wᵀ + bias, in one pass over out: each row starts as
+// res + bias and BLAS accumulates the product onto it (beta = 1), instead
+// of a product followed by an addition. The sum is rounded in another order
+// than MatmulForward then AddForward, within float32 rounding. Its backward
+// pass is MatmulBackward, with dout also flowing to res unchanged.
+//
+//	out    [BT, OC]  may not alias inp; may alias res
+//	inp    [BT, C]
+//	weight [OC, C]
+//	bias   [OC] or nil
+//	res    [BT, OC]
+func MatmulResidualForward(out, inp, weight, bias, res []float32, BT, C, OC int) {
+	parallelFor(BT, 16, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			o := out[r*OC : r*OC+OC]
+			if bias != nil {
+				addVec(o, res[r*OC:r*OC+OC], bias[:OC])
+			} else {
+				copy(o, res[r*OC:r*OC+OC])
+			}
+		}
+		blas.Sgemm(false, true, hi-lo, OC, C, 1, inp[lo*C:hi*C], C, weight[:OC*C], C, 1, out[lo*OC:hi*OC], OC)
+	})
+}
+
 // MatmulBackward differentiates MatmulForward.
 //
 //	dinp    [BT, C]  written (=); nil to skip

@@ -70,7 +70,7 @@ type layerActs struct {
 	ln1Rstd []float32 // [BT]
 	a       []float32 // [BT, H] attention.output.LayerNorm output
 	pre     []float32 // [BT, I] intermediate.dense output
-	post    []float32 // [BT, I] act(pre)
+	post    []float32 // [BT, I] act(pre), training only (inference applies act to pre in place)
 	dact    []float32 // [BT, I] act'(pre), training only
 	res2    []float32 // [BT, H] a + output.dense(post)
 	ln2Mean []float32 // [BT]
@@ -160,14 +160,14 @@ func (m *Model) newLayerActs(B, T int, withProbs bool) layerActs {
 	la := layerActs{
 		q: make([]float32, BT*H), k: make([]float32, BT*H), v: make([]float32, BT*H),
 		ctx: make([]float32, BT*H), res1: make([]float32, BT*H), ln1Mean: make([]float32, BT), ln1Rstd: make([]float32, BT),
-		a: make([]float32, BT*H), pre: make([]float32, BT*I), post: make([]float32, BT*I), res2: make([]float32, BT*H),
+		a: make([]float32, BT*H), pre: make([]float32, BT*I), res2: make([]float32, BT*H),
 		ln2Mean: make([]float32, BT), ln2Rstd: make([]float32, BT), out: make([]float32, BT*H),
 	}
 	if withProbs {
 		if m.Config.Attention() == AttnSoftmax {
 			la.probs = make([]float32, B*NH*T*T)
 		}
-		la.dact = make([]float32, BT*I)
+		la.post, la.dact = make([]float32, BT*I), make([]float32, BT*I)
 	}
 	if F := m.Config.NumFeatures(); F > 0 {
 		la.fq, la.fk = make([]float32, BT*NH*F), make([]float32, BT*NH*F)
@@ -330,20 +330,30 @@ func (m *Model) encode(ctx context.Context, s *State, hook func(layer int, hidde
 		// RoPE: see attentionForward for the other encodings and kinds
 		m.attentionForward(s, l, la)
 		// a = LayerNorm(x + dropout(dense(ctx)))
-		kernels.MatmulForward(la.res1, la.ctx, L.AttnOut.W.Data, L.AttnOut.B.Data, BT, H, H)
-		kernels.DropoutForward(la.res1, s.dropAt(l, siteAttnOut, cfg.HiddenDropoutProb), BT*H)
-		kernels.AddForward(la.res1, la.res1, x, BT*H)
+		if d := s.dropAt(l, siteAttnOut, cfg.HiddenDropoutProb); d.Active() {
+			kernels.MatmulForward(la.res1, la.ctx, L.AttnOut.W.Data, L.AttnOut.B.Data, BT, H, H)
+			kernels.DropoutForward(la.res1, d, BT*H)
+			kernels.AddForward(la.res1, la.res1, x, BT*H)
+		} else {
+			kernels.MatmulResidualForward(la.res1, la.ctx, L.AttnOut.W.Data, L.AttnOut.B.Data, x, BT, H, H)
+		}
 		kernels.LayerNormForward(la.a, la.ln1Mean, la.ln1Rstd, la.res1, L.AttnLN.W.Data, L.AttnLN.B.Data, eps, BT, H)
 		// out = LayerNorm(a + dropout(dense(act(dense(a)))))
 		kernels.MatmulForward(la.pre, la.a, L.FFIn.W.Data, L.FFIn.B.Data, BT, H, I)
+		post := la.pre // inference: the activation in place
 		if la.dact != nil {
-			kernels.ActivationForwardSaveGrad(la.post, la.dact, la.pre, m.act, BT*I)
+			post = la.post
+			kernels.ActivationForwardSaveGrad(post, la.dact, la.pre, m.act, BT*I)
 		} else {
-			kernels.ActivationForward(la.post, la.pre, m.act, BT*I)
+			kernels.ActivationForward(post, la.pre, m.act, BT*I)
 		}
-		kernels.MatmulForward(la.res2, la.post, L.FFOut.W.Data, L.FFOut.B.Data, BT, I, H)
-		kernels.DropoutForward(la.res2, s.dropAt(l, siteFFNOut, cfg.HiddenDropoutProb), BT*H)
-		kernels.AddForward(la.res2, la.res2, la.a, BT*H)
+		if d := s.dropAt(l, siteFFNOut, cfg.HiddenDropoutProb); d.Active() {
+			kernels.MatmulForward(la.res2, post, L.FFOut.W.Data, L.FFOut.B.Data, BT, I, H)
+			kernels.DropoutForward(la.res2, d, BT*H)
+			kernels.AddForward(la.res2, la.res2, la.a, BT*H)
+		} else {
+			kernels.MatmulResidualForward(la.res2, post, L.FFOut.W.Data, L.FFOut.B.Data, la.a, BT, I, H)
+		}
 		kernels.LayerNormForward(la.out, la.ln2Mean, la.ln2Rstd, la.res2, L.OutputLN.W.Data, L.OutputLN.B.Data, eps, BT, H)
 		x = la.out
 		if hook != nil {
