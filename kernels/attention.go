@@ -41,10 +41,14 @@ func AttentionForward(out, probs, q, k, v, keyMask []float32, causal bool, drop 
 	parallelFor(B*NH, 1, func(lo, hi int) {
 		var scratch, dropped []float32
 		if probs == nil {
-			scratch = make([]float32, rows*T)
+			p := getScratch(rows * T)
+			defer putScratch(p)
+			scratch = *p
 		}
 		if drop.Active() {
-			dropped = make([]float32, rows*T)
+			p := getScratch(rows * T)
+			defer putScratch(p)
+			dropped = *p
 		}
 		for bh := lo; bh < hi; bh++ {
 			b, h := bh/NH, bh%NH
@@ -128,10 +132,14 @@ func AttentionBackward(dq, dk, dv, dout, q, k, v, probs, keyMask []float32, caus
 	C := NH * HS
 	scale := float32(math.Sqrt(float64(HS)))
 	parallelFor(B*NH, 1, func(lo, hi int) {
-		dP := make([]float32, T*T)
+		pdP := getScratch(T * T)
+		defer putScratch(pdP)
+		dP := *pdP
 		var dropped []float32
 		if drop.Active() {
-			dropped = make([]float32, T*T)
+			p := getScratch(T * T)
+			defer putScratch(p)
+			dropped = *p
 		}
 		for bh := lo; bh < hi; bh++ {
 			b, h := bh/NH, bh%NH

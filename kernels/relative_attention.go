@@ -28,13 +28,19 @@ func RelativeAttentionForward(out, probs, q, k, v, relK, keyMask []float32, caus
 	W := 2*K + 1
 	scale := float32(math.Sqrt(float64(HS)))
 	parallelFor(B*NH, 1, func(lo, hi int) {
-		R := make([]float32, T*W)
+		pR := getScratch(T * W)
+		defer putScratch(pR)
+		R := *pR
 		var scratch, dropped []float32
 		if probs == nil {
-			scratch = make([]float32, T*T)
+			p := getScratch(T * T)
+			defer putScratch(p)
+			scratch = *p
 		}
 		if drop.Active() {
-			dropped = make([]float32, T*T)
+			p := getScratch(T * T)
+			defer putScratch(p)
+			dropped = *p
 		}
 		for bh := lo; bh < hi; bh++ {
 			b, h := bh/NH, bh%NH
@@ -82,10 +88,14 @@ func RelativeAttentionBackward(dq, dk, dv, drelK, dout, q, k, v, relK, probs, ke
 	scale := float32(math.Sqrt(float64(HS)))
 	G := make([]float32, B*NH*T*W)
 	parallelFor(B*NH, 1, func(lo, hi int) {
-		dP := make([]float32, T*T)
+		pdP := getScratch(T * T)
+		defer putScratch(pdP)
+		dP := *pdP
 		var dropped []float32
 		if drop.Active() {
-			dropped = make([]float32, T*T)
+			p := getScratch(T * T)
+			defer putScratch(p)
+			dropped = *p
 		}
 		for bh := lo; bh < hi; bh++ {
 			b, h := bh/NH, bh%NH
