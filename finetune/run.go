@@ -177,6 +177,10 @@ func Run(ctx context.Context, ro RunOptions) (*RunResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("finetune: %w", err)
 	}
+	if err := os.Chmod(stage, 0o755); err != nil { // MkdirTemp makes 0700; the output is an ordinary folder
+		os.RemoveAll(stage)
+		return nil, fmt.Errorf("finetune: %w", err)
+	}
 	published := false
 	defer func() {
 		if !published {

@@ -234,6 +234,11 @@ func TestRun(t *testing.T) {
 			t.Errorf("output lacks %s: %v", f, err)
 		}
 	}
+	if st, err := os.Stat(out); err != nil {
+		t.Error(err)
+	} else if st.Mode().Perm() != 0o755 {
+		t.Errorf("output folder mode %v, want 0755 (not MkdirTemp's 0700)", st.Mode().Perm())
+	}
 	if got := strings.Join(res.Info.Spec.Labels, ","); got != "negative,positive" {
 		t.Errorf("labels inferred as %s", got)
 	}
