@@ -192,7 +192,7 @@ func runForward(ctx context.Context, o forwardOptions, w io.Writer) error {
 	if head == roformer.HeadMultipleChoice {
 		opts.NumChoices = shape[1]
 	}
-	labels, err := forwardLabels(&in, head, b, shape, opts.NumChoices)
+	labels, err := forwardLabels(&in, head, &l.Config)
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.input, err)
 	}
@@ -213,7 +213,12 @@ func runForward(ctx context.Context, o forwardOptions, w io.Writer) error {
 }
 
 // forwardLabels reads the optional labels of IN.json for the head's loss.
-func forwardLabels(in *forwardInput, head roformer.Head, b *roformer.Batch, shape []int, nc int) (*roformer.Labels, error) {
+// For sequence classification the model's configuration decides how they
+// are read, as HF decides the loss: floats for regression (num_labels 1 or
+// problem_type regression, so [2, 3] are targets, not class ids) and for
+// multi-label problems; otherwise integers are class ids and floats mean a
+// multi-label problem.
+func forwardLabels(in *forwardInput, head roformer.Head, cfg *roformer.Config) (*roformer.Labels, error) {
 	if head == roformer.HeadQA {
 		if in.StartPositions == nil && in.EndPositions == nil {
 			return nil, nil
@@ -231,8 +236,11 @@ func forwardLabels(in *forwardInput, head roformer.Head, b *roformer.Batch, shap
 		ids, _, err := intArray("labels", in.Labels, 1)
 		return &roformer.Labels{IDs: ids}, err
 	case roformer.HeadSequenceCls:
-		if ids, _, err := intArray("labels", in.Labels, 1); err == nil {
-			return &roformer.Labels{IDs: ids}, nil
+		floatsOnly := cfg.NumLabels == 1 || cfg.ProblemType == "regression" || cfg.ProblemType == "multi_label_classification"
+		if !floatsOnly {
+			if ids, _, err := intArray("labels", in.Labels, 1); err == nil {
+				return &roformer.Labels{IDs: ids}, nil
+			}
 		}
 		var fl []float32
 		if err := json.Unmarshal(in.Labels, &fl); err == nil {

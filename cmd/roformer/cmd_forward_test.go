@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/roformer-go/roformer/internal/testutil"
+	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/tensor"
 )
 
@@ -166,5 +168,64 @@ func TestInspect(t *testing.T) {
 		if !strings.Contains(out, w) {
 			t.Errorf("inspect output lacks %q:\n%s", w, out)
 		}
+	}
+}
+
+// Sequence-classification labels are read as the model's problem type needs:
+// whole numbers are regression targets for a one-label model, class ids for
+// a single-label one.
+func TestForwardCLISeqClsLabels(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		numLabels int
+		labels    string
+		loss      func(logits []float32) float64
+	}{
+		{"regression_whole_numbers", 1, `[2, 3]`, func(z []float32) float64 {
+			d0, d1 := float64(z[0])-2, float64(z[1])-3
+			return (d0*d0 + d1*d1) / 2
+		}},
+		{"single_label_ids", 3, `[2, 0]`, func(z []float32) float64 {
+			ce := func(row []float32, t int) float64 {
+				s := 0.0
+				for _, v := range row {
+					s += math.Exp(float64(v))
+				}
+				return math.Log(s) - float64(row[t])
+			}
+			return (ce(z[0:3], 2) + ce(z[3:6], 0)) / 2
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := roformer.DefaultConfig()
+			cfg.VocabSize, cfg.HiddenSize, cfg.EmbeddingSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads = 20, 8, 8, 1, 2
+			cfg.IntermediateSize, cfg.MaxPositionEmbeddings, cfg.NumLabels = 16, 16, c.numLabels
+			m, err := roformer.New(cfg, roformer.HeadSequenceCls)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Init(3)
+			dir := t.TempDir()
+			if err := m.Save(dir); err != nil {
+				t.Fatal(err)
+			}
+			in := writeJSON(t, dir, "in.json", `{"input_ids": [[2, 5, 3], [2, 7, 3]], "labels": `+c.labels+`}`)
+			outPath := filepath.Join(dir, "out.json")
+			code, _, stderr := runCLI(t, "forward", "--model", dir, "--head", "sequence-classification", "--input", in, "--output", outPath, "--quiet")
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			var got struct {
+				Logits jsonTensor `json:"logits"`
+				Loss   float64    `json:"loss"`
+			}
+			raw, _ := os.ReadFile(outPath)
+			if err := json.Unmarshal(raw, &got); err != nil {
+				t.Fatal(err)
+			}
+			if want := c.loss(got.Logits.Data); math.Abs(got.Loss-want) > 1e-5 {
+				t.Errorf("loss %v, want %v (logits %v)", got.Loss, want, got.Logits.Data)
+			}
+		})
 	}
 }
