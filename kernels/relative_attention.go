@@ -27,43 +27,54 @@ func RelativeAttentionForward(out, probs, q, k, v, relK, keyMask []float32, caus
 	C := NH * HS
 	W := 2*K + 1
 	scale := float32(math.Sqrt(float64(HS)))
+	// As in AttentionForward, inference (probs nil) takes the queries in
+	// blocks of attnBlock rows, so its scratch is attnBlock·T, not T·T.
+	rows := T
+	if probs == nil {
+		rows = min(T, attnBlock)
+	}
 	parallelFor(B*NH, 1, func(lo, hi int) {
-		pR := getScratch(T * W)
+		pR := getScratch(rows * W)
 		defer putScratch(pR)
 		R := *pR
 		var scratch, dropped []float32
 		if probs == nil {
-			p := getScratch(T * T)
+			p := getScratch(rows * T)
 			defer putScratch(p)
 			scratch = *p
 		}
 		if drop.Active() {
-			p := getScratch(T * T)
+			p := getScratch(rows * T)
 			defer putScratch(p)
 			dropped = *p
 		}
 		for bh := lo; bh < hi; bh++ {
 			b, h := bh/NH, bh%NH
-			P := scratch
-			if probs != nil {
-				P = probs[bh*T*T : (bh+1)*T*T]
-			}
 			base := b*T*C + h*HS
-			// S = q_h·k_hᵀ + gather(q_h·relKᵀ), then /scale, mask, softmax.
-			blas.Sgemm(false, true, T, T, HS, 1, q[base:], C, k[base:], C, 0, P, T)
-			blas.Sgemm(false, true, T, W, HS, 1, q[base:], C, relK, HS, 0, R, W)
-			for i := 0; i < T; i++ {
-				row, rr := P[i*T:i*T+T], R[i*W:i*W+W]
-				for j := range row {
-					row[j] += rr[clipDistance(j-i, K)+K]
+			for i0 := 0; i0 < T; i0 += rows {
+				n := min(rows, T-i0)
+				P := scratch[:min(len(scratch), n*T)]
+				if probs != nil {
+					P = probs[bh*T*T : (bh+1)*T*T]
 				}
-				maskedSoftmaxRow(row, scale, rowMask(keyMask, b, T), causal, i)
+				// S = q_h·k_hᵀ + gather(q_h·relKᵀ) for queries i0 … i0+n−1,
+				// then /scale, mask, softmax.
+				blas.Sgemm(false, true, n, T, HS, 1, q[base+i0*C:], C, k[base:], C, 0, P, T)
+				blas.Sgemm(false, true, n, W, HS, 1, q[base+i0*C:], C, relK, HS, 0, R, W)
+				for r := 0; r < n; r++ {
+					i := i0 + r
+					row, rr := P[r*T:r*T+T], R[r*W:r*W+W]
+					for j := range row {
+						row[j] += rr[clipDistance(j-i, K)+K]
+					}
+					maskedSoftmaxRow(row, scale, rowMask(keyMask, b, T), causal, i)
+				}
+				if drop.Active() {
+					applyDrop(dropped[:n*T], P, drop, bh*T*T+i0*T)
+					P = dropped[:n*T]
+				}
+				blas.Sgemm(false, false, n, HS, T, 1, P, T, v[base:], C, 0, out[base+i0*C:], C)
 			}
-			if drop.Active() {
-				applyDrop(dropped, P, drop, bh*T*T)
-				P = dropped
-			}
-			blas.Sgemm(false, false, T, HS, T, 1, P, T, v[base:], C, 0, out[base:], C)
 		}
 	})
 }

@@ -68,3 +68,26 @@ func TestRelativeAttentionBackward(t *testing.T) {
 		}
 	}
 }
+
+// Inference takes the queries in blocks of attnBlock: the same result as the
+// whole-matrix path, across a partial last block, with masks and dropout.
+func TestRelativeAttentionBlocks(t *testing.T) {
+	r := testutil.Rand(12)
+	B, T, NH, HS, K := 2, attnBlock*2+5, 2, 4, 3
+	C := NH * HS
+	q, k, v := testutil.RandN(r, B*T*C, 1), testutil.RandN(r, B*T*C, 1), testutil.RandN(r, B*T*C, 1)
+	relK := testutil.RandN(r, (2*K+1)*HS, 1)
+	km := make([]float32, B*T)
+	for i := range km {
+		km[i] = 1
+	}
+	km[3], km[T-1], km[T+70] = 0, 0, 0
+	for _, causal := range []bool{false, true} {
+		for _, drop := range []Dropout{{}, {P: 0.2, Seed: 4}} {
+			a, b := make([]float32, B*T*C), make([]float32, B*T*C)
+			RelativeAttentionForward(a, make([]float32, B*NH*T*T), q, k, v, relK, km, causal, drop, K, B, T, NH, HS)
+			RelativeAttentionForward(b, nil, q, k, v, relK, km, causal, drop, K, B, T, NH, HS)
+			testutil.AssertClose(t, fmt.Sprintf("blocked causal=%v dropout=%v", causal, drop.P), b, a, 1e-6, 1e-6)
+		}
+	}
+}
