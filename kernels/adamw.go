@@ -16,7 +16,8 @@ type AdamWScalars struct {
 }
 
 // AdamWUpdate applies one AdamW step (Loshchilov & Hutter, decoupled weight
-// decay; torch.optim.AdamW's order of operations) to a parameter slice:
+// decay, as torch.optim.AdamW defines it; PyTorch's kernels round some steps
+// in another order) to a parameter slice:
 //
 //	x = p·Decay
 //	m = B1·m + OneMinusB1·g
@@ -44,12 +45,14 @@ func AdamWUpdate(p, g, m, v []float32, k *AdamWScalars) {
 // adamWNaive is the scalar twin of AdamWUpdate.
 func adamWNaive(p, g, m, v []float32, k *AdamWScalars) {
 	for j := range p {
+		// float32(…) around each product keeps Go from fusing it with the
+		// following addition (which it may do on arm64 or with GOAMD64=v3).
 		x := p[j] * k.Decay
 		gj := g[j]
-		mj := k.B1*m[j] + k.OneMinusB1*gj
-		vj := k.B2*v[j] + k.OneMinusB2*gj*gj
+		mj := float32(k.B1*m[j]) + float32(k.OneMinusB1*gj)
+		vj := float32(k.B2*v[j]) + float32(float32(k.OneMinusB2*gj)*gj)
 		m[j], v[j] = mj, vj
 		denom := float32(math.Sqrt(float64(vj)))/k.BC2Sqrt + k.Eps
-		p[j] = x - k.StepSize*(mj/denom)
+		p[j] = x - float32(k.StepSize*(mj/denom))
 	}
 }

@@ -74,7 +74,7 @@
 	VPERMILPS    $0xb1, X, T; \
 	VADDPS       T, X, X
 
-// HMAX is HSUM with max.
+// HMAX is HSUM with max (NaNs are tracked separately by its callers).
 #define HMAX(Y, X, T) \
 	VEXTRACTF128 $1, Y, T;  \
 	VMAXPS       X, T, X;   \
@@ -187,16 +187,25 @@ TEXT ·divMaxAVX2(SB), NOSPLIT, $0-28
 	VBROADCASTSS s+16(FP), Y15
 	LEAQ         ·vconst(SB), R8
 	VMOVUPS      NEGINF(R8), Y14
+	VXORPS       Y13, Y13, Y13 // lanes that met a NaN (VMAXPS drops NaNs)
 
 dmloop:
 	VMOVUPS (DI), Y0
 	VDIVPS  Y15, Y0, Y0
 	VMOVUPS Y0, (DI)
 	VMAXPS  Y0, Y14, Y14
+	VCMPPS  $3, Y0, Y0, Y1
+	VORPS   Y1, Y13, Y13
 	ADDQ    $32, DI
 	SUBQ    $8, CX
 	JNZ     dmloop
 	HMAX(Y14, X14, X1)
+	VMOVMSKPS Y13, AX
+	TESTL     AX, AX
+	JZ        dmdone
+	VPCMPEQD  X14, X14, X14 // all bits set: a NaN, as Go's max returns
+
+dmdone:
 	VZEROUPPER
 	MOVSS   X14, ret+24(FP)
 	RET
@@ -208,12 +217,23 @@ TEXT ·maxAVX2(SB), NOSPLIT, $0-20
 	LEAQ    ·vconst(SB), R8
 	VMOVUPS NEGINF(R8), Y14
 
+	VXORPS  Y13, Y13, Y13 // lanes that met a NaN (VMAXPS drops NaNs)
+
 mxloop:
-	VMAXPS (DI), Y14, Y14
-	ADDQ   $32, DI
-	SUBQ   $8, CX
-	JNZ    mxloop
+	VMOVUPS   (DI), Y0
+	VMAXPS    Y0, Y14, Y14
+	VCMPPS    $3, Y0, Y0, Y1
+	VORPS     Y1, Y13, Y13
+	ADDQ      $32, DI
+	SUBQ      $8, CX
+	JNZ       mxloop
 	HMAX(Y14, X14, X1)
+	VMOVMSKPS Y13, AX
+	TESTL     AX, AX
+	JZ        mxdone
+	VPCMPEQD  X14, X14, X14
+
+mxdone:
 	VZEROUPPER
 	MOVSS  X14, ret+16(FP)
 	RET

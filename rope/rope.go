@@ -165,9 +165,9 @@ func (r *Rotary) Backward(dx, sin, cos []float32, B, T, NH int) {
 	r.apply(dx, sin, cos, B, T, NH, -1)
 }
 
-// maxPairsOnStack bounds the rotated width whose spread cos/sin rows live on
-// the stack (wider heads take the scalar loop).
-const maxPairsOnStack = 512
+// maxRotaryOnStack bounds the rotated width d whose spread cos/sin rows live
+// on the stack (wider rotations take the scalar loop).
+const maxRotaryOnStack = 512
 
 func (r *Rotary) apply(x, sin, cos []float32, B, T, NH int, sign float32) {
 	HS, d, h := r.cfg.HeadSize, r.d, r.d/2
@@ -176,8 +176,8 @@ func (r *Rotary) apply(x, sin, cos []float32, B, T, NH int, sign float32) {
 	rotate := func(lo, hi int) {
 		// Interleaved pairs go through kernels.RotatePairs with cos and ±sin
 		// spread over both members of each pair, built once per token.
-		var buf [2 * maxPairsOnStack]float32
-		spread := r.cfg.Layout == Interleaved && d <= maxPairsOnStack
+		var buf [2 * maxRotaryOnStack]float32
+		spread := r.cfg.Layout == Interleaved && d <= maxRotaryOnStack
 		cos2, sin2 := buf[:d], buf[d:2*d]
 		for bt := lo; bt < hi; bt++ {
 			t := bt % T

@@ -130,7 +130,9 @@ func (m *Model) encoderBackward(s *State, dx []float32) {
 		// ctx = attention(q, k, v), q, k (, v) rotated
 		m.attentionBackward(s, l, la, g)
 		// q, k, v = Linear(x): add their input gradients to the residual's
-		if w, _, dw, db, ok := L.fusedQKV(); ok {
+		w, _, okW := L.fusedWeights()
+		dw, db, okG := L.fusedGrads()
+		if okW && okG {
 			dqkv := s.qkvScratch(BT * 3 * H)
 			kernels.ConcatQKV(dqkv, g.dq, g.dk, g.dv, BT, H)
 			kernels.MatmulBackward(g.dtmp, dw, db, dqkv, x, w, BT, H, 3*H)

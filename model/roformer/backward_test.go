@@ -227,14 +227,20 @@ func TestFusedQKVEqualsSeparate(t *testing.T) {
 			p.Data = append([]float32(nil), p.Data...)
 			p.Grad = append([]float32(nil), p.Grad...)
 		}
-		if _, _, _, _, ok := L.fusedQKV(); ok {
-			t.Fatalf("layer %d: copied weights still count as adjacent", i)
+		if _, _, ok := L.fusedWeights(); ok {
+			t.Fatalf("layer %d: copied weights still count as fused", i)
 		}
-		if _, _, _, _, ok := loaded.Encoder.Layers[i].fusedQKV(); !ok {
+		if _, _, ok := L.fusedGrads(); ok {
+			t.Fatalf("layer %d: copied gradients still count as fused", i)
+		}
+		if _, _, ok := loaded.Encoder.Layers[i].fusedWeights(); !ok {
 			t.Fatalf("layer %d: the loaded model lost the fused layout", i)
 		}
-		if _, _, _, _, ok := fused.Encoder.Layers[i].fusedQKV(); !ok {
+		if _, _, ok := fused.Encoder.Layers[i].fusedGrads(); !ok {
 			t.Fatalf("layer %d: New did not lay out q, k, v for fusion", i)
+		}
+		if c := cap(fused.Encoder.Layers[i].Query.W.Data); c != len(fused.Encoder.Layers[i].Query.W.Data) {
+			t.Fatalf("layer %d: the query view has capacity %d beyond its length: an append would overwrite the key", i, c)
 		}
 	}
 	b := &Batch{InputIDs: []int32{2, 5, 7, 3, 2, 9, 1, 0}, AttentionMask: []int32{1, 1, 1, 1, 1, 1, 1, 0}, B: 2, T: 4}

@@ -317,7 +317,7 @@ func (m *Model) encode(ctx context.Context, s *State, hook func(layer int, hidde
 		}
 		// q, k, v = Linear(x), as one [3H, H] product when the weights
 		// are adjacent (one larger product runs closer to the BLAS peak)
-		if w, b, _, _, ok := L.fusedQKV(); ok {
+		if w, b, ok := L.fusedWeights(); ok {
 			qkv := s.qkvScratch(BT * 3 * H)
 			kernels.MatmulForward(qkv, x, w, b, BT, H, 3*H)
 			kernels.SplitQKV(la.q, la.k, la.v, qkv, BT, H)

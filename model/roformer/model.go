@@ -49,7 +49,14 @@ type Layer struct {
 	// RelKey holds Shaw et al.'s relative key embeddings a_{−k} … a_k
 	// [2k+1, HS], shared by the heads; position_embedding_type relative only.
 	RelKey *tensor.Param `hf:"attention.self.distance_embedding.weight"`
+
+	qkv *qkvBlock // the one allocation behind Query, Key and Value (New)
 }
+
+// qkvBlock holds the backing arrays that New allocates for the query, key
+// and value layers: w [3H, H], b [3H] and their gradients, of which
+// Query/Key/Value's Data and Grad are capacity-limited views.
+type qkvBlock struct{ w, b, dw, db []float32 }
 
 // Encoder is RoFormerModel: the part every head shares, stored under the
 // "roformer." prefix in checkpoints of the head classes.
@@ -183,10 +190,11 @@ func New(cfg Config, head Head) (*Model, error) {
 	}
 	m.Encoder.Layers = make([]Layer, cfg.NumHiddenLayers)
 	for i := range m.Encoder.Layers {
-		q, k, v := newLinears3(H, H)
+		q, k, v, blk := newLinears3(H, H)
 		m.Encoder.Layers[i] = Layer{
 			Query: q, Key: k, Value: v, AttnOut: newLinear(H, H),
 			AttnLN: newLN(H), FFIn: newLinear(I, H), FFOut: newLinear(H, I), OutputLN: newLN(H),
+			qkv: blk,
 		}
 		if cfg.PosEnc() == PosRelative {
 			m.Encoder.Layers[i].RelKey = tensor.NewParam("", 2*cfg.RelativeMaxDistance+1, cfg.HeadSize())
@@ -221,49 +229,51 @@ func newLinear(out, in int) Linear {
 }
 
 // newLinears3 returns three [out, in] linear layers whose weights, biases
-// and gradients are consecutive views of one allocation each, so that they
-// also form one [3·out, in] layer (see Layer.fusedQKV). Loading copies into
-// these slices, so the layout survives Bind.
-func newLinears3(out, in int) (a, b, c Linear) {
-	w, dw := make([]float32, 3*out*in), make([]float32, 3*out*in)
-	bias, dbias := make([]float32, 3*out), make([]float32, 3*out)
+// and gradients are consecutive, capacity-limited views of one allocation
+// each, so that they also form one [3·out, in] layer (Layer.fusedWeights).
+// Loading copies into these slices, so the layout survives Bind.
+func newLinears3(out, in int) (a, b, c Linear, blk *qkvBlock) {
+	blk = &qkvBlock{w: make([]float32, 3*out*in), dw: make([]float32, 3*out*in), b: make([]float32, 3*out), db: make([]float32, 3*out)}
 	ls := [3]Linear{}
 	for i := range ls {
 		n, o := out*in, i*out*in
 		ls[i] = Linear{
-			W: &tensor.Param{Shape: []int{out, in}, Data: w[o : o+n], Grad: dw[o : o+n]},
-			B: &tensor.Param{Shape: []int{out}, Data: bias[i*out : (i+1)*out], Grad: dbias[i*out : (i+1)*out]},
+			W: &tensor.Param{Shape: []int{out, in}, Data: blk.w[o : o+n : o+n], Grad: blk.dw[o : o+n : o+n]},
+			B: &tensor.Param{Shape: []int{out}, Data: blk.b[i*out : (i+1)*out : (i+1)*out], Grad: blk.db[i*out : (i+1)*out : (i+1)*out]},
 		}
 	}
-	return ls[0], ls[1], ls[2]
+	return ls[0], ls[1], ls[2], blk
 }
 
-// fusedQKV returns the query, key and value weights as one [3H, H] matrix
-// and their biases as one [3H] vector, with the matching gradient slices,
-// when the three layers are laid out back to back (as New makes them); ok
-// is false when they are not (e.g. a caller replaced a Data slice), and the
-// three projections then run one by one.
-func (L *Layer) fusedQKV() (w, b, dw, db []float32, ok bool) {
-	var ok1, ok2, ok3, ok4 bool
-	w, ok1 = adjacent3(L.Query.W.Data, L.Key.W.Data, L.Value.W.Data)
-	b, ok2 = adjacent3(L.Query.B.Data, L.Key.B.Data, L.Value.B.Data)
-	dw, ok3 = adjacent3(L.Query.W.Grad, L.Key.W.Grad, L.Value.W.Grad)
-	db, ok4 = adjacent3(L.Query.B.Grad, L.Key.B.Grad, L.Value.B.Grad)
-	return w, b, dw, db, ok1 && ok2 && ok3 && ok4
+// fusedWeights returns the query, key and value weights as one [3H, H]
+// matrix and their biases as one [3H] vector, so that the three projections
+// run as one matrix product; ok is false when the layer was not made by New
+// or a caller replaced one of the Data slices (the projections then run one
+// by one).
+func (L *Layer) fusedWeights() (w, b []float32, ok bool) {
+	f := L.qkv
+	if f == nil || !views3(f.w, L.Query.W.Data, L.Key.W.Data, L.Value.W.Data) ||
+		!views3(f.b, L.Query.B.Data, L.Key.B.Data, L.Value.B.Data) {
+		return nil, nil, false
+	}
+	return f.w, f.b, true
 }
 
-// adjacent3 returns x, y, z as one slice when y starts where x ends and z
-// where y ends, in the same allocation (x's capacity reaches over both).
-func adjacent3(x, y, z []float32) ([]float32, bool) {
-	n := len(x)
-	if n == 0 || len(y) != n || len(z) != n || cap(x) < 3*n {
-		return nil, false
+// fusedGrads is fusedWeights for the gradients.
+func (L *Layer) fusedGrads() (dw, db []float32, ok bool) {
+	f := L.qkv
+	if f == nil || !views3(f.dw, L.Query.W.Grad, L.Key.W.Grad, L.Value.W.Grad) ||
+		!views3(f.db, L.Query.B.Grad, L.Key.B.Grad, L.Value.B.Grad) {
+		return nil, nil, false
 	}
-	full := x[:3*n]
-	if &full[n] != &y[0] || &full[2*n] != &z[0] {
-		return nil, false
-	}
-	return full, true
+	return f.dw, f.db, true
+}
+
+// views3 reports whether x, y, z are still the three thirds of full.
+func views3(full, x, y, z []float32) bool {
+	n := len(full) / 3
+	return n > 0 && len(x) == n && len(y) == n && len(z) == n &&
+		&full[0] == &x[0] && &full[n] == &y[0] && &full[2*n] == &z[0]
 }
 
 func newLN(c int) LayerNorm {
