@@ -54,7 +54,10 @@ def run_one(impl, job, a):
         env = dict(os.environ)
     else:
         cmd = [PYTHON, os.path.join(HERE, "pytorch", "bench.py"), "--threads", threads] + job_args(job)
-        env = dict(os.environ, OMP_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads, OMP_WAIT_POLICY="PASSIVE")
+        # PyTorch at its best on these machines: idle OpenMP and OpenBLAS threads sleep
+        # instead of spinning (see bench/pytorch/README.md).
+        env = dict(os.environ, OMP_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads, OMP_WAIT_POLICY="PASSIVE",
+                   OPENBLAS_THREAD_TIMEOUT=os.environ.get("OPENBLAS_THREAD_TIMEOUT", "4"))
     t0 = time.time()
     try:
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=a.timeout)

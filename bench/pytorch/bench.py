@@ -17,6 +17,10 @@ torch is imported unless already set in the environment:
     OMP_WAIT_POLICY=PASSIVE                        idle OpenMP threads sleep instead of spinning,
                                                    so they do not steal the cores from OpenBLAS's
                                                    threads (on 2 cores spinning costs a lot)
+    OPENBLAS_THREAD_TIMEOUT=4                      likewise for OpenBLAS's idle threads, which
+                                                   otherwise spin in sched_yield after each product
+                                                   while OpenMP does the element-wise work
+                                                   (measured: 5-10% faster on 2 cores)
 The JSON line records the values in effect.
 """
 
@@ -56,7 +60,7 @@ def parse_args(argv):
 
 ARGS = parse_args(sys.argv[1:])
 for _k, _v in (("OMP_NUM_THREADS", str(ARGS.threads)), ("OPENBLAS_NUM_THREADS", str(ARGS.threads)),
-               ("OMP_WAIT_POLICY", "PASSIVE")):
+               ("OMP_WAIT_POLICY", "PASSIVE"), ("OPENBLAS_THREAD_TIMEOUT", "4")):
     os.environ.setdefault(_k, _v)
 
 import resource  # noqa: E402
@@ -184,7 +188,7 @@ def main(a):
         flops_per_step=flops, gflops=flops / (med / 1e3) / 1e9, peak_gflops=peak, peak_source=peak_src,
         peak_rss_bytes=peak_rss(), start_rss_bytes=start_rss,
         head_rows=BT if (a.mode == "train" and a.head_rows == "all") else head_rows,
-        env={k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY")},
+        env={k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT")},
     )
     res["mfu"] = res["gflops"] / peak
     if last_loss[0] is not None:
