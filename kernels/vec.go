@@ -7,9 +7,10 @@ import "math"
 // Vector primitives for the element-wise work around the matrix products:
 // the exponential of softmax and cross-entropy, the exact GELU and its
 // derivative, and a few reductions. On amd64 with AVX2 and FMA they run in
-// assembly (vec_amd64.s), eight float32 lanes at a time; elsewhere, or with
-// useAVX2 false, the scalar twins below run instead. The twins are also the
-// reference the tests compare the assembly with.
+// assembly (vec_amd64.s), eight float32 lanes at a time, and exp and GELU in
+// sixteen lanes where the CPU has AVX-512F (vec512_amd64.s); elsewhere, or
+// with useAVX2 false, the scalar twins below run instead. The twins are also
+// the reference the tests compare the assembly with.
 //
 // Float32 exp: x = n·ln2 + r with |r| ≤ ln2/2 (ln2 split in two float32
 // parts, the reduction done with FMA), e^r by its degree-7 Taylor polynomial
@@ -126,7 +127,12 @@ func expSubSum(x []float32, m float32) float64 {
 	s := 0.0
 	for len(x) >= 8 {
 		n := min(len(x), sumChunk) &^ 7
-		s += float64(expSubSumAVX2(&x[0], n, m))
+		if useAVX512 && n >= 16 {
+			n &^= 15
+			s += float64(expSubSum512(&x[0], n, m))
+		} else {
+			s += float64(expSubSumAVX2(&x[0], n, m))
+		}
 		x = x[n:]
 	}
 	if len(x) > 0 {
@@ -153,7 +159,12 @@ func expSum(x []float32, m float32) float64 {
 	s := 0.0
 	for len(x) >= 8 {
 		n := min(len(x), sumChunk) &^ 7
-		s += float64(expSumAVX2(&x[0], n, m))
+		if useAVX512 && n >= 16 {
+			n &^= 15
+			s += float64(expSum512(&x[0], n, m))
+		} else {
+			s += float64(expSumAVX2(&x[0], n, m))
+		}
 		x = x[n:]
 	}
 	if len(x) > 0 {
@@ -175,9 +186,16 @@ func expSubScale(x []float32, m, g float32) {
 		}
 		return
 	}
+	n16 := 0
+	if useAVX512 {
+		n16 = len(x) &^ 15
+		if n16 > 0 {
+			expSubScale512(&x[0], n16, m, g)
+		}
+	}
 	n := len(x) &^ 7
-	if n > 0 {
-		expSubScaleAVX2(&x[0], n, m, g)
+	if n > n16 {
+		expSubScaleAVX2(&x[n16], n-n16, m, g)
 	}
 	if n < len(x) {
 		var buf [8]float32
@@ -277,9 +295,16 @@ func geluVec(out, in []float32) {
 		}
 		return
 	}
+	n16 := 0
+	if useAVX512 {
+		n16 = len(out) &^ 15
+		if n16 > 0 {
+			gelu512(&out[0], &in[0], n16)
+		}
+	}
 	n := len(out) &^ 7
-	if n > 0 {
-		geluAVX2(&out[0], &in[0], n)
+	if n > n16 {
+		geluAVX2(&out[n16], &in[n16], n-n16)
 	}
 	if n < len(out) {
 		var buf [8]float32
@@ -301,9 +326,16 @@ func geluGradVec(out, grad, in []float32) {
 		}
 		return
 	}
+	n16 := 0
+	if useAVX512 {
+		n16 = len(out) &^ 15
+		if n16 > 0 {
+			geluGrad512(&out[0], &grad[0], &in[0], n16)
+		}
+	}
 	n := len(out) &^ 7
-	if n > 0 {
-		geluGradAVX2(&out[0], &grad[0], &in[0], n)
+	if n > n16 {
+		geluGradAVX2(&out[n16], &grad[n16], &in[n16], n-n16)
 	}
 	if n < len(out) {
 		var buf, gbuf [8]float32
@@ -432,4 +464,17 @@ func addVec(out, a, b []float32) {
 	for i := n; i < len(out); i++ {
 		out[i] = a[i] + b[i]
 	}
+}
+
+// VectorPath names the element-wise kernels in use: "avx512" (exp and GELU
+// in 16 lanes, the rest in AVX2), "avx2" (AVX2 and FMA assembly) or "scalar"
+// (the pure-Go twins: another CPU or architecture, or a purego build).
+func VectorPath() string {
+	switch {
+	case useAVX512:
+		return "avx512"
+	case useAVX2:
+		return "avx2"
+	}
+	return "scalar"
 }

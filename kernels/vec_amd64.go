@@ -38,12 +38,17 @@ func geluAVX2(out, in *float32, n int)
 //go:noescape
 func geluGradAVX2(out, grad, in *float32, n int)
 
-// withAVX2 sets useAVX2 to on where the CPU allows it and returns a function
-// that restores it (tests run both paths).
-func withAVX2(on bool) (restore func()) {
-	old := useAVX2
-	useAVX2 = on && cpu.X86.HasAVX2 && cpu.X86.HasFMA
-	return func() { useAVX2 = old }
+// withLevel selects the kernels tests run: 0 the scalar twins, 1 AVX2, 2
+// AVX2 with the AVX-512 exp and GELU. It reports whether the CPU has that
+// level and returns a function that restores the previous choice.
+func withLevel(level int) (restore func(), ok bool) {
+	old2, old512 := useAVX2, useAVX512
+	has2 := cpu.X86.HasAVX2 && cpu.X86.HasFMA
+	has512 := has2 && cpu.X86.HasAVX512F
+	useAVX2 = level >= 1 && has2
+	useAVX512 = level >= 2 && has512
+	ok = level == 0 || (level == 1 && has2) || (level == 2 && has512)
+	return func() { useAVX2, useAVX512 = old2, old512 }, ok
 }
 
 //go:noescape
@@ -72,3 +77,22 @@ func adamWAVX2(p, grad, m, v *float32, n int, k *AdamWScalars)
 
 //go:noescape
 func rotatePairsAVX2(x, cos2, sin2 *float32, n int)
+
+// useAVX512 selects the sixteen-lane kernels of vec512_amd64.s for exp and
+// GELU where the CPU has AVX-512F (with AVX2 and FMA for the rest).
+var useAVX512 = useAVX2 && cpu.X86.HasAVX512F
+
+//go:noescape
+func expSubSum512(x *float32, n int, m float32) float32
+
+//go:noescape
+func expSum512(x *float32, n int, m float32) float32
+
+//go:noescape
+func expSubScale512(x *float32, n int, m, a float32)
+
+//go:noescape
+func gelu512(out, in *float32, n int)
+
+//go:noescape
+func geluGrad512(out, grad, in *float32, n int)

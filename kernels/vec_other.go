@@ -17,8 +17,17 @@ func softmaxBackAVX2(d, p *float32, n int, dot, s float32) { panic("kernels: no 
 func geluAVX2(out, in *float32, n int)                     { panic("kernels: no AVX2") }
 func geluGradAVX2(out, grad, in *float32, n int)           { panic("kernels: no AVX2") }
 
-// withAVX2 does nothing here: only the scalar path exists.
-func withAVX2(on bool) (restore func()) { return func() {} }
+// useAVX512 is false here too.
+const useAVX512 = false
+
+// withLevel reports that only level 0 (the scalar twins) exists here.
+func withLevel(level int) (restore func(), ok bool) { return func() {}, level == 0 }
+
+func expSubSum512(x *float32, n int, m float32) float32 { panic("kernels: no AVX-512") }
+func expSum512(x *float32, n int, m float32) float32    { panic("kernels: no AVX-512") }
+func expSubScale512(x *float32, n int, m, a float32)    { panic("kernels: no AVX-512") }
+func gelu512(out, in *float32, n int)                   { panic("kernels: no AVX-512") }
+func geluGrad512(out, grad, in *float32, n int)         { panic("kernels: no AVX-512") }
 
 func sum64AVX2(x *float32, n int) float64                     { panic("kernels: no AVX2") }
 func sqdev64AVX2(x *float32, n int, m float64) float64        { panic("kernels: no AVX2") }

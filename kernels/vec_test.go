@@ -8,18 +8,19 @@ import (
 	"github.com/roformer-go/roformer/internal/testutil"
 )
 
-// paths runs f with the assembly on (where the CPU has it) and off.
+// paths runs f on every kernel level: AVX2 with AVX-512 exp and GELU, AVX2,
+// and the scalar twins; a level the CPU lacks (or a purego build) is skipped
+// and says so.
 func paths(t *testing.T, f func(t *testing.T)) {
-	for _, on := range []bool{true, false} {
-		name := "scalar"
-		if on {
-			name = "avx2"
-		}
-		t.Run(name, func(t *testing.T) {
-			restore := withAVX2(on)
+	for _, l := range []struct {
+		name  string
+		level int
+	}{{"avx512", 2}, {"avx2", 1}, {"scalar", 0}} {
+		t.Run(l.name, func(t *testing.T) {
+			restore, ok := withLevel(l.level)
 			defer restore()
-			if on && !useAVX2 {
-				t.Skip("no AVX2+FMA here (or built with -tags purego): only the scalar path runs")
+			if !ok {
+				t.Skipf("this CPU or build has no %s path", l.name)
 			}
 			f(t)
 		})
@@ -80,9 +81,13 @@ func TestVecExp(t *testing.T) {
 			}
 			t.Logf("m %v: worst %.2f ulp over %d values", m, worst, len(xs))
 		}
-		nan := []float32{float32(math.NaN()), 0, 1}
-		if expSubSum(nan, 0); !math.IsNaN(float64(nan[0])) || nan[1] != 1 {
-			t.Errorf("exp(NaN, 0, 1) = %v", nan)
+		for _, at := range []int{0, 17, 37} {
+			x := make([]float32, 40)
+			x[at], x[at+1], x[at+2] = float32(math.NaN()), float32(math.Inf(-1)), -100
+			// e^−100 is 0 on the vector paths and a denormal on the scalar twin.
+			if expSubSum(x, 0); !math.IsNaN(float64(x[at])) || x[at+1] != 0 || x[at+2] > 1.7e-38 || x[(at+3)%40] != 1 {
+				t.Errorf("exp(NaN, −Inf, −100) at %d = %v, and e^0 next to them %v", at, x[at:at+3], x[(at+3)%40])
+			}
 		}
 	})
 }
@@ -167,11 +172,15 @@ func TestVecGELU(t *testing.T) {
 				t.Errorf("%s: worst GELU error %.3g (limit %g), derivative %.3g (limit %g)", r.name, r.worst, lim, r.wG, limG)
 			}
 		}
-		inf := []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}
-		got := make([]float32, 3)
-		geluVec(got, inf)
-		if !math.IsInf(float64(got[0]), 1) || !math.IsNaN(float64(got[1])) || !math.IsNaN(float64(got[2])) {
-			t.Errorf("gelu(+Inf, −Inf, NaN) = %v, want [+Inf NaN NaN] (x·Φ(x) as PyTorch computes it)", got)
+		// The special values inside a 16-lane block, an 8-lane block and the tail.
+		for _, at := range []int{0, 17, 37} {
+			in := make([]float32, 40)
+			in[at], in[at+1], in[at+2] = float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())
+			got := make([]float32, len(in))
+			geluVec(got, in)
+			if !math.IsInf(float64(got[at]), 1) || !math.IsNaN(float64(got[at+1])) || !math.IsNaN(float64(got[at+2])) {
+				t.Errorf("gelu(+Inf, −Inf, NaN) at %d = %v, want [+Inf NaN NaN] (x·Φ(x) as PyTorch computes it)", at, got[at:at+3])
+			}
 		}
 	})
 }
@@ -284,14 +293,14 @@ func BenchmarkVec(b *testing.B) {
 	x := testutil.RandN(r, n, 2)
 	y := make([]float32, n)
 	g := make([]float32, n)
-	for _, on := range []bool{true, false} {
-		name := "scalar"
-		if on {
-			name = "avx2"
-		}
+	for level, name := range []string{"scalar", "avx2", "avx512"} {
 		run := func(op string, f func()) {
 			b.Run(name+"/"+op, func(b *testing.B) {
-				defer withAVX2(on)()
+				restore, ok := withLevel(level)
+				defer restore()
+				if !ok {
+					b.Skip("no " + name + " here")
+				}
 				for i := 0; i < b.N; i++ {
 					f()
 				}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/roformer-go/roformer/blas"
+	"github.com/roformer-go/roformer/kernels"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/optim"
 )
@@ -98,6 +99,7 @@ type benchResult struct {
 	Seq          int       `json:"seq"`
 	Threads      int       `json:"threads"`
 	BLAS         string    `json:"blas"`
+	Vector       string    `json:"vector"`
 	Params       int       `json:"params"`
 	Steps        int       `json:"steps"`
 	Warmup       int       `json:"warmup"`
@@ -279,7 +281,7 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 	med := median(times)
 	res := benchResult{
 		Impl: "roformer-go", Mode: o.mode, Size: size, Head: string(head), Batch: o.batch, Seq: o.seq,
-		Threads: threads, BLAS: blas.Name(), Params: m.NumParams(), Steps: o.steps, Warmup: o.warmup,
+		Threads: threads, BLAS: blas.Name(), Vector: kernels.VectorPath(), Params: m.NumParams(), Steps: o.steps, Warmup: o.warmup,
 		TokensPerSec: float64(BT) / (med / 1e3), MsPerStep: med, MsMin: slices.Min(times), MsMax: slices.Max(times),
 		MsSteps: times, FLOPsPerStep: flops, GFLOPS: flops / (med / 1e3) / 1e9,
 		PeakGFLOPS: peak, PeakSource: peakSource, PeakRSS: rss, StartRSS: startRSS, HeadRows: headRows, Loss: loss,
@@ -297,7 +299,7 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 	}
 	res.Note += "; FLOPs count only matrix products (2·M·N·K, attention QKᵀ and PV included)"
 
-	fmt.Fprintf(stdout, "job:        %s %s %s, batch %d × seq %d, %d threads, %s\n", size, head, o.mode, o.batch, o.seq, threads, res.BLAS)
+	fmt.Fprintf(stdout, "job:        %s %s %s, batch %d × seq %d, %d threads, %s, %s vector kernels\n", size, head, o.mode, o.batch, o.seq, threads, res.BLAS, res.Vector)
 	fmt.Fprintf(stdout, "steps:      %d timed after %d warm-up: median %.1f ms (min %.1f, max %.1f, spread %.1f%%)\n",
 		o.steps, o.warmup, med, res.MsMin, res.MsMax, 100*(res.MsMax-res.MsMin)/med)
 	fmt.Fprintf(stdout, "throughput: %.1f tokens/s, %.2f GFLOP/s (%.3g GFLOP per step)\n", res.TokensPerSec, res.GFLOPS, flops/1e9)

@@ -41,6 +41,7 @@ func runEnv(_ context.Context, opts envOptions, w io.Writer) error {
 	fmt.Fprintf(w, "cpus       %d\n", runtime.NumCPU())
 	fmt.Fprintf(w, "threads    %d (Go workers; BLAS single-threaded inside each)\n", kernels.Threads())
 	fmt.Fprintf(w, "blas       %s\n", blas.Name())
+	fmt.Fprintf(w, "vector     %s (element-wise kernels: exp, GELU, LayerNorm, RoPE, AdamW)\n", kernels.VectorPath())
 	if err := blas.LoadError(); err != nil {
 		fmt.Fprintf(w, "           (OpenBLAS not loaded: %v)\n", err)
 	}
