@@ -114,55 +114,38 @@ var vconst = func() (c [vcCount][8]float32) {
 const sumChunk = 512
 
 // expSubSum sets x[i] = e^(x[i]−m) and returns Σ x[i]; x[i] − m ≤ 88.
-func expSubSum(x []float32, m float32) float64 {
+func expSubSum(x []float32, m float32) float64 { return expSumChunks(x, m, true) }
+
+// expSum returns Σ e^(x[i]−m) and leaves x as it is; x[i] − m ≤ 88.
+func expSum(x []float32, m float32) float64 { return expSumChunks(x, m, false) }
+
+// expSumChunks is expSubSum (store) or expSum: the kernels add up to
+// sumChunk exponentials in float32, the chunks are added in float64, and a
+// tail shorter than 8 goes through a buffer padded with −∞ (e^−∞ = 0).
+func expSumChunks(x []float32, m float32, store bool) float64 {
+	s := 0.0
 	if !useAVX2 {
-		s := 0.0
 		for i, v := range x {
 			e := float32(exp64(float64(v - m)))
-			x[i] = e
+			if store {
+				x[i] = e
+			}
 			s += float64(e)
 		}
 		return s
 	}
-	s := 0.0
 	for len(x) >= 8 {
 		n := min(len(x), sumChunk) &^ 7
-		if useAVX512 && n >= 16 {
+		switch {
+		case useAVX512 && n >= 16 && store:
 			n &^= 15
 			s += float64(expSubSum512(&x[0], n, m))
-		} else {
-			s += float64(expSubSumAVX2(&x[0], n, m))
-		}
-		x = x[n:]
-	}
-	if len(x) > 0 {
-		var buf [8]float32
-		copy(buf[:], x)
-		for i := len(x); i < 8; i++ {
-			buf[i] = float32(math.Inf(-1))
-		}
-		s += float64(expSubSumAVX2(&buf[0], 8, m))
-		copy(x, buf[:])
-	}
-	return s
-}
-
-// expSum returns Σ e^(x[i]−m) and leaves x as it is; x[i] − m ≤ 88.
-func expSum(x []float32, m float32) float64 {
-	if !useAVX2 {
-		s := 0.0
-		for _, v := range x {
-			s += float64(float32(exp64(float64(v - m))))
-		}
-		return s
-	}
-	s := 0.0
-	for len(x) >= 8 {
-		n := min(len(x), sumChunk) &^ 7
-		if useAVX512 && n >= 16 {
+		case useAVX512 && n >= 16:
 			n &^= 15
 			s += float64(expSum512(&x[0], n, m))
-		} else {
+		case store:
+			s += float64(expSubSumAVX2(&x[0], n, m))
+		default:
 			s += float64(expSumAVX2(&x[0], n, m))
 		}
 		x = x[n:]
@@ -173,7 +156,10 @@ func expSum(x []float32, m float32) float64 {
 		for i := len(x); i < 8; i++ {
 			buf[i] = float32(math.Inf(-1))
 		}
-		s += float64(expSumAVX2(&buf[0], 8, m))
+		s += float64(expSubSumAVX2(&buf[0], 8, m))
+		if store {
+			copy(x, buf[:])
+		}
 	}
 	return s
 }
