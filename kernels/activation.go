@@ -106,25 +106,23 @@ func (a Activation) df(x float64) float64 {
 //	out [N]
 //	inp [N]
 func ActivationForward(out, inp []float32, a Activation, N int) {
-	parallelFor(N, 4096, func(lo, hi int) { activationRange(out[lo:hi], inp[lo:hi], a) })
-}
-
-// activationRange is ActivationForward on one range, on the calling goroutine.
-func activationRange(o, x []float32, a Activation) {
-	switch a {
-	case ReLU:
-		for i, v := range x {
-			o[i] = max(v, 0)
+	parallelFor(N, 4096, func(lo, hi int) {
+		o, x := out[lo:hi], inp[lo:hi]
+		switch a {
+		case ReLU:
+			for i, v := range x {
+				o[i] = max(v, 0)
+			}
+		case Linear:
+			copy(o, x)
+		case GELU:
+			geluVec(o, x)
+		default:
+			for i, v := range x {
+				o[i] = float32(a.f(float64(v)))
+			}
 		}
-	case Linear:
-		copy(o, x)
-	case GELU:
-		geluVec(o, x)
-	default:
-		for i, v := range x {
-			o[i] = float32(a.f(float64(v)))
-		}
-	}
+	})
 }
 
 // ActivationForwardSaveGrad is ActivationForward that also stores the

@@ -443,30 +443,3 @@ func TestSplitConcatQKV(t *testing.T) {
 		}
 	}
 }
-
-// EncoderTailForward equals its six steps run one by one.
-func TestEncoderTailForward(t *testing.T) {
-	for _, c := range []struct{ BT, H, I int }{{3, 8, 16}, {70, 13, 29}, {130, 24, 40}} {
-		r := testutil.Rand(uint64(c.BT))
-		BT, H, I := c.BT, c.H, c.I
-		x, ctx := testutil.RandN(r, BT*H, 1), testutil.RandN(r, BT*H, 1)
-		wo, bo := testutil.RandN(r, H*H, 0.3), testutil.RandN(r, H, 0.1)
-		w1, b1 := testutil.RandN(r, I*H, 0.3), testutil.RandN(r, I, 0.1)
-		w2, b2 := testutil.RandN(r, H*I, 0.3), testutil.RandN(r, H, 0.1)
-		l1w, l1b, l2w, l2b := testutil.RandN(r, H, 1), testutil.RandN(r, H, 1), testutil.RandN(r, H, 1), testutil.RandN(r, H, 1)
-		f := func(n int) []float32 { return make([]float32, n) }
-		out, a, res1, pre, res2 := f(BT*H), f(BT*H), f(BT*H), f(BT*I), f(BT*H)
-		EncoderTailForward(out, a, res1, pre, res2, x, ctx, wo, bo, l1w, l1b, w1, b1, w2, b2, l2w, l2b, GELU, 1e-12, BT, H, I)
-		wout, wa, wres1, wpre, wres2 := f(BT*H), f(BT*H), f(BT*H), f(BT*I), f(BT*H)
-		MatmulResidualForward(wres1, ctx, wo, bo, x, BT, H, H)
-		LayerNormForward(wa, nil, nil, wres1, l1w, l1b, 1e-12, BT, H)
-		MatmulForward(wpre, wa, w1, b1, BT, H, I)
-		ActivationForward(wpre, wpre, GELU, BT*I)
-		MatmulResidualForward(wres2, wpre, w2, b2, wa, BT, I, H)
-		LayerNormForward(wout, nil, nil, wres2, l2w, l2b, 1e-12, BT, H)
-		name := fmt.Sprintf("BT%d_H%d_I%d", BT, H, I)
-		testutil.AssertClose(t, name+" a", a, wa, 1e-6, 1e-6)
-		testutil.AssertClose(t, name+" pre", pre, wpre, 1e-6, 1e-6)
-		testutil.AssertClose(t, name+" out", out, wout, 1e-6, 1e-6)
-	}
-}

@@ -13,23 +13,20 @@ import "math"
 //	weight [C]
 //	bias   [C]
 func LayerNormForward(out, mean, rstd, inp, weight, bias []float32, eps float32, BT, C int) {
-	parallelFor(BT, 32, func(lo, hi int) { layerNormRows(out, mean, rstd, inp, weight, bias, eps, lo, hi, C) })
-}
-
-// layerNormRows is LayerNormForward on rows [lo, hi), on the calling goroutine.
-func layerNormRows(out, mean, rstd, inp, weight, bias []float32, eps float32, lo, hi, C int) {
 	w, b := weight[:C], bias[:C]
-	for r := lo; r < hi; r++ {
-		x := inp[r*C : r*C+C]
-		m := sum64(x) / float64(C)
-		rs := 1 / math.Sqrt(sqdev64(x, m)/float64(C)+float64(eps))
-		mf, rf := float32(m), float32(rs)
-		lnApply(out[r*C:r*C+C], x, w, b, mf, rf)
-		if mean != nil {
-			mean[r] = mf
-			rstd[r] = rf
+	parallelFor(BT, 32, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			x := inp[r*C : r*C+C]
+			m := sum64(x) / float64(C)
+			rs := 1 / math.Sqrt(sqdev64(x, m)/float64(C)+float64(eps))
+			mf, rf := float32(m), float32(rs)
+			lnApply(out[r*C:r*C+C], x, w, b, mf, rf)
+			if mean != nil {
+				mean[r] = mf
+				rstd[r] = rf
+			}
 		}
-	}
+	})
 }
 
 // LayerNormBackward differentiates LayerNormForward.

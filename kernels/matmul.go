@@ -16,20 +16,19 @@ import "github.com/roformer-go/roformer/blas"
 // in sched_yield unless OPENBLAS_THREAD_TIMEOUT is lowered; see
 // docs/performance.md.)
 func MatmulForward(out, inp, weight, bias []float32, BT, C, OC int) {
-	parallelFor(BT, 16, func(lo, hi int) { matmulRows(out, inp, weight, bias, lo, hi, C, OC) })
-}
-
-// matmulRows is MatmulForward on rows [lo, hi), on the calling goroutine.
-func matmulRows(out, inp, weight, bias []float32, lo, hi, C, OC int) {
-	o := out[lo*OC : hi*OC]
-	beta := float32(0)
-	if bias != nil {
-		beta = 1
-		for r := 0; r < hi-lo; r++ {
-			copy(o[r*OC:r*OC+OC], bias[:OC])
+	parallelFor(BT, 16, func(lo, hi int) {
+		o := out[lo*OC : hi*OC]
+		if bias != nil {
+			for r := 0; r < hi-lo; r++ {
+				copy(o[r*OC:r*OC+OC], bias[:OC])
+			}
 		}
-	}
-	blas.Sgemm(false, true, hi-lo, OC, C, 1, inp[lo*C:hi*C], C, weight[:OC*C], C, beta, o, OC)
+		beta := float32(0)
+		if bias != nil {
+			beta = 1
+		}
+		blas.Sgemm(false, true, hi-lo, OC, C, 1, inp[lo*C:hi*C], C, weight[:OC*C], C, beta, o, OC)
+	})
 }
 
 // MatmulResidualForward is a linear layer added to a residual stream,
@@ -45,21 +44,17 @@ func matmulRows(out, inp, weight, bias []float32, lo, hi, C, OC int) {
 //	bias   [OC] or nil
 //	res    [BT, OC]
 func MatmulResidualForward(out, inp, weight, bias, res []float32, BT, C, OC int) {
-	parallelFor(BT, 16, func(lo, hi int) { matmulResidualRows(out, inp, weight, bias, res, lo, hi, C, OC) })
-}
-
-// matmulResidualRows is MatmulResidualForward on rows [lo, hi), on the
-// calling goroutine.
-func matmulResidualRows(out, inp, weight, bias, res []float32, lo, hi, C, OC int) {
-	for r := lo; r < hi; r++ {
-		o := out[r*OC : r*OC+OC]
-		if bias != nil {
-			addVec(o, res[r*OC:r*OC+OC], bias[:OC])
-		} else {
-			copy(o, res[r*OC:r*OC+OC])
+	parallelFor(BT, 16, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			o := out[r*OC : r*OC+OC]
+			if bias != nil {
+				addVec(o, res[r*OC:r*OC+OC], bias[:OC])
+			} else {
+				copy(o, res[r*OC:r*OC+OC])
+			}
 		}
-	}
-	blas.Sgemm(false, true, hi-lo, OC, C, 1, inp[lo*C:hi*C], C, weight[:OC*C], C, 1, out[lo*OC:hi*OC], OC)
+		blas.Sgemm(false, true, hi-lo, OC, C, 1, inp[lo*C:hi*C], C, weight[:OC*C], C, 1, out[lo*OC:hi*OC], OC)
+	})
 }
 
 // MatmulBackward differentiates MatmulForward.

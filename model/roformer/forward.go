@@ -329,20 +329,6 @@ func (m *Model) encode(ctx context.Context, s *State, hook func(layer int, hidde
 		// ctx = softmax(q·kᵀ/√HS + mask)·v with q, k (and v) rotated by
 		// RoPE: see attentionForward for the other encodings and kinds
 		m.attentionForward(s, l, la)
-		if !s.train {
-			// Inference: the rest of the layer is row-local and has no
-			// dropout; one parallel region does all of it (the same bits as
-			// the steps below, with one meeting of the workers instead of six).
-			kernels.EncoderTailForward(la.out, la.a, la.res1, la.pre, la.res2, x, la.ctx,
-				L.AttnOut.W.Data, L.AttnOut.B.Data, L.AttnLN.W.Data, L.AttnLN.B.Data,
-				L.FFIn.W.Data, L.FFIn.B.Data, L.FFOut.W.Data, L.FFOut.B.Data, L.OutputLN.W.Data, L.OutputLN.B.Data,
-				m.act, eps, BT, H, I)
-			x = la.out
-			if hook != nil {
-				hook(l, x, la.probs)
-			}
-			continue
-		}
 		// a = LayerNorm(x + dropout(dense(ctx)))
 		if d := s.dropAt(l, siteAttnOut, cfg.HiddenDropoutProb); d.Active() {
 			kernels.MatmulForward(la.res1, la.ctx, L.AttnOut.W.Data, L.AttnOut.B.Data, BT, H, H)
