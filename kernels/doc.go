@@ -26,4 +26,13 @@
 // Parallelism goes through one bounded helper (parallelFor) that splits the
 // outermost independent dimension into disjoint ranges; SetThreads sets the
 // number of workers.
+//
+// Element-wise work (exp in softmax and cross-entropy, GELU and its
+// derivative, LayerNorm rows, RoPE pairs, AdamW, additions) runs in Go
+// assembly on amd64: AVX2+FMA (vec_amd64.s), and AVX-512F for exp and GELU
+// (vec512_amd64.s), chosen at start-up from the CPU's features (VectorPath
+// says which). Each has a scalar twin in vec.go that runs elsewhere, or with
+// the purego build tag; the tests run every level the CPU has against float64
+// references, and the element-wise parts that claim the twins' bits (RoPE,
+// AdamW, LayerNorm's element-wise steps, dropout) are checked bit for bit.
 package kernels
