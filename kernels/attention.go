@@ -168,12 +168,9 @@ func probsBackward(dP, dropped, dv, dout, v, P, km []float32, causal bool, drop 
 	Pd := P
 	if drop.Active() {
 		// One pass draws the mask once for both: Pd = P⊙mask, dP = dPd⊙mask.
-		thr, keep := drop.mask()
+		m := drop.mask()
 		for j := range dropped[:T*T] {
-			s := keep
-			if mix(drop.Seed^uint64(off+j))>>40 < thr {
-				s = 0
-			}
+			s := m.at(off + j)
 			dropped[j] = P[j] * s
 			dP[j] *= s
 		}
@@ -246,13 +243,9 @@ func attentionForwardNaive(out, q, k, v, keyMask []float32, causal bool, B, T, N
 // applyDrop sets dst = src⊙mask for the block that starts at flat index off
 // of the dropout stream.
 func applyDrop(dst, src []float32, drop Dropout, off int) {
-	thr, keep := drop.mask()
+	m := drop.mask()
 	src = src[:len(dst)]
 	for j, x := range src {
-		s := keep
-		if mix(drop.Seed^uint64(off+j))>>40 < thr {
-			s = 0
-		}
-		dst[j] = x * s
+		dst[j] = x * m.at(off+j)
 	}
 }

@@ -43,12 +43,25 @@ func (d Dropout) Scale(i int) float32 {
 	return 1 / (1 - d.P)
 }
 
-// mask returns what Scale compares and returns, computed once: element i
-// is dropped when mix(Seed^i)>>40 < thr, and kept ones are scaled by keep.
-// thr = ⌈P·2^24⌉ is exact: the top 24 bits are an integer u, and for an
-// integer u < 2^24, float32(u) < P·2^24 ⇔ u < ⌈P·2^24⌉.
-func (d Dropout) mask() (thr uint64, keep float32) {
-	return uint64(math.Ceil(float64(d.P * (1 << 24)))), 1 / (1 - d.P)
+// dropMask is Scale with its threshold computed once: element i is dropped
+// when mix(seed^i)>>40 < thr, and kept ones are scaled by keep. thr =
+// ⌈P·2^24⌉ is exact: the top 24 bits are an integer u, and for an integer
+// u < 2^24, float32(u) < P·2^24 ⇔ u < ⌈P·2^24⌉ (TestDropoutMaskEqualsScale).
+type dropMask struct {
+	seed, thr uint64
+	keep      float32
+}
+
+func (d Dropout) mask() dropMask {
+	return dropMask{seed: d.Seed, thr: uint64(math.Ceil(float64(d.P * (1 << 24)))), keep: 1 / (1 - d.P)}
+}
+
+// at returns the factor of element i: keep or 0, as Scale(i).
+func (m dropMask) at(i int) float32 {
+	if mix(m.seed^uint64(i))>>40 < m.thr {
+		return 0
+	}
+	return m.keep
 }
 
 // DropoutForward applies d in place: x[i] *= d.Scale(i).
@@ -58,14 +71,10 @@ func DropoutForward(x []float32, d Dropout, N int) {
 	if !d.Active() {
 		return
 	}
-	thr, keep := d.mask()
+	m := d.mask()
 	parallelFor(N, 4096, func(lo, hi int) {
 		for i, v := range x[lo:hi] {
-			s := keep
-			if mix(d.Seed^uint64(lo+i))>>40 < thr {
-				s = 0
-			}
-			x[lo+i] = v * s
+			x[lo+i] = v * m.at(lo+i)
 		}
 	})
 }
