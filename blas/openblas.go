@@ -41,8 +41,10 @@ func libraryNames() []string {
 	}
 }
 
-// openOpenBLAS loads cblas_sgemm from path, or from the usual library names
-// when path is empty, and pins OpenBLAS to one thread.
+// openOpenBLAS loads sgemm_ from path, or from the usual library names when
+// path is empty, and pins OpenBLAS to one thread. Before loading it asks for
+// the kernel set that is fastest on this processor when OpenBLAS would
+// choose a slower one (see coreType).
 func openOpenBLAS(path string) (b *openBLAS, err error) {
 	if runtime.GOOS != "linux" && runtime.GOOS != "darwin" && runtime.GOOS != "freebsd" {
 		return nil, fmt.Errorf("blas: run-time loading of OpenBLAS is not supported on %s", runtime.GOOS)
@@ -53,6 +55,7 @@ func openOpenBLAS(path string) (b *openBLAS, err error) {
 			b, err = nil, fmt.Errorf("blas: loading OpenBLAS: %v", r)
 		}
 	}()
+	chooseCoreType()
 	names := libraryNames()
 	if path != "" {
 		names = []string{path}
