@@ -3,6 +3,8 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/roformer-go/roformer/internal/testutil"
@@ -308,6 +310,65 @@ func TestParallelForCovers(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// Nested calls (a range that itself splits its work) find the workers busy
+// and must still finish, each index visited once; so must calls made from
+// several goroutines at once.
+func TestParallelForNestedAndConcurrent(t *testing.T) {
+	defer SetThreads(Threads())
+	for _, th := range []int{2, 3} {
+		SetThreads(th)
+		const n, m = 60, 50
+		hits := make([]int32, n*m)
+		parallelFor(n, 1, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				parallelFor(m, 1, func(a, b int) {
+					for j := a; j < b; j++ {
+						hits[i*m+j]++
+					}
+				})
+			}
+		})
+		var wg sync.WaitGroup
+		for g := 0; g < 4; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for rep := 0; rep < 200; rep++ {
+					parallelFor(m, 1, func(a, b int) {
+						for j := a; j < b; j++ {
+							atomic.AddInt32(&hits[g*m+j], 1)
+						}
+					})
+				}
+			}()
+		}
+		wg.Wait()
+		for i, h := range hits {
+			want := int32(1)
+			if i < 4*m {
+				want = 201
+			}
+			if h != want {
+				t.Fatalf("threads %d: index %d visited %d times, want %d", th, i, h, want)
+			}
+		}
+	}
+}
+
+var sinkCount atomic.Int64
+
+// A warm parallelFor allocates nothing of its own (the closure a caller
+// passes is the caller's; this one captures nothing).
+func TestParallelForAllocations(t *testing.T) {
+	defer SetThreads(Threads())
+	SetThreads(2)
+	fn := func(lo, hi int) { sinkCount.Add(int64(hi - lo)) }
+	parallelFor(100, 1, fn)
+	if a := testing.AllocsPerRun(200, func() { parallelFor(100, 1, fn) }); a > 0.05 {
+		t.Errorf("parallelFor allocates %.2f objects a call once warm", a)
 	}
 }
 

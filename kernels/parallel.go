@@ -25,6 +25,15 @@ func Threads() int { return int(threads.Load()) }
 // parallelFor calls fn on disjoint ranges [lo, hi) that cover [0, n), on at
 // most Threads() goroutines. Ranges are contiguous and at least minChunk long
 // (so tiny problems stay serial); fn must only write data owned by its range.
+//
+// The ranges go to the persistent workers of the pool, so a warm call
+// allocates nothing beyond fn's own closure (a call used to start a goroutine
+// per range). The caller waits rather than running a range itself: parked, it
+// frees its processor for the worker it just woke (measured: running a range
+// in the caller made a small training step ~3% slower, as the woken worker
+// waited to be stolen by the other processor). A range for which
+// no worker is idle, as in a parallelFor nested inside another, runs on a new
+// goroutine instead, so nesting cannot deadlock.
 func parallelFor(n, minChunk int, fn func(lo, hi int)) {
 	if n <= 0 {
 		return
@@ -40,15 +49,85 @@ func parallelFor(n, minChunk int, fn func(lo, hi int)) {
 		fn(0, n)
 		return
 	}
-	var wg sync.WaitGroup
+	workers.grow(w)
+	wg := waitGroups.Get().(*sync.WaitGroup)
 	chunk := (n + w - 1) / w
 	for lo := 0; lo < n; lo += chunk {
-		hi := min(lo+chunk, n)
+		t := task{fn, lo, min(lo+chunk, n), wg}
 		wg.Add(1)
-		go func(lo, hi int) {
-			defer wg.Done()
-			fn(lo, hi)
-		}(lo, hi)
+		if workers.claim() {
+			workers.work <- t
+		} else {
+			go t.run()
+		}
 	}
 	wg.Wait()
+	waitGroups.Put(wg)
+}
+
+// task is one range of a parallelFor call.
+type task struct {
+	fn     func(lo, hi int)
+	lo, hi int
+	done   *sync.WaitGroup
+}
+
+func (t task) run() {
+	t.fn(t.lo, t.hi)
+	t.done.Done()
+}
+
+var waitGroups = sync.Pool{New: func() any { return new(sync.WaitGroup) }}
+
+// workers is the pool behind parallelFor: goroutines that live for the rest
+// of the process, parked on an unbuffered channel between tasks. A worker
+// counts itself idle before it waits for a task; a sender first claims one
+// idle count, so every send has a receiver on its way and never blocks for
+// long, and no task waits in a queue behind a busy worker.
+var workers = &pool{work: make(chan task)}
+
+type pool struct {
+	mu      sync.Mutex
+	started atomic.Int32
+	idle    atomic.Int32
+	work    chan task
+}
+
+// grow starts workers until there are at least n.
+func (p *pool) grow(n int) {
+	if int(p.started.Load()) >= n {
+		return
+	}
+	p.mu.Lock()
+	for int(p.started.Load()) < n {
+		go p.serve()
+		p.started.Add(1)
+	}
+	p.mu.Unlock()
+}
+
+// serve runs tasks forever. It counts itself idle again before it reports a
+// task done, so a caller that starts its next parallelFor as soon as the last
+// one returns finds the worker available.
+func (p *pool) serve() {
+	p.idle.Add(1)
+	for t := range p.work {
+		t.fn(t.lo, t.hi)
+		p.idle.Add(1)
+		t.done.Done()
+	}
+}
+
+// claim reserves one idle worker for the next send on p.work; false when
+// every worker is busy.
+func (p *pool) claim() bool {
+	for {
+		n := p.idle.Load()
+		if n <= 0 {
+			return false
+		}
+		if p.idle.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
 }

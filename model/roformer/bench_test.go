@@ -37,19 +37,34 @@ func BenchmarkForward(b *testing.B) {
 		{"small_B8_T128_C384", 8, 128, 6, 384, 6, 1536, 12000},
 		{"base_B8_T128_C768", 8, 128, 12, 768, 12, 3072, 12000},
 	} {
-		b.Run(c.name, func(b *testing.B) {
-			m, _ := New(benchConfig(c.L, c.H, c.NH, c.I, c.V), HeadMaskedLM)
-			m.Init(1)
-			batch, _ := benchBatch(c.B, c.T, c.V)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if _, err := m.Forward(context.Background(), batch, nil, Options{}); err != nil {
-					b.Fatal(err)
-				}
+		// Model.Forward allocates its activations each call; a Session
+		// keeps them, so once warm it allocates only small bookkeeping.
+		for _, session := range []bool{false, true} {
+			name := c.name
+			if session {
+				name += "/session"
 			}
-			b.ReportMetric(float64(c.B*c.T)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
-		})
+			b.Run(name, func(b *testing.B) {
+				m, _ := New(benchConfig(c.L, c.H, c.NH, c.I, c.V), HeadMaskedLM)
+				m.Init(1)
+				batch, _ := benchBatch(c.B, c.T, c.V)
+				forward := m.Forward
+				if session {
+					forward = m.NewSession().Forward
+					if _, err := forward(context.Background(), batch, nil, Options{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if _, err := forward(context.Background(), batch, nil, Options{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(c.B*c.T)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+			})
+		}
 	}
 }
 
