@@ -19,15 +19,20 @@ func coreType(vendor string, family int, avx512 bool) string {
 }
 
 // chooseCoreType sets OPENBLAS_CORETYPE for the library about to be loaded
-// (OpenBLAS reads it once, when it is loaded) unless the user has set it.
-// It reports the value it set, or "".
-func chooseCoreType() string {
-	if _, set := os.LookupEnv("OPENBLAS_CORETYPE"); set {
-		return ""
+// (OpenBLAS reads it once, when it is loaded) unless the user has set it to
+// a kernel set's name; an empty value counts as unset, as it does for
+// OpenBLAS. The variable then stays in the process's environment, so child
+// processes that load OpenBLAS get the same kernels.
+//
+// The rule does not look at OpenBLAS's version: it was measured on 0.3.21,
+// and 0.3.29 (Debian 13) still maps Zen 4 to Cooperlake (its
+// driver/others/dynamic.c). Should a later OpenBLAS get kernels of its own for
+// Zen 4, coreType must learn the version.
+func chooseCoreType() {
+	if os.Getenv("OPENBLAS_CORETYPE") != "" {
+		return
 	}
-	ct := coreType(hostCPU())
-	if ct != "" {
+	if ct := coreType(hostCPU()); ct != "" {
 		os.Setenv("OPENBLAS_CORETYPE", ct)
 	}
-	return ct
 }

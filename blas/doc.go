@@ -23,6 +23,7 @@
 // Kernel set: OpenBLAS picks its kernels for the processor when it is loaded.
 // Where its choice is measurably slow (AMD Zen 4, which OpenBLAS 0.3.21 runs
 // with Intel Cooperlake's AVX-512 kernels), the package sets
-// OPENBLAS_CORETYPE before loading; a value the user has set is left alone.
+// OPENBLAS_CORETYPE before loading; a value the user has set is left alone
+// (set it to a kernel set's name, e.g. Cooperlake, to choose another).
 // The name Name reports ends with the kernel set in use.
 package blas

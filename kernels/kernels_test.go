@@ -3,9 +3,11 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/roformer-go/roformer/internal/testutil"
 )
@@ -319,7 +321,13 @@ func TestParallelForCovers(t *testing.T) {
 func TestParallelForNestedAndConcurrent(t *testing.T) {
 	defer SetThreads(Threads())
 	for _, th := range []int{2, 3} {
+		// As many outer ranges as there are workers (earlier tests may have
+		// started more than th), so that nested calls find none idle and
+		// take the fallback path, which is what could deadlock.
 		SetThreads(th)
+		parallelFor(th, 1, func(int, int) {})
+		SetThreads(max(th, int(workers.started.Load())))
+		before := fallbacks.Load()
 		const n, m = 60, 50
 		hits := make([]int32, n*m)
 		parallelFor(n, 1, func(lo, hi int) {
@@ -346,6 +354,9 @@ func TestParallelForNestedAndConcurrent(t *testing.T) {
 			}()
 		}
 		wg.Wait()
+		if fallbacks.Load() == before {
+			t.Errorf("threads %d: no range took the no-idle-worker path", th)
+		}
 		for i, h := range hits {
 			want := int32(1)
 			if i < 4*m {
@@ -359,6 +370,45 @@ func TestParallelForNestedAndConcurrent(t *testing.T) {
 }
 
 var sinkCount atomic.Int64
+
+// A range that ends its goroutine (t.FailNow does) still lets the call
+// return, and the pool replaces the worker it lost.
+func TestParallelForGoexit(t *testing.T) {
+	defer SetThreads(Threads())
+	SetThreads(2)
+	parallelFor(2, 1, func(int, int) {})
+	n := workers.started.Load()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		parallelFor(2, 1, func(lo, hi int) {
+			if lo > 0 {
+				runtime.Goexit()
+			}
+		})
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("parallelFor did not return after a range called runtime.Goexit")
+	}
+	hits := make([]int32, 100)
+	for rep := 0; rep < 20; rep++ {
+		parallelFor(100, 1, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				atomic.AddInt32(&hits[i], 1)
+			}
+		})
+	}
+	for i, h := range hits {
+		if h != 20 {
+			t.Fatalf("after Goexit: index %d visited %d times, want 20", i, h)
+		}
+	}
+	if got := workers.started.Load(); got < min(n, 2) {
+		t.Errorf("workers after Goexit: %d, want at least %d", got, min(n, 2))
+	}
+}
 
 // A warm parallelFor allocates nothing of its own (the closure a caller
 // passes is the caller's; this one captures nothing).

@@ -72,10 +72,15 @@ type task struct {
 	done   *sync.WaitGroup
 }
 
+// run is a range on a goroutine of its own, when no worker was idle.
 func (t task) run() {
+	fallbacks.Add(1)
+	defer t.done.Done()
 	t.fn(t.lo, t.hi)
-	t.done.Done()
 }
+
+// fallbacks counts ranges that found no idle worker (tests read it).
+var fallbacks atomic.Int64
 
 var waitGroups = sync.Pool{New: func() any { return new(sync.WaitGroup) }}
 
@@ -112,10 +117,28 @@ func (p *pool) grow(n int) {
 func (p *pool) serve() {
 	p.idle.Add(1)
 	for t := range p.work {
-		t.fn(t.lo, t.hi)
-		p.idle.Add(1)
-		t.done.Done()
+		if !p.runTask(t) {
+			return
+		}
 	}
+}
+
+// runTask runs one range and reports whether fn returned. When it does not
+// (runtime.Goexit, as t.FailNow in a test helper) the range is still marked
+// done, so the caller does not wait forever, and the worker leaves the pool
+// without counting itself idle; grow starts a replacement on the next call.
+// A panic in fn still ends the process, as on any goroutine.
+func (p *pool) runTask(t task) (returned bool) {
+	defer func() {
+		if !returned {
+			p.started.Add(-1)
+			t.done.Done()
+		}
+	}()
+	t.fn(t.lo, t.hi)
+	p.idle.Add(1)
+	t.done.Done()
+	return true
 }
 
 // claim reserves one idle worker for the next send on p.work; false when
