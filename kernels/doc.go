@@ -24,8 +24,9 @@
 // Matrix products go through package blas; every kernel that is not a plain
 // loop has an unexported naive twin that the tests compare it with.
 // Parallelism goes through one bounded helper (parallelFor) that splits the
-// outermost independent dimension into disjoint ranges; SetThreads sets the
-// number of workers.
+// outermost independent dimension into disjoint ranges and hands them to a
+// pool of persistent worker goroutines; SetThreads sets how many ranges a
+// call makes. Results do not depend on which worker runs which range.
 //
 // Element-wise work (exp in softmax and cross-entropy, GELU and its
 // derivative, LayerNorm rows, RoPE pairs, AdamW, additions) runs in Go
