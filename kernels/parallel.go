@@ -26,14 +26,14 @@ func Threads() int { return int(threads.Load()) }
 // most Threads() goroutines. Ranges are contiguous and at least minChunk long
 // (so tiny problems stay serial); fn must only write data owned by its range.
 //
-// The ranges go to the persistent workers of the pool, so a warm call
-// allocates nothing beyond fn's own closure (a call used to start a goroutine
-// per range). The caller waits rather than running a range itself: parked, it
-// frees its processor for the worker it just woke (measured: running a range
-// in the caller made a small training step ~3% slower, as the woken worker
-// waited to be stolen by the other processor). A range for which
-// no worker is idle, as in a parallelFor nested inside another, runs on a new
-// goroutine instead, so nesting cannot deadlock.
+// The ranges go to the persistent workers of the pool, so a warm call starts
+// no goroutine and allocates nothing beyond fn's own closure. The caller
+// waits rather than running a range itself: parked, it frees its processor
+// for the worker it just woke (measured: running a range in the caller made a
+// small training step ~3% slower, as the woken worker waited to be stolen by
+// the other processor). A range for which no worker is idle, as in a
+// parallelFor nested inside another, runs on a new goroutine instead, so
+// nesting cannot deadlock.
 func parallelFor(n, minChunk int, fn func(lo, hi int)) {
 	if n <= 0 {
 		return
