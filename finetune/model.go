@@ -3,7 +3,6 @@ package finetune
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -99,25 +98,16 @@ func sameLabels(stored []string, spec *Spec) error {
 }
 
 // LoadTokenizer returns the tokenizer of a model folder and the folder it
-// came from: override when given; else dir when it holds
-// tokenizer_config.json or tokenizer.json; else dir/tokenizer when that
-// holds tokenizer_config.json (the layout `roformer pretrain` writes);
-// else dir with tokenizer.Load's own rules (vocab.txt and config.json).
+// came from: override when given, else tokenizer.LoadModelDir's choice.
 func LoadTokenizer(dir, override string) (*tokenizer.Tokenizer, string, error) {
-	from := override
-	if from == "" {
-		from = dir
-		exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
-		if !exists(filepath.Join(dir, "tokenizer_config.json")) && !exists(filepath.Join(dir, "tokenizer.json")) &&
-			exists(filepath.Join(dir, "tokenizer", "tokenizer_config.json")) {
-			from = filepath.Join(dir, "tokenizer")
-		}
+	if override == "" {
+		return tokenizer.LoadModelDir(dir)
 	}
-	tok, err := tokenizer.Load(from)
+	tok, err := tokenizer.Load(override)
 	if err != nil {
-		return nil, from, err
+		return nil, override, err
 	}
-	return tok, from, nil
+	return tok, override, nil
 }
 
 // errOutExists is wrapped when the output folder is in use.

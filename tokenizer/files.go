@@ -23,6 +23,25 @@ const (
 	modelConfigFile   = "config.json"
 )
 
+// LoadModelDir returns the tokenizer of a model folder and the folder its
+// files came from: dir when it holds tokenizer_config.json or tokenizer.json;
+// else dir/tokenizer when that holds tokenizer_config.json (the layout
+// `roformer pretrain` writes); else dir with Load's own rules (vocab.txt
+// and config.json).
+func LoadModelDir(dir string) (*Tokenizer, string, error) {
+	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
+	from := dir
+	if !exists(filepath.Join(dir, "tokenizer_config.json")) && !exists(filepath.Join(dir, "tokenizer.json")) &&
+		exists(filepath.Join(dir, "tokenizer", "tokenizer_config.json")) {
+		from = filepath.Join(dir, "tokenizer")
+	}
+	tok, err := Load(from)
+	if err != nil {
+		return nil, from, err
+	}
+	return tok, from, nil
+}
+
 // Load reads a tokenizer from a model folder, the way HF's
 // AutoTokenizer.from_pretrained reads a slow tokenizer:
 //
