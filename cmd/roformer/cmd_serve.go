@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/roformer-go/roformer/server"
+)
+
+func init() {
+	register(&command{name: "serve", summary: "serve a model over HTTP: tokenize, embed, fill-mask (JSON)", run: cmdServe})
+}
+
+type serveOptions struct {
+	model, addr string
+	srv         server.Options
+	threads     int
+}
+
+func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", "--model DIR [--addr HOST:PORT]", stderr)
+	var o serveOptions
+	fs.StringVar(&o.model, "model", "", "model folder with config.json, weights and tokenizer files (required)")
+	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on (\":8080\" for every interface)")
+	fs.IntVar(&o.srv.MaxInputs, "max-inputs", 64, "texts per request")
+	fs.IntVar(&o.srv.MaxLength, "max-length", 0, "tokens per input with [CLS] and [SEP] (default: the config's max_position_embeddings)")
+	fs.Int64Var(&o.srv.MaxBodyBytes, "max-body", 1<<20, "bytes per request body")
+	th := threadsFlag(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	o.threads = *th
+	switch {
+	case fs.NArg() > 0:
+		return usagef("unexpected arguments %q", fs.Args())
+	case o.model == "":
+		return usagef("--model is required")
+	case o.srv.MaxInputs < 1 || o.srv.MaxBodyBytes < 1 || o.srv.MaxLength < 0:
+		return usagef("--max-inputs and --max-body must be at least 1, --max-length at least 0")
+	}
+	if err := setupCompute(o.threads, stderr, true); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return err
+	}
+	return runServe(ctx, o, ln, stderr)
+}
+
+// runServe serves until ctx is cancelled (SIGINT, SIGTERM), then lets the
+// requests in flight finish (up to 30 s).
+func runServe(ctx context.Context, o serveOptions, ln net.Listener, stderr io.Writer) error {
+	o.srv.Log = log.New(stderr, "", log.LstdFlags)
+	s, err := server.Load(o.model, o.srv)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	info := s.Info()
+	fmt.Fprintf(stderr, "serving %s (%s, %d layers, hidden %d) on http://%s\n", o.model, info.Architecture, info.Layers, info.HiddenSize, ln.Addr())
+	fmt.Fprintf(stderr, "endpoints: %s\n", strings.Join(info.Endpoints, ", "))
+	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ErrorLog: o.srv.Log}
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	fmt.Fprintln(stderr, "shutting down: waiting for requests in flight")
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		return err
+	}
+	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,504 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math"
+	"net/http"
+	"path/filepath"
+	"slices"
+
+	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/pipeline"
+	"github.com/roformer-go/roformer/tokenizer"
+)
+
+// Options bound what one request may ask for. The zero value of a field
+// means its default.
+type Options struct {
+	// MaxBodyBytes bounds a request body; larger bodies get 413. Default 1 MiB.
+	MaxBodyBytes int64
+	// MaxInputs bounds the texts in one request. Default 64.
+	MaxInputs int
+	// MaxLength is the most tokens an input may have, [CLS] and [SEP]
+	// included: embed and classify truncate longer inputs (HF's
+	// longest_first), fill-mask refuses them (truncation could drop the
+	// mask). Default: the model's max_position_embeddings.
+	MaxLength int
+	// MaxTopK bounds fill-mask's top_k. Default 100.
+	MaxTopK int
+	// Name is what /v1/model reports as the model's name.
+	Name string
+	// Log receives one line per request that failed on the server's side
+	// (a panic, a forward pass error); nil discards them.
+	Log *log.Logger
+}
+
+func (o *Options) defaults(cfg *roformer.Config) {
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 1 << 20
+	}
+	if o.MaxInputs <= 0 {
+		o.MaxInputs = 64
+	}
+	if o.MaxLength <= 0 {
+		o.MaxLength = cfg.MaxPositionEmbeddings
+	}
+	if o.MaxTopK <= 0 {
+		o.MaxTopK = 100
+	}
+	if o.Log == nil {
+		o.Log = log.New(io.Discard, "", 0)
+	}
+}
+
+// Server answers JSON requests with one model. It is an http.Handler; its
+// methods are safe for concurrent use. Forward passes run one at a time
+// (each already uses every worker the kernels have), so concurrent requests
+// queue, and a request whose client has gone stops waiting.
+type Server struct {
+	model *roformer.Model
+	tok   *tokenizer.Tokenizer
+	opts  Options
+	gate  chan struct{}
+	mux   *http.ServeMux
+}
+
+// New serves m with tok. Fill-mask needs the masked-LM head; tokenize and
+// embed work with every head.
+func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, error) {
+	if m == nil || tok == nil {
+		return nil, errors.New("server: a model and a tokenizer are required")
+	}
+	if tok.VocabSize() > m.Config.VocabSize {
+		return nil, fmt.Errorf("server: the tokenizer has %d tokens, the model only %d", tok.VocabSize(), m.Config.VocabSize)
+	}
+	opts.defaults(&m.Config)
+	if opts.MaxLength < 3 {
+		return nil, fmt.Errorf("server: max length %d leaves no room for a token between [CLS] and [SEP]", opts.MaxLength)
+	}
+	s := &Server{model: m, tok: tok, opts: opts, gate: make(chan struct{}, 1), mux: http.NewServeMux()}
+	methods := map[string]string{}
+	for _, e := range []struct {
+		method, path string
+		h            http.HandlerFunc
+	}{
+		{"GET", "/healthz", s.healthz},
+		{"GET", "/v1/model", s.info},
+		{"POST", "/v1/tokenize", s.tokenize},
+		{"POST", "/v1/embed", s.embed},
+		{"POST", "/v1/fill-mask", s.fillMask},
+	} {
+		s.mux.HandleFunc(e.method+" "+e.path, e.h)
+		methods[e.path] = e.method
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if m, ok := methods[r.URL.Path]; ok {
+			w.Header().Set("Allow", m)
+			writeError(w, http.StatusMethodNotAllowed, "%s %s: this endpoint takes %s", r.Method, r.URL.Path, m)
+			return
+		}
+		writeError(w, http.StatusNotFound, "no endpoint %s %s (see GET /v1/model)", r.Method, r.URL.Path)
+	})
+	return s, nil
+}
+
+// Load serves the model folder dir: config.json, the weights and the
+// tokenizer files, as `roformer pretrain` and `roformer finetune` write them
+// and as Hugging Face saves them. The head is the first of the config's
+// architectures that this toolkit knows (RoFormerModel when none is).
+func Load(dir string, opts Options) (*Server, error) {
+	cfg, err := roformer.LoadConfig(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	head := roformer.HeadBase
+	for _, arch := range cfg.Architectures {
+		if i := slices.IndexFunc(roformer.Heads, func(h roformer.Head) bool { return h.HFClass() == arch }); i >= 0 {
+			head = roformer.Heads[i]
+			break
+		}
+	}
+	l, err := roformer.Load(dir, head, roformer.LoadOptions{})
+	if err != nil {
+		return nil, err
+	}
+	tok, _, err := tokenizer.LoadModelDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Name == "" {
+		opts.Name = filepath.Base(filepath.Clean(dir))
+	}
+	return New(l.Model, tok, opts)
+}
+
+// ServeHTTP answers one request. A panic while answering becomes a 500
+// with a JSON error, and is logged.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.opts.Log.Printf("server: %s %s: panic: %v", r.Method, r.URL.Path, v)
+			writeError(w, http.StatusInternalServerError, "internal error: %v", v)
+		}
+	}()
+	s.mux.ServeHTTP(w, r)
+}
+
+// ModelInfo is what GET /v1/model returns.
+type ModelInfo struct {
+	Name         string   `json:"name"`
+	Architecture string   `json:"architecture"`
+	Head         string   `json:"head"`
+	HiddenSize   int      `json:"hidden_size"`
+	Layers       int      `json:"num_hidden_layers"`
+	VocabSize    int      `json:"vocab_size"`
+	MaxLength    int      `json:"max_length"`
+	MaxInputs    int      `json:"max_inputs"`
+	Endpoints    []string `json:"endpoints"`
+}
+
+// Info describes the model and the endpoints that answer for it.
+func (s *Server) Info() ModelInfo {
+	c := &s.model.Config
+	mi := ModelInfo{Name: s.opts.Name, Architecture: s.model.Head.HFClass(), Head: string(s.model.Head),
+		HiddenSize: c.HiddenSize, Layers: c.NumHiddenLayers, VocabSize: c.VocabSize,
+		MaxLength: s.opts.MaxLength, MaxInputs: s.opts.MaxInputs,
+		Endpoints: []string{"GET /healthz", "GET /v1/model", "POST /v1/tokenize", "POST /v1/embed"}}
+	if s.model.LM != nil {
+		mi.Endpoints = append(mi.Endpoints, "POST /v1/fill-mask")
+	}
+	return mi
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) info(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.Info())
+}
+
+// Input is one text, or a pair of texts, of a request's "inputs". In JSON it
+// is a string, or an object {"text": …, "text_pair": …}.
+type Input struct {
+	Text     string  `json:"text"`
+	TextPair *string `json:"text_pair,omitempty"`
+}
+
+// Inputs is a request's "inputs": one Input or an array of them.
+type Inputs []Input
+
+// UnmarshalJSON accepts "text", {"text": …}, or an array of either.
+func (in *Inputs) UnmarshalJSON(b []byte) error {
+	var raw []json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		raw = []json.RawMessage{b}
+	}
+	out := make(Inputs, len(raw))
+	for i, r := range raw {
+		if err := json.Unmarshal(r, &out[i].Text); err == nil {
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(r))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&out[i]); err != nil {
+			return fmt.Errorf("input %d: want a string or {\"text\": …, \"text_pair\": …}: %v", i, err)
+		}
+	}
+	*in = out
+	return nil
+}
+
+// check validates the inputs of a request against the limits.
+func (s *Server) check(in Inputs, pairs bool) error {
+	switch {
+	case len(in) == 0:
+		return errors.New(`"inputs" is missing or empty`)
+	case len(in) > s.opts.MaxInputs:
+		return fmt.Errorf(`%d inputs in one request; the limit is %d`, len(in), s.opts.MaxInputs)
+	}
+	for i, x := range in {
+		if x.TextPair != nil && !pairs {
+			return fmt.Errorf("input %d: this endpoint takes single texts, not pairs", i)
+		}
+	}
+	return nil
+}
+
+// TokenizeRequest is the body of POST /v1/tokenize.
+type TokenizeRequest struct {
+	Inputs Inputs `json:"inputs"`
+}
+
+// TokenizeResult is one input's tokens, ids and byte offsets, as the
+// tokenizer encodes it for the model (with [CLS] and [SEP], not truncated).
+type TokenizeResult struct {
+	Tokens  []string `json:"tokens"`
+	IDs     []int    `json:"input_ids"`
+	TypeIDs []int    `json:"token_type_ids"`
+	Offsets [][2]int `json:"offsets"`
+}
+
+func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
+	var req TokenizeRequest
+	if !s.decode(w, r, &req) {
+		return
+	}
+	if err := s.check(req.Inputs, true); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	out := make([]TokenizeResult, len(req.Inputs))
+	for i, x := range req.Inputs {
+		enc, err := s.encode(x, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "input %d: %v", i, err)
+			return
+		}
+		out[i] = TokenizeResult{Tokens: enc.Tokens, IDs: enc.IDs, TypeIDs: enc.TypeIDs, Offsets: enc.Offsets}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"results": out})
+}
+
+func (s *Server) encode(x Input, opts tokenizer.EncodeOptions) (*tokenizer.Encoding, error) {
+	if x.TextPair != nil {
+		return s.tok.EncodePair(x.Text, *x.TextPair, opts)
+	}
+	return s.tok.Encode(x.Text, opts)
+}
+
+// EmbedRequest is the body of POST /v1/embed.
+type EmbedRequest struct {
+	Inputs Inputs `json:"inputs"`
+	// Pooling: "cls" (the [CLS] position of the last hidden state, default)
+	// or "mean" (the mean over the input's tokens, special tokens included,
+	// padding excluded).
+	Pooling string `json:"pooling,omitempty"`
+	// Normalize scales each vector to unit length.
+	Normalize bool `json:"normalize,omitempty"`
+}
+
+// EmbedResponse holds one vector per input, and how many inputs were
+// truncated to the server's max length.
+type EmbedResponse struct {
+	Embeddings [][]float32 `json:"embeddings"`
+	Dim        int         `json:"dim"`
+	Truncated  int         `json:"truncated"`
+}
+
+func (s *Server) embed(w http.ResponseWriter, r *http.Request) {
+	var req EmbedRequest
+	if !s.decode(w, r, &req) {
+		return
+	}
+	if err := s.check(req.Inputs, true); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if req.Pooling == "" {
+		req.Pooling = "cls"
+	}
+	if req.Pooling != "cls" && req.Pooling != "mean" {
+		writeError(w, http.StatusBadRequest, `pooling %q: want "cls" or "mean"`, req.Pooling)
+		return
+	}
+	in := make([]tokenizer.Input, len(req.Inputs))
+	truncated := 0
+	for i, x := range req.Inputs {
+		in[i] = tokenizer.Input{Text: x.Text, TextPair: x.TextPair}
+		full, err := s.encode(x, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "input %d: %v", i, err)
+			return
+		}
+		if len(full.IDs) > s.opts.MaxLength {
+			truncated++
+		}
+	}
+	encs, err := s.tok.EncodeBatch(in, tokenizer.EncodeOptions{MaxLength: s.opts.MaxLength,
+		Truncation: tokenizer.TruncateLongestFirst, Padding: tokenizer.PadLongest})
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	B, T := len(encs), len(encs[0].IDs)
+	b := &roformer.Batch{InputIDs: make([]int32, B*T), TokenTypeIDs: make([]int32, B*T), AttentionMask: make([]int32, B*T), B: B, T: T}
+	for i, e := range encs {
+		for t := range T {
+			b.InputIDs[i*T+t], b.TokenTypeIDs[i*T+t], b.AttentionMask[i*T+t] = int32(e.IDs[t]), int32(e.TypeIDs[t]), int32(e.AttentionMask[t])
+		}
+	}
+	var out *roformer.Output
+	if !s.run(w, r, func(ctx context.Context) error {
+		var err error
+		out, err = s.model.Forward(ctx, b, nil, roformer.Options{})
+		return err
+	}) {
+		return
+	}
+	H := s.model.Config.HiddenSize
+	res := EmbedResponse{Embeddings: make([][]float32, B), Dim: H, Truncated: truncated}
+	for i := range B {
+		v := make([]float32, H)
+		hs := out.LastHiddenState.Data[i*T*H : (i+1)*T*H]
+		if req.Pooling == "cls" {
+			copy(v, hs[:H])
+		} else {
+			sum := make([]float64, H)
+			n := 0
+			for t := range T {
+				if b.AttentionMask[i*T+t] == 0 {
+					continue
+				}
+				n++
+				for j, x := range hs[t*H : t*H+H] {
+					sum[j] += float64(x)
+				}
+			}
+			for j := range v {
+				v[j] = float32(sum[j] / float64(n))
+			}
+		}
+		if req.Normalize {
+			norm := 0.0
+			for _, x := range v {
+				norm += float64(x) * float64(x)
+			}
+			if norm = math.Sqrt(norm); norm > 0 {
+				for j := range v {
+					v[j] = float32(float64(v[j]) / norm)
+				}
+			}
+		}
+		res.Embeddings[i] = v
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// FillMaskRequest is the body of POST /v1/fill-mask.
+type FillMaskRequest struct {
+	Inputs Inputs `json:"inputs"`
+	TopK   int    `json:"top_k,omitempty"` // candidates per mask; default 5
+}
+
+// FillMaskResponse holds, per input, per [MASK] in order, the top-k
+// candidates with HF's fill-mask pipeline fields.
+type FillMaskResponse struct {
+	Results [][][]pipeline.Prediction `json:"results"`
+}
+
+func (s *Server) fillMask(w http.ResponseWriter, r *http.Request) {
+	if s.model.LM == nil {
+		writeError(w, http.StatusNotFound, "fill-mask needs a masked-LM model; this one is %s", s.model.Head.HFClass())
+		return
+	}
+	var req FillMaskRequest
+	if !s.decode(w, r, &req) {
+		return
+	}
+	if err := s.check(req.Inputs, false); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if req.TopK == 0 {
+		req.TopK = 5
+	}
+	if req.TopK < 1 || req.TopK > s.opts.MaxTopK {
+		writeError(w, http.StatusBadRequest, "top_k %d: want 1 to %d", req.TopK, s.opts.MaxTopK)
+		return
+	}
+	for i, x := range req.Inputs {
+		enc, err := s.tok.Encode(x.Text, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "input %d: %v", i, err)
+			return
+		}
+		if len(enc.IDs) > s.opts.MaxLength {
+			writeError(w, http.StatusBadRequest, "input %d has %d tokens; the limit is %d", i, len(enc.IDs), s.opts.MaxLength)
+			return
+		}
+		if !slices.Contains(enc.IDs, s.tok.MaskID()) {
+			writeError(w, http.StatusBadRequest, "input %d has no [MASK] token", i)
+			return
+		}
+	}
+	res := FillMaskResponse{Results: make([][][]pipeline.Prediction, len(req.Inputs))}
+	for i, x := range req.Inputs {
+		if !s.run(w, r, func(ctx context.Context) error {
+			var err error
+			res.Results[i], err = pipeline.FillMask(ctx, s.model, s.tok, x.Text, req.TopK)
+			return err
+		}) {
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// run runs fn, the request's forward passes, once no other request's are
+// running. It answers the request itself when it fails (false): 503 when the
+// client went away while waiting, 500 when fn fails.
+func (s *Server) run(w http.ResponseWriter, r *http.Request, fn func(context.Context) error) bool {
+	ctx := r.Context()
+	select {
+	case s.gate <- struct{}{}:
+	case <-ctx.Done():
+		writeError(w, http.StatusServiceUnavailable, "request cancelled while waiting: %v", ctx.Err())
+		return false
+	}
+	err := fn(ctx)
+	<-s.gate
+	if err != nil {
+		if ctx.Err() != nil {
+			writeError(w, http.StatusServiceUnavailable, "request cancelled: %v", ctx.Err())
+			return false
+		}
+		s.opts.Log.Printf("server: %s %s: %v", r.Method, r.URL.Path, err)
+		writeError(w, http.StatusInternalServerError, "%v", err)
+		return false
+	}
+	return true
+}
+
+// decode reads the JSON body into v; on failure it answers 400 or 413 and
+// returns false. Unknown fields are errors, so a misspelt option is not
+// silently ignored.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, "request body over %d bytes", tooBig.Limit)
+			return false
+		}
+		writeError(w, http.StatusBadRequest, "request body: %v", err)
+		return false
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, "request body: more than one JSON value")
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // the client may be gone; nothing to do then
+}
+
+func writeError(w http.ResponseWriter, status int, format string, args ...any) {
+	writeJSON(w, status, map[string]string{"error": fmt.Sprintf(format, args...)})
+}
