@@ -15,11 +15,14 @@ type Prediction struct {
 	Token    string  `json:"token_str"`
 	ID       int     `json:"token"`
 	Score    float64 `json:"score"`    // softmax probability over the vocabulary
-	Sequence string  `json:"sequence"` // the text with this token in place of the mask (other masks kept)
+	Sequence string  `json:"sequence"` // the text with this token in place of the mask (see FillMask)
 }
 
 // FillMask predicts each [MASK] of text with the masked-LM model: the topK
 // most probable tokens per mask, as HF's fill-mask pipeline returns them.
+// As HF's, a candidate's sequence is decoded without special tokens when the
+// text has one mask, and with them (so the other masks, [CLS] and [SEP]
+// show) when it has several.
 // The model must have the masked-LM head. Text without a mask is an error.
 func FillMask(ctx context.Context, m *roformer.Model, tok *tokenizer.Tokenizer, text string, topK int) ([][]Prediction, error) {
 	if m.LM == nil {
@@ -76,7 +79,7 @@ func FillMask(ctx context.Context, m *roformer.Model, tok *tokenizer.Tokenizer, 
 			filled := append([]int(nil), enc.IDs...)
 			filled[pos] = id
 			res[k] = append(res[k], Prediction{Token: s, ID: id, Score: math.Exp(float64(logits[id])-mx) / sum,
-				Sequence: tok.Decode(filled, true)})
+				Sequence: tok.Decode(filled, len(masks) == 1)})
 		}
 	}
 	return res, nil

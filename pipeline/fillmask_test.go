@@ -83,10 +83,32 @@ func TestFillMaskAgreesWithForward(t *testing.T) {
 		if want := 1 / sum; math.Abs(preds[k][0].Score-want) > 1e-9 {
 			t.Errorf("mask %d: score %v, softmax %v", k, preds[k][0].Score, want)
 		}
-		if strings.Contains(preds[k][0].Sequence, "[MASK]") {
-			t.Errorf("sequence keeps special tokens: %q", preds[k][0].Sequence)
+		// Two masks: HF decodes with the special tokens, so the other mask
+		// stays visible.
+		filled := append([]int(nil), enc.IDs...)
+		filled[pos] = preds[k][0].ID
+		if got, want := preds[k][0].Sequence, tok.Decode(filled, false); got != want || !strings.Contains(got, "[MASK]") || !strings.HasPrefix(got, "[CLS] ") {
+			t.Errorf("mask %d: sequence %q, want %q with the other [MASK]", k, got, want)
 		}
 		k++
+	}
+}
+
+// One mask: the sequence is the text with the candidate in place, special
+// tokens dropped, as HF decodes it.
+func TestFillMaskSequenceOneMask(t *testing.T) {
+	m, tok := tinyModel(t)
+	preds, err := FillMask(context.Background(), m, tok, "the [MASK] sea .", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range preds[0] {
+		if strings.HasPrefix(p.Token, "##") || p.Token == "." || strings.HasPrefix(p.Token, "[") {
+			continue // joins the word before it, or is special
+		}
+		if want := "the " + p.Token + " sea."; p.Sequence != want {
+			t.Errorf("candidate %q: sequence %q, want %q", p.Token, p.Sequence, want)
+		}
 	}
 }
 
