@@ -4,7 +4,7 @@
 // model):
 //
 //	GET  /healthz        {"status": "ok"}
-//	GET  /v1/model       name, head, sizes, limits, labels, endpoints
+//	GET  /v1/model       name, head, sizes, limits, endpoints
 //	POST /v1/tokenize    {"inputs": [...]}                      → tokens, ids, offsets
 //	POST /v1/embed       {"inputs": [...], "pooling": "cls"|"mean", "normalize": bool}
 //	POST /v1/fill-mask   {"inputs": [...], "top_k": 5}          (masked-LM models)

@@ -26,9 +26,10 @@ type Options struct {
 	// MaxInputs bounds the texts in one request. Default 64.
 	MaxInputs int
 	// MaxLength is the most tokens an input may have, [CLS] and [SEP]
-	// included: embed and classify truncate longer inputs (HF's
-	// longest_first), fill-mask refuses them (truncation could drop the
-	// mask). Default: the model's max_position_embeddings.
+	// included: embed truncates longer inputs (HF's longest_first),
+	// fill-mask refuses them (truncation could drop the mask). Default: the
+	// model's max_position_embeddings (with rotary positions not a limit of
+	// the model, but of what one request may cost).
 	MaxLength int
 	// MaxTopK bounds fill-mask's top_k. Default 100.
 	MaxTopK int
@@ -81,6 +82,10 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 	opts.defaults(&m.Config)
 	if opts.MaxLength < 3 {
 		return nil, fmt.Errorf("server: max length %d leaves no room for a token between [CLS] and [SEP]", opts.MaxLength)
+	}
+	if m.Config.PositionEmbeddingType == roformer.PosLearned && opts.MaxLength > m.Config.MaxPositionEmbeddings {
+		return nil, fmt.Errorf("server: max length %d is past the model's learned position table (max_position_embeddings %d)",
+			opts.MaxLength, m.Config.MaxPositionEmbeddings)
 	}
 	s := &Server{model: m, tok: tok, opts: opts, gate: make(chan struct{}, 1), mux: http.NewServeMux()}
 	methods := map[string]string{}
@@ -205,14 +210,25 @@ func (in *Inputs) UnmarshalJSON(b []byte) error {
 	}
 	out := make(Inputs, len(raw))
 	for i, r := range raw {
+		var obj struct {
+			Text     *string `json:"text"`
+			TextPair *string `json:"text_pair"`
+		}
+		if bytes.Equal(bytes.TrimSpace(r), []byte("null")) {
+			return fmt.Errorf("input %d is null; want a string or {\"text\": …, \"text_pair\": …}", i)
+		}
 		if err := json.Unmarshal(r, &out[i].Text); err == nil {
 			continue
 		}
 		dec := json.NewDecoder(bytes.NewReader(r))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&out[i]); err != nil {
+		if err := dec.Decode(&obj); err != nil {
 			return fmt.Errorf("input %d: want a string or {\"text\": …, \"text_pair\": …}: %v", i, err)
 		}
+		if obj.Text == nil {
+			return fmt.Errorf("input %d has no \"text\"", i)
+		}
+		out[i] = Input{Text: *obj.Text, TextPair: obj.TextPair}
 	}
 	*in = out
 	return nil
@@ -455,8 +471,10 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, fn func(context.Con
 		writeError(w, http.StatusServiceUnavailable, "request cancelled while waiting: %v", ctx.Err())
 		return false
 	}
-	err := fn(ctx)
-	<-s.gate
+	err := func() error {
+		defer func() { <-s.gate }() // released even if fn panics
+		return fn(ctx)
+	}()
 	if err != nil {
 		if ctx.Err() != nil {
 			writeError(w, http.StatusServiceUnavailable, "request cancelled: %v", ctx.Err())
@@ -484,19 +502,27 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		writeError(w, http.StatusBadRequest, "request body: %v", err)
 		return false
 	}
-	if dec.More() {
-		writeError(w, http.StatusBadRequest, "request body: more than one JSON value")
+	if _, err := dec.Token(); err != io.EOF {
+		writeError(w, http.StatusBadRequest, "request body: more than one JSON value, or data after it")
 		return false
 	}
 	return true
 }
 
+// writeJSON encodes v before it writes the status, so a value JSON cannot
+// hold (a NaN from a broken model) becomes a 500, not a 200 with no body.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		status = http.StatusInternalServerError
+		buf.Reset()
+		_ = enc.Encode(map[string]string{"error": fmt.Sprintf("encoding the answer: %v", err)})
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v) // the client may be gone; nothing to do then
+	_, _ = w.Write(buf.Bytes()) // the client may be gone; nothing to do then
 }
 
 func writeError(w http.ResponseWriter, status int, format string, args ...any) {

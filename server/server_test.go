@@ -213,6 +213,9 @@ func TestBadRequests(t *testing.T) {
 		{"fill-mask on a base model", base, "POST", "/v1/fill-mask", `{"inputs": ["the [MASK]"]}`, 404, "masked-LM"},
 		{"no such endpoint", s, "GET", "/v2/anything", ``, 404, "/v2/anything"},
 		{"pair to fill-mask", s, "POST", "/v1/fill-mask", `{"inputs": [{"text": "[MASK]", "text_pair": "sea"}]}`, 400, "pairs"},
+		{"null input", s, "POST", "/v1/embed", `{"inputs": [null]}`, 400, "input 0 is null"},
+		{"input without text", s, "POST", "/v1/embed", `{"inputs": [{}]}`, 400, `no "text"`},
+		{"data after the body", s, "POST", "/v1/embed", `{"inputs": ["the"]}]]`, 400, "data after"},
 	} {
 		code, msg := call(t, c.h, c.method, c.path, c.body, nil)
 		if code != c.code || !strings.Contains(msg, c.msg) {
@@ -242,6 +245,35 @@ func TestCancelledWhileWaiting(t *testing.T) {
 		t.Errorf("status %d, want 503: %s", rec.Code, rec.Body.String())
 	}
 	<-s.gate
+}
+
+// A panic inside a forward pass frees the model for the next request.
+func TestGateReleasedAfterPanic(t *testing.T) {
+	s, _, _ := newServer(t, roformer.HeadBase, nil, Options{})
+	func() {
+		defer func() { _ = recover() }()
+		s.run(httptest.NewRecorder(), httptest.NewRequest("POST", "/v1/embed", nil), func(context.Context) error { panic("boom") })
+	}()
+	select {
+	case s.gate <- struct{}{}:
+		<-s.gate
+	default:
+		t.Fatal("the gate is still held after a panic")
+	}
+}
+
+// A model that answers NaN gets a 500 with a JSON error, not a 200 with a
+// broken body.
+func TestNaNAnswer(t *testing.T) {
+	s, m, _ := newServer(t, roformer.HeadBase, nil, Options{})
+	for _, p := range m.Params() {
+		for i := range p.Data {
+			p.Data[i] = float32(math.NaN())
+		}
+	}
+	if code, msg := call(t, s, "POST", "/v1/embed", `{"inputs": ["the sea"]}`, nil); code != 500 || !strings.Contains(msg, "encoding the answer") {
+		t.Errorf("NaN embedding: %d %q", code, msg)
+	}
 }
 
 // Load picks the head from the folder's config.json and the tokenizer from
@@ -275,6 +307,15 @@ func TestNewChecks(t *testing.T) {
 	}
 	if _, err := New(nil, tok, Options{}); err == nil {
 		t.Error("nil model accepted")
+	}
+	cfg := m.Config
+	cfg.PositionEmbeddingType = roformer.PosLearned
+	learned, err := roformer.New(cfg, roformer.HeadBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(learned, tok, Options{MaxLength: 64}); err == nil || !strings.Contains(err.Error(), "max_position_embeddings 32") {
+		t.Errorf("max length past a learned position table: %v", err)
 	}
 	small, _ := tinyModel(t, roformer.HeadBase, nil)
 	small.Config.VocabSize = 5

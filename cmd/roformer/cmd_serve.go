@@ -56,7 +56,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // runServe serves until ctx is cancelled (SIGINT, SIGTERM), then lets the
-// requests in flight finish (up to 30 s).
+// requests in flight finish (up to 30 s, then it closes them).
 func runServe(ctx context.Context, o serveOptions, ln net.Listener, stderr io.Writer) error {
 	o.srv.Log = log.New(stderr, "", log.LstdFlags)
 	s, err := server.Load(o.model, o.srv)
@@ -67,7 +67,11 @@ func runServe(ctx context.Context, o serveOptions, ln net.Listener, stderr io.Wr
 	info := s.Info()
 	fmt.Fprintf(stderr, "serving %s (%s, %d layers, hidden %d) on http://%s\n", o.model, info.Architecture, info.Layers, info.HiddenSize, ln.Addr())
 	fmt.Fprintf(stderr, "endpoints: %s\n", strings.Join(info.Endpoints, ", "))
-	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ErrorLog: o.srv.Log}
+	// A client has 30 s to send a request; an idle connection is closed
+	// after 2 minutes. Answers have no deadline: a request may wait behind
+	// others for the model.
+	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		IdleTimeout: 2 * time.Minute, ErrorLog: o.srv.Log}
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
 	select {
@@ -79,7 +83,8 @@ func runServe(ctx context.Context, o serveOptions, ln net.Listener, stderr io.Wr
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
-		return err
+		hs.Close()
+		return fmt.Errorf("requests still running after 30 s were cut off: %w", err)
 	}
 	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
 		return err
