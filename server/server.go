@@ -234,20 +234,30 @@ func (in *Inputs) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// check validates the inputs of a request against the limits.
-func (s *Server) check(in Inputs, pairs bool) error {
-	switch {
-	case len(in) == 0:
-		return errors.New(`"inputs" is missing or empty`)
-	case len(in) > s.opts.MaxInputs:
-		return fmt.Errorf(`%d inputs in one request; the limit is %d`, len(in), s.opts.MaxInputs)
+// read decodes the request body into req and checks its inputs (*in, a
+// field of req) against the limits; pairs says whether the endpoint takes
+// text pairs. On failure it answers the request and returns false.
+func (s *Server) read(w http.ResponseWriter, r *http.Request, req any, in *Inputs, pairs bool) bool {
+	if !s.decode(w, r, req) {
+		return false
 	}
-	for i, x := range in {
-		if x.TextPair != nil && !pairs {
-			return fmt.Errorf("input %d: this endpoint takes single texts, not pairs", i)
+	var err error
+	switch {
+	case len(*in) == 0:
+		err = errors.New(`"inputs" is missing or empty`)
+	case len(*in) > s.opts.MaxInputs:
+		err = fmt.Errorf(`%d inputs in one request; the limit is %d`, len(*in), s.opts.MaxInputs)
+	}
+	for i, x := range *in {
+		if err == nil && x.TextPair != nil && !pairs {
+			err = fmt.Errorf("input %d: this endpoint takes single texts, not pairs", i)
 		}
 	}
-	return nil
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return false
+	}
+	return true
 }
 
 // TokenizeRequest is the body of POST /v1/tokenize.
@@ -266,11 +276,7 @@ type TokenizeResult struct {
 
 func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 	var req TokenizeRequest
-	if !s.decode(w, r, &req) {
-		return
-	}
-	if err := s.check(req.Inputs, true); err != nil {
-		writeError(w, http.StatusBadRequest, "%v", err)
+	if !s.read(w, r, &req, &req.Inputs, true) {
 		return
 	}
 	out := make([]TokenizeResult, len(req.Inputs))
@@ -313,11 +319,7 @@ type EmbedResponse struct {
 
 func (s *Server) embed(w http.ResponseWriter, r *http.Request) {
 	var req EmbedRequest
-	if !s.decode(w, r, &req) {
-		return
-	}
-	if err := s.check(req.Inputs, true); err != nil {
-		writeError(w, http.StatusBadRequest, "%v", err)
+	if !s.read(w, r, &req, &req.Inputs, true) {
 		return
 	}
 	if req.Pooling == "" {
@@ -418,11 +420,7 @@ func (s *Server) fillMask(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req FillMaskRequest
-	if !s.decode(w, r, &req) {
-		return
-	}
-	if err := s.check(req.Inputs, false); err != nil {
-		writeError(w, http.StatusBadRequest, "%v", err)
+	if !s.read(w, r, &req, &req.Inputs, false) {
 		return
 	}
 	if req.TopK == 0 {
