@@ -40,12 +40,18 @@ type Options struct {
 	Log *log.Logger
 }
 
+// The defaults of Options.MaxBodyBytes and Options.MaxInputs.
+const (
+	DefaultMaxBodyBytes = 1 << 20
+	DefaultMaxInputs    = 64
+)
+
 func (o *Options) defaults(cfg *roformer.Config) {
 	if o.MaxBodyBytes <= 0 {
-		o.MaxBodyBytes = 1 << 20
+		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if o.MaxInputs <= 0 {
-		o.MaxInputs = 64
+		o.MaxInputs = DefaultMaxInputs
 	}
 	if o.MaxLength <= 0 {
 		o.MaxLength = cfg.MaxPositionEmbeddings
@@ -329,30 +335,32 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, `pooling %q: want "cls" or "mean"`, req.Pooling)
 		return
 	}
-	in := make([]tokenizer.Input, len(req.Inputs))
-	truncated := 0
+	// Each input is encoded whole, and again with HF's longest_first
+	// truncation only when it is too long; the batch is padded to its
+	// longest row (padding is masked out).
+	encs := make([]*tokenizer.Encoding, len(req.Inputs))
+	truncated, T := 0, 0
 	for i, x := range req.Inputs {
-		in[i] = tokenizer.Input{Text: x.Text, TextPair: x.TextPair}
-		full, err := s.encode(x, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
+		enc, err := s.encode(x, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
+		if err == nil && len(enc.IDs) > s.opts.MaxLength {
+			truncated++
+			enc, err = s.encode(x, tokenizer.EncodeOptions{MaxLength: s.opts.MaxLength, Truncation: tokenizer.TruncateLongestFirst})
+		}
 		if err != nil {
 			writeError(w, http.StatusBadRequest, "input %d: %v", i, err)
 			return
 		}
-		if len(full.IDs) > s.opts.MaxLength {
-			truncated++
-		}
+		encs[i], T = enc, max(T, len(enc.IDs))
 	}
-	encs, err := s.tok.EncodeBatch(in, tokenizer.EncodeOptions{MaxLength: s.opts.MaxLength,
-		Truncation: tokenizer.TruncateLongestFirst, Padding: tokenizer.PadLongest})
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "%v", err)
-		return
-	}
-	B, T := len(encs), len(encs[0].IDs)
+	B := len(encs)
 	b := &roformer.Batch{InputIDs: make([]int32, B*T), TokenTypeIDs: make([]int32, B*T), AttentionMask: make([]int32, B*T), B: B, T: T}
 	for i, e := range encs {
 		for t := range T {
-			b.InputIDs[i*T+t], b.TokenTypeIDs[i*T+t], b.AttentionMask[i*T+t] = int32(e.IDs[t]), int32(e.TypeIDs[t]), int32(e.AttentionMask[t])
+			if t >= len(e.IDs) {
+				b.InputIDs[i*T+t] = int32(s.tok.PadID())
+				continue
+			}
+			b.InputIDs[i*T+t], b.TokenTypeIDs[i*T+t], b.AttentionMask[i*T+t] = int32(e.IDs[t]), int32(e.TypeIDs[t]), 1
 		}
 	}
 	var out *roformer.Output

@@ -29,9 +29,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var o serveOptions
 	fs.StringVar(&o.model, "model", "", "model folder with config.json, weights and tokenizer files (required)")
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on (\":8080\" for every interface)")
-	fs.IntVar(&o.srv.MaxInputs, "max-inputs", 64, "texts per request")
+	fs.IntVar(&o.srv.MaxInputs, "max-inputs", server.DefaultMaxInputs, "texts per request")
 	fs.IntVar(&o.srv.MaxLength, "max-length", 0, "tokens per input with [CLS] and [SEP] (default: the config's max_position_embeddings)")
-	fs.Int64Var(&o.srv.MaxBodyBytes, "max-body", 1<<20, "bytes per request body")
+	fs.Int64Var(&o.srv.MaxBodyBytes, "max-body", server.DefaultMaxBodyBytes, "bytes per request body")
 	th := threadsFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
