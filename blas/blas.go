@@ -2,7 +2,6 @@ package blas
 
 import (
 	"fmt"
-	"sync"
 
 	gblas "gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
@@ -16,84 +15,6 @@ type Backend interface {
 	// transpose flag is set. op(A) is m×k, op(B) is k×n, C is m×n; all are
 	// row-major with leading dimensions lda, ldb, ldc.
 	Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)
-}
-
-var (
-	mu      sync.RWMutex
-	current Backend = goBackend{}
-	loadErr error
-	once    sync.Once
-)
-
-// Init loads OpenBLAS the first time it is called (later calls do nothing)
-// and returns the load error, if any; the Go fallback is then in use. Sgemm
-// calls Init itself, so calling it is needed only to learn the outcome early.
-func Init() error {
-	once.Do(func() {
-		b, err := openOpenBLAS("")
-		mu.Lock()
-		defer mu.Unlock()
-		if err != nil {
-			loadErr = err
-			return
-		}
-		current = b
-	})
-	return loadErr
-}
-
-// Open loads OpenBLAS from an explicit shared-library path and makes it the
-// backend in use.
-func Open(path string) error {
-	once.Do(func() {}) // an explicit choice overrides the automatic one
-	b, err := openOpenBLAS(path)
-	if err != nil {
-		return err
-	}
-	mu.Lock()
-	current = b
-	mu.Unlock()
-	return nil
-}
-
-// UseGo makes the pure-Go fallback the backend in use, whether or not
-// OpenBLAS is present.
-func UseGo() {
-	once.Do(func() {})
-	mu.Lock()
-	current = goBackend{}
-	mu.Unlock()
-}
-
-// Set makes b the backend in use and returns the previous one (tests use it
-// to run the same math through both paths).
-func Set(b Backend) Backend {
-	prev := Current()
-	mu.Lock()
-	current = b
-	mu.Unlock()
-	return prev
-}
-
-// Go returns the pure-Go fallback backend.
-func Go() Backend { return goBackend{} }
-
-// Current returns the backend in use, loading OpenBLAS first if that has not
-// been tried yet.
-func Current() Backend {
-	Init()
-	mu.RLock()
-	defer mu.RUnlock()
-	return current
-}
-
-// Name returns the name of the backend in use.
-func Name() string { return Current().Name() }
-
-// LoadError returns why OpenBLAS could not be loaded, or nil.
-func LoadError() error {
-	Init()
-	return loadErr
 }
 
 // Sgemm computes C = alpha·op(A)·op(B) + beta·C (row-major) with the backend
@@ -145,17 +66,22 @@ func (goBackend) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []floa
 	}
 	if k == 0 {
 		// gonum rejects k == 0; the product is then beta·C.
-		for i := 0; i < m; i++ {
-			row := c[i*ldc : i*ldc+n]
-			for j := range row {
-				if beta == 0 {
-					row[j] = 0
-				} else {
-					row[j] *= beta
-				}
-			}
-		}
+		scaleC(m, n, beta, c, ldc)
 		return
 	}
 	gonum.Implementation{}.Sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// scaleC sets C = beta·C (the product of an empty inner dimension).
+func scaleC(m, n int, beta float32, c []float32, ldc int) {
+	for i := 0; i < m; i++ {
+		row := c[i*ldc : i*ldc+n]
+		for j := range row {
+			if beta == 0 {
+				row[j] = 0
+			} else {
+				row[j] *= beta
+			}
+		}
+	}
 }

@@ -2,6 +2,8 @@
 
 package blas
 
-// hostCPU identifies the processor; off x86-64 there is no core type to
-// choose, so it reports nothing.
-func hostCPU() (vendor string, family int, avx512 bool) { return "", 0, false }
+import "runtime"
+
+// hostCPU identifies the processor; off x86-64 only the architecture is
+// known here.
+func hostCPU() CPUInfo { return CPUInfo{Brand: runtime.GOARCH} }

@@ -1,29 +1,38 @@
 // Package blas is the matrix-product seam of the project: every GEMM goes
-// through Sgemm, which calls OpenBLAS's sgemm_ when the shared library
-// can be loaded at run time, and a pure-Go fallback (gonum's native BLAS)
-// otherwise.
+// through Sgemm, which calls the backend chosen for this machine: oneDNN's
+// dnnl_sgemm, OpenBLAS's sgemm_ (with one of its kernel sets), or a pure-Go
+// fallback (gonum's native BLAS). The int8 products of quantized inference
+// go through oneDNN's dnnl_gemm_u8s8s32 (see Int8).
 //
 // Why run-time loading (github.com/ebitengine/purego) rather than cgo: the
-// binary builds with CGO_ENABLED=0 and without OpenBLAS headers, starts on a
-// machine that lacks the library (and then says so and runs the slower Go
-// path), and picks OpenBLAS up without a rebuild when it is installed. An
-// sgemm_ call costs one foreign call (well under a microsecond), which is
-// negligible against the products a transformer layer makes.
+// binary builds with CGO_ENABLED=0 and without any library's headers, starts
+// on a machine that lacks the libraries (and then says so and runs the
+// slower Go path), and picks them up without a rebuild when they are
+// installed (Debian: libdnnl2, libopenblas0-pthread). A call costs one
+// foreign call (well under a microsecond; dnnl_sgemm's float arguments go
+// through purego's RegisterFunc, a few small allocations), negligible
+// against the products a transformer layer makes.
 //
-// Threads: OpenBLAS is kept single-threaded; parallelism comes from the
-// callers (kernels split rows or heads across goroutines, each calling
-// single-threaded BLAS). Measured on the 2-core target machines this beats one
-// caller with multi-threaded BLAS on head-sized products, and it gives one
-// knob (the number of Go workers) with no oversubscription.
+// Choice by measurement. A table of processors always lags new ones
+// (OpenBLAS 0.3.21 runs AVX2 kernels on AMD Zen 5 and Cooperlake's on Zen 4),
+// so the first use on a machine times every candidate on the products of a
+// BERT-base layer, one thread each, for about 0.2–0.3 s: oneDNN, OpenBLAS
+// with its own kernel choice and, when OpenBLAS is in contention, the other
+// kernel sets the processor's instruction sets can run (SkylakeX, Haswell,
+// Zen; loaded from a private copy of the library, since OpenBLAS fixes its
+// kernels when it is loaded). The first candidate in that order is kept
+// unless another is more than 3% faster. The verdict is cached in
+// CacheDir()/blas-choice.json under a key made of the processor (brand,
+// family, model, stepping, vector extensions) and the libraries' versions,
+// file sizes and dates, so a new processor or library measures again; a
+// corrupt cache file is ignored and rewritten. ROFORMER_BLAS=go|openblas|
+// openblas:KERNELSET|onednn|PATH overrides the choice; Probe measures again.
 //
-// The library is looked up as libopenblas.so.0, libopenblas.so (Linux),
-// libopenblas.dylib (macOS). Callers choose a path with Open or force the Go
-// path with UseGo (the CLI maps its ROFORMER_BLAS variable onto them).
-//
-// Kernel set: OpenBLAS picks its kernels for the processor when it is loaded.
-// Where its choice is measurably slow (AMD Zen 4, which OpenBLAS 0.3.21 runs
-// with Intel Cooperlake's AVX-512 kernels), the package sets
-// OPENBLAS_CORETYPE before loading; a value the user has set is left alone
-// (set it to a kernel set's name, e.g. Cooperlake, to choose another).
-// The name Name reports ends with the kernel set in use.
+// Threads: each library is kept single-threaded (OpenBLAS through
+// openblas_set_num_threads, oneDNN's OpenMP through OMP_NUM_THREADS=1 unless
+// set); parallelism comes from the callers (kernels split rows or heads
+// across goroutines, each calling the library). Measured on the 2-core
+// target machines this beats one caller with multi-threaded BLAS on
+// head-sized products, and it gives one knob (the number of Go workers) with
+// no oversubscription.
 package blas

@@ -5,6 +5,9 @@ package blas
 import (
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -14,8 +17,11 @@ import (
 )
 
 type openBLAS struct {
-	name   string
-	sgemmF uintptr // sgemm_, the Fortran interface: every argument by pointer
+	name     string
+	config   string  // openblas_get_config, e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64"
+	kernels  string  // openblas_get_corename: the kernel set running, e.g. "Zen"
+	coreType string  // the kernel set asked for ("" = OpenBLAS's own choice)
+	sgemmF   uintptr // sgemm_, the Fortran interface: every argument by pointer
 }
 
 // gemmArgs is the argument block of one sgemm_ call. It lives on the heap
@@ -42,12 +48,27 @@ func libraryNames() []string {
 }
 
 // openOpenBLAS loads sgemm_ from path, or from the usual library names when
-// path is empty, and pins OpenBLAS to one thread. Before loading it asks for
-// the kernel set that is fastest on this processor when OpenBLAS would
-// choose a slower one (see coreType).
-func openOpenBLAS(path string) (b *openBLAS, err error) {
+// path is empty, and pins OpenBLAS to one thread. coreType asks for one of
+// OpenBLAS's kernel sets (its OPENBLAS_CORETYPE names: "Haswell",
+// "SkylakeX", "Zen", ...); "" takes OpenBLAS's own choice, or the user's
+// OPENBLAS_CORETYPE.
+//
+// OpenBLAS reads OPENBLAS_CORETYPE once, when it is loaded, and a process
+// loads a library file once. A kernel set other than the one the process
+// already has is therefore loaded from a private copy of the library file
+// (Linux), which the dynamic loader treats as a library of its own.
+func openOpenBLAS(path, coreType string) (b *openBLAS, err error) {
 	if runtime.GOOS != "linux" && runtime.GOOS != "darwin" && runtime.GOOS != "freebsd" {
 		return nil, fmt.Errorf("blas: run-time loading of OpenBLAS is not supported on %s", runtime.GOOS)
+	}
+	obMu.Lock()
+	defer obMu.Unlock()
+	if coreType == "" {
+		coreType = os.Getenv("OPENBLAS_CORETYPE")
+	}
+	key := path + "|" + coreType
+	if o, ok := obLoaded[key]; ok {
+		return o, nil
 	}
 	defer func() {
 		// purego panics when a symbol cannot be registered; turn it into an error.
@@ -55,25 +76,47 @@ func openOpenBLAS(path string) (b *openBLAS, err error) {
 			b, err = nil, fmt.Errorf("blas: loading OpenBLAS: %v", r)
 		}
 	}()
-	chooseCoreType()
 	names := libraryNames()
 	if path != "" {
 		names = []string{path}
 	}
+	first := len(obLoaded) == 0
+	if !first && coreType != "" {
+		// Another instance is loaded already: load a copy of its file.
+		src, err := loadedLibraryFile("libopenblas")
+		if err != nil {
+			return nil, fmt.Errorf("blas: OpenBLAS kernel set %s: %w", coreType, err)
+		}
+		cp, err := copyToTemp(src)
+		if err != nil {
+			return nil, fmt.Errorf("blas: OpenBLAS kernel set %s: %w", coreType, err)
+		}
+		defer os.Remove(cp) // the mapping outlives the name
+		names = []string{cp}
+	}
+	prev, had := os.LookupEnv("OPENBLAS_CORETYPE")
+	if coreType != "" {
+		os.Setenv("OPENBLAS_CORETYPE", coreType)
+	}
 	var lib uintptr
 	var errs []string
 	for _, n := range names {
-		h, err := purego.Dlopen(n, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		h, err := purego.Dlopen(n, purego.RTLD_NOW|purego.RTLD_LOCAL)
 		if err == nil {
 			lib = h
 			break
 		}
 		errs = append(errs, err.Error())
 	}
+	if had {
+		os.Setenv("OPENBLAS_CORETYPE", prev)
+	} else {
+		os.Unsetenv("OPENBLAS_CORETYPE")
+	}
 	if lib == 0 {
 		return nil, errors.New("blas: OpenBLAS not found (" + strings.Join(errs, "; ") + "); install it, e.g. apt-get install libopenblas0-pthread")
 	}
-	o := &openBLAS{name: "openblas"}
+	o := &openBLAS{name: "openblas", coreType: coreType}
 	if o.sgemmF, err = purego.Dlsym(lib, "sgemm_"); err != nil {
 		return nil, fmt.Errorf("blas: OpenBLAS has no sgemm_: %w", err)
 	}
@@ -86,10 +129,68 @@ func openOpenBLAS(path string) (b *openBLAS, err error) {
 		var cfg func() *byte
 		purego.RegisterFunc(&cfg, sym)
 		if p := cfg(); p != nil {
-			o.name = "openblas " + goString(p)
+			o.config = goString(p)
+			o.name = "openblas " + o.config
 		}
 	}
+	if sym, err := purego.Dlsym(lib, "openblas_get_corename"); err == nil {
+		var core func() *byte
+		purego.RegisterFunc(&core, sym)
+		if p := core(); p != nil {
+			o.kernels = goString(p)
+		}
+	}
+	if coreType != "" && o.kernels != "" && !strings.EqualFold(o.kernels, coreType) {
+		return nil, fmt.Errorf("blas: OpenBLAS was asked for kernel set %s and runs %s", coreType, o.kernels)
+	}
+	obLoaded[key] = o
 	return o, nil
+}
+
+var (
+	obMu     sync.Mutex
+	obLoaded = map[string]*openBLAS{}
+)
+
+// loadedLibraryFile finds the file of a loaded library whose name contains
+// part, from /proc/self/maps.
+func loadedLibraryFile(part string) (string, error) {
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return "", fmt.Errorf("cannot find the loaded library's file: %w", err)
+	}
+	for _, line := range strings.Split(string(maps), "\n") {
+		// A private copy made by copyToTemp shows as "(deleted)" after its
+		// path; only the installed file counts.
+		f := strings.Fields(line)
+		if len(f) == 6 && strings.Contains(filepath.Base(f[5]), part) && !strings.HasPrefix(filepath.Base(f[5]), "roformer-") {
+			return f[5], nil
+		}
+	}
+	return "", fmt.Errorf("no loaded library named *%s* in /proc/self/maps", part)
+}
+
+// copyToTemp copies a file to a new temporary file and returns its name.
+func copyToTemp(src string) (string, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	out, err := os.CreateTemp("", "roformer-"+filepath.Base(src)+"-*")
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		os.Remove(out.Name())
+		return "", err
+	}
+	if err := out.Close(); err != nil {
+		os.Remove(out.Name())
+		return "", err
+	}
+	return out.Name(), nil
 }
 
 func goString(p *byte) string {

@@ -33,9 +33,8 @@ func threadsFlag(fs *flag.FlagSet) *int {
 	return fs.Int("threads", runtime.NumCPU(), "worker goroutines for the math (BLAS itself stays single-threaded)")
 }
 
-// setupCompute applies ROFORMER_BLAS ("go" forces the pure-Go fallback; a
-// path loads that OpenBLAS library), sets the thread count and says which
-// BLAS is in use.
+// setupCompute chooses the matrix-product backend (ROFORMER_BLAS or the
+// probe's verdict), sets the thread count and says which backend is in use.
 func setupCompute(threads int, stderr io.Writer, quiet bool) error {
 	if threads < 1 {
 		return usagef("--threads %d must be at least 1", threads)
@@ -50,15 +49,12 @@ func setupCompute(threads int, stderr io.Writer, quiet bool) error {
 	return nil
 }
 
+// applyBLASEnv chooses the matrix-product backend (ROFORMER_BLAS, or the
+// cached measurement; see blas.Init) and returns the error of an explicit
+// choice that cannot be loaded.
 func applyBLASEnv() error {
-	switch v := os.Getenv("ROFORMER_BLAS"); v {
-	case "", "auto":
-	case "go":
-		blas.UseGo()
-	default:
-		if err := blas.Open(v); err != nil {
-			return fmt.Errorf("ROFORMER_BLAS=%s: %w", v, err)
-		}
+	if err := blas.Init(); err != nil {
+		return fmt.Errorf("ROFORMER_BLAS=%s: %w", os.Getenv("ROFORMER_BLAS"), err)
 	}
 	return nil
 }

@@ -331,23 +331,28 @@ func TestFixtureSinusoidTable(t *testing.T) {
 	}
 }
 
-// The fixtures pass through the pure-Go BLAS fallback as well as OpenBLAS.
-func TestFixturesGoBLAS(t *testing.T) {
-	prev := blas.Set(blas.Go())
-	defer blas.Set(prev)
+// The fixtures pass through every matrix-product backend this machine has:
+// oneDNN, OpenBLAS and the pure-Go fallback.
+func TestFixturesEveryBackend(t *testing.T) {
 	ctx := context.Background()
-	for _, f := range loadFixtures(t) {
-		t.Run(f.Case, func(t *testing.T) {
-			l, err := Load(f.dir, HeadMaskedLM, LoadOptions{})
-			if err != nil {
-				t.Fatal(err)
+	fs := loadFixtures(t)
+	for _, be := range blas.Available() {
+		name := strings.Fields(be.Name())[0]
+		t.Run(name, func(t *testing.T) {
+			prev := blas.Set(be)
+			defer blas.Set(prev)
+			for _, f := range fs {
+				l, err := Load(f.dir, HeadMaskedLM, LoadOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, err := l.Forward(ctx, f.batch(), &Labels{IDs: flat(f.Outputs.RoFormerForMaskedLM.Labels)}, Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				check(t, f.Case+" masked-lm logits ("+name+")", out.Logits.Data, f.Outputs.RoFormerForMaskedLM.Logits, tolLogits)
+				checkLoss(t, f.Case+" masked-lm loss ("+name+")", out.Loss, f.Outputs.RoFormerForMaskedLM.Loss)
 			}
-			out, err := l.Forward(ctx, f.batch(), &Labels{IDs: flat(f.Outputs.RoFormerForMaskedLM.Labels)}, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			check(t, "masked-lm logits (go blas)", out.Logits.Data, f.Outputs.RoFormerForMaskedLM.Logits, tolLogits)
-			checkLoss(t, "masked-lm loss (go blas)", out.Loss, f.Outputs.RoFormerForMaskedLM.Loss)
 		})
 	}
 }

@@ -1,0 +1,110 @@
+package blas
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCacheRoundTripAndInvalidation(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "blas-choice.json")
+	c := Choice{Candidate: Candidate{Kind: KindOpenBLAS, CoreType: "Haswell"}, Name: "x", Reason: "measured",
+		Measurements: []Measurement{{Candidate: Candidate{Kind: KindOneDNN}, GFLOPS: 90}}}
+	if err := writeCache(path, "cpu A; lib 1", c); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := readCache(path, "cpu A; lib 1")
+	if !ok || got.Candidate != c.Candidate || len(got.Measurements) != 1 {
+		t.Fatalf("read back %+v, %v", got, ok)
+	}
+	// Another library version or another processor: the verdict is stale.
+	for _, key := range []string{"cpu A; lib 2", "cpu B; lib 1"} {
+		if _, ok := readCache(path, key); ok {
+			t.Errorf("key %q: stale verdict used", key)
+		}
+	}
+}
+
+func TestCorruptCacheIsIgnoredAndRewritten(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("ROFORMER_CACHE_DIR", dir)
+	path := cachePath()
+	if path != filepath.Join(dir, "blas-choice.json") {
+		t.Fatalf("cache path %s", path)
+	}
+	for _, junk := range []string{"", "{", "not json at all", `{"key": 3}`, `{"key": "k", "choice": {}}`} {
+		if err := os.WriteFile(path, []byte(junk), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := readCache(path, "k"); ok {
+			t.Errorf("corrupt cache %q accepted", junk)
+		}
+	}
+	b, c := chooseAuto(false)
+	if b == nil || c.Kind == "" || c.Cached {
+		t.Fatalf("choice %+v", c)
+	}
+	if !strings.Contains(c.Reason, "fastest measured") && c.Kind != KindGo {
+		t.Errorf("reason %q", c.Reason)
+	}
+	// The measurement replaced the junk; the next choice reads it.
+	_, c2 := chooseAuto(false)
+	if !c2.Cached || c2.Candidate != c.Candidate {
+		t.Errorf("second choice %+v, want the cached %v", c2, c.Candidate)
+	}
+}
+
+func TestBestKeepsTheFirstWithinMargin(t *testing.T) {
+	m := func(kind, core string, g float64) Measurement {
+		return Measurement{Candidate: Candidate{Kind: kind, CoreType: core}, GFLOPS: g}
+	}
+	for _, tc := range []struct {
+		ms   []Measurement
+		want Candidate
+	}{
+		{[]Measurement{m(KindOneDNN, "", 100), m(KindOpenBLAS, "", 102)}, Candidate{Kind: KindOneDNN}},
+		{[]Measurement{m(KindOneDNN, "", 100), m(KindOpenBLAS, "", 110), m(KindOpenBLAS, "Zen", 120)}, Candidate{KindOpenBLAS, "Zen"}},
+		{[]Measurement{{Candidate: Candidate{Kind: KindOneDNN}, Err: "missing"}, m(KindGo, "", 10)}, Candidate{Kind: KindGo}},
+	} {
+		got, ok := best(tc.ms)
+		if !ok || got.Candidate != tc.want {
+			t.Errorf("best(%v) = %v, want %v", tc.ms, got.Candidate, tc.want)
+		}
+	}
+	if _, ok := best([]Measurement{{Err: "x"}}); ok {
+		t.Error("nothing measured, yet a choice")
+	}
+}
+
+func TestExplicitChoice(t *testing.T) {
+	if _, _, err := chooseExplicit("nonsense"); err == nil {
+		t.Error("ROFORMER_BLAS=nonsense accepted")
+	}
+	if _, c, err := chooseExplicit("/nonexistent/libopenblas.so"); err == nil || c.Kind != KindGo {
+		t.Errorf("missing library: %v, %+v", err, c)
+	}
+	if b, c, err := chooseExplicit("go"); err != nil || b.Name() != Go().Name() || c.Kind != KindGo {
+		t.Errorf("go: %v %+v", err, c)
+	}
+}
+
+// A kernel set asked for is the kernel set that runs (OpenBLAS's own
+// report), also when another instance of OpenBLAS is loaded already.
+func TestOpenBLASKernelSets(t *testing.T) {
+	own, err := openOpenBLAS("", "")
+	if err != nil {
+		t.Skip(err)
+	}
+	if !CPU().AVX2 {
+		t.Skip("no AVX2")
+	}
+	o, err := openOpenBLAS("", "Haswell")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.kernels != "Haswell" || !strings.Contains(o.Name(), "Haswell") {
+		t.Errorf("asked for Haswell, runs %q (%s); own choice %q", o.kernels, o.Name(), own.kernels)
+	}
+	testBackend(t, o)
+}

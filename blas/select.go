@@ -1,0 +1,140 @@
+package blas
+
+import (
+	"errors"
+	"os"
+	"sync"
+)
+
+var (
+	mu       sync.RWMutex
+	current  Backend = goBackend{}
+	chosen           = Choice{Candidate: Candidate{Kind: KindGo}, Name: goBackend{}.Name(), Reason: "not chosen yet"}
+	loadErr  error   // why an explicit ROFORMER_BLAS choice failed
+	loadErrs []error // why libraries could not be loaded (automatic choice)
+	once     sync.Once
+)
+
+// Init chooses the backend the first time it is called (later calls do
+// nothing). ROFORMER_BLAS decides when set: "go", "openblas",
+// "openblas:KERNELSET" (an OPENBLAS_CORETYPE name), "onednn", or a library
+// path; "auto" or unset measures the candidates once per machine and
+// library build (about 0.2 s) and reuses the cached verdict after that.
+// Init returns the error of an explicit choice that cannot be loaded; the
+// pure-Go fallback is then in use. Sgemm calls Init itself.
+func Init() error {
+	once.Do(func() {
+		var b Backend
+		var c Choice
+		switch v := os.Getenv("ROFORMER_BLAS"); v {
+		case "", "auto":
+			b, c = chooseAuto(false)
+		default:
+			b, c, loadErr = chooseExplicit(v)
+		}
+		mu.Lock()
+		current, chosen = b, c
+		mu.Unlock()
+	})
+	return loadErr
+}
+
+// Probe measures every candidate again (the pure-Go fallback too), makes
+// the fastest the backend in use, rewrites the cached verdict and returns
+// it. ROFORMER_BLAS is ignored.
+func Probe() Choice {
+	once.Do(func() {})
+	b, c := chooseAuto(true)
+	mu.Lock()
+	current, chosen, loadErr = b, c, nil
+	mu.Unlock()
+	return c
+}
+
+// Chosen returns the backend in use and why it was chosen, choosing it
+// first if that has not been done yet.
+func Chosen() Choice {
+	Init()
+	mu.RLock()
+	defer mu.RUnlock()
+	return chosen
+}
+
+// Open loads OpenBLAS, or oneDNN when the file name contains "dnnl", from
+// an explicit shared-library path and makes it the backend in use.
+func Open(path string) error {
+	once.Do(func() {}) // an explicit choice overrides the automatic one
+	b, c, err := chooseExplicit(path)
+	if err != nil {
+		return err
+	}
+	c.Reason = "opened " + path
+	mu.Lock()
+	current, chosen = b, c
+	mu.Unlock()
+	return nil
+}
+
+// UseGo makes the pure-Go fallback the backend in use, whether or not a
+// library is present.
+func UseGo() {
+	once.Do(func() {})
+	mu.Lock()
+	current = goBackend{}
+	chosen = Choice{Candidate: Candidate{Kind: KindGo}, Name: goBackend{}.Name(), Reason: "asked for (UseGo)"}
+	mu.Unlock()
+}
+
+// Set makes b the backend in use and returns the previous one (tests use it
+// to run the same math through every path).
+func Set(b Backend) Backend {
+	prev := Current()
+	mu.Lock()
+	current = b
+	chosen = Choice{Name: b.Name(), Reason: "set by the program"}
+	mu.Unlock()
+	return prev
+}
+
+// Go returns the pure-Go fallback backend.
+func Go() Backend { return goBackend{} }
+
+// Available returns every backend this machine can load: oneDNN, OpenBLAS
+// with its own kernel choice, and the pure-Go fallback (tests run the same
+// math through each).
+func Available() []Backend {
+	l := findLibraries()
+	var bs []Backend
+	if l.oneDNN != nil {
+		bs = append(bs, l.oneDNN)
+	}
+	if l.openBLAS != nil {
+		bs = append(bs, l.openBLAS)
+	}
+	return append(bs, goBackend{})
+}
+
+// Current returns the backend in use, choosing it first if that has not
+// been done yet.
+func Current() Backend {
+	Init()
+	mu.RLock()
+	defer mu.RUnlock()
+	return current
+}
+
+// Name returns the name of the backend in use.
+func Name() string { return Current().Name() }
+
+// LoadError returns why an explicit ROFORMER_BLAS choice could not be
+// loaded or, for the automatic choice, why libraries were missing (nil
+// when both OpenBLAS and oneDNN were found).
+func LoadError() error {
+	Init()
+	mu.RLock()
+	defer mu.RUnlock()
+	if loadErr != nil {
+		return loadErr
+	}
+	return errors.Join(loadErrs...)
+}
