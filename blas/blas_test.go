@@ -124,3 +124,36 @@ func BenchmarkSgemm(b *testing.B) {
 		}
 	}
 }
+
+func TestInt8AgainstReference(t *testing.T) {
+	be, err := Int8()
+	if err != nil {
+		t.Skip(err)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, s := range [][3]int{{1, 1, 1}, {7, 13, 5}, {33, 17, 65}, {64, 96, 768}, {3, 129, 2}} {
+		m, n, k := s[0], s[1], s[2]
+		for _, tb := range []bool{false, true} {
+			a := make([]uint8, m*k)
+			b := make([]int8, k*n)
+			for i := range a {
+				a[i] = uint8(r.IntN(256))
+			}
+			for i := range b {
+				b[i] = int8(r.IntN(255) - 127)
+			}
+			ldb := n
+			if tb {
+				ldb = k
+			}
+			got, want := make([]int32, m*n), make([]int32, m*n)
+			be.GemmU8S8S32(false, tb, m, n, k, a, k, b, ldb, got, n)
+			GoInt8{}.GemmU8S8S32(false, tb, m, n, k, a, k, b, ldb, want, n)
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("%v transB=%v: element %d is %d, want %d", s, tb, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}

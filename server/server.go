@@ -35,6 +35,9 @@ type Options struct {
 	MaxTopK int
 	// Name is what /v1/model reports as the model's name.
 	Name string
+	// Precision of the linear layers' products (fp32 when empty); Load
+	// fails when this machine cannot run it.
+	Precision roformer.Precision
 	// Log receives one line per request that failed on the server's side
 	// (a panic, a forward pass error); nil discards them.
 	Log *log.Logger
@@ -135,7 +138,7 @@ func Load(dir string, opts Options) (*Server, error) {
 			break
 		}
 	}
-	l, err := roformer.Load(dir, head, roformer.LoadOptions{})
+	l, err := roformer.Load(dir, head, roformer.LoadOptions{Precision: opts.Precision})
 	if err != nil {
 		return nil, err
 	}

@@ -36,6 +36,7 @@ type benchOptions struct {
 	seed                    uint64
 	json, quiet             bool
 	cpuProfile              string // write a pprof CPU profile of the timed steps here
+	precision               string // fp32, bf16 or int8 (inference)
 }
 
 // benchVocab is the vocabulary size of the --size presets (issue #5's
@@ -73,6 +74,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the initialisation, the token ids, the labels and dropout")
 	fs.BoolVar(&o.json, "json", false, "end the output with one line holding the results as a JSON object")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the timed steps to this file (go tool pprof)")
+	precisionFlag(fs, &o.precision)
 	fs.BoolVar(&o.quiet, "quiet", false, "print only the JSON line (with --json) and no progress on stderr")
 	th := threadsFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -99,6 +101,8 @@ type benchResult struct {
 	Seq          int       `json:"seq"`
 	Threads      int       `json:"threads"`
 	BLAS         string    `json:"blas"`
+	Precision    string    `json:"precision"`
+	CPU          string    `json:"cpu"`
 	Vector       string    `json:"vector"`
 	Params       int       `json:"params"`
 	Steps        int       `json:"steps"`
@@ -140,6 +144,13 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 	if !(o.maskProb > 0 && o.maskProb <= 1) {
 		return usagef("--mask-prob %v must be in (0, 1]", o.maskProb)
 	}
+	prec, err := roformer.ParsePrecision(o.precision)
+	if err != nil {
+		return usagef("--precision: %v", err)
+	}
+	if prec != roformer.PrecisionFP32 && o.mode == "train" {
+		return usagef("--precision %s is for inference; training runs in fp32", prec)
+	}
 	if !(o.peakGFLOPS >= 0) || math.IsInf(o.peakGFLOPS, 0) {
 		return usagef("--peak-gflops %v must be a finite number ≥ 0", o.peakGFLOPS)
 	}
@@ -171,6 +182,9 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 			return err
 		}
 		m.Init(o.seed)
+	}
+	if err := m.SetPrecision(prec); err != nil {
+		return err
 	}
 	cfg := &m.Config
 
@@ -281,7 +295,7 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 	med := median(times)
 	res := benchResult{
 		Impl: "roformer-go", Mode: o.mode, Size: size, Head: string(head), Batch: o.batch, Seq: o.seq,
-		Threads: threads, BLAS: blas.Name(), Vector: kernels.VectorPath(), Params: m.NumParams(), Steps: o.steps, Warmup: o.warmup,
+		Threads: threads, BLAS: blas.Name(), Precision: string(prec), CPU: blas.CPU().String(), Vector: kernels.VectorPath(), Params: m.NumParams(), Steps: o.steps, Warmup: o.warmup,
 		TokensPerSec: float64(BT) / (med / 1e3), MsPerStep: med, MsMin: slices.Min(times), MsMax: slices.Max(times),
 		MsSteps: times, FLOPsPerStep: flops, GFLOPS: flops / (med / 1e3) / 1e9,
 		PeakGFLOPS: peak, PeakSource: peakSource, PeakRSS: rss, StartRSS: startRSS, HeadRows: headRows, Loss: loss,

@@ -17,10 +17,11 @@ func init() {
 }
 
 type fillMaskOptions struct {
-	model   string
-	topK    int
-	json    bool
-	threads int
+	model     string
+	topK      int
+	json      bool
+	threads   int
+	precision string
 }
 
 func cmdFillMask(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -29,6 +30,7 @@ func cmdFillMask(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&o.model, "model", "", "model folder with config.json, weights and vocab.txt (required)")
 	fs.IntVar(&o.topK, "top-k", 5, "candidates per mask")
 	fs.BoolVar(&o.json, "json", false, "print one JSON array per text (HF fill-mask pipeline fields)")
+	precisionFlag(fs, &o.precision)
 	th := threadsFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -50,7 +52,11 @@ func cmdFillMask(ctx context.Context, args []string, stdout, stderr io.Writer) e
 }
 
 func runFillMask(ctx context.Context, o fillMaskOptions, texts []string, w io.Writer) error {
-	m, err := roformer.Load(o.model, roformer.HeadMaskedLM, roformer.LoadOptions{})
+	prec, err := roformer.ParsePrecision(o.precision)
+	if err != nil {
+		return usagef("--precision: %v", err)
+	}
+	m, err := roformer.Load(o.model, roformer.HeadMaskedLM, roformer.LoadOptions{Precision: prec})
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ func init() {
 
 type forwardOptions struct {
 	model, head, input, output string
+	precision                  string
 	threads                    int
 	quiet                      bool
 }
@@ -34,6 +35,7 @@ func cmdForward(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&o.input, "input", "", "JSON file with input_ids [B][L] ([B][C][L] for multiple-choice), optional attention_mask and token_type_ids (required; - for stdin)")
 	fs.StringVar(&o.output, "output", "", "write the outputs here instead of stdout")
 	fs.BoolVar(&o.quiet, "quiet", false, "do not print the BLAS line on stderr")
+	precisionFlag(fs, &o.precision)
 	th := threadsFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -181,7 +183,11 @@ func runForward(ctx context.Context, o forwardOptions, w io.Writer) error {
 		}
 		*f.dst = vals
 	}
-	l, err := roformer.Load(o.model, head, roformer.LoadOptions{})
+	prec, err := roformer.ParsePrecision(o.precision)
+	if err != nil {
+		return usagef("--precision: %v", err)
+	}
+	l, err := roformer.Load(o.model, head, roformer.LoadOptions{Precision: prec})
 	if err != nil {
 		if errors.Is(err, roformer.ErrHeadMissing) {
 			return fmt.Errorf("%w\n(the folder holds no trained %s head; fine-tune one first, or use --head base)", err, head)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	roformer "github.com/roformer-go/roformer/model/roformer"
 	"io"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ type predictOptions struct {
 	data                 dataFlags
 	maxLength, batch     int
 	threads              int
+	precision            string
 }
 
 func cmdPredict(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -32,6 +34,7 @@ func cmdPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	o.data.register(fs, false)
 	fs.IntVar(&o.maxLength, "max-length", 0, "tokens per input (default: the length the model was fine-tuned with, else 128)")
 	fs.IntVar(&o.batch, "batch", 64, "inputs per forward pass")
+	precisionFlag(fs, &o.precision)
 	th := threadsFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -58,9 +61,20 @@ func cmdPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 const predictChunk = 1024
 
 func runPredict(ctx context.Context, o predictOptions, w io.Writer) error {
+	prec, err := roformer.ParsePrecision(o.precision)
+	if err != nil {
+		return usagef("--precision: %v", err)
+	}
 	ft, err := loadFineTuned(o.model, o.maxLength, o.batch)
 	if err != nil {
 		return err
+	}
+	if ft.model != nil {
+		if err := ft.model.SetPrecision(prec); err != nil {
+			return err
+		}
+	} else if prec != roformer.PrecisionFP32 {
+		return usagef("--precision %s: %s holds a bag-of-words baseline, not a RoFormer", prec, o.model)
 	}
 	ro, err := o.data.readOptions(ft.spec.Problem, ft.columns)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	roformer "github.com/roformer-go/roformer/model/roformer"
 	"io"
 	"log"
 	"net"
@@ -20,6 +21,7 @@ func init() {
 
 type serveOptions struct {
 	model, addr string
+	precision   string
 	srv         server.Options
 	threads     int
 }
@@ -32,6 +34,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.srv.MaxInputs, "max-inputs", server.DefaultMaxInputs, "texts per request")
 	fs.IntVar(&o.srv.MaxLength, "max-length", 0, "tokens per input with [CLS] and [SEP] (default: the config's max_position_embeddings)")
 	fs.Int64Var(&o.srv.MaxBodyBytes, "max-body", server.DefaultMaxBodyBytes, "bytes per request body")
+	precisionFlag(fs, &o.precision)
 	th := threadsFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -59,6 +62,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // requests in flight finish (up to 30 s, then it closes them).
 func runServe(ctx context.Context, o serveOptions, ln net.Listener, stderr io.Writer) error {
 	o.srv.Log = log.New(stderr, "", log.LstdFlags)
+	prec, err := roformer.ParsePrecision(o.precision)
+	if err != nil {
+		return usagef("--precision: %v", err)
+	}
+	o.srv.Precision = prec
 	s, err := server.Load(o.model, o.srv)
 	if err != nil {
 		ln.Close()

@@ -58,3 +58,8 @@ func applyBLASEnv() error {
 	}
 	return nil
 }
+
+// precisionFlag registers --precision on fs.
+func precisionFlag(fs *flag.FlagSet, p *string) {
+	fs.StringVar(p, "precision", "fp32", "number format of the linear layers' products: fp32, bf16 (AVX512_BF16 or AMX) or int8 (dynamic quantization; needs oneDNN)")
+}

@@ -65,6 +65,9 @@ func (m *Model) ForwardBackward(ctx context.Context, s *State, b *Batch, labels 
 	if labels == nil {
 		return nil, fmt.Errorf("roformer: a training step needs labels")
 	}
+	if m.lowp != nil {
+		return nil, fmt.Errorf("roformer: the model is prepared for %s inference; training needs fp32 (SetPrecision(PrecisionFP32))", m.lowp.prec)
+	}
 	if err := b.Validate(&m.Config); err != nil {
 		return nil, err
 	}

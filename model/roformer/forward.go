@@ -296,7 +296,7 @@ func (m *Model) encode(ctx context.Context, s *State, hook func(layer int, hidde
 	kernels.LayerNormForward(s.embLN, s.embMean, s.embRstd, s.embSum, emb.LN.W.Data, emb.LN.B.Data, eps, BT, E)
 	kernels.DropoutForward(s.embLN, s.dropAt(-1, siteEmbeddings, cfg.HiddenDropoutProb), BT*E)
 	if p := m.Encoder.Project; p != nil {
-		kernels.MatmulForward(s.hidden0, s.embLN, p.W.Data, p.B.Data, BT, E, H)
+		m.matmul(s.hidden0, s.embLN, p.W.Data, p.B.Data, BT, E, H)
 	}
 	x := s.hidden0
 	if hook != nil {
@@ -319,27 +319,27 @@ func (m *Model) encode(ctx context.Context, s *State, hook func(layer int, hidde
 		// are adjacent (one larger product runs closer to the BLAS peak)
 		if w, b, ok := L.fusedWeights(); ok {
 			qkv := s.qkvScratch(BT * 3 * H)
-			kernels.MatmulForward(qkv, x, w, b, BT, H, 3*H)
+			m.matmul(qkv, x, w, b, BT, H, 3*H)
 			kernels.SplitQKV(la.q, la.k, la.v, qkv, BT, H)
 		} else {
-			kernels.MatmulForward(la.q, x, L.Query.W.Data, L.Query.B.Data, BT, H, H)
-			kernels.MatmulForward(la.k, x, L.Key.W.Data, L.Key.B.Data, BT, H, H)
-			kernels.MatmulForward(la.v, x, L.Value.W.Data, L.Value.B.Data, BT, H, H)
+			m.matmul(la.q, x, L.Query.W.Data, L.Query.B.Data, BT, H, H)
+			m.matmul(la.k, x, L.Key.W.Data, L.Key.B.Data, BT, H, H)
+			m.matmul(la.v, x, L.Value.W.Data, L.Value.B.Data, BT, H, H)
 		}
 		// ctx = softmax(q·kᵀ/√HS + mask)·v with q, k (and v) rotated by
 		// RoPE: see attentionForward for the other encodings and kinds
 		m.attentionForward(s, l, la)
 		// a = LayerNorm(x + dropout(dense(ctx)))
 		if d := s.dropAt(l, siteAttnOut, cfg.HiddenDropoutProb); d.Active() {
-			kernels.MatmulForward(la.res1, la.ctx, L.AttnOut.W.Data, L.AttnOut.B.Data, BT, H, H)
+			m.matmul(la.res1, la.ctx, L.AttnOut.W.Data, L.AttnOut.B.Data, BT, H, H)
 			kernels.DropoutForward(la.res1, d, BT*H)
 			kernels.AddForward(la.res1, la.res1, x, BT*H)
 		} else {
-			kernels.MatmulResidualForward(la.res1, la.ctx, L.AttnOut.W.Data, L.AttnOut.B.Data, x, BT, H, H)
+			m.matmulResidual(la.res1, la.ctx, L.AttnOut.W.Data, L.AttnOut.B.Data, x, BT, H, H)
 		}
 		kernels.LayerNormForward(la.a, la.ln1Mean, la.ln1Rstd, la.res1, L.AttnLN.W.Data, L.AttnLN.B.Data, eps, BT, H)
 		// out = LayerNorm(a + dropout(dense(act(dense(a)))))
-		kernels.MatmulForward(la.pre, la.a, L.FFIn.W.Data, L.FFIn.B.Data, BT, H, I)
+		m.matmul(la.pre, la.a, L.FFIn.W.Data, L.FFIn.B.Data, BT, H, I)
 		post := la.pre // inference: the activation in place
 		if la.dact != nil {
 			post = la.post
@@ -348,11 +348,11 @@ func (m *Model) encode(ctx context.Context, s *State, hook func(layer int, hidde
 			kernels.ActivationForward(post, la.pre, m.act, BT*I)
 		}
 		if d := s.dropAt(l, siteFFNOut, cfg.HiddenDropoutProb); d.Active() {
-			kernels.MatmulForward(la.res2, post, L.FFOut.W.Data, L.FFOut.B.Data, BT, I, H)
+			m.matmul(la.res2, post, L.FFOut.W.Data, L.FFOut.B.Data, BT, I, H)
 			kernels.DropoutForward(la.res2, d, BT*H)
 			kernels.AddForward(la.res2, la.res2, la.a, BT*H)
 		} else {
-			kernels.MatmulResidualForward(la.res2, post, L.FFOut.W.Data, L.FFOut.B.Data, la.a, BT, I, H)
+			m.matmulResidual(la.res2, post, L.FFOut.W.Data, L.FFOut.B.Data, la.a, BT, I, H)
 		}
 		kernels.LayerNormForward(la.out, la.ln2Mean, la.ln2Rstd, la.res2, L.OutputLN.W.Data, L.OutputLN.B.Data, eps, BT, H)
 		x = la.out

@@ -160,7 +160,7 @@ func (m *Model) headForward(out *Output, x []float32, b *Batch, labels *Labels, 
 	case HeadTokenCls:
 		NL := cfg.NumLabels
 		logits := make([]float32, BT*NL)
-		kernels.MatmulForward(logits, x, m.TokenCls.W.Data, m.TokenCls.B.Data, BT, H, NL)
+		m.matmul(logits, x, m.TokenCls.W.Data, m.TokenCls.B.Data, BT, H, NL)
 		out.Logits = &tensor.Tensor{Shape: []int{B, T, NL}, Data: logits}
 		if labels != nil && labels.IDs != nil {
 			if len(labels.IDs) != BT {
@@ -173,7 +173,7 @@ func (m *Model) headForward(out *Output, x []float32, b *Batch, labels *Labels, 
 		}
 	case HeadQA:
 		both := make([]float32, BT*2)
-		kernels.MatmulForward(both, x, m.QA.W.Data, m.QA.B.Data, BT, H, 2)
+		m.matmul(both, x, m.QA.W.Data, m.QA.B.Data, BT, H, 2)
 		start, end := make([]float32, BT), make([]float32, BT)
 		for i := 0; i < BT; i++ {
 			start[i], end[i] = both[2*i], both[2*i+1]
@@ -195,7 +195,7 @@ func (m *Model) headForward(out *Output, x []float32, b *Batch, labels *Labels, 
 		for r := 0; r < B; r++ { // SequenceSummary "last": the last position, padding included
 			copy(last[r*H:r*H+H], x[(r*T+T-1)*H:(r*T+T)*H])
 		}
-		kernels.MatmulForward(logits, last, m.Choice.W.Data, m.Choice.B.Data, B, H, 1)
+		m.matmul(logits, last, m.Choice.W.Data, m.Choice.B.Data, B, H, 1)
 		out.Logits = &tensor.Tensor{Shape: []int{B / nc, nc}, Data: logits}
 		if labels != nil && labels.IDs != nil {
 			if len(labels.IDs) != B/nc {
@@ -220,10 +220,10 @@ func (m *Model) lmLogits(logits, x []float32, N int, acts *lmActs) {
 	if a == nil {
 		a = newLMActs(N, E)
 	}
-	kernels.MatmulForward(a.pre, x, m.LM.Transform.W.Data, m.LM.Transform.B.Data, N, H, E)
+	m.matmul(a.pre, x, m.LM.Transform.W.Data, m.LM.Transform.B.Data, N, H, E)
 	kernels.ActivationForward(a.post, a.pre, m.act, N*E)
 	kernels.LayerNormForward(a.ln, a.mean, a.rstd, a.post, m.LM.LN.W.Data, m.LM.LN.B.Data, float32(cfg.LayerNormEps), N, E)
-	kernels.MatmulForward(logits, a.ln, m.Encoder.Embeddings.Word.Data, m.LM.Bias.Data, N, E, V)
+	m.matmul(logits, a.ln, m.Encoder.Embeddings.Word.Data, m.LM.Bias.Data, N, E, V)
 }
 
 // lmActs are the LM head's activations for N rows.
@@ -247,9 +247,9 @@ func (m *Model) classifierLogits(logits, x []float32, B, T int, acts *clsActs) {
 	for r := 0; r < B; r++ {
 		copy(a.first[r*H:r*H+H], x[r*T*H:r*T*H+H])
 	}
-	kernels.MatmulForward(a.pre, a.first, m.Classifier.Dense.W.Data, m.Classifier.Dense.B.Data, B, H, H)
+	m.matmul(a.pre, a.first, m.Classifier.Dense.W.Data, m.Classifier.Dense.B.Data, B, H, H)
 	kernels.ActivationForward(a.post, a.pre, m.act, B*H)
-	kernels.MatmulForward(logits, a.post, m.Classifier.OutProj.W.Data, m.Classifier.OutProj.B.Data, B, H, NL)
+	m.matmul(logits, a.post, m.Classifier.OutProj.W.Data, m.Classifier.OutProj.B.Data, B, H, NL)
 }
 
 // clsActs are the classification head's activations.

@@ -26,6 +26,9 @@ type LoadOptions struct {
 	// Weights names the weight file to read instead of the automatic choice
 	// (a .safetensors, .bin or .index.json path).
 	Weights string
+	// Precision of the inference products ("" is fp32); see SetPrecision.
+	// A precision this machine cannot run is an error.
+	Precision Precision
 }
 
 // Loaded is a model read from a folder, with what the loader saw.
@@ -90,6 +93,9 @@ func Load(dir string, head Head, opts LoadOptions) (*Loaded, error) {
 	}
 	if err := m.checkFinite(); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	if err := m.SetPrecision(opts.Precision); err != nil {
+		return nil, err
 	}
 	return &Loaded{Model: m, Dir: dir, Checkpoint: f.Path, Format: f.Format, DTypes: dtypes, Report: rep}, nil
 }

@@ -153,6 +153,10 @@ type Model struct {
 	featRotary               *rope.Rotary
 	omega                    [][]float32
 	featureSeed, featureDraw uint64
+
+	// lowp holds the linear layers prepared for bf16 or int8 inference
+	// (SetPrecision); nil runs float32.
+	lowp *lowPrecision
 }
 
 // New allocates a model with zero parameters for cfg and head. Use Init for

@@ -1,0 +1,226 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/roformer-go/roformer/blas"
+)
+
+// Int8Linear is a linear layer's weight quantized for inference: int8 per
+// output channel (symmetric, scale = max|w|/127 per row of W), done once.
+// Its Forward quantizes the activations per row at run time (asymmetric
+// uint8: a scale and a zero point per row), multiplies in int8 with int32
+// accumulation (oneDNN's u8·s8 GEMM) and rescales to float32.
+//
+// Why per row and asymmetric for the activations: the rows of a
+// transformer's activations differ in range by an order of magnitude, and
+// the feed-forward output's input (after GELU) lies in [−0.17, ∞), which a
+// symmetric scale would spend half its codes on. The zero point costs one
+// multiply-add per output: Σ_c (q_c − z)·w_c = Σ q_c·w_c − z·Σ w_c.
+type Int8Linear struct {
+	OC, C  int
+	w      []int8    // [OC, C]
+	scale  []float32 // [OC] weight scale per output channel
+	wsum   []float32 // [OC] scale[o]·Σ_c w[o, c], for the zero point
+	zeros  []float32 // [OC] stands in for a missing bias or residual
+	qmax   int       // 127, or 63 where u8·s8 sums saturate without VNNI
+	gemm   blas.Int8Backend
+	scPool sync.Pool // *int8Scratch
+}
+
+type int8Scratch struct {
+	a     []uint8
+	acc   []int32
+	s, zs []float32 // per row: scale, zero point·scale
+}
+
+// NewInt8Linear quantizes w [OC, C] (PyTorch's nn.Linear layout). It
+// fails when no int8 backend is available (oneDNN missing).
+func NewInt8Linear(w []float32, OC, C int) (*Int8Linear, error) {
+	g, err := blas.Int8()
+	if err != nil {
+		return nil, err
+	}
+	qmax := 127
+	if !blas.Int8SaturationSafe() {
+		qmax = 63
+	}
+	return newInt8Linear(w, OC, C, qmax, g), nil
+}
+
+func newInt8Linear(w []float32, OC, C, qmax int, g blas.Int8Backend) *Int8Linear {
+	q := &Int8Linear{OC: OC, C: C, w: make([]int8, OC*C), scale: make([]float32, OC), wsum: make([]float32, OC), zeros: make([]float32, OC), qmax: qmax, gemm: g}
+	for o := 0; o < OC; o++ {
+		row := w[o*C : o*C+C]
+		amax := float32(0)
+		for _, v := range row {
+			amax = max(amax, float32(math.Abs(float64(v))))
+		}
+		s := amax / float32(qmax)
+		if s == 0 {
+			s = 1
+		}
+		inv := 1 / s
+		var sum int32
+		qr := q.w[o*C : o*C+C]
+		for c, v := range row {
+			x := int32(math.RoundToEven(float64(v * inv)))
+			x = min(max(x, -int32(qmax)), int32(qmax))
+			qr[c] = int8(x)
+			sum += x
+		}
+		q.scale[o] = s
+		q.wsum[o] = s * float32(sum)
+	}
+	return q
+}
+
+// Dequantized returns the weight as the products see it, [OC, C] float32
+// (tests compare the layer with the float product of these weights).
+func (q *Int8Linear) Dequantized() []float32 {
+	out := make([]float32, q.OC*q.C)
+	for o := 0; o < q.OC; o++ {
+		for c := 0; c < q.C; c++ {
+			out[o*q.C+c] = float32(q.w[o*q.C+c]) * q.scale[o]
+		}
+	}
+	return out
+}
+
+// Forward computes out = res + inp·Wᵀ + bias with int8 products.
+//
+//	out  [BT, OC]  may alias res; not inp
+//	inp  [BT, C]
+//	bias [OC] or nil
+//	res  [BT, OC] or nil
+func (q *Int8Linear) Forward(out, inp, bias, res []float32, BT int) {
+	C, OC := q.C, q.OC
+	parallelFor(BT, 16, func(lo, hi int) {
+		n := hi - lo
+		sc, _ := q.scPool.Get().(*int8Scratch)
+		if sc == nil {
+			sc = &int8Scratch{}
+		}
+		if cap(sc.a) < n*C {
+			sc.a = make([]uint8, n*C)
+		}
+		if cap(sc.acc) < n*OC {
+			sc.acc = make([]int32, n*OC)
+		}
+		if cap(sc.s) < n {
+			sc.s, sc.zs = make([]float32, n), make([]float32, n)
+		}
+		a, acc := sc.a[:n*C], sc.acc[:n*OC]
+		for r := 0; r < n; r++ {
+			sc.s[r], sc.zs[r] = quantizeRowU8(a[r*C:r*C+C], inp[(lo+r)*C:(lo+r)*C+C])
+		}
+		q.gemm.GemmU8S8S32(false, true, n, OC, C, a, C, q.w, C, acc, OC)
+		for r := 0; r < n; r++ {
+			o := out[(lo+r)*OC : (lo+r)*OC+OC]
+			var rs []float32
+			if res != nil {
+				rs = res[(lo+r)*OC : (lo+r)*OC+OC]
+			}
+			dequantRow(o, acc[r*OC:r*OC+OC], q.scale, q.wsum, bias, rs, sc.s[r], sc.zs[r], q.zeros)
+		}
+		q.scPool.Put(sc)
+	})
+}
+
+// quantizeRowU8 quantizes x to uint8 with q = round(x/s) + z, the range
+// [min(x, 0), max(x, 0)] mapped onto [0, 255] (0 is exact), and returns s
+// and z·s.
+func quantizeRowU8(q []uint8, x []float32) (s, zs float32) {
+	lo, hi := float32(0), float32(0)
+	n := 0
+	if useAVX512 {
+		n = len(x) &^ 15
+		if n > 0 {
+			l, h := minMax512(&x[0], n)
+			lo, hi = min(lo, l), max(hi, h)
+		}
+	}
+	for _, v := range x[n:] {
+		lo = min(lo, v)
+		hi = max(hi, v)
+	}
+	if hi == lo {
+		for i := range q {
+			q[i] = 0
+		}
+		return 1, 0
+	}
+	s = (hi - lo) / 255
+	inv := 1 / s
+	z := float32(math.RoundToEven(float64(-lo * inv)))
+	// Round half away from zero via +0.5 and truncation of a non-negative
+	// value: v·inv + z lies in [−0.5, 255.5] up to rounding.
+	zh := z + 0.5
+	if n > 0 {
+		quantU8512(&q[0], &x[0], n, inv, zh)
+	}
+	for i := n; i < len(x); i++ {
+		v := x[i]
+		f := v*inv + zh
+		if f < 0 {
+			f = 0
+		} else if f > 255 {
+			f = 255
+		}
+		q[i] = uint8(f)
+	}
+	return s, z * s
+}
+
+// dequantRow writes o = res + bias + s·(scale⊙acc) − zs·wsum: the int32
+// products rescaled, the zero point's share removed.
+func dequantRow(o []float32, acc []int32, scale, wsum, bias, res []float32, s, zs float32, zeros []float32) {
+	n := len(o)
+	acc, scale, wsum = acc[:n], scale[:n], wsum[:n]
+	if k := n &^ 15; useAVX512 && k > 0 {
+		b, r := bias, res
+		if b == nil {
+			b = zeros
+		}
+		if r == nil {
+			r = zeros
+		}
+		dequant512(&o[0], &acc[0], &scale[0], &wsum[0], &b[0], &r[0], k, s, zs)
+		o, acc, scale, wsum = o[k:], acc[k:], scale[k:], wsum[k:]
+		if bias != nil {
+			bias = bias[k:]
+		}
+		if res != nil {
+			res = res[k:]
+		}
+		n -= k
+	}
+	switch {
+	case bias != nil && res != nil:
+		bias, res = bias[:n], res[:n]
+		for j := range o {
+			o[j] = res[j] + bias[j] + s*(scale[j]*float32(acc[j])) - zs*wsum[j]
+		}
+	case bias != nil:
+		bias = bias[:n]
+		for j := range o {
+			o[j] = bias[j] + s*(scale[j]*float32(acc[j])) - zs*wsum[j]
+		}
+	case res != nil:
+		res = res[:n]
+		for j := range o {
+			o[j] = res[j] + s*(scale[j]*float32(acc[j])) - zs*wsum[j]
+		}
+	default:
+		for j := range o {
+			o[j] = s*(scale[j]*float32(acc[j])) - zs*wsum[j]
+		}
+	}
+}
+
+// String describes the layer.
+func (q *Int8Linear) String() string {
+	return fmt.Sprintf("int8 linear [%d, %d] (weights ±%d, per channel; activations u8 per row)", q.OC, q.C, q.qmax)
+}

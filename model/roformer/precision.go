@@ -1,0 +1,204 @@
+package roformer
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/roformer-go/roformer/kernels"
+)
+
+// Precision is the number format of the inference products of the linear
+// layers. Attention, softmax, LayerNorm, activations and embeddings stay in
+// float32 whatever it is.
+type Precision string
+
+const (
+	// PrecisionFP32 is float32 everywhere (the default; training needs it).
+	PrecisionFP32 Precision = "fp32"
+	// PrecisionBF16 keeps the weights in bfloat16 and accumulates in
+	// float32 (oneDNN's matmul; needs AVX512_BF16 or AMX-BF16).
+	PrecisionBF16 Precision = "bf16"
+	// PrecisionInt8 is dynamic quantization: int8 weights per output
+	// channel, quantized once; activations quantized per row at run time;
+	// int32 accumulation (oneDNN's u8·s8 GEMM; VNNI where present).
+	PrecisionInt8 Precision = "int8"
+)
+
+// ParsePrecision reads "fp32", "bf16" or "int8" ("" is fp32).
+func ParsePrecision(s string) (Precision, error) {
+	switch p := Precision(strings.ToLower(s)); p {
+	case "", PrecisionFP32:
+		return PrecisionFP32, nil
+	case PrecisionBF16, PrecisionInt8:
+		return p, nil
+	}
+	return "", fmt.Errorf("roformer: unknown precision %q (want fp32, bf16 or int8)", s)
+}
+
+// lowLinear is a linear layer prepared in a reduced precision:
+// out = res + inp·Wᵀ + bias over BT rows (res and bias may be nil; out may
+// alias res).
+type lowLinear interface {
+	Forward(out, inp, bias, res []float32, BT int)
+}
+
+// lowPrecision holds the prepared layers, keyed by their weight's storage
+// and output width (the fused q/k/v weight shares its start with the
+// query's).
+type lowPrecision struct {
+	prec   Precision
+	mu     sync.Mutex
+	layers map[linKey]lowLinear
+}
+
+type linKey struct {
+	w  *float32
+	oc int
+}
+
+// SetPrecision prepares every linear layer of the model for inference in p
+// (quantizing or converting each weight once, now) or, with PrecisionFP32,
+// drops the prepared layers. It fails, leaving the model as it was, when
+// this machine cannot run p: a clear error rather than a silent float32 run.
+// A model in bf16 or int8 runs Forward only: ForwardBackward refuses it.
+// Call SetPrecision again after changing the weights.
+func (m *Model) SetPrecision(p Precision) error {
+	if p == "" || p == PrecisionFP32 {
+		m.lowp = nil
+		return nil
+	}
+	if _, err := ParsePrecision(string(p)); err != nil {
+		return err
+	}
+	lp := &lowPrecision{prec: p, layers: map[linKey]lowLinear{}}
+	for _, l := range m.linears() {
+		if _, err := lp.get(l.w, l.oc, l.c); err != nil {
+			return err
+		}
+	}
+	m.lowp = lp
+	return nil
+}
+
+// Precision returns the precision the inference products run in.
+func (m *Model) Precision() Precision {
+	if m.lowp == nil {
+		return PrecisionFP32
+	}
+	return m.lowp.prec
+}
+
+// get returns the prepared layer for weight w [oc, c], preparing it first
+// if needed.
+func (lp *lowPrecision) get(w []float32, oc, c int) (lowLinear, error) {
+	k := linKey{&w[0], oc}
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	if l, ok := lp.layers[k]; ok {
+		return l, nil
+	}
+	var l lowLinear
+	var err error
+	switch lp.prec {
+	case PrecisionInt8:
+		l, err = kernels.NewInt8Linear(w[:oc*c], oc, c)
+	case PrecisionBF16:
+		l, err = newBF16Linear(w[:oc*c], oc, c)
+	default:
+		err = fmt.Errorf("roformer: precision %q has no prepared layers", lp.prec)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("roformer: precision %s: %w", lp.prec, err)
+	}
+	lp.layers[k] = l
+	return l, nil
+}
+
+type linearShape struct {
+	w     []float32
+	oc, c int
+}
+
+// linears lists the weights of the linear layers Forward runs, with
+// their shapes: the embedding projection, each layer's q/k/v (fused when
+// adjacent), attention output and feed-forward, and the head's.
+func (m *Model) linears() []linearShape {
+	cfg := &m.Config
+	E, H, I, V, NL := cfg.EmbeddingSize, cfg.HiddenSize, cfg.IntermediateSize, cfg.VocabSize, cfg.NumLabels
+	var ls []linearShape
+	add := func(w []float32, oc, c int) {
+		if len(w) >= oc*c && oc*c > 0 {
+			ls = append(ls, linearShape{w, oc, c})
+		}
+	}
+	if p := m.Encoder.Project; p != nil {
+		add(p.W.Data, H, E)
+	}
+	for i := range m.Encoder.Layers {
+		L := &m.Encoder.Layers[i]
+		if w, _, ok := L.fusedWeights(); ok {
+			add(w, 3*H, H)
+		} else {
+			add(L.Query.W.Data, H, H)
+			add(L.Key.W.Data, H, H)
+			add(L.Value.W.Data, H, H)
+		}
+		add(L.AttnOut.W.Data, H, H)
+		add(L.FFIn.W.Data, I, H)
+		add(L.FFOut.W.Data, H, I)
+	}
+	if m.LM != nil {
+		add(m.LM.Transform.W.Data, E, H)
+		add(m.Encoder.Embeddings.Word.Data, V, E)
+	}
+	if c := m.Classifier; c != nil {
+		add(c.Dense.W.Data, H, H)
+		add(c.OutProj.W.Data, NL, H)
+	}
+	if m.TokenCls != nil {
+		add(m.TokenCls.W.Data, NL, H)
+	}
+	if m.QA != nil {
+		add(m.QA.W.Data, 2, H)
+	}
+	if m.Choice != nil {
+		add(m.Choice.W.Data, 1, H)
+	}
+	return ls
+}
+
+// matmul is the inference linear layer, out = inp·Wᵀ + b, in the model's
+// precision.
+//
+//	out [BT, OC]; inp [BT, C]; w [OC, C]; b [OC] or nil
+func (m *Model) matmul(out, inp, w, b []float32, BT, C, OC int) {
+	if l := m.lowLinear(w, OC, C); l != nil {
+		l.Forward(out, inp, b, nil, BT)
+		return
+	}
+	kernels.MatmulForward(out, inp, w, b, BT, C, OC)
+}
+
+// matmulResidual is matmul added to a residual stream: out = res + inp·Wᵀ + b.
+func (m *Model) matmulResidual(out, inp, w, b, res []float32, BT, C, OC int) {
+	if l := m.lowLinear(w, OC, C); l != nil {
+		l.Forward(out, inp, b, res, BT)
+		return
+	}
+	kernels.MatmulResidualForward(out, inp, w, b, res, BT, C, OC)
+}
+
+func (m *Model) lowLinear(w []float32, OC, C int) lowLinear {
+	lp := m.lowp
+	if lp == nil {
+		return nil
+	}
+	l, err := lp.get(w, OC, C)
+	if err != nil {
+		// SetPrecision prepared every layer Forward runs, so this is a
+		// layer added since; the same preparation succeeded then.
+		panic(err)
+	}
+	return l
+}

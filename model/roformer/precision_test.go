@@ -1,0 +1,108 @@
+package roformer
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/roformer-go/roformer/blas"
+)
+
+func cosine64(a, b []float32) float64 {
+	var ab, aa, bb float64
+	for i := range a {
+		ab += float64(a[i]) * float64(b[i])
+		aa += float64(a[i]) * float64(a[i])
+		bb += float64(b[i]) * float64(b[i])
+	}
+	return ab / math.Sqrt(aa*bb)
+}
+
+func maxAbsDiff(a, b []float32) float64 {
+	d := 0.0
+	for i := range a {
+		d = max(d, math.Abs(float64(a[i]-b[i])))
+	}
+	return d
+}
+
+// int8 and bf16 forward passes stay close to float32 on every HF fixture
+// model (hidden states within cosine 0.99 per token, as the issue asks,
+// and the masked-LM's top token mostly unchanged), and a model in reduced
+// precision refuses to train.
+func TestReducedPrecisionAgainstFP32(t *testing.T) {
+	ctx := context.Background()
+	fs := loadFixtures(t)
+	for _, p := range []Precision{PrecisionInt8, PrecisionBF16} {
+		t.Run(string(p), func(t *testing.T) {
+			if err := precisionSupported(p); err != nil {
+				t.Skip(err)
+			}
+			for _, f := range fs {
+				l, err := Load(f.dir, HeadMaskedLM, LoadOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := l.Forward(ctx, f.batch(), nil, Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := l.SetPrecision(p); err != nil {
+					t.Fatal(err)
+				}
+				got, err := l.Forward(ctx, f.batch(), nil, Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				H, V := l.Config.HiddenSize, l.Config.VocabSize
+				worst := 1.0
+				for r := 0; r < len(want.LastHiddenState.Data)/H; r++ {
+					worst = min(worst, cosine64(got.LastHiddenState.Data[r*H:r*H+H], want.LastHiddenState.Data[r*H:r*H+H]))
+				}
+				agree, rows := 0, len(want.Logits.Data)/V
+				for r := 0; r < rows; r++ {
+					if argmax(got.Logits.Data[r*V:r*V+V]) == argmax(want.Logits.Data[r*V:r*V+V]) {
+						agree++
+					}
+				}
+				t.Logf("%s: worst token cosine %.5f, max logit drift %.4f, top-1 agreement %d/%d", f.Case, worst, maxAbsDiff(got.Logits.Data, want.Logits.Data), agree, rows)
+				if worst < 0.99 {
+					t.Errorf("%s: a token's hidden state has cosine %.4f to float32", f.Case, worst)
+				}
+				if float64(agree) < 0.9*float64(rows) {
+					t.Errorf("%s: top-1 agrees on %d of %d tokens", f.Case, agree, rows)
+				}
+				s := l.NewState(f.batch().B, f.batch().T, true)
+				if _, err := l.ForwardBackward(ctx, s, f.batch(), &Labels{IDs: flat(f.Outputs.RoFormerForMaskedLM.Labels)}, StepOptions{}); err == nil {
+					t.Errorf("%s: a %s model trained", f.Case, p)
+				}
+				if err := l.SetPrecision(PrecisionFP32); err != nil || l.Precision() != PrecisionFP32 {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func precisionSupported(p Precision) error {
+	switch p {
+	case PrecisionInt8:
+		_, err := blas.Int8()
+		return err
+	case PrecisionBF16:
+		_, err := newBF16Linear(make([]float32, 4), 2, 2)
+		return err
+	}
+	return nil
+}
+
+func TestParsePrecision(t *testing.T) {
+	for in, want := range map[string]Precision{"": PrecisionFP32, "fp32": PrecisionFP32, "INT8": PrecisionInt8, "bf16": PrecisionBF16} {
+		if got, err := ParsePrecision(in); err != nil || got != want {
+			t.Errorf("ParsePrecision(%q) = %q, %v", in, got, err)
+		}
+	}
+	if _, err := ParsePrecision("fp16"); err == nil {
+		t.Error("fp16 accepted")
+	}
+}
