@@ -55,4 +55,3 @@ func (GoInt8) GemmU8S8S32(transA, transB bool, m, n, k int, a []uint8, lda int, 
 		}
 	}
 }
-
