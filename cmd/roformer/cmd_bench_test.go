@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/roformer-go/roformer/blas"
 	"math"
 	"os"
 	"path/filepath"
@@ -217,6 +218,8 @@ func TestBenchUsage(t *testing.T) {
 		{"peak", []string{"--size", "tiny", "--peak-gflops", "-1"}, "--peak-gflops"},
 		{"threads", []string{"--size", "tiny", "--threads", "0"}, "--threads"},
 		{"extra-arg", []string{"--size", "tiny", "extra"}, "unexpected arguments"},
+		{"precision", []string{"--size", "tiny", "--precision", "fp16"}, "want fp32, bf16 or int8"},
+		{"train-int8", []string{"--size", "tiny", "--mode", "train", "--precision", "int8"}, "training runs in fp32"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -268,5 +271,30 @@ func TestBenchCPUProfile(t *testing.T) {
 	// pprof profiles are gzip-compressed protocol buffers.
 	if len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
 		t.Errorf("profile %s is %d bytes and not gzip data", p, len(data))
+	}
+}
+
+// bench --precision int8 runs and says so in its JSON (where oneDNN is
+// installed; elsewhere it fails with the reason instead of running fp32).
+func TestBenchInt8(t *testing.T) {
+	args := []string{"bench", "--size", "tiny", "--batch", "2", "--seq", "8", "--steps", "1", "--warmup", "0",
+		"--threads", "2", "--json", "--quiet", "--precision", "int8", "--peak-gflops", "100"}
+	code, stdout, stderr := runCLI(t, args...)
+	if _, err := blas.Int8(); err != nil {
+		if code != 1 || !strings.Contains(stderr, "oneDNN") {
+			t.Errorf("without oneDNN: exit %d, stderr %q; want exit 1 naming oneDNN", code, stderr)
+		}
+		return
+	}
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	var r benchResult
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Precision != "int8" || r.CPU == "" || !(r.TokensPerSec > 0) {
+		t.Errorf("precision %q, cpu %q, tokens/s %v", r.Precision, r.CPU, r.TokensPerSec)
 	}
 }

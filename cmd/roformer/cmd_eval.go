@@ -27,6 +27,7 @@ type evalOptions struct {
 	maxLength, batch                int
 	json, quiet                     bool
 	threads                         int
+	precision                       string
 }
 
 func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -42,6 +43,7 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&o.batch, "batch", 64, "inputs per forward pass")
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress output")
+	precisionFlag(fs, &o.precision)
 	th := threadsFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -77,9 +79,17 @@ type fineTuned struct {
 }
 
 // loadFineTuned reads a folder written by finetune (or finetune --baseline,
-// or a RoFormerFor{Sequence,Token}Classification saved by HF).
-func loadFineTuned(dir string, maxLength, batch int) (*fineTuned, error) {
+// or a RoFormerFor{Sequence,Token}Classification saved by HF) and prepares
+// the model's products in the given precision ("" or "fp32": float32).
+func loadFineTuned(dir string, maxLength, batch int, precision string) (*fineTuned, error) {
+	prec, err := roformer.ParsePrecision(precision)
+	if err != nil {
+		return nil, usagef("--precision: %v", err)
+	}
 	if _, err := os.Stat(filepath.Join(dir, finetune.BaselineFile)); err == nil {
+		if prec != roformer.PrecisionFP32 {
+			return nil, usagef("--precision %s: %s holds a bag-of-words baseline, not a RoFormer", prec, dir)
+		}
 		b, err := finetune.LoadBaseline(dir)
 		if err != nil {
 			return nil, err
@@ -116,7 +126,7 @@ func loadFineTuned(dir string, maxLength, batch int) (*fineTuned, error) {
 	if ft.spec.Pair && ft.columns.Pair == "" {
 		ft.columns.Pair = "text_pair"
 	}
-	l, err := roformer.Load(dir, ft.spec.Head(), roformer.LoadOptions{})
+	l, err := roformer.Load(dir, ft.spec.Head(), roformer.LoadOptions{Precision: prec})
 	if err != nil {
 		if errors.Is(err, roformer.ErrHeadMissing) {
 			return nil, fmt.Errorf("%w\n%s has no fine-tuned head: fine-tune it first with roformer finetune", err, dir)
@@ -142,7 +152,7 @@ func (ft *fineTuned) evaluate(ctx context.Context, ds *finetune.Dataset) (*finet
 }
 
 func runEval(ctx context.Context, o evalOptions, stdout, stderr io.Writer) error {
-	ft, err := loadFineTuned(o.model, o.maxLength, o.batch)
+	ft, err := loadFineTuned(o.model, o.maxLength, o.batch, o.precision)
 	if err != nil {
 		return err
 	}

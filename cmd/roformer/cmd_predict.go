@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	roformer "github.com/roformer-go/roformer/model/roformer"
 	"io"
 	"os"
 	"path/filepath"
@@ -61,20 +60,9 @@ func cmdPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 const predictChunk = 1024
 
 func runPredict(ctx context.Context, o predictOptions, w io.Writer) error {
-	prec, err := roformer.ParsePrecision(o.precision)
-	if err != nil {
-		return usagef("--precision: %v", err)
-	}
-	ft, err := loadFineTuned(o.model, o.maxLength, o.batch)
+	ft, err := loadFineTuned(o.model, o.maxLength, o.batch, o.precision)
 	if err != nil {
 		return err
-	}
-	if ft.model != nil {
-		if err := ft.model.SetPrecision(prec); err != nil {
-			return err
-		}
-	} else if prec != roformer.PrecisionFP32 {
-		return usagef("--precision %s: %s holds a bag-of-words baseline, not a RoFormer", prec, o.model)
 	}
 	ro, err := o.data.readOptions(ft.spec.Problem, ft.columns)
 	if err != nil {
