@@ -1,24 +1,40 @@
-"""Runs the same benchmark jobs in Go (`roformer bench`) and in PyTorch (bench/pytorch/bench.py),
-alternating, on the same machine with the same threads, and reports medians and ratios.
+"""Runs the same benchmark jobs in Go (`roformer bench`), PyTorch (bench/pytorch/bench.py) and ONNX
+Runtime (bench/onnxruntime/bench.js), taking turns, on the same machine with the same threads, and
+reports medians and ratios.
 
-Usually started through bench/side_by_side.sh, which builds the Go binary first:
+Usually started through bench/side_by_side.sh, which builds the Go binary and checks the peers first:
 
     /usr/bin/python3 bench/side_by_side.py --roformer /tmp/roformer [--threads 2] [--runs 3]
-        [--jobs infer-base-8x128,infer-base-1x512,train-small-16x128,infer-base-1x4096]
-        [--out results.jsonl] [--markdown table.md]
+        [--jobs infer-base-8x128,infer-base-8x128-int8,infer-base-1x512,train-small-16x128,infer-base-1x4096]
+        [--impls go,pytorch,onnxruntime] [--out results.jsonl] [--markdown table.md]
 
-Each job runs --runs times per implementation, the two implementations taking turns and
-swapping who goes first on every run (Go, PyTorch; PyTorch, Go; ...), so that slow drifts in
-the machine's load hit both alike. Every run is a fresh process; its last stdout line is the
-JSON result. Reported per job: the median over runs of each side's tokens/s (each run already
-reports the median of its timed steps), the range over runs, the ratio ours/PyTorch, the ratio
-of the fastest single steps (less sensitive to other load on a shared machine), MFU of both
-(each run's GFLOP/s over its own SGEMM probe, or over --peak), and the peak RSS of both processes.
+Peers (--impls): go is ours; pytorch is the PyTorch twin (bench/pytorch/README.md); onnxruntime is
+the same PyTorch model exported to ONNX and run by onnxruntime-node (bench/onnxruntime/README.md).
+ONNX Runtime only runs the fp32 inference jobs: training jobs and int8 jobs skip it. The int8 jobs
+run `roformer bench --precision int8` and `bench.py --precision int8` (PyTorch's dynamic int8
+quantization of every nn.Linear). The smoke-* jobs (tiny model, two steps) only check the harness.
+
+Each job runs --runs times per peer, the peers taking turns and the order rotating by one on every
+run (go, pytorch, onnxruntime; pytorch, onnxruntime, go; ...; with two peers: go, pytorch; pytorch,
+go), so that slow drifts in the machine's load hit all alike. Every run is a fresh process; its last
+stdout line is the JSON result. A peer that fails (exit status, timeout, out of memory) is not run
+again for the rest of that job. Before a job's first ONNX Runtime run, the model is exported and
+checked against PyTorch once (bench/onnxruntime/export.py, cached outside the repository).
+
+Reported per job: the median over runs of each peer's tokens/s (each run already reports the median
+of its timed steps), the range over runs, the ratios ours/ONNX Runtime and ours/PyTorch, the ratios
+of the fastest single steps (less sensitive to other load on a shared machine), MFU of each (each
+run's GFLOP/s over its own SGEMM probe, or over --peak), and the peak RSS of each process.
+
+Every result records the CPU it ran on (`cpu`: model name, vendor, family and model from
+/proc/cpuinfo, and the vector width, AVX-512 or AVX2, from the flags); the table has one heading
+per CPU. Older results files without it name the CPU from their summary line's lscpu fields.
 
     /usr/bin/python3 bench/side_by_side.py --from results.jsonl     rebuilds the table
 """
 
 import argparse
+import collections
 import json
 import os
 import platform
@@ -30,21 +46,76 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives here, not in the default pyenv python
 
-# name: (size, mode, batch, seq, steps, warmup)
+Job = collections.namedtuple("Job", "size mode batch seq steps warmup precision", defaults=("fp32",))
+
 JOBS = {
-    "infer-base-8x128": ("base", "infer", 8, 128, 5, 1),
-    "infer-base-1x512": ("base", "infer", 1, 512, 5, 1),
-    "train-small-16x128": ("small", "train", 16, 128, 5, 1),
+    "infer-base-8x128": Job("base", "infer", 8, 128, 5, 1),
+    "infer-base-8x128-int8": Job("base", "infer", 8, 128, 5, 1, "int8"),
+    "infer-base-1x512": Job("base", "infer", 1, 512, 5, 1),
+    "train-small-16x128": Job("small", "train", 16, 128, 5, 1),
     # ~100 s per step at the baseline: two timed steps, no warm-up (the first-touch cost of
     # ~2 GB is well under 1% of a step).
-    "infer-base-1x4096": ("base", "infer", 1, 4096, 2, 0),
+    "infer-base-1x4096": Job("base", "infer", 1, 4096, 2, 0),
+    # Seconds each, to check the harness (not in the default --jobs).
+    "smoke-infer-tiny-2x64": Job("tiny", "infer", 2, 64, 2, 0),
+    "smoke-infer-tiny-2x64-int8": Job("tiny", "infer", 2, 64, 2, 0, "int8"),
+    "smoke-train-tiny-2x64": Job("tiny", "train", 2, 64, 2, 0),
 }
+DEFAULT_JOBS = [j for j in JOBS if not j.startswith("smoke-")]
+
+IMPLS = ("go", "pytorch", "onnxruntime")  # the default order of the first run
+PEERS = ("onnxruntime", "pytorch")  # the table's peer columns, in this order
+NAMES = {"go": "ours", "pytorch": "PyTorch", "onnxruntime": "ONNX Runtime"}
 
 
 def job_args(job):
-    size, mode, batch, seq, steps, warmup = JOBS[job]
-    return ["--size", size, "--mode", mode, "--head", "masked-lm", "--batch", str(batch), "--seq", str(seq),
-            "--steps", str(steps), "--warmup", str(warmup), "--json"]
+    j = JOBS[job]
+    args = ["--size", j.size, "--mode", j.mode, "--head", "masked-lm", "--batch", str(j.batch), "--seq", str(j.seq),
+            "--steps", str(j.steps), "--warmup", str(j.warmup), "--json"]
+    if j.precision != "fp32":  # fp32 jobs keep the command lines of older results (and binaries)
+        args += ["--precision", j.precision]
+    return args
+
+
+def not_applicable(impl, mode, precision):
+    """Why impl does not run a job of this mode and precision, or None if it does."""
+    if impl == "onnxruntime" and mode != "infer":
+        return "inference only"
+    if impl == "onnxruntime" and precision != "fp32":
+        return "fp32 only"
+    return None
+
+
+def export_onnx(job, a):
+    """The checked ONNX model for job (bench/onnxruntime/export.py, cached): (path, None) or (None, error)."""
+    j = JOBS[job]
+    key = (j.size, max(4096, j.seq))
+    if key not in a.onnx_models:
+        cmd = [PYTHON, os.path.join(HERE, "onnxruntime", "export.py"), "--size", j.size, "--max-seq", str(key[1]),
+               "--threads", str(a.threads), "--node", a.node]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
+        except subprocess.TimeoutExpired:
+            a.onnx_models[key] = (None, f"export timed out after {a.timeout} s")
+            return a.onnx_models[key]
+        for line in p.stderr.strip().splitlines():
+            if line.startswith("export:"):
+                print(f"{job}: {line}", file=sys.stderr)
+        lines = p.stdout.strip().splitlines()
+        if p.returncode != 0 or not lines:
+            a.onnx_models[key] = (None, f"export failed, exit {p.returncode}: {why(p.stderr)}")
+        else:
+            a.onnx_models[key] = (lines[-1], None)
+    return a.onnx_models[key]
+
+
+def why(text):
+    """The gist of a failed run's output: its first line (a usage error: `flag provided but not
+    defined: -precision`) and its last two (a traceback's exception, an error message)."""
+    ls = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if len(ls) <= 3:
+        return " / ".join(ls)
+    return f"{ls[0]} / … / {ls[-2]} / {ls[-1]}"
 
 
 def run_one(impl, job, a):
@@ -52,28 +123,95 @@ def run_one(impl, job, a):
     if impl == "go":
         cmd = [a.roformer, "bench", "--threads", threads, "--quiet"] + job_args(job)
         env = dict(os.environ)
-    else:
+    elif impl == "pytorch":
         cmd = [PYTHON, os.path.join(HERE, "pytorch", "bench.py"), "--threads", threads] + job_args(job)
         # PyTorch at its best on these machines: idle OpenMP and OpenBLAS threads sleep
         # instead of spinning (see bench/pytorch/README.md).
         env = dict(os.environ, OMP_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads, OMP_WAIT_POLICY="PASSIVE",
                    OPENBLAS_THREAD_TIMEOUT=os.environ.get("OPENBLAS_THREAD_TIMEOUT", "4"))
+    else:
+        model, err = export_onnx(job, a)
+        if err:
+            return {"impl": impl, "job": job, "error": err, "cpu": a.cpu}
+        cmd = [a.node, os.path.join(HERE, "onnxruntime", "bench.js"), "--threads", threads, "--quiet",
+               "--onnx", model] + job_args(job)
+        env = dict(os.environ)  # ONNX Runtime's threads are its session options (bench/onnxruntime/README.md)
     t0 = time.time()
     try:
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=a.timeout)
     except subprocess.TimeoutExpired:
-        return {"impl": impl, "job": job, "error": f"timed out after {a.timeout} s", "cmd": cmd}
+        return {"impl": impl, "job": job, "error": f"timed out after {a.timeout} s", "cmd": cmd, "cpu": a.cpu}
+    except OSError as e:
+        return {"impl": impl, "job": job, "error": f"cannot run {cmd[0]}: {e}", "cmd": cmd, "cpu": a.cpu}
     wall = time.time() - t0
     lines = p.stdout.strip().splitlines()
     if p.returncode != 0 or not lines:
-        tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
-        return {"impl": impl, "job": job, "error": f"exit {p.returncode}: {' | '.join(tail)}", "cmd": cmd}
+        return {"impl": impl, "job": job, "error": f"exit {p.returncode}: {why(p.stderr or p.stdout)}", "cmd": cmd, "cpu": a.cpu}
     try:
         r = json.loads(lines[-1])
     except json.JSONDecodeError as e:
-        return {"impl": impl, "job": job, "error": f"last line is not JSON: {e}", "cmd": cmd}
-    r.update(impl=impl, impl_name=r.get("impl"), job=job, wall_s=wall, cmd=cmd)
+        return {"impl": impl, "job": job, "error": f"last line is not JSON: {e}", "cmd": cmd, "cpu": a.cpu}
+    r.setdefault("precision", JOBS[job].precision)
+    r.update(impl=impl, impl_name=r.get("impl"), job=job, wall_s=wall, cmd=cmd, cpu=a.cpu)
     return r
+
+
+def vector_width(flags):
+    """The widest x86 vector instructions among the CPU flags: AVX-512, AVX2, or what else."""
+    if "avx512f" in flags:
+        return "AVX-512"
+    if "avx2" in flags:
+        return "AVX2"
+    if "avx" in flags:
+        return "AVX"
+    if "sse2" in flags:
+        return "SSE2"
+    return "no x86 vector flags"
+
+
+# Flags worth keeping in the results: vector width, FMA, and the int8 / bf16 dot-product extensions.
+CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16")
+
+
+def cpu_info():
+    """The CPU of this machine from /proc/cpuinfo (its first processor): model name, vendor, family,
+    model, stepping, vector width and the flags of CPU_FLAGS."""
+    fields = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            block = f.read().split("\n\n")[0]
+        fields = dict((k.strip(), v.strip()) for k, _, v in (line.partition(":") for line in block.splitlines()))
+    except OSError:
+        pass
+    flags = fields.get("flags", "").split()
+    return {
+        "model_name": fields.get("model name") or platform.processor() or platform.machine() or "?",
+        "vendor": fields.get("vendor_id"),
+        "family": fields.get("cpu family"),
+        "model": fields.get("model"),
+        "stepping": fields.get("stepping"),
+        "vector": vector_width(flags) if flags else platform.machine(),
+        "flags": [f for f in CPU_FLAGS if f in flags],
+    }
+
+
+def recorded_cpu(m, results):
+    """The CPU of older results (before each result recorded its own `cpu`): the summary line's lscpu
+    model name and flags (m), family and model unknown; without a summary line, the vector width the
+    Go runs reported using."""
+    flags = m.get("Flags", "").split()
+    if flags:
+        vector = vector_width(flags)
+    else:
+        used = {r.get("vector") for r in results if r.get("vector")}
+        vector = f"{'/'.join(sorted(used))} (the Go side's kernels; CPU flags not recorded)" if used else "?"
+    return {"model_name": m.get("Model name", "CPU not recorded"), "family": None, "model": None, "vector": vector,
+            "flags": flags}
+
+
+def cpu_label(c):
+    fm = f"family {c['family']}, model {c['model']}" if c.get("family") is not None else "family/model not recorded"
+    return f"{c['model_name']} ({fm}), {c['vector']}"
 
 
 def machine():
@@ -91,6 +229,7 @@ def machine():
         info["MemTotal"] = open("/proc/meminfo").readline().split(":")[1].strip()
     except OSError:
         pass
+    info["cpu"] = cpu_info()
     return info
 
 
@@ -100,11 +239,13 @@ def mib(b):
 
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--roformer", help="the Go binary (cmd/roformer); required unless --from")
+    p.add_argument("--roformer", help="the Go binary (cmd/roformer); required unless --from or go is not in --impls")
     p.add_argument("--from", dest="from_file", help="only rebuild the table from a results file written by --out")
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--jobs", default=",".join(JOBS))
+    p.add_argument("--jobs", default=",".join(DEFAULT_JOBS), help=f"of {', '.join(JOBS)}")
+    p.add_argument("--impls", default=",".join(IMPLS), help=f"the peers to run, in the first run's order (of {', '.join(IMPLS)})")
+    p.add_argument("--node", default="node", help="node binary for ONNX Runtime")
     p.add_argument("--timeout", type=int, default=1200, help="seconds per benchmark process")
     p.add_argument("--out", help="append every run's JSON result here (one per line)")
     p.add_argument("--markdown", help="also write the table here")
@@ -113,23 +254,35 @@ def main(argv):
     a = p.parse_args(argv)
     if a.from_file:
         return resummarise(a.from_file, a.markdown, a.peak)
-    if not a.roformer:
-        p.error("--roformer is required")
+    impls = [i for i in a.impls.split(",") if i]
+    for i in impls:
+        if i not in IMPLS:
+            p.error(f"unknown implementation {i!r} in --impls (valid: {', '.join(IMPLS)})")
+    if not impls or len(set(impls)) != len(impls):
+        p.error("--impls needs at least one implementation, each once")
+    if "go" in impls and not a.roformer:
+        p.error("--roformer is required (or leave go out of --impls)")
     jobs = a.jobs.split(",")
     for j in jobs:
         if j not in JOBS:
             p.error(f"unknown job {j!r} (valid: {', '.join(JOBS)})")
 
     m = machine()
+    a.cpu = m["cpu"]
+    a.onnx_models = {}
+    print(f"CPU: {cpu_label(a.cpu)}", file=sys.stderr)
     load0 = os.getloadavg()
     results = []
     out = open(a.out, "a") if a.out else None
     for job in jobs:
-        skip_torch = False
+        j = JOBS[job]
+        active = [i for i in impls if not_applicable(i, j.mode, j.precision) is None]
+        failed = set()
         for run in range(a.runs):
-            order = ("go", "pytorch") if run % 2 == 0 else ("pytorch", "go")
+            k = run % len(active) if active else 0
+            order = active[k:] + active[:k]  # rotate by one each run: with two peers, swap
             for impl in order:
-                if impl == "pytorch" and skip_torch:
+                if impl in failed:
                     continue
                 r = run_one(impl, job, a)
                 r["run"] = run
@@ -139,110 +292,179 @@ def main(argv):
                     out.flush()
                 if "error" in r:
                     print(f"{job} run {run + 1} {impl}: FAILED: {r['error']}", file=sys.stderr)
-                    if impl == "pytorch":
-                        skip_torch = True  # out of memory or too slow: Go only for this job
+                    failed.add(impl)  # out of memory, too slow, or no such flag: not again for this job
                 else:
                     print(f"{job} run {run + 1} {impl}: {r['tokens_per_sec']:.1f} tokens/s, {r['ms_per_step']:.1f} ms/step, "
                           f"peak RSS {mib(r['peak_rss_bytes'])}, probe {r['peak_gflops']:.0f} GFLOP/s", file=sys.stderr)
     load1 = os.getloadavg()
 
     m["revision"] = a.revision
-    summarise(results, jobs, a.runs, a.threads, m, (load0, load1), a.markdown, out, a.peak)
+    summarise(results, jobs, a.runs, a.threads, m, (load0, load1), a.markdown, out, a.peak, impls)
     if out:
         out.close()
     return 0 if any("error" not in r for r in results) else 1
 
 
-def summarise(results, jobs, runs, threads, m, loads, markdown=None, out=None, fixed_peak=0):
-    """Prints the table of medians and ratios (and writes it to markdown, and a summary line to out)."""
+def side_of(rs, errs, reason):
+    """One peer's figures for one job: medians over its runs, or why there are none."""
+    if not rs:
+        return dict(error=reason or (errs[0] if errs else "not run"), na=bool(reason))
+    tps = [r["tokens_per_sec"] for r in rs]
+    bt = rs[0]["batch"] * rs[0]["seq"]
+    return dict(
+        tps=statistics.median(tps), lo=min(tps), hi=max(tps), n=len(rs),
+        best=bt / (min(r["ms_min"] for r in rs) / 1e3),
+        ms=statistics.median(r["ms_per_step"] for r in rs),
+        gflops=statistics.median(r["gflops"] for r in rs),
+        mfu=statistics.median(r["mfu"] for r in rs),
+        rss=statistics.median(r["peak_rss_bytes"] for r in rs),
+        flops=rs[0]["flops_per_step"], params=rs[0]["params"])
+
+
+def summarise(results, jobs, runs, threads, m, loads, markdown=None, out=None, fixed_peak=0, impls=None):
+    """Prints the tables of medians and ratios, one per CPU (and writes them to markdown, and a
+    summary line to out)."""
     load0, load1 = loads
     ok = [r for r in results if "error" not in r]
     if not ok:
         print("no run succeeded", file=sys.stderr)
+        for r in results:
+            print(f"  {r['job']} {r['impl']}: {r['error']}", file=sys.stderr)
         return
-    probes = [r["peak_gflops"] for r in ok]
-    peak = fixed_peak
+    impls = list(impls or [])
+    impls += [i for i in IMPLS if i not in impls and any(r["impl"] == i for r in results)]
+    peers = [p for p in PEERS if p in impls]
+    names = {p: NAMES[p] for p in peers}
+
+    # One table per CPU (a results file normally holds one; concatenated files may hold more).
+    by_cpu = {}
+    older = recorded_cpu(m, results)
+    for r in results:
+        c = r.get("cpu") or older
+        by_cpu.setdefault(cpu_label(c), (c, []))[1].append(r)
+
     lines = []
-    lines.append(f"Machine: {m.get('Model name', '?')}, {m.get('CPU(s)', '?')} CPUs ({m.get('Core(s) per socket', '?')} cores/socket, "
-                 f"{m.get('Thread(s) per core', '?')} thread/core), {m.get('MemTotal', '?')} RAM, flags {m.get('Flags', '?')}; "
-                 f"load average {load0[0]:.2f} at start, {load1[0]:.2f} at end.")
-    if m.get("revision"):
-        lines.append(f"Go source: {m['revision']}.")
-    probe_txt = (f"SGEMM probes, one per run: best {max(probes):.0f}, median {statistics.median(probes):.0f}, "
-                 f"lowest {min(probes):.0f} GFLOP/s")
-    if fixed_peak:
-        mfu_txt = f"MFU against a given peak of {peak:.0f} GFLOP/s ({probe_txt})."
-    else:
-        mfu_txt = (f"MFU: median over runs of each run's GFLOP/s divided by its own SGEMM probe, taken seconds "
-                   f"before under the same load ({probe_txt}).")
-    lines.append(f"Threads: {threads} on both sides. Runs: {runs} per side per job, alternating. {mfu_txt}")
-    lines.append("")
-    lines.append("tokens/s: median over runs of each run's median step (range over runs); best: from the fastest single step of all runs.")
-    lines.append("")
-    lines.append("| job | ours tokens/s | PyTorch tokens/s | ratio ours/PyTorch | best ours / best PyTorch (ratio) | ours MFU | PyTorch MFU | ours peak RSS | PyTorch peak RSS | RSS ratio ours/PyTorch |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|")
     summary = []
-    for job in jobs:
-        side = {}
-        for impl in ("go", "pytorch"):
-            rs = [r for r in ok if r["job"] == job and r["impl"] == impl]
-            errs = [r["error"] for r in results if r["job"] == job and r["impl"] == impl and "error" in r]
-            if rs:
-                tps = [r["tokens_per_sec"] for r in rs]
-                bt = rs[0]["batch"] * rs[0]["seq"]
-                side[impl] = dict(
-                    tps=statistics.median(tps), lo=min(tps), hi=max(tps), n=len(rs),
-                    best=bt / (min(r["ms_min"] for r in rs) / 1e3),
-                    ms=statistics.median(r["ms_per_step"] for r in rs),
-                    gflops=statistics.median(r["gflops"] for r in rs),
-                    mfu=statistics.median(r["mfu"] for r in rs),
-                    rss=statistics.median(r["peak_rss_bytes"] for r in rs),
-                    flops=rs[0]["flops_per_step"], params=rs[0]["params"])
-            else:
-                side[impl] = dict(error=errs[0] if errs else "not run")
-        g, t = side["go"], side["pytorch"]
-        if "tps" in g and "tps" in t and (g["flops"] != t["flops"] or g["params"] != t["params"]):
-            print(f"warning: {job}: the two sides ran different models: FLOPs {g['flops']:.0f} vs {t['flops']:.0f}, "
-                  f"parameters {g['params']} vs {t['params']}", file=sys.stderr)
-
-        def tps_cell(s):
-            return f"{s['tps']:.0f} ({s['lo']:.0f}–{s['hi']:.0f})" if "tps" in s else f"— ({s['error']})"
-
-        both = "tps" in g and "tps" in t
-        ratio = f"**{g['tps'] / t['tps']:.2f}**" if both else "—"
-        rss_ratio = f"{g['rss'] / t['rss']:.2f}" if both else "—"
-        best = f"{g['best']:.0f} / {t['best']:.0f} ({g['best'] / t['best']:.2f})" if both else "—"
+    for label, (cpu, rs_cpu) in by_cpu.items():
+        ok_cpu = [r for r in rs_cpu if "error" not in r]
+        if lines:
+            lines.append("")
+        lines.append(f"## {label}")
+        lines.append("")
+        if not ok_cpu:
+            lines.append("No run succeeded on this CPU.")
+            continue
+        probes = [r["peak_gflops"] for r in ok_cpu]
+        peak = fixed_peak
+        if len(by_cpu) == 1 and m.get("Model name"):  # the summary line describes one machine
+            lines.append(f"Machine: {m.get('Model name', '?')}, {m.get('CPU(s)', '?')} CPUs ({m.get('Core(s) per socket', '?')} cores/socket, "
+                         f"{m.get('Thread(s) per core', '?')} thread/core), {m.get('MemTotal', '?')} RAM, flags {m.get('Flags', '?')}; "
+                         f"load average {load0[0]:.2f} at start, {load1[0]:.2f} at end.")
+        if cpu.get("flags") and cpu.get("family") is not None:
+            lines.append(f"CPU: {cpu['model_name']}, vendor {cpu.get('vendor') or '?'}, family {cpu['family']}, model {cpu['model']}, "
+                         f"stepping {cpu.get('stepping') or '?'}; {cpu['vector']}; flags {' '.join(cpu['flags'])}.")
+        if m.get("revision"):
+            lines.append(f"Go source: {m['revision']}.")
+        probe_txt = (f"SGEMM probes, one per run: best {max(probes):.0f}, median {statistics.median(probes):.0f}, "
+                     f"lowest {min(probes):.0f} GFLOP/s")
         if fixed_peak:
-            mfu = lambda s: f"{100 * s['gflops'] / peak:.1f}%" if "gflops" in s else "—"  # noqa: E731
+            mfu_txt = f"MFU against a given peak of {peak:.0f} GFLOP/s ({probe_txt})."
         else:
-            mfu = lambda s: f"{100 * s['mfu']:.1f}%" if "mfu" in s else "—"  # noqa: E731
-        rss = lambda s: mib(s["rss"]) if "rss" in s else "—"  # noqa: E731
-        lines.append(f"| {job} | {tps_cell(g)} | {tps_cell(t)} | {ratio} | {best} | {mfu(g)} | {mfu(t)} | {rss(g)} | {rss(t)} | {rss_ratio} |")
-        summary.append({"job": job, "go": g, "pytorch": t, "fixed_peak_gflops": peak or None})
+            mfu_txt = (f"MFU: median over runs of each run's GFLOP/s divided by its own SGEMM probe, taken seconds "
+                       f"before under the same load ({probe_txt}).")
+        if peers == ["pytorch"]:
+            turns = "alternating"
+        else:
+            turns = "taking turns, the order rotating every run"
+        lines.append(f"Threads: {threads} on {'both sides' if len(peers) == 1 else 'every side'}. "
+                     f"Runs: {runs} per side per job, {turns}. {mfu_txt}")
+        lines.append("")
+        lines.append("tokens/s: median over runs of each run's median step (range over runs); best: from the fastest single step of all runs.")
+        lines.append("")
+        head = ["job", "ours tokens/s"] + [f"{names[p]} tokens/s" for p in peers]
+        head += [f"ratio ours/{names[p]}" for p in peers]
+        head += [f"best ours / best {names[p]} (ratio)" for p in peers]
+        head += ["ours MFU"] + [f"{names[p]} MFU" for p in peers]
+        head += ["ours peak RSS"] + [f"{names[p]} peak RSS" for p in peers]
+        head += [f"RSS ratio ours/{names[p]}" for p in peers]
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "---|" * len(head))
+
+        for job in jobs:
+            rs_job = [r for r in rs_cpu if r["job"] == job]
+            if not rs_job:
+                continue
+            mode = next((r["mode"] for r in rs_job if "mode" in r), JOBS[job].mode if job in JOBS else "infer")
+            precision = next((r.get("precision") for r in rs_job if "error" not in r and r.get("precision")),
+                              JOBS[job].precision if job in JOBS else "fp32")
+            side = {}
+            for impl in ["go"] + peers:
+                rs = [r for r in rs_job if r["impl"] == impl and "error" not in r]
+                errs = [r["error"] for r in rs_job if r["impl"] == impl and "error" in r]
+                side[impl] = side_of(rs, errs, not_applicable(impl, mode, precision))
+            g = side["go"]
+            for p in peers:
+                t = side[p]
+                if "tps" in g and "tps" in t and (g["flops"] != t["flops"] or g["params"] != t["params"]):
+                    print(f"warning: {job}: ours and {names[p]} ran different models: FLOPs {g['flops']:.0f} vs {t['flops']:.0f}, "
+                          f"parameters {g['params']} vs {t['params']}", file=sys.stderr)
+
+            def tps_cell(s):
+                if "tps" in s:
+                    return f"{s['tps']:.0f} ({s['lo']:.0f}–{s['hi']:.0f})"
+                e = s["error"] if len(s["error"]) <= 160 else s["error"][:157] + "..."
+                return "— (" + e.replace("|", "\\|") + ")"  # the whole message is in the results file
+
+            def both(t):
+                return "tps" in g and "tps" in t
+
+            if fixed_peak:
+                mfu = lambda s: f"{100 * s['gflops'] / peak:.1f}%" if "gflops" in s else "—"  # noqa: E731
+            else:
+                mfu = lambda s: f"{100 * s['mfu']:.1f}%" if "mfu" in s else "—"  # noqa: E731
+            rss = lambda s: mib(s["rss"]) if "rss" in s else "—"  # noqa: E731
+            row = [job, tps_cell(g)] + [tps_cell(side[p]) for p in peers]
+            row += [f"**{g['tps'] / side[p]['tps']:.2f}**" if both(side[p]) else "—" for p in peers]
+            row += [f"{g['best']:.0f} / {side[p]['best']:.0f} ({g['best'] / side[p]['best']:.2f})" if both(side[p]) else "—"
+                    for p in peers]
+            row += [mfu(g)] + [mfu(side[p]) for p in peers]
+            row += [rss(g)] + [rss(side[p]) for p in peers]
+            row += [f"{g['rss'] / side[p]['rss']:.2f}" if both(side[p]) else "—" for p in peers]
+            lines.append("| " + " | ".join(row) + " |")
+            summary.append(dict({"job": job, "cpu": cpu, "precision": precision, "fixed_peak_gflops": peak or None},
+                                **{impl: side[impl] for impl in ["go"] + peers}))
     table = "\n".join(lines)
     print(table)
     if markdown:
         with open(markdown, "w") as f:
             f.write(table + "\n")
     if out:
-        out.write(json.dumps({"summary": summary, "machine": m, "load": [load0, load1], "threads": threads}) + "\n")
+        out.write(json.dumps({"summary": summary, "machine": m, "load": [load0, load1], "threads": threads,
+                              "impls": impls}) + "\n")
 
 
 def resummarise(path, markdown, fixed_peak=0):
-    """Rebuilds the table from a results file written by --out."""
+    """Rebuilds the table from a results file written by --out (older files too: no cpu, no
+    precision, no onnxruntime)."""
     results, meta = [], {}
     with open(path) as f:
         for line in f:
+            if not line.strip():
+                continue
             r = json.loads(line)
             if "summary" in r:
                 meta = r
             else:
                 results.append(r)
+    if not results:
+        print(f"{path}: no results", file=sys.stderr)
+        return 1
     jobs = list(dict.fromkeys(r["job"] for r in results))
-    runs = max(r["run"] for r in results) + 1
+    runs = max(r.get("run", 0) for r in results) + 1
     loads = meta.get("load", [[float("nan")] * 3, [float("nan")] * 3])
     threads = meta.get("threads", results[0].get("threads"))
-    summarise(results, jobs, runs, threads, meta.get("machine", machine()), loads, markdown, fixed_peak=fixed_peak)
+    summarise(results, jobs, runs, threads, meta.get("machine", {}), loads, markdown, fixed_peak=fixed_peak,
+              impls=meta.get("impls"))
     return 0
 
 

@@ -1,8 +1,16 @@
 """The PyTorch twin of `roformer bench`: the same job, the same sizes, the same JSON keys.
 
     /usr/bin/python3 bench/pytorch/bench.py --size base --batch 8 --seq 128 --mode infer --threads 2 --json
+    /usr/bin/python3 bench/pytorch/bench.py --size base --batch 8 --seq 128 --precision int8 --threads 2 --json
 
 inference: model.eval() under torch.no_grad(), full [B, T, V] MLM logits (as `roformer bench`).
+int8:      inference only: torch.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+           on the quantized engine 'onednn' where this torch has it (Debian's 1.13: onednn and qnnpack,
+           no fbgemm), else 'fbgemm', else 'qnnpack'; the JSON's quant_engine says which. Every nn.Linear
+           (q, k, v, attention output, both feed-forward products, the head's transform) gets int8
+           weights (per tensor, symmetric) and quantizes its input per call; the tied decoder
+           (F.linear on the word embeddings, the [H -> V] product) and the attention products q k^T
+           and probs v stay float32. FLOPs and MFU are counted as for fp32 (against the fp32 probe).
 training:  model.train() (dropout 0.1), zero_grad, encoder forward, MLM head and cross-entropy on
            the round(0.15 * B * T) labelled tokens only (as the Go side does; --head-rows all runs
            the head on every token as HF's RoFormerForMaskedLM does), backward, torch.optim.AdamW
@@ -42,6 +50,8 @@ def parse_args(argv):
     g.add_argument("--model", help="HF model folder (config.json + model.safetensors or pytorch_model.bin)")
     p.add_argument("--head", default="masked-lm", choices=["masked-lm", "base"])
     p.add_argument("--mode", default="infer", choices=["infer", "train"])
+    p.add_argument("--precision", default="fp32", choices=["fp32", "int8"],
+                   help="int8: dynamic int8 quantization of every nn.Linear (inference only)")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--threads", type=int, default=os.cpu_count())
@@ -58,6 +68,8 @@ def parse_args(argv):
     a = p.parse_args(argv)
     if a.mode == "train" and a.head != "masked-lm":
         p.error("--mode train needs --head masked-lm")
+    if a.mode == "train" and a.precision != "fp32":
+        p.error("--precision int8 is for --mode infer only (dynamic quantization has no backward)")
     if min(a.batch, a.seq, a.steps, a.threads) < 1 or a.warmup < 0 or not (0 < a.mask_prob <= 1) or a.peak_gflops < 0:
         p.error("--batch, --seq, --steps, --threads must be >= 1, --warmup >= 0, --mask-prob in (0, 1], --peak-gflops >= 0")
     return a
@@ -127,6 +139,27 @@ def probe_peak(threads):
     return flops / best / 1e9, f"measured: best of {reps} rounds of torch.mm [{threads * 512}x1024]x[1024x1024] on {threads} threads"
 
 
+def quantize_int8(model, ids):
+    """Dynamic int8 quantization of every nn.Linear, in place (no second copy of the weights in the
+    peak RSS). Returns (model, the quantized engine used, how far the int8 logits are from the fp32
+    ones on the first row's first 64 tokens of ids: max abs diff, and the share of equal arg-maxes)."""
+    engines = torch.backends.quantized.supported_engines
+    engine = next((e for e in ("onednn", "fbgemm", "qnnpack") if e in engines), None)
+    if engine is None:
+        raise SystemExit(f"bench.py: --precision int8: this torch has no quantized engine (supported: {engines})")
+    torch.backends.quantized.engine = engine  # before quantize_dynamic, which packs the weights for it
+    probe = ids[:1, :64]
+    model.eval()
+    with torch.no_grad():
+        want = model(probe)[1]
+        model = torch.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+        got = model(probe)[1]
+    check = {"tokens": probe.numel(), "max_abs_diff": (got - want).abs().max().item(),
+             "max_abs_fp32": want.abs().max().item(),
+             "argmax_agreement": (got.argmax(-1) == want.argmax(-1)).float().mean().item()}
+    return model, engine, check
+
+
 def main(a):
     torch.set_num_threads(a.threads)
     start_rss = peak_rss()
@@ -154,14 +187,17 @@ def main(a):
         labels[pos] = targets
         labels = labels.view(B, T)
     flops = rt.model_flops(c, a.head, B, T, head_rows) * (3 if a.mode == "train" else 1)
+    n_params = sum(p.numel() for p in model.parameters())  # before quantization, which hides Linear weights
+    quant_engine = int8_check = None
+    if a.precision == "int8":
+        model, quant_engine, int8_check = quantize_int8(model, ids)
 
     if a.peak_gflops:
         peak, peak_src = a.peak_gflops, "given (--peak-gflops)"
     else:
         peak, peak_src = probe_peak(a.threads)
-    n_params = sum(p.numel() for p in model.parameters())
-    print(f"pytorch bench: {size} {a.head} {a.mode}, batch {B} x seq {T}, {torch.get_num_threads()} threads; "
-          f"{n_params / 1e6:.1f}M parameters", file=sys.stderr)
+    print(f"pytorch bench: {size} {a.head} {a.mode} {a.precision}, batch {B} x seq {T}, {torch.get_num_threads()} threads; "
+          f"{n_params / 1e6:.1f}M parameters" + (f"; int8 engine {quant_engine}" if quant_engine else ""), file=sys.stderr)
 
     last_loss = [None]
     if a.mode == "infer":
@@ -203,8 +239,9 @@ def main(a):
         print(f"  step {i + 1}/{a.steps}: {times[-1]:.1f} ms", file=sys.stderr)
     med = statistics.median(times)
     res = dict(
-        impl="pytorch", mode=a.mode, size=size, head=a.head, batch=B, seq=T, threads=torch.get_num_threads(),
-        blas=blas_name(), params=n_params, steps=a.steps, warmup=a.warmup,
+        impl="pytorch", mode=a.mode, size=size, head=a.head, precision=a.precision, batch=B, seq=T,
+        threads=torch.get_num_threads(), blas=blas_name(), quant_engine=quant_engine, int8_vs_fp32=int8_check,
+        params=n_params, steps=a.steps, warmup=a.warmup,
         tokens_per_sec=BT / (med / 1e3), ms_per_step=med, ms_min=min(times), ms_max=max(times), ms_steps=times,
         flops_per_step=flops, gflops=flops / (med / 1e3) / 1e9, peak_gflops=peak, peak_source=peak_src,
         peak_rss_bytes=peak_rss(), start_rss_bytes=start_rss,
@@ -217,6 +254,9 @@ def main(a):
         res["loss"] = last_loss[0]
     if a.mode == "infer":
         res["note"] = "inference: eval() + torch.no_grad(), " + ("full [B,T,V] logits" if a.head == "masked-lm" else "last hidden state only")
+        if quant_engine:
+            res["note"] += (f"; int8: quantize_dynamic of every nn.Linear on the {quant_engine} engine, the tied decoder "
+                            f"[H->V] and attention products in float32; MFU against the fp32 probe")
     else:
         res["note"] = (f"training: zero_grad + forward (dropout on) + backward + torch.optim.AdamW step; MLM loss on "
                        f"{head_rows} of {BT} tokens ({100 * a.mask_prob:.0f}%), LM head run on "
@@ -226,11 +266,15 @@ def main(a):
     if T > c.max_position_embeddings:
         res["note"] += f"; seq {T} > max_position_embeddings {c.max_position_embeddings}: rotary table extended (HF would refuse)"
 
-    print(f"job:        {size} {a.head} {a.mode}, batch {B} x seq {T}, {res['threads']} threads, {res['blas']}")
+    print(f"job:        {size} {a.head} {a.mode} {a.precision}, batch {B} x seq {T}, {res['threads']} threads, {res['blas']}"
+          + (f", int8 engine {quant_engine}" if quant_engine else ""))
     print(f"steps:      {a.steps} timed after {a.warmup} warm-up: median {med:.1f} ms (min {res['ms_min']:.1f}, "
           f"max {res['ms_max']:.1f}, spread {100 * (res['ms_max'] - res['ms_min']) / med:.1f}%)")
     print(f"throughput: {res['tokens_per_sec']:.1f} tokens/s, {res['gflops']:.2f} GFLOP/s ({flops / 1e9:.3g} GFLOP per step)")
     print(f"MFU:        {100 * res['mfu']:.1f}% of {peak:.1f} GFLOP/s, {peak_src}")
+    if int8_check:
+        print(f"int8:       logits of {int8_check['tokens']} tokens against fp32: max abs diff {int8_check['max_abs_diff']:.3g} "
+              f"(largest |logit| {int8_check['max_abs_fp32']:.3g}), arg-max agrees on {100 * int8_check['argmax_agreement']:.0f}%")
     print(f"peak RSS:   {res['peak_rss_bytes'] / 2**20:.1f} MiB ({start_rss / 2**20:.1f} MiB at start, after importing torch)")
     if "loss" in res:
         print(f"loss:       {res['loss']:.4f} after the last step")
