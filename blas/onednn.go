@@ -28,7 +28,10 @@ type oneDNN struct {
 	// float32, so it goes through purego's RegisterFunc).
 	sgemm func(transA, transB byte, m, n, k int64, alpha float32, a unsafe.Pointer, lda int64, b unsafe.Pointer, ldb int64, beta float32, c unsafe.Pointer, ldc int64) int32
 	// gemmU8S8S32 is dnnl_gemm_u8s8s32.
-	gemmU8S8S32 func(transA, transB, offsetC byte, m, n, k int64, alpha float32, a unsafe.Pointer, lda int64, ao uint8, b unsafe.Pointer, ldb int64, bo int8, beta float32, c unsafe.Pointer, ldc int64, co unsafe.Pointer) int32
+	// sgemmSym and gemmU8Sym are the same functions' addresses, called
+	// through ccallTramp on amd64 (no allocation per call).
+	sgemmSym, gemmU8Sym uintptr
+	gemmU8S8S32         func(transA, transB, offsetC byte, m, n, k int64, alpha float32, a unsafe.Pointer, lda int64, ao uint8, b unsafe.Pointer, ldb int64, bo int8, beta float32, c unsafe.Pointer, ldc int64, co unsafe.Pointer) int32
 }
 
 // dnnlVersion mirrors dnnl_version_t.
@@ -90,13 +93,15 @@ func openOneDNN(path string) (d *oneDNN, err error) {
 	d = &oneDNN{lib: lib}
 	for _, s := range []struct {
 		fn   any
+		sym  *uintptr
 		name string
-	}{{&d.sgemm, "dnnl_sgemm"}, {&d.gemmU8S8S32, "dnnl_gemm_u8s8s32"}} {
+	}{{&d.sgemm, &d.sgemmSym, "dnnl_sgemm"}, {&d.gemmU8S8S32, &d.gemmU8Sym, "dnnl_gemm_u8s8s32"}} {
 		sym, err := purego.Dlsym(lib, s.name)
 		if err != nil {
 			return nil, fmt.Errorf("blas: oneDNN has no %s: %w", s.name, err)
 		}
 		purego.RegisterFunc(s.fn, sym)
+		*s.sym = sym
 	}
 	if sym, err := purego.Dlsym(lib, "dnnl_version"); err == nil {
 		var ver func() *dnnlVersion
@@ -136,7 +141,7 @@ func (d *oneDNN) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []floa
 		scaleC(m, n, beta, c, ldc)
 		return
 	}
-	st := d.sgemm(flag(transA), flag(transB), int64(m), int64(n), int64(k), alpha, ptr(a), int64(max(lda, 1)), ptr(b), int64(max(ldb, 1)), beta, ptr(c), int64(max(ldc, 1)))
+	st := d.sgemmRaw(flag(transA), flag(transB), int64(m), int64(n), int64(k), alpha, ptr(a), int64(max(lda, 1)), ptr(b), int64(max(ldb, 1)), beta, ptr(c), int64(max(ldc, 1)))
 	runtime.KeepAlive(a)
 	runtime.KeepAlive(b)
 	runtime.KeepAlive(c)
@@ -150,7 +155,7 @@ func (d *oneDNN) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []floa
 // with no offsets.
 func (d *oneDNN) GemmU8S8S32(transA, transB bool, m, n, k int, a []uint8, lda int, b []int8, ldb int, c []int32, ldc int) {
 	var co int32
-	st := d.gemmU8S8S32(flag(transA), flag(transB), 'F', int64(m), int64(n), int64(k), 1, ptr(a), int64(max(lda, 1)), 0, ptr(b), int64(max(ldb, 1)), 0, 0, ptr(c), int64(max(ldc, 1)), unsafe.Pointer(&co))
+	st := d.gemmU8S8S32Raw(flag(transA), flag(transB), 'F', int64(m), int64(n), int64(k), 1, ptr(a), int64(max(lda, 1)), 0, ptr(b), int64(max(ldb, 1)), 0, 0, ptr(c), int64(max(ldc, 1)), unsafe.Pointer(&co))
 	runtime.KeepAlive(a)
 	runtime.KeepAlive(b)
 	runtime.KeepAlive(c)

@@ -2,28 +2,14 @@ package roformer
 
 import (
 	"context"
-	"strings"
 	"testing"
-
-	"github.com/roformer-go/roformer/blas"
 
 	"github.com/roformer-go/roformer/internal/testutil"
 )
 
 // A session gives Model.Forward's numbers and, once warm, allocates (almost)
-// nothing per call. It runs on OpenBLAS or the Go fallback: a oneDNN call
-// passes its float arguments through purego's RegisterFunc, which allocates
-// a few small objects per product (no activation buffer).
+// nothing per call.
 func TestSessionReuses(t *testing.T) {
-	if strings.HasPrefix(blas.Name(), "onednn") {
-		prev := blas.Set(blas.Go())
-		defer blas.Set(prev)
-		for _, b := range blas.Available() {
-			if strings.HasPrefix(b.Name(), "openblas") {
-				blas.Set(b)
-			}
-		}
-	}
 	ctx := context.Background()
 	m := randomModel(t, tinyConfig(nil), HeadMaskedLM, 31)
 	b := &Batch{InputIDs: []int32{2, 5, 7, 3, 2, 9, 1, 0}, AttentionMask: []int32{1, 1, 1, 1, 1, 1, 1, 0}, B: 2, T: 4}
