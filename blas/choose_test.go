@@ -108,3 +108,17 @@ func TestOpenBLASKernelSets(t *testing.T) {
 	}
 	testBackend(t, o)
 }
+
+// Without any library the choice falls back to Go, measured, and says so.
+func TestNoLibraryFallsBackToGo(t *testing.T) {
+	l := libraries{}
+	cs := l.candidates(CPU())
+	if len(cs) != 1 || cs[0].Kind != KindGo {
+		t.Fatalf("candidates without libraries: %v", cs)
+	}
+	ms := l.measureAll(cs, true)
+	m, ok := best(ms)
+	if !ok || m.Kind != KindGo || !(m.GFLOPS > 0) {
+		t.Errorf("measurements %+v", ms)
+	}
+}
