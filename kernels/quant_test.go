@@ -143,3 +143,43 @@ func TestQuantKernelsAgainstScalar(t *testing.T) {
 		}
 	}
 }
+
+// The bf16 layer (where the CPU has bfloat16 products) against the float32
+// layer, with and without bias and residual, out aliasing res: within the
+// rounding of bfloat16 (8 significant bits) of the inputs and weights.
+func TestBF16LinearAgainstFP32(t *testing.T) {
+	if _, err := NewBF16Linear(make([]float32, 4), 2, 2); err != nil {
+		t.Skip(err)
+	}
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, sh := range [][3]int{{1, 5, 7}, {17, 33, 64}, {40, 96, 768}} {
+		BT, OC, C := sh[0], sh[1], sh[2]
+		inp, w, bias, res := randVec(r, BT*C), randVec(r, OC*C), randVec(r, OC), randVec(r, BT*OC)
+		q, err := NewBF16Linear(w, OC, C)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct{ b, rs []float32 }{{bias, res}, {bias, nil}, {nil, res}, {nil, nil}} {
+			want := make([]float32, BT*OC)
+			if c.rs != nil {
+				MatmulResidualForward(want, inp, w, c.b, c.rs, BT, C, OC)
+			} else {
+				MatmulForward(want, inp, w, c.b, BT, C, OC)
+			}
+			got := make([]float32, BT*OC)
+			rs := c.rs
+			if rs != nil {
+				copy(got, rs)
+				rs = got // out aliases res
+			}
+			q.Forward(got, inp, c.b, rs, BT)
+			for i := range got {
+				// Each product term errs by about 2⁻⁸ relative; their sum
+				// grows like √C times a term's size (inputs are N(0, 1)).
+				if d := math.Abs(float64(got[i] - want[i])); d > 3*math.Sqrt(float64(C))/128 {
+					t.Fatalf("%v bias %v res %v: element %d is %v, float32 %v", sh, c.b != nil, c.rs != nil, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}

@@ -104,7 +104,7 @@ func (lp *lowPrecision) get(w []float32, oc, c int) (lowLinear, error) {
 	case PrecisionInt8:
 		l, err = kernels.NewInt8Linear(w[:oc*c], oc, c)
 	case PrecisionBF16:
-		l, err = newBF16Linear(w[:oc*c], oc, c)
+		l, err = kernels.NewBF16Linear(w[:oc*c], oc, c)
 	default:
 		err = fmt.Errorf("roformer: precision %q has no prepared layers", lp.prec)
 	}

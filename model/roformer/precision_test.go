@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/roformer-go/roformer/blas"
+	"github.com/roformer-go/roformer/kernels"
 )
 
 func cosine64(a, b []float32) float64 {
@@ -90,7 +91,7 @@ func precisionSupported(p Precision) error {
 		_, err := blas.Int8()
 		return err
 	case PrecisionBF16:
-		_, err := newBF16Linear(make([]float32, 4), 2, 2)
+		_, err := kernels.NewBF16Linear(make([]float32, 4), 2, 2)
 		return err
 	}
 	return nil

@@ -1,0 +1,685 @@
+//go:build !windows
+
+package blas
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// Constants of the oneDNN 2.6 C API, from /usr/include/oneapi/dnnl/dnnl_types.h
+// (Debian libdnnl-dev 2.6.3), checked by compiling a C program that prints
+// them with gcc on x86-64 Linux.
+const (
+	dnnlSuccess = 0 // dnnl_status_t dnnl_success
+
+	dnnlCPU = 1 // dnnl_engine_kind_t dnnl_cpu
+
+	dnnlBF16 = 2 // dnnl_data_type_t dnnl_bf16
+	dnnlF32  = 3 // dnnl_data_type_t dnnl_f32
+
+	dnnlFormatAny = 1  // dnnl_format_tag_t dnnl_format_tag_any
+	dnnlTagAB     = 3  // dnnl_format_tag_t dnnl_ab: row-major 2-D
+	dnnlTagBA     = 22 // dnnl_format_tag_t dnnl_ba: column-major 2-D
+
+	dnnlArgSrc        = 1  // DNNL_ARG_SRC (also DNNL_ARG_FROM)
+	dnnlArgDst        = 17 // DNNL_ARG_DST (also DNNL_ARG_TO)
+	dnnlArgWeights    = 33 // DNNL_ARG_WEIGHTS
+	dnnlArgScratchpad = 80 // DNNL_ARG_SCRATCHPAD
+
+	dnnlScratchpadUser = 1   // dnnl_scratchpad_mode_t dnnl_scratchpad_mode_user
+	dnnlQueryImplInfo  = 8   // dnnl_query_t dnnl_query_impl_info_str
+	dnnlQueryWeightsMD = 131 // dnnl_query_t dnnl_query_weights_md
+	dnnlQueryScratchMD = 136 // dnnl_query_t dnnl_query_scratchpad_md
+
+	dnnlStreamDefault = 1 // dnnl_stream_flags_t dnnl_stream_default_flags
+)
+
+// dnnlMemDesc holds a dnnl_memory_desc_t (696 bytes in oneDNN 2.6 on
+// x86-64; 8-byte aligned since it starts with int64 fields).
+type dnnlMemDesc [96]uint64
+
+// dnnlMatmulDesc holds a dnnl_matmul_desc_t (2800 bytes in oneDNN 2.6).
+type dnnlMatmulDesc [384]uint64
+
+// dnnlExecArg mirrors dnnl_exec_arg_t {int arg; dnnl_memory_t memory}.
+type dnnlExecArg struct {
+	arg int32
+	_   int32
+	mem uintptr
+}
+
+// dnnlStatusNames names dnnl_status_t values.
+var dnnlStatusNames = [...]string{"success", "out of memory", "invalid arguments", "unimplemented", "iterator ends", "runtime error", "not required"}
+
+// dnnlError describes a failed oneDNN call.
+func dnnlError(call string, st int32) error {
+	name := "unknown status"
+	if st >= 0 && int(st) < len(dnnlStatusNames) {
+		name = dnnlStatusNames[st]
+	}
+	return fmt.Errorf("blas: oneDNN %s failed with status %d (%s)", call, st, name)
+}
+
+// dnnlMatmul is the part of oneDNN's primitive API that the bfloat16
+// products use: function addresses for purego.SyscallN, and one CPU engine
+// shared by all of them (engines may be used from several threads at once).
+type dnnlMatmul struct {
+	engine uintptr
+
+	engineCreate, streamCreate, streamWait, streamDestroy      uintptr
+	memDescByTag, memDescGetSize, memDescEqual                 uintptr
+	memCreate, memSetHandle, memDestroy                        uintptr
+	matmulDescInit, pdCreate, pdQuery, pdQueryMD, pdDestroy    uintptr
+	reorderPDCreate, primCreate, primExecute, primDestroy      uintptr
+	attrCreate, attrSetScratchpad, attrSetPostOps, attrDestroy uintptr
+	postOpsCreate, postOpsDestroy                              uintptr
+	postOpsAppendSum                                           func(po uintptr, scale float32) int32
+	isa                                                        string
+}
+
+// call runs a oneDNN function returning dnnl_status_t. Like
+// purego.SyscallN, it moves what its pointer arguments (converted to
+// uintptr in the call) point to onto the heap, so that a stack move during
+// the call cannot invalidate them.
+//
+//go:uintptrescapes
+func (d *dnnlMatmul) call(fn uintptr, args ...uintptr) int32 {
+	r, _, _ := purego.SyscallN(fn, args...)
+	return int32(r)
+}
+
+var loadDNNLMatmul = sync.OnceValues(func() (d *dnnlMatmul, err error) {
+	lib, err := loadOneDNN()
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			d, err = nil, fmt.Errorf("blas: loading oneDNN's matmul: %v", r)
+		}
+	}()
+	d = &dnnlMatmul{isa: lib.isa}
+	for _, s := range []struct {
+		fn   *uintptr
+		name string
+	}{
+		{&d.engineCreate, "dnnl_engine_create"},
+		{&d.streamCreate, "dnnl_stream_create"},
+		{&d.streamWait, "dnnl_stream_wait"},
+		{&d.streamDestroy, "dnnl_stream_destroy"},
+		{&d.memDescByTag, "dnnl_memory_desc_init_by_tag"},
+		{&d.memDescGetSize, "dnnl_memory_desc_get_size"},
+		{&d.memDescEqual, "dnnl_memory_desc_equal"},
+		{&d.memCreate, "dnnl_memory_create"},
+		{&d.memSetHandle, "dnnl_memory_set_data_handle"},
+		{&d.memDestroy, "dnnl_memory_destroy"},
+		{&d.matmulDescInit, "dnnl_matmul_desc_init"},
+		{&d.pdCreate, "dnnl_primitive_desc_create"},
+		{&d.pdQuery, "dnnl_primitive_desc_query"},
+		{&d.pdQueryMD, "dnnl_primitive_desc_query_md"},
+		{&d.pdDestroy, "dnnl_primitive_desc_destroy"},
+		{&d.reorderPDCreate, "dnnl_reorder_primitive_desc_create"},
+		{&d.primCreate, "dnnl_primitive_create"},
+		{&d.primExecute, "dnnl_primitive_execute"},
+		{&d.primDestroy, "dnnl_primitive_destroy"},
+		{&d.attrCreate, "dnnl_primitive_attr_create"},
+		{&d.attrSetScratchpad, "dnnl_primitive_attr_set_scratchpad_mode"},
+		{&d.attrSetPostOps, "dnnl_primitive_attr_set_post_ops"},
+		{&d.attrDestroy, "dnnl_primitive_attr_destroy"},
+		{&d.postOpsCreate, "dnnl_post_ops_create"},
+		{&d.postOpsDestroy, "dnnl_post_ops_destroy"},
+	} {
+		sym, err := purego.Dlsym(lib.lib, s.name)
+		if err != nil {
+			return nil, fmt.Errorf("blas: oneDNN has no %s: %w", s.name, err)
+		}
+		*s.fn = sym
+	}
+	sym, err := purego.Dlsym(lib.lib, "dnnl_post_ops_append_sum")
+	if err != nil {
+		return nil, fmt.Errorf("blas: oneDNN has no dnnl_post_ops_append_sum: %w", err)
+	}
+	// The scale is a float, passed in a vector register: SyscallN cannot.
+	purego.RegisterFunc(&d.postOpsAppendSum, sym)
+	if st := d.call(d.engineCreate, uintptr(unsafe.Pointer(&d.engine)), dnnlCPU, 0); st != dnnlSuccess {
+		return nil, dnnlError("dnnl_engine_create", st)
+	}
+	return d, nil
+})
+
+// BF16Supported reports whether this processor and library can run the
+// bfloat16 products (AVX512_BF16 or AMX-BF16, and oneDNN loaded); the error
+// says which is missing.
+func BF16Supported() error {
+	c := CPU()
+	if !c.AVX512BF16 && !c.AMXBF16 {
+		return fmt.Errorf("blas: bfloat16 products need AVX512_BF16 or AMX-BF16, which this processor (%s) lacks", c)
+	}
+	d, err := loadDNNLMatmul()
+	if err != nil {
+		return err
+	}
+	switch d.isa {
+	case "", "avx512_core_bf16", "avx512_core_amx":
+		// "" when the library does not say: let it try.
+	default:
+		return fmt.Errorf("blas: oneDNN's effective instruction set is %s, below avx512_core_bf16 (is DNNL_MAX_CPU_ISA set?)", d.isa)
+	}
+	return nil
+}
+
+// BF16Linear is a linear layer's weight W [n, k] (PyTorch nn.Linear layout:
+// n outputs, k inputs), stored once in bfloat16 for oneDNN's matmul.
+//
+// oneDNN picks the weights' memory layout for its fastest kernel (a blocked
+// one, for its brgemm kernels) and W is reordered into it once. A primitive
+// is created on first use for each number of rows m and each beta (about
+// 0.3–0.7 ms each for BERT-sized layers) and kept for the life of the
+// BF16Linear; a fixed m gives faster kernels than a run-time m.
+type BF16Linear struct {
+	n, k int
+	d    *dnnlMatmul
+	res  *bf16Resources
+
+	mu    sync.Mutex // serialises the creation of plans
+	init  []float32  // W as given, during NewBF16Linear only
+	plans sync.Map   // bf16Key → *bf16Plan
+}
+
+// bf16Key identifies a primitive: the number of rows and the sum scale.
+type bf16Key struct {
+	m    int
+	beta float32
+}
+
+// bf16Resources owns the C objects of one BF16Linear; a cleanup destroys
+// them when the BF16Linear is garbage collected. It must not point back to
+// the BF16Linear.
+type bf16Resources struct {
+	d       *dnnlMatmul
+	mu      sync.Mutex
+	weights []*bf16Weights
+	plans   []*bf16Plan
+}
+
+// bf16Weights is W in one of the layouts a primitive asked for.
+type bf16Weights struct {
+	md  dnnlMemDesc
+	buf []byte // 64-byte aligned
+}
+
+// bf16Plan is one matmul primitive and a free list of execution contexts
+// (oneDNN memory objects, stream, scratch buffers) for concurrent calls.
+type bf16Plan struct {
+	pd      uintptr
+	prim    uintptr
+	srcMD   dnnlMemDesc
+	dstMD   dnnlMemDesc
+	scrMD   dnnlMemDesc
+	scrSize int
+	w       *bf16Weights
+	m       int
+
+	// cvtPD and cvt are a reorder primitive that rounds the float32 input
+	// [m, k] to bfloat16, vectorised; f32MD describes the input.
+	cvtPD, cvt uintptr
+	f32MD      dnnlMemDesc
+
+	mu   sync.Mutex
+	free []*bf16Exec
+	all  []*bf16Exec
+}
+
+// bf16Exec is what one Forward call needs besides the primitive.
+type bf16Exec struct {
+	stream           uintptr
+	src, wei, dst, s uintptr // memory objects; s is 0 without scratchpad
+	srcBuf           []uint16
+	scrBuf           []byte
+	args             [4]dnnlExecArg
+	nargs            int
+	f32              uintptr // memory object for the float32 input
+	cvtArgs          [2]dnnlExecArg
+
+	// During Forward: the arguments of purego.SyscallN and the slices
+	// whose addresses are among them.
+	sys      [4]uintptr
+	inp, out []float32
+}
+
+// NewBF16Linear rounds w, a weight matrix [n, k] in row-major order (n
+// outputs, k inputs), to bfloat16 (to nearest, ties to even) and stores it;
+// w is not retained. It returns an error if BF16Supported does, if the
+// dimensions do not match w, or if oneDNN fails to create the primitive.
+func NewBF16Linear(w []float32, n, k int) (*BF16Linear, error) {
+	if n <= 0 || k <= 0 {
+		return nil, fmt.Errorf("blas: NewBF16Linear: bad dimensions n=%d, k=%d", n, k)
+	}
+	if len(w) != n*k {
+		return nil, fmt.Errorf("blas: NewBF16Linear: len(w) = %d, want n·k = %d·%d = %d", len(w), n, k, n*k)
+	}
+	if err := BF16Supported(); err != nil {
+		return nil, err
+	}
+	d, _ := loadDNNLMatmul()
+	l := &BF16Linear{n: n, k: k, d: d, res: &bf16Resources{d: d}}
+	runtime.AddCleanup(l, func(r *bf16Resources) { r.destroy() }, l.res)
+	// Create the primitive for one row now, which stores the weights, so
+	// that errors surface here rather than in Forward.
+	l.mu.Lock()
+	l.init = w
+	_, err := l.newPlan(bf16Key{m: 1})
+	l.init = nil
+	l.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// N returns the number of outputs, the rows of W.
+func (l *BF16Linear) N() int { return l.n }
+
+// K returns the number of inputs, the columns of W.
+func (l *BF16Linear) K() int { return l.k }
+
+// Forward computes out = beta·out + inp·Wᵀ for m rows: inp [m, k] float32
+// (converted to bfloat16, round to nearest even, inside), out [m, n] float32
+// (accumulated in float32). Both are row-major and contiguous. It is safe
+// to call from several goroutines at once with different out/inp.
+//
+// Any finite beta works; each distinct value gets its own primitive.
+// Forward panics if a slice is too short for m, if beta is NaN, or if
+// oneDNN fails, which after construction indicates a bug.
+func (l *BF16Linear) Forward(out, inp []float32, m int, beta float32) {
+	if m < 0 {
+		panic(fmt.Sprintf("blas: BF16Linear.Forward: negative m = %d", m))
+	}
+	if beta != beta {
+		panic("blas: BF16Linear.Forward: beta is NaN")
+	}
+	if len(inp) < m*l.k {
+		panic(fmt.Sprintf("blas: BF16Linear.Forward: len(inp) = %d < m·k = %d·%d", len(inp), m, l.k))
+	}
+	if len(out) < m*l.n {
+		panic(fmt.Sprintf("blas: BF16Linear.Forward: len(out) = %d < m·n = %d·%d", len(out), m, l.n))
+	}
+	if m == 0 {
+		return
+	}
+	p, err := l.plan(m, beta)
+	if err != nil {
+		panic(err.Error())
+	}
+	e, err := p.get(l.d, l.k)
+	if err != nil {
+		panic(err.Error())
+	}
+	d := l.d
+	// inp and out go to oneDNN as uintptrs through e.sys (a fresh variadic
+	// argument list for SyscallN would be allocated on every call). Storing
+	// them in e, which is on the heap, moves them to the heap too if the
+	// caller had them on its stack, which could move during the calls.
+	e.inp, e.out = inp, out
+	// Round the input to bfloat16 with oneDNN's reorder (vectorised; a Go
+	// loop takes 10% of the product's time at k=3072). The other handles
+	// (the weights, the bfloat16 input, the scratchpad) were set in get.
+	e.sys = [4]uintptr{e.f32, uintptr(unsafe.Pointer(&e.inp[0]))}
+	if r, _, _ := purego.SyscallN(d.memSetHandle, e.sys[:2]...); int32(r) != dnnlSuccess {
+		panic(dnnlError("dnnl_memory_set_data_handle", int32(r)).Error())
+	}
+	e.sys = [4]uintptr{p.cvt, e.stream, uintptr(len(e.cvtArgs)), uintptr(unsafe.Pointer(&e.cvtArgs[0]))}
+	if r, _, _ := purego.SyscallN(d.primExecute, e.sys[:4]...); int32(r) != dnnlSuccess {
+		panic(fmt.Sprintf("%v (reorder f32 to bf16, m=%d, k=%d)", dnnlError("dnnl_primitive_execute", int32(r)), m, l.k))
+	}
+	e.sys = [4]uintptr{e.dst, uintptr(unsafe.Pointer(&e.out[0]))}
+	if r, _, _ := purego.SyscallN(d.memSetHandle, e.sys[:2]...); int32(r) != dnnlSuccess {
+		panic(dnnlError("dnnl_memory_set_data_handle", int32(r)).Error())
+	}
+	e.sys = [4]uintptr{p.prim, e.stream, uintptr(e.nargs), uintptr(unsafe.Pointer(&e.args[0]))}
+	if r, _, _ := purego.SyscallN(d.primExecute, e.sys[:4]...); int32(r) != dnnlSuccess {
+		panic(fmt.Sprintf("%v (m=%d, n=%d, k=%d)", dnnlError("dnnl_primitive_execute", int32(r)), m, l.n, l.k))
+	}
+	e.sys = [4]uintptr{e.stream}
+	if r, _, _ := purego.SyscallN(d.streamWait, e.sys[:1]...); int32(r) != dnnlSuccess {
+		panic(dnnlError("dnnl_stream_wait", int32(r)).Error())
+	}
+	e.sys = [4]uintptr{}
+	e.inp, e.out = nil, nil
+	p.put(e)
+	// l owns the primitives (its cleanup destroys them): keep it alive
+	// until they have run.
+	runtime.KeepAlive(l)
+}
+
+// plan returns the primitive for m rows and beta, creating it if needed.
+func (l *BF16Linear) plan(m int, beta float32) (*bf16Plan, error) {
+	if beta == 0 {
+		beta = 0 // -0 → 0
+	}
+	key := bf16Key{m, beta}
+	if p, ok := l.plans.Load(key); ok {
+		return p.(*bf16Plan), nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if p, ok := l.plans.Load(key); ok {
+		return p.(*bf16Plan), nil
+	}
+	return l.newPlan(key)
+}
+
+// newPlan creates the matmul primitive src [m, k] bf16 · wei [k, n] bf16 →
+// dst [m, n] f32, with a sum post-op scaled by beta when beta ≠ 0, and
+// reorders the weights into the layout it asks for if no earlier primitive
+// did. l.mu is held.
+func (l *BF16Linear) newPlan(key bf16Key) (p *bf16Plan, err error) {
+	d := l.d
+	m, beta := key.m, key.beta
+	p = &bf16Plan{m: m}
+	var weiMD, anyMD dnnlMemDesc
+	src := [2]int64{int64(m), int64(l.k)}
+	wei := [2]int64{int64(l.k), int64(l.n)}
+	dst := [2]int64{int64(m), int64(l.n)}
+	for _, md := range []struct {
+		md   *dnnlMemDesc
+		dims *[2]int64
+		dt   uintptr
+		tag  uintptr
+	}{
+		{&p.srcMD, &src, dnnlBF16, dnnlTagAB},
+		{&p.f32MD, &src, dnnlF32, dnnlTagAB},
+		{&anyMD, &wei, dnnlBF16, dnnlFormatAny},
+		{&p.dstMD, &dst, dnnlF32, dnnlTagAB},
+	} {
+		if st := d.call(d.memDescByTag, uintptr(unsafe.Pointer(md.md)), 2, uintptr(unsafe.Pointer(md.dims)), md.dt, md.tag); st != dnnlSuccess {
+			return nil, dnnlError("dnnl_memory_desc_init_by_tag", st)
+		}
+	}
+	var op dnnlMatmulDesc
+	if st := d.call(d.matmulDescInit, uintptr(unsafe.Pointer(&op)), uintptr(unsafe.Pointer(&p.srcMD)), uintptr(unsafe.Pointer(&anyMD)), 0, uintptr(unsafe.Pointer(&p.dstMD))); st != dnnlSuccess {
+		return nil, dnnlError("dnnl_matmul_desc_init", st)
+	}
+	var attr, po uintptr
+	if st := d.call(d.attrCreate, uintptr(unsafe.Pointer(&attr))); st != dnnlSuccess {
+		return nil, dnnlError("dnnl_primitive_attr_create", st)
+	}
+	defer d.call(d.attrDestroy, attr)
+	// The library's scratchpad belongs to the primitive and is not safe for
+	// concurrent executions; each execution context brings its own.
+	if st := d.call(d.attrSetScratchpad, attr, dnnlScratchpadUser); st != dnnlSuccess {
+		return nil, dnnlError("dnnl_primitive_attr_set_scratchpad_mode", st)
+	}
+	if beta != 0 {
+		if st := d.call(d.postOpsCreate, uintptr(unsafe.Pointer(&po))); st != dnnlSuccess {
+			return nil, dnnlError("dnnl_post_ops_create", st)
+		}
+		defer d.call(d.postOpsDestroy, po)
+		if st := d.postOpsAppendSum(po, beta); st != dnnlSuccess {
+			return nil, dnnlError("dnnl_post_ops_append_sum", st)
+		}
+		if st := d.call(d.attrSetPostOps, attr, po); st != dnnlSuccess {
+			return nil, dnnlError("dnnl_primitive_attr_set_post_ops", st)
+		}
+	}
+	defer func() {
+		if err != nil {
+			p.destroy(d)
+		}
+	}()
+	if st := d.call(d.pdCreate, uintptr(unsafe.Pointer(&p.pd)), uintptr(unsafe.Pointer(&op)), attr, d.engine, 0); st != dnnlSuccess {
+		return nil, fmt.Errorf("%w (matmul bf16 m=%d, n=%d, k=%d)", dnnlError("dnnl_primitive_desc_create", st), m, l.n, l.k)
+	}
+	if err := copyMD(&weiMD, d, p.pd, dnnlQueryWeightsMD); err != nil {
+		return nil, err
+	}
+	if err := copyMD(&p.scrMD, d, p.pd, dnnlQueryScratchMD); err == nil {
+		p.scrSize = int(d.call64(d.memDescGetSize, uintptr(unsafe.Pointer(&p.scrMD))))
+	}
+	if st := d.call(d.primCreate, uintptr(unsafe.Pointer(&p.prim)), p.pd); st != dnnlSuccess {
+		return nil, dnnlError("dnnl_primitive_create", st)
+	}
+	if p.w, err = l.weights(&weiMD); err != nil {
+		return nil, err
+	}
+	if st := d.call(d.reorderPDCreate, uintptr(unsafe.Pointer(&p.cvtPD)), uintptr(unsafe.Pointer(&p.f32MD)), d.engine, uintptr(unsafe.Pointer(&p.srcMD)), d.engine, 0); st != dnnlSuccess {
+		return nil, dnnlError("dnnl_reorder_primitive_desc_create (f32 to bf16)", st)
+	}
+	if st := d.call(d.primCreate, uintptr(unsafe.Pointer(&p.cvt)), p.cvtPD); st != dnnlSuccess {
+		return nil, dnnlError("dnnl_primitive_create (f32 to bf16)", st)
+	}
+	// One context now, so that errors in creating it surface here.
+	e, err := p.get(d, l.k)
+	if err != nil {
+		return nil, err
+	}
+	p.put(e)
+	l.res.mu.Lock()
+	l.res.plans = append(l.res.plans, p)
+	l.res.mu.Unlock()
+	l.plans.Store(key, p)
+	return p, nil
+}
+
+// call64 runs a oneDNN function returning size_t, like call.
+//
+//go:uintptrescapes
+func (d *dnnlMatmul) call64(fn uintptr, args ...uintptr) uint64 {
+	r, _, _ := purego.SyscallN(fn, args...)
+	return uint64(r)
+}
+
+// copyMD copies the memory descriptor that pd reports for what into md.
+func copyMD(md *dnnlMemDesc, d *dnnlMatmul, pd uintptr, what uintptr) error {
+	r, _, _ := purego.SyscallN(d.pdQueryMD, pd, what, 0)
+	if r == 0 {
+		return fmt.Errorf("blas: oneDNN dnnl_primitive_desc_query_md(%d) returned nothing", what)
+	}
+	// r points into the primitive descriptor, which outlives this call.
+	// (Copying it with copy(unsafe.Slice(…), unsafe.Slice(…)) crashes the
+	// Go 1.26 compiler, "disjointTypes: one of arguments is not a pointer".)
+	type cMemDesc [696 / 8]uint64 // sizeof(dnnl_memory_desc_t) in oneDNN 2.6
+	c := (*cMemDesc)(*(*unsafe.Pointer)(unsafe.Pointer(&r)))
+	*(*cMemDesc)(unsafe.Pointer(md)) = *c
+	return nil
+}
+
+// weights returns W in the layout md, converting it the first time: from
+// l.init, W in float32 during NewBF16Linear, or else from the bfloat16
+// copy made then. l.mu is held.
+func (l *BF16Linear) weights(md *dnnlMemDesc) (*bf16Weights, error) {
+	d := l.d
+	l.res.mu.Lock()
+	have := l.res.weights
+	l.res.mu.Unlock()
+	for _, w := range have {
+		if d.call(d.memDescEqual, uintptr(unsafe.Pointer(&w.md)), uintptr(unsafe.Pointer(md))) != 0 {
+			return w, nil
+		}
+	}
+	w := &bf16Weights{md: *md}
+	w.buf = alignedBytes(int(d.call64(d.memDescGetSize, uintptr(unsafe.Pointer(md)))))
+	var err error
+	if l.init != nil {
+		// W [n, k] row-major is Wᵀ [k, n] in layout ba.
+		var f32MD dnnlMemDesc
+		dims := [2]int64{int64(l.k), int64(l.n)}
+		if st := d.call(d.memDescByTag, uintptr(unsafe.Pointer(&f32MD)), 2, uintptr(unsafe.Pointer(&dims)), dnnlF32, dnnlTagBA); st != dnnlSuccess {
+			return nil, dnnlError("dnnl_memory_desc_init_by_tag", st)
+		}
+		err = d.reorder(&f32MD, unsafe.Pointer(&l.init[0]), &w.md, unsafe.Pointer(&w.buf[0]))
+	} else if len(have) > 0 {
+		err = d.reorder(&have[0].md, unsafe.Pointer(&have[0].buf[0]), &w.md, unsafe.Pointer(&w.buf[0]))
+	} else {
+		err = errors.New("blas: BF16Linear has no weights (NewBF16Linear failed?)")
+	}
+	if err != nil {
+		return nil, err
+	}
+	l.res.mu.Lock()
+	l.res.weights = append(l.res.weights, w)
+	l.res.mu.Unlock()
+	return w, nil
+}
+
+// reorder copies the data at from (layout fromMD) to to (layout toMD) with
+// a oneDNN reorder primitive.
+func (d *dnnlMatmul) reorder(fromMD *dnnlMemDesc, from unsafe.Pointer, toMD *dnnlMemDesc, to unsafe.Pointer) error {
+	var pd, prim, stream, src, dst uintptr
+	if st := d.call(d.reorderPDCreate, uintptr(unsafe.Pointer(&pd)), uintptr(unsafe.Pointer(fromMD)), d.engine, uintptr(unsafe.Pointer(toMD)), d.engine, 0); st != dnnlSuccess {
+		return dnnlError("dnnl_reorder_primitive_desc_create", st)
+	}
+	defer d.call(d.pdDestroy, pd)
+	if st := d.call(d.primCreate, uintptr(unsafe.Pointer(&prim)), pd); st != dnnlSuccess {
+		return dnnlError("dnnl_primitive_create (reorder)", st)
+	}
+	defer d.call(d.primDestroy, prim)
+	if st := d.call(d.streamCreate, uintptr(unsafe.Pointer(&stream)), d.engine, dnnlStreamDefault); st != dnnlSuccess {
+		return dnnlError("dnnl_stream_create", st)
+	}
+	defer d.call(d.streamDestroy, stream)
+	if st := d.call(d.memCreate, uintptr(unsafe.Pointer(&src)), uintptr(unsafe.Pointer(fromMD)), d.engine, uintptr(from)); st != dnnlSuccess {
+		return dnnlError("dnnl_memory_create", st)
+	}
+	defer d.call(d.memDestroy, src)
+	if st := d.call(d.memCreate, uintptr(unsafe.Pointer(&dst)), uintptr(unsafe.Pointer(toMD)), d.engine, uintptr(to)); st != dnnlSuccess {
+		return dnnlError("dnnl_memory_create", st)
+	}
+	defer d.call(d.memDestroy, dst)
+	args := [2]dnnlExecArg{{arg: dnnlArgSrc, mem: src}, {arg: dnnlArgDst, mem: dst}}
+	if st := d.call(d.primExecute, prim, stream, 2, uintptr(unsafe.Pointer(&args[0]))); st != dnnlSuccess {
+		return dnnlError("dnnl_primitive_execute (reorder)", st)
+	}
+	if st := d.call(d.streamWait, stream); st != dnnlSuccess {
+		return dnnlError("dnnl_stream_wait", st)
+	}
+	runtime.KeepAlive(from)
+	runtime.KeepAlive(to)
+	return nil
+}
+
+// alignedBytes returns n zero bytes starting on a 64-byte boundary.
+func alignedBytes(n int) []byte {
+	b := make([]byte, n+64)
+	off := int(-uintptr(unsafe.Pointer(&b[0])) & 63)
+	return b[off : off+n : off+n]
+}
+
+// get takes an execution context from the free list or makes one.
+func (p *bf16Plan) get(d *dnnlMatmul, k int) (*bf16Exec, error) {
+	p.mu.Lock()
+	if n := len(p.free); n > 0 {
+		e := p.free[n-1]
+		p.free = p.free[:n-1]
+		p.mu.Unlock()
+		return e, nil
+	}
+	p.mu.Unlock()
+	e := &bf16Exec{srcBuf: unsafe.Slice((*uint16)(unsafe.Pointer(&alignedBytes(2 * p.m * k)[0])), p.m*k)}
+	if p.scrSize > 0 {
+		e.scrBuf = alignedBytes(p.scrSize)
+	}
+	if st := d.call(d.streamCreate, uintptr(unsafe.Pointer(&e.stream)), d.engine, dnnlStreamDefault); st != dnnlSuccess {
+		return nil, dnnlError("dnnl_stream_create", st)
+	}
+	for _, m := range []struct {
+		mem *uintptr
+		md  *dnnlMemDesc
+		arg int32
+		buf unsafe.Pointer
+	}{
+		{&e.src, &p.srcMD, dnnlArgSrc, unsafe.Pointer(&e.srcBuf[0])},
+		{&e.wei, &p.w.md, dnnlArgWeights, unsafe.Pointer(&p.w.buf[0])},
+		{&e.dst, &p.dstMD, dnnlArgDst, nil}, // set by Forward
+		{&e.s, &p.scrMD, dnnlArgScratchpad, ptr(e.scrBuf)},
+	} {
+		if m.arg == dnnlArgScratchpad && p.scrSize == 0 {
+			continue
+		}
+		// The buffers belong to e and p, which keep them alive; Go's heap
+		// does not move.
+		if st := d.call(d.memCreate, uintptr(unsafe.Pointer(m.mem)), uintptr(unsafe.Pointer(m.md)), d.engine, uintptr(m.buf)); st != dnnlSuccess {
+			e.destroy(d)
+			return nil, dnnlError("dnnl_memory_create", st)
+		}
+		e.args[e.nargs] = dnnlExecArg{arg: m.arg, mem: *m.mem}
+		e.nargs++
+	}
+	if st := d.call(d.memCreate, uintptr(unsafe.Pointer(&e.f32)), uintptr(unsafe.Pointer(&p.f32MD)), d.engine, 0); st != dnnlSuccess {
+		e.destroy(d)
+		return nil, dnnlError("dnnl_memory_create", st)
+	}
+	e.cvtArgs = [2]dnnlExecArg{{arg: dnnlArgSrc, mem: e.f32}, {arg: dnnlArgDst, mem: e.src}}
+	p.mu.Lock()
+	p.all = append(p.all, e)
+	p.mu.Unlock()
+	return e, nil
+}
+
+// put returns an execution context to the free list.
+func (p *bf16Plan) put(e *bf16Exec) {
+	p.mu.Lock()
+	p.free = append(p.free, e)
+	p.mu.Unlock()
+}
+
+func (e *bf16Exec) destroy(d *dnnlMatmul) {
+	for _, m := range []uintptr{e.src, e.wei, e.dst, e.s, e.f32} {
+		if m != 0 {
+			d.call(d.memDestroy, m)
+		}
+	}
+	if e.stream != 0 {
+		d.call(d.streamDestroy, e.stream)
+	}
+}
+
+// destroy frees the C objects of p.
+func (p *bf16Plan) destroy(d *dnnlMatmul) {
+	for _, e := range p.all {
+		e.destroy(d)
+	}
+	for _, h := range []uintptr{p.prim, p.cvt} {
+		if h != 0 {
+			d.call(d.primDestroy, h)
+		}
+	}
+	if p.cvtPD != 0 {
+		d.call(d.pdDestroy, p.cvtPD)
+	}
+	if p.pd != 0 {
+		d.call(d.pdDestroy, p.pd)
+	}
+}
+
+// destroy frees the C objects; it runs once no Forward can be running.
+func (r *bf16Resources) destroy() {
+	for _, p := range r.plans {
+		p.destroy(r.d)
+	}
+}
+
+// impl returns the name of the implementation oneDNN chose for m rows and
+// beta, e.g. "brg:avx512_core_bf16", for tests and benchmarks.
+func (l *BF16Linear) impl(m int, beta float32) string {
+	p, err := l.plan(m, beta)
+	if err != nil {
+		return err.Error()
+	}
+	var s *byte
+	d := l.d
+	if d.call(d.pdQuery, p.pd, dnnlQueryImplInfo, 0, uintptr(unsafe.Pointer(&s))) != dnnlSuccess || s == nil {
+		return "?"
+	}
+	n := 0
+	for *(*byte)(unsafe.Add(unsafe.Pointer(s), n)) != 0 {
+		n++
+	}
+	return string(unsafe.Slice(s, n))
+}

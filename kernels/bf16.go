@@ -1,0 +1,62 @@
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/roformer-go/roformer/blas"
+)
+
+// BF16Linear is a linear layer's weight held in bfloat16 for inference:
+// the products run in oneDNN's bfloat16 matmul with float32 accumulation,
+// the activations rounded to bfloat16 on the way in.
+type BF16Linear struct {
+	OC, C int
+	l     *blas.BF16Linear
+}
+
+// NewBF16Linear converts w [OC, C] (PyTorch's nn.Linear layout) once. It
+// fails when the processor has neither AVX512_BF16 nor AMX-BF16, or
+// oneDNN is missing.
+func NewBF16Linear(w []float32, OC, C int) (*BF16Linear, error) {
+	if err := blas.BF16Supported(); err != nil {
+		return nil, err
+	}
+	l, err := blas.NewBF16Linear(w[:OC*C], OC, C)
+	if err != nil {
+		return nil, err
+	}
+	return &BF16Linear{OC: OC, C: C, l: l}, nil
+}
+
+// Forward computes out = res + inp·Wᵀ + bias in bfloat16 products.
+//
+//	out  [BT, OC]  may alias res; not inp
+//	inp  [BT, C]
+//	bias [OC] or nil
+//	res  [BT, OC] or nil
+func (q *BF16Linear) Forward(out, inp, bias, res []float32, BT int) {
+	C, OC := q.C, q.OC
+	parallelFor(BT, 16, func(lo, hi int) {
+		beta := float32(0)
+		if bias != nil || res != nil {
+			beta = 1
+			for r := lo; r < hi; r++ {
+				o := out[r*OC : r*OC+OC]
+				switch {
+				case bias != nil && res != nil:
+					addVec(o, res[r*OC:r*OC+OC], bias[:OC])
+				case bias != nil:
+					copy(o, bias[:OC])
+				default:
+					copy(o, res[r*OC:r*OC+OC])
+				}
+			}
+		}
+		q.l.Forward(out[lo*OC:hi*OC], inp[lo*C:hi*C], hi-lo, beta)
+	})
+}
+
+// String describes the layer.
+func (q *BF16Linear) String() string {
+	return fmt.Sprintf("bf16 linear [%d, %d]", q.OC, q.C)
+}
