@@ -184,6 +184,7 @@ func BF16Supported() error {
 // BF16Linear; a fixed m gives faster kernels than a run-time m.
 type BF16Linear struct {
 	n, k int
+	dt   uintptr // dnnlBF16, or dnnlF32 for a float32 layer (NewF32Linear)
 	d    *dnnlMatmul
 	res  *bf16Resources
 
@@ -217,6 +218,7 @@ type bf16Weights struct {
 // bf16Plan is one matmul primitive and a free list of execution contexts
 // (oneDNN memory objects, stream, scratch buffers) for concurrent calls.
 type bf16Plan struct {
+	f32     bool // a float32 layer: no input conversion
 	pd      uintptr
 	prim    uintptr
 	srcMD   dnnlMemDesc
@@ -268,7 +270,29 @@ func NewBF16Linear(w []float32, n, k int) (*BF16Linear, error) {
 		return nil, err
 	}
 	d, _ := loadDNNLMatmul()
-	l := &BF16Linear{n: n, k: k, d: d, res: &bf16Resources{d: d}}
+	return newPackedLinear(w, n, k, dnnlBF16, d)
+}
+
+// NewF32Linear is NewBF16Linear in float32: W is stored once in the
+// layout oneDNN's float32 matmul prefers (blocked for its brgemm kernels)
+// instead of being packed again by every product, as dnnl_sgemm does.
+// Forward computes in float32. It needs only oneDNN.
+func NewF32Linear(w []float32, n, k int) (*BF16Linear, error) {
+	if n <= 0 || k <= 0 {
+		return nil, fmt.Errorf("blas: NewF32Linear: bad dimensions n=%d, k=%d", n, k)
+	}
+	if len(w) != n*k {
+		return nil, fmt.Errorf("blas: NewF32Linear: len(w) = %d, want n·k = %d·%d = %d", len(w), n, k, n*k)
+	}
+	d, err := loadDNNLMatmul()
+	if err != nil {
+		return nil, err
+	}
+	return newPackedLinear(w, n, k, dnnlF32, d)
+}
+
+func newPackedLinear(w []float32, n, k int, dt uintptr, d *dnnlMatmul) (*BF16Linear, error) {
+	l := &BF16Linear{n: n, k: k, dt: dt, d: d, res: &bf16Resources{d: d}}
 	runtime.AddCleanup(l, func(r *bf16Resources) { r.destroy() }, l.res)
 	// Create the primitive for one row now, which stores the weights, so
 	// that errors surface here rather than in Forward.
@@ -327,16 +351,13 @@ func (l *BF16Linear) Forward(out, inp []float32, m int, beta float32) {
 	// them in e, which is on the heap, moves them to the heap too if the
 	// caller had them on its stack, which could move during the calls.
 	e.inp, e.out = inp, out
-	// Round the input to bfloat16 with oneDNN's reorder (vectorised; a Go
-	// loop takes 10% of the product's time at k=3072). The other handles
-	// (the weights, the bfloat16 input, the scratchpad) were set in get.
-	e.sys = [4]uintptr{e.f32, uintptr(unsafe.Pointer(&e.inp[0]))}
-	if r, _, _ := purego.SyscallN(d.memSetHandle, e.sys[:2]...); int32(r) != dnnlSuccess {
-		panic(dnnlError("dnnl_memory_set_data_handle", int32(r)).Error())
-	}
-	e.sys = [4]uintptr{p.cvt, e.stream, uintptr(len(e.cvtArgs)), uintptr(unsafe.Pointer(&e.cvtArgs[0]))}
-	if r, _, _ := purego.SyscallN(d.primExecute, e.sys[:4]...); int32(r) != dnnlSuccess {
-		panic(fmt.Sprintf("%v (reorder f32 to bf16, m=%d, k=%d)", dnnlError("dnnl_primitive_execute", int32(r)), m, l.k))
+	if l.dt == dnnlF32 {
+		e.sys = [4]uintptr{e.src, uintptr(unsafe.Pointer(&e.inp[0]))}
+		if r, _, _ := purego.SyscallN(d.memSetHandle, e.sys[:2]...); int32(r) != dnnlSuccess {
+			panic(dnnlError("dnnl_memory_set_data_handle", int32(r)).Error())
+		}
+	} else {
+		l.convertInput(p, e)
 	}
 	e.sys = [4]uintptr{e.dst, uintptr(unsafe.Pointer(&e.out[0]))}
 	if r, _, _ := purego.SyscallN(d.memSetHandle, e.sys[:2]...); int32(r) != dnnlSuccess {
@@ -356,6 +377,23 @@ func (l *BF16Linear) Forward(out, inp []float32, m int, beta float32) {
 	// l owns the primitives (its cleanup destroys them): keep it alive
 	// until they have run.
 	runtime.KeepAlive(l)
+}
+
+// convertInput rounds the float32 input of e to bfloat16 in e's source
+// buffer.
+func (l *BF16Linear) convertInput(p *bf16Plan, e *bf16Exec) {
+	d, m := l.d, p.m
+	// Round the input to bfloat16 with oneDNN's reorder (vectorised; a Go
+	// loop takes 10% of the product's time at k=3072). The other handles
+	// (the weights, the bfloat16 input, the scratchpad) were set in get.
+	e.sys = [4]uintptr{e.f32, uintptr(unsafe.Pointer(&e.inp[0]))}
+	if r, _, _ := purego.SyscallN(d.memSetHandle, e.sys[:2]...); int32(r) != dnnlSuccess {
+		panic(dnnlError("dnnl_memory_set_data_handle", int32(r)).Error())
+	}
+	e.sys = [4]uintptr{p.cvt, e.stream, uintptr(len(e.cvtArgs)), uintptr(unsafe.Pointer(&e.cvtArgs[0]))}
+	if r, _, _ := purego.SyscallN(d.primExecute, e.sys[:4]...); int32(r) != dnnlSuccess {
+		panic(fmt.Sprintf("%v (reorder f32 to bf16, m=%d, k=%d)", dnnlError("dnnl_primitive_execute", int32(r)), m, l.k))
+	}
 }
 
 // plan returns the primitive for m rows and beta, creating it if needed.
@@ -382,7 +420,7 @@ func (l *BF16Linear) plan(m int, beta float32) (*bf16Plan, error) {
 func (l *BF16Linear) newPlan(key bf16Key) (p *bf16Plan, err error) {
 	d := l.d
 	m, beta := key.m, key.beta
-	p = &bf16Plan{m: m}
+	p = &bf16Plan{m: m, f32: l.dt == dnnlF32}
 	var weiMD, anyMD dnnlMemDesc
 	src := [2]int64{int64(m), int64(l.k)}
 	wei := [2]int64{int64(l.k), int64(l.n)}
@@ -393,9 +431,9 @@ func (l *BF16Linear) newPlan(key bf16Key) (p *bf16Plan, err error) {
 		dt   uintptr
 		tag  uintptr
 	}{
-		{&p.srcMD, &src, dnnlBF16, dnnlTagAB},
+		{&p.srcMD, &src, l.dt, dnnlTagAB},
 		{&p.f32MD, &src, dnnlF32, dnnlTagAB},
-		{&anyMD, &wei, dnnlBF16, dnnlFormatAny},
+		{&anyMD, &wei, l.dt, dnnlFormatAny},
 		{&p.dstMD, &dst, dnnlF32, dnnlTagAB},
 	} {
 		if st := d.call(d.memDescByTag, uintptr(unsafe.Pointer(md.md)), 2, uintptr(unsafe.Pointer(md.dims)), md.dt, md.tag); st != dnnlSuccess {
@@ -448,11 +486,13 @@ func (l *BF16Linear) newPlan(key bf16Key) (p *bf16Plan, err error) {
 	if p.w, err = l.weights(&weiMD); err != nil {
 		return nil, err
 	}
-	if st := d.call(d.reorderPDCreate, uintptr(unsafe.Pointer(&p.cvtPD)), uintptr(unsafe.Pointer(&p.f32MD)), d.engine, uintptr(unsafe.Pointer(&p.srcMD)), d.engine, 0); st != dnnlSuccess {
-		return nil, dnnlError("dnnl_reorder_primitive_desc_create (f32 to bf16)", st)
-	}
-	if st := d.call(d.primCreate, uintptr(unsafe.Pointer(&p.cvt)), p.cvtPD); st != dnnlSuccess {
-		return nil, dnnlError("dnnl_primitive_create (f32 to bf16)", st)
+	if l.dt != dnnlF32 {
+		if st := d.call(d.reorderPDCreate, uintptr(unsafe.Pointer(&p.cvtPD)), uintptr(unsafe.Pointer(&p.f32MD)), d.engine, uintptr(unsafe.Pointer(&p.srcMD)), d.engine, 0); st != dnnlSuccess {
+			return nil, dnnlError("dnnl_reorder_primitive_desc_create (f32 to bf16)", st)
+		}
+		if st := d.call(d.primCreate, uintptr(unsafe.Pointer(&p.cvt)), p.cvtPD); st != dnnlSuccess {
+			return nil, dnnlError("dnnl_primitive_create (f32 to bf16)", st)
+		}
 	}
 	// One context now, so that errors in creating it surface here.
 	e, err := p.get(d, l.k)
@@ -581,7 +621,12 @@ func (p *bf16Plan) get(d *dnnlMatmul, k int) (*bf16Exec, error) {
 		return e, nil
 	}
 	p.mu.Unlock()
-	e := &bf16Exec{srcBuf: unsafe.Slice((*uint16)(unsafe.Pointer(&alignedBytes(2 * p.m * k)[0])), p.m*k)}
+	e := &bf16Exec{}
+	var srcBuf unsafe.Pointer // float32: set by Forward to the input
+	if !p.f32 {
+		e.srcBuf = unsafe.Slice((*uint16)(unsafe.Pointer(&alignedBytes(2 * p.m * k)[0])), p.m*k)
+		srcBuf = unsafe.Pointer(&e.srcBuf[0])
+	}
 	if p.scrSize > 0 {
 		e.scrBuf = alignedBytes(p.scrSize)
 	}
@@ -594,7 +639,7 @@ func (p *bf16Plan) get(d *dnnlMatmul, k int) (*bf16Exec, error) {
 		arg int32
 		buf unsafe.Pointer
 	}{
-		{&e.src, &p.srcMD, dnnlArgSrc, unsafe.Pointer(&e.srcBuf[0])},
+		{&e.src, &p.srcMD, dnnlArgSrc, srcBuf},
 		{&e.wei, &p.w.md, dnnlArgWeights, unsafe.Pointer(&p.w.buf[0])},
 		{&e.dst, &p.dstMD, dnnlArgDst, nil}, // set by Forward
 		{&e.s, &p.scrMD, dnnlArgScratchpad, ptr(e.scrBuf)},
@@ -611,11 +656,13 @@ func (p *bf16Plan) get(d *dnnlMatmul, k int) (*bf16Exec, error) {
 		e.args[e.nargs] = dnnlExecArg{arg: m.arg, mem: *m.mem}
 		e.nargs++
 	}
-	if st := d.call(d.memCreate, uintptr(unsafe.Pointer(&e.f32)), uintptr(unsafe.Pointer(&p.f32MD)), d.engine, 0); st != dnnlSuccess {
-		e.destroy(d)
-		return nil, dnnlError("dnnl_memory_create", st)
+	if !p.f32 {
+		if st := d.call(d.memCreate, uintptr(unsafe.Pointer(&e.f32)), uintptr(unsafe.Pointer(&p.f32MD)), d.engine, 0); st != dnnlSuccess {
+			e.destroy(d)
+			return nil, dnnlError("dnnl_memory_create", st)
+		}
+		e.cvtArgs = [2]dnnlExecArg{{arg: dnnlArgSrc, mem: e.f32}, {arg: dnnlArgDst, mem: e.src}}
 	}
-	e.cvtArgs = [2]dnnlExecArg{{arg: dnnlArgSrc, mem: e.f32}, {arg: dnnlArgDst, mem: e.src}}
 	p.mu.Lock()
 	p.all = append(p.all, e)
 	p.mu.Unlock()

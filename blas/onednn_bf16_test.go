@@ -334,3 +334,35 @@ func BenchmarkBF16Linear(b *testing.B) {
 		})
 	}
 }
+
+// The float32 layer with prepacked weights gives dnnl_sgemm's product to
+// float32 rounding, with beta 0 and 1.
+func TestF32LinearAgainstSgemm(t *testing.T) {
+	if _, err := loadDNNLMatmul(); err != nil {
+		t.Skip(err)
+	}
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, s := range [][3]int{{1, 5, 7}, {17, 33, 64}, {64, 96, 768}} {
+		m, n, k := s[0], s[1], s[2]
+		w, x := randSlice(r, n*k), randSlice(r, m*k)
+		l, err := NewF32Linear(w, n, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, beta := range []float32{0, 1} {
+			init := randSlice(r, m*n)
+			want := append([]float32(nil), init...)
+			naiveSgemm(false, true, m, n, k, 1, x, k, w, k, beta, want, n)
+			got := append([]float32(nil), init...)
+			l.Forward(got, x, m, beta)
+			for i := range got {
+				if d := math.Abs(float64(got[i] - want[i])); d > 1e-4*math.Sqrt(float64(k)) {
+					t.Fatalf("%v beta %v: element %d is %v, want %v", s, beta, i, got[i], want[i])
+				}
+			}
+		}
+	}
+	if _, err := NewF32Linear(make([]float32, 5), 2, 3); err == nil {
+		t.Error("a 5-element weight accepted as 2×3")
+	}
+}
