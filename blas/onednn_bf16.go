@@ -22,6 +22,9 @@ const (
 
 	dnnlBF16 = 2 // dnnl_data_type_t dnnl_bf16
 	dnnlF32  = 3 // dnnl_data_type_t dnnl_f32
+	dnnlS32  = 4 // dnnl_data_type_t dnnl_s32
+	dnnlS8   = 5 // dnnl_data_type_t dnnl_s8
+	dnnlU8   = 6 // dnnl_data_type_t dnnl_u8
 
 	dnnlFormatAny = 1  // dnnl_format_tag_t dnnl_format_tag_any
 	dnnlTagAB     = 3  // dnnl_format_tag_t dnnl_ab: row-major 2-D
@@ -184,13 +187,14 @@ func BF16Supported() error {
 // BF16Linear; a fixed m gives faster kernels than a run-time m.
 type BF16Linear struct {
 	n, k int
-	dt   uintptr // dnnlBF16, or dnnlF32 for a float32 layer (NewF32Linear)
+	dt   uintptr // weights: dnnlBF16, dnnlF32 (NewF32Linear) or dnnlS8 (NewS8Linear)
 	d    *dnnlMatmul
 	res  *bf16Resources
 
-	mu    sync.Mutex // serialises the creation of plans
-	init  []float32  // W as given, during NewBF16Linear only
-	plans sync.Map   // bf16Key → *bf16Plan
+	mu     sync.Mutex     // serialises the creation of plans
+	init   unsafe.Pointer // W as given ([n, k] row-major), during construction only
+	initDT uintptr        // its data type: dnnlF32, or dnnlS8
+	plans  sync.Map       // bf16Key → *bf16Plan
 }
 
 // bf16Key identifies a primitive: the number of rows and the sum scale.
@@ -218,7 +222,7 @@ type bf16Weights struct {
 // bf16Plan is one matmul primitive and a free list of execution contexts
 // (oneDNN memory objects, stream, scratch buffers) for concurrent calls.
 type bf16Plan struct {
-	f32     bool // a float32 layer: no input conversion
+	f32     bool // a float32 or int8 layer: no input conversion
 	pd      uintptr
 	prim    uintptr
 	srcMD   dnnlMemDesc
@@ -251,8 +255,9 @@ type bf16Exec struct {
 
 	// During Forward: the arguments of purego.SyscallN and the slices
 	// whose addresses are among them.
-	sys      [4]uintptr
-	inp, out []float32
+	sys             [4]uintptr
+	inp, out        []float32
+	keepIn, keepOut unsafe.Pointer // ForwardU8's operands
 }
 
 // NewBF16Linear rounds w, a weight matrix [n, k] in row-major order (n
@@ -270,7 +275,7 @@ func NewBF16Linear(w []float32, n, k int) (*BF16Linear, error) {
 		return nil, err
 	}
 	d, _ := loadDNNLMatmul()
-	return newPackedLinear(w, n, k, dnnlBF16, d)
+	return newPackedLinear(unsafe.Pointer(&w[0]), dnnlF32, n, k, dnnlBF16, d)
 }
 
 // NewF32Linear is NewBF16Linear in float32: W is stored once in the
@@ -288,16 +293,49 @@ func NewF32Linear(w []float32, n, k int) (*BF16Linear, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newPackedLinear(w, n, k, dnnlF32, d)
+	return newPackedLinear(unsafe.Pointer(&w[0]), dnnlF32, n, k, dnnlF32, d)
 }
 
-func newPackedLinear(w []float32, n, k int, dt uintptr, d *dnnlMatmul) (*BF16Linear, error) {
+// NewS8Linear stores int8 weights w [n, k] (row-major, n outputs) for
+// oneDNN's int8 matmul, in the layout it prefers: ForwardU8 then computes
+// int32 products of uint8 inputs with them (VNNI where the processor has
+// it). Scales and zero points are the caller's business.
+func NewS8Linear(w []int8, n, k int) (*BF16Linear, error) {
+	if n <= 0 || k <= 0 {
+		return nil, fmt.Errorf("blas: NewS8Linear: bad dimensions n=%d, k=%d", n, k)
+	}
+	if len(w) != n*k {
+		return nil, fmt.Errorf("blas: NewS8Linear: len(w) = %d, want n·k = %d·%d = %d", len(w), n, k, n*k)
+	}
+	d, err := loadDNNLMatmul()
+	if err != nil {
+		return nil, err
+	}
+	return newPackedLinear(unsafe.Pointer(&w[0]), dnnlS8, n, k, dnnlS8, d)
+}
+
+// srcDT and dstDT are the data types of a layer's input and output.
+func (l *BF16Linear) srcDT() uintptr {
+	if l.dt == dnnlS8 {
+		return dnnlU8
+	}
+	return l.dt
+}
+
+func (l *BF16Linear) dstDT() uintptr {
+	if l.dt == dnnlS8 {
+		return dnnlS32
+	}
+	return dnnlF32
+}
+
+func newPackedLinear(w unsafe.Pointer, wdt uintptr, n, k int, dt uintptr, d *dnnlMatmul) (*BF16Linear, error) {
 	l := &BF16Linear{n: n, k: k, dt: dt, d: d, res: &bf16Resources{d: d}}
 	runtime.AddCleanup(l, func(r *bf16Resources) { r.destroy() }, l.res)
 	// Create the primitive for one row now, which stores the weights, so
 	// that errors surface here rather than in Forward.
 	l.mu.Lock()
-	l.init = w
+	l.init, l.initDT = w, wdt
 	_, err := l.newPlan(bf16Key{m: 1})
 	l.init = nil
 	l.mu.Unlock()
@@ -327,6 +365,9 @@ func (l *BF16Linear) Forward(out, inp []float32, m int, beta float32) {
 	}
 	if beta != beta {
 		panic("blas: BF16Linear.Forward: beta is NaN")
+	}
+	if l.dt == dnnlS8 {
+		panic("blas: Forward on an int8 layer: use ForwardU8")
 	}
 	if len(inp) < m*l.k {
 		panic(fmt.Sprintf("blas: BF16Linear.Forward: len(inp) = %d < m·k = %d·%d", len(inp), m, l.k))
@@ -396,6 +437,52 @@ func (l *BF16Linear) convertInput(p *bf16Plan, e *bf16Exec) {
 	}
 }
 
+// ForwardU8 computes out = inp·Wᵀ in int32 for m rows of uint8 input, on a
+// layer made by NewS8Linear: inp [m, k], out [m, n], row-major and
+// contiguous. It is safe to call from several goroutines at once with
+// different out/inp, and panics as Forward does.
+func (l *BF16Linear) ForwardU8(out []int32, inp []uint8, m int) {
+	if l.dt != dnnlS8 {
+		panic("blas: ForwardU8 on a layer that is not int8")
+	}
+	if m < 0 || len(inp) < m*l.k || len(out) < m*l.n {
+		panic(fmt.Sprintf("blas: ForwardU8: m = %d, len(inp) = %d, len(out) = %d for k = %d, n = %d", m, len(inp), len(out), l.k, l.n))
+	}
+	if m == 0 {
+		return
+	}
+	p, err := l.plan(m, 0)
+	if err != nil {
+		panic(err.Error())
+	}
+	e, err := p.get(l.d, l.k)
+	if err != nil {
+		panic(err.Error())
+	}
+	d := l.d
+	e.keepIn, e.keepOut = unsafe.Pointer(&inp[0]), unsafe.Pointer(&out[0])
+	e.sys = [4]uintptr{e.src, uintptr(e.keepIn)}
+	if r, _, _ := purego.SyscallN(d.memSetHandle, e.sys[:2]...); int32(r) != dnnlSuccess {
+		panic(dnnlError("dnnl_memory_set_data_handle", int32(r)).Error())
+	}
+	e.sys = [4]uintptr{e.dst, uintptr(e.keepOut)}
+	if r, _, _ := purego.SyscallN(d.memSetHandle, e.sys[:2]...); int32(r) != dnnlSuccess {
+		panic(dnnlError("dnnl_memory_set_data_handle", int32(r)).Error())
+	}
+	e.sys = [4]uintptr{p.prim, e.stream, uintptr(e.nargs), uintptr(unsafe.Pointer(&e.args[0]))}
+	if r, _, _ := purego.SyscallN(d.primExecute, e.sys[:4]...); int32(r) != dnnlSuccess {
+		panic(fmt.Sprintf("%v (int8 m=%d, n=%d, k=%d)", dnnlError("dnnl_primitive_execute", int32(r)), m, l.n, l.k))
+	}
+	e.sys = [4]uintptr{e.stream}
+	if r, _, _ := purego.SyscallN(d.streamWait, e.sys[:1]...); int32(r) != dnnlSuccess {
+		panic(dnnlError("dnnl_stream_wait", int32(r)).Error())
+	}
+	e.sys = [4]uintptr{}
+	e.keepIn, e.keepOut = nil, nil
+	p.put(e)
+	runtime.KeepAlive(l)
+}
+
 // plan returns the primitive for m rows and beta, creating it if needed.
 func (l *BF16Linear) plan(m int, beta float32) (*bf16Plan, error) {
 	if beta == 0 {
@@ -420,7 +507,7 @@ func (l *BF16Linear) plan(m int, beta float32) (*bf16Plan, error) {
 func (l *BF16Linear) newPlan(key bf16Key) (p *bf16Plan, err error) {
 	d := l.d
 	m, beta := key.m, key.beta
-	p = &bf16Plan{m: m, f32: l.dt == dnnlF32}
+	p = &bf16Plan{m: m, f32: l.dt != dnnlBF16}
 	var weiMD, anyMD dnnlMemDesc
 	src := [2]int64{int64(m), int64(l.k)}
 	wei := [2]int64{int64(l.k), int64(l.n)}
@@ -431,10 +518,10 @@ func (l *BF16Linear) newPlan(key bf16Key) (p *bf16Plan, err error) {
 		dt   uintptr
 		tag  uintptr
 	}{
-		{&p.srcMD, &src, l.dt, dnnlTagAB},
+		{&p.srcMD, &src, l.srcDT(), dnnlTagAB},
 		{&p.f32MD, &src, dnnlF32, dnnlTagAB},
 		{&anyMD, &wei, l.dt, dnnlFormatAny},
-		{&p.dstMD, &dst, dnnlF32, dnnlTagAB},
+		{&p.dstMD, &dst, l.dstDT(), dnnlTagAB},
 	} {
 		if st := d.call(d.memDescByTag, uintptr(unsafe.Pointer(md.md)), 2, uintptr(unsafe.Pointer(md.dims)), md.dt, md.tag); st != dnnlSuccess {
 			return nil, dnnlError("dnnl_memory_desc_init_by_tag", st)
@@ -486,7 +573,7 @@ func (l *BF16Linear) newPlan(key bf16Key) (p *bf16Plan, err error) {
 	if p.w, err = l.weights(&weiMD); err != nil {
 		return nil, err
 	}
-	if l.dt != dnnlF32 {
+	if l.dt == dnnlBF16 {
 		if st := d.call(d.reorderPDCreate, uintptr(unsafe.Pointer(&p.cvtPD)), uintptr(unsafe.Pointer(&p.f32MD)), d.engine, uintptr(unsafe.Pointer(&p.srcMD)), d.engine, 0); st != dnnlSuccess {
 			return nil, dnnlError("dnnl_reorder_primitive_desc_create (f32 to bf16)", st)
 		}
@@ -550,10 +637,10 @@ func (l *BF16Linear) weights(md *dnnlMemDesc) (*bf16Weights, error) {
 		// W [n, k] row-major is Wᵀ [k, n] in layout ba.
 		var f32MD dnnlMemDesc
 		dims := [2]int64{int64(l.k), int64(l.n)}
-		if st := d.call(d.memDescByTag, uintptr(unsafe.Pointer(&f32MD)), 2, uintptr(unsafe.Pointer(&dims)), dnnlF32, dnnlTagBA); st != dnnlSuccess {
+		if st := d.call(d.memDescByTag, uintptr(unsafe.Pointer(&f32MD)), 2, uintptr(unsafe.Pointer(&dims)), l.initDT, dnnlTagBA); st != dnnlSuccess {
 			return nil, dnnlError("dnnl_memory_desc_init_by_tag", st)
 		}
-		err = d.reorder(&f32MD, unsafe.Pointer(&l.init[0]), &w.md, unsafe.Pointer(&w.buf[0]))
+		err = d.reorder(&f32MD, l.init, &w.md, unsafe.Pointer(&w.buf[0]))
 	} else if len(have) > 0 {
 		err = d.reorder(&have[0].md, unsafe.Pointer(&have[0].buf[0]), &w.md, unsafe.Pointer(&w.buf[0]))
 	} else {

@@ -366,3 +366,67 @@ func TestF32LinearAgainstSgemm(t *testing.T) {
 		t.Error("a 5-element weight accepted as 2×3")
 	}
 }
+
+// The int8 layer with prepacked weights gives the exact int32 products.
+func TestS8LinearExact(t *testing.T) {
+	if _, err := loadDNNLMatmul(); err != nil {
+		t.Skip(err)
+	}
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, s := range [][3]int{{1, 5, 7}, {17, 33, 64}, {64, 96, 768}, {3, 2, 130}} {
+		m, n, k := s[0], s[1], s[2]
+		w, x := make([]int8, n*k), make([]uint8, m*k)
+		for i := range w {
+			w[i] = int8(r.IntN(255) - 127)
+		}
+		for i := range x {
+			x[i] = uint8(r.IntN(256))
+		}
+		l, err := NewS8Linear(w, n, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, want := make([]int32, m*n), make([]int32, m*n)
+		l.ForwardU8(got, x, m)
+		GoInt8{}.GemmU8S8S32(false, true, m, n, k, x, k, w, k, want, n)
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("%v: element %d is %d, want %d", s, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+func BenchmarkS8Linear(b *testing.B) {
+	g, err := Int8()
+	if err != nil {
+		b.Skip(err)
+	}
+	for _, s := range [][3]int{{512, 2304, 768}, {512, 3072, 768}, {512, 768, 3072}, {64, 768, 768}} {
+		m, n, k := s[0], s[1], s[2]
+		w, x, out := make([]int8, n*k), make([]uint8, m*k), make([]int32, m*n)
+		for i := range w {
+			w[i] = int8(i%13 - 6)
+		}
+		for i := range x {
+			x[i] = uint8(i % 251)
+		}
+		l, err := NewS8Linear(w, n, k)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ops := 2 * float64(m*n*k)
+		b.Run(fmt.Sprintf("gemm_u8s8s32/m%d_n%d_k%d", m, n, k), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				g.GemmU8S8S32(false, true, m, n, k, x, k, w, k, out, n)
+			}
+			b.ReportMetric(ops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GOP/s")
+		})
+		b.Run(fmt.Sprintf("packed/m%d_n%d_k%d", m, n, k), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				l.ForwardU8(out, x, m)
+			}
+			b.ReportMetric(ops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GOP/s")
+		})
+	}
+}

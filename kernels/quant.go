@@ -27,7 +27,33 @@ type Int8Linear struct {
 	zeros  []float32 // [OC] stands in for a missing bias or residual
 	qmax   int       // 127, or 63 where u8·s8 sums saturate without VNNI
 	gemm   blas.Int8Backend
-	scPool sync.Pool // *int8Scratch
+}
+
+// int8Free holds the int8 layers' work buffers between calls, shared by
+// every layer (a worker needs one set at a time). Not a sync.Pool: a pool
+// is emptied at every garbage collection, and the buffers (up to
+// rows × vocabulary int32s for the LM head) would be allocated again after
+// each, doubling the heap's peak.
+var int8Free struct {
+	sync.Mutex
+	list []*int8Scratch
+}
+
+func getInt8Scratch() *int8Scratch {
+	int8Free.Lock()
+	defer int8Free.Unlock()
+	if n := len(int8Free.list); n > 0 {
+		sc := int8Free.list[n-1]
+		int8Free.list = int8Free.list[:n-1]
+		return sc
+	}
+	return &int8Scratch{}
+}
+
+func putInt8Scratch(sc *int8Scratch) {
+	int8Free.Lock()
+	int8Free.list = append(int8Free.list, sc)
+	int8Free.Unlock()
 }
 
 type int8Scratch struct {
@@ -99,10 +125,7 @@ func (q *Int8Linear) Forward(out, inp, bias, res []float32, BT int) {
 	C, OC := q.C, q.OC
 	parallelFor(BT, 16, func(lo, hi int) {
 		n := hi - lo
-		sc, _ := q.scPool.Get().(*int8Scratch)
-		if sc == nil {
-			sc = &int8Scratch{}
-		}
+		sc := getInt8Scratch()
 		if cap(sc.a) < n*C {
 			sc.a = make([]uint8, n*C)
 		}
@@ -125,7 +148,7 @@ func (q *Int8Linear) Forward(out, inp, bias, res []float32, BT int) {
 			}
 			dequantRow(o, acc[r*OC:r*OC+OC], q.scale, q.wsum, bias, rs, sc.s[r], sc.zs[r], q.zeros)
 		}
-		q.scPool.Put(sc)
+		putInt8Scratch(sc)
 	})
 }
 
