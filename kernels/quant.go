@@ -20,13 +20,13 @@ import (
 // symmetric scale would spend half its codes on. The zero point costs one
 // multiply-add per output: Σ_c (q_c − z)·w_c = Σ q_c·w_c − z·Σ w_c.
 type Int8Linear struct {
-	OC, C  int
-	w      []int8    // [OC, C]
-	scale  []float32 // [OC] weight scale per output channel
-	wsum   []float32 // [OC] scale[o]·Σ_c w[o, c], for the zero point
-	zeros  []float32 // [OC] stands in for a missing bias or residual
-	qmax   int       // 127, or 63 where u8·s8 sums saturate without VNNI
-	gemm   blas.Int8Backend
+	OC, C int
+	w     []int8    // [OC, C]
+	scale []float32 // [OC] weight scale per output channel
+	wsum  []float32 // [OC] scale[o]·Σ_c w[o, c], for the zero point
+	zeros []float32 // [OC] stands in for a missing bias or residual
+	qmax  int       // 127, or 63 where u8·s8 sums saturate without VNNI
+	gemm  blas.Int8Backend
 }
 
 // int8Free holds the int8 layers' work buffers between calls, shared by
