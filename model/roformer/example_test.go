@@ -56,3 +56,37 @@ func ExampleModel_Forward_longInput() {
 	fmt.Println(out.LastHiddenState.Shape, err)
 	// Output: [1 100 256] <nil>
 }
+
+// Run a model's linear layers in int8 (dynamic quantization, done once
+// here): the top prediction stays that of float32. Where the machine cannot
+// run a precision (int8 needs oneDNN, bf16 a processor with bfloat16
+// products), SetPrecision says so and the model stays in float32.
+func ExampleModel_SetPrecision() {
+	cfg, _ := roformer.Preset("tiny", 1000)
+	m, _ := roformer.New(cfg, roformer.HeadMaskedLM)
+	m.Init(1)
+	ids := []int32{2, 17, 4, 99, 3}
+	b := &roformer.Batch{InputIDs: ids, B: 1, T: len(ids)}
+	ref, _ := m.Forward(context.Background(), b, nil, roformer.Options{})
+
+	if err := m.SetPrecision(roformer.PrecisionInt8); err != nil {
+		fmt.Fprintln(os.Stderr, "int8 unavailable here, running float32:", err)
+	}
+	out, _ := m.Forward(context.Background(), b, nil, roformer.Options{})
+	same := true
+	for t := 0; t < len(ids); t++ {
+		same = same && argmaxRow(out.Logits.Data, t, 1000) == argmaxRow(ref.Logits.Data, t, 1000)
+	}
+	fmt.Println("top-1 as float32:", same)
+	// Output: top-1 as float32: true
+}
+
+func argmaxRow(x []float32, row, n int) int {
+	best := 0
+	for i, v := range x[row*n : row*n+n] {
+		if v > x[row*n+best] {
+			best = i
+		}
+	}
+	return best
+}
