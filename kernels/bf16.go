@@ -8,10 +8,24 @@ import (
 
 // BF16Linear is a linear layer's weight held in bfloat16 for inference:
 // the products run in oneDNN's bfloat16 matmul with float32 accumulation,
-// the activations rounded to bfloat16 on the way in.
+// the activations rounded to bfloat16 on the way in. NewPackedLinear makes
+// the float32 kind: the same matmul with float32 weights in oneDNN's
+// blocked layout.
 type BF16Linear struct {
 	OC, C int
 	l     *blas.BF16Linear
+}
+
+// NewPackedLinear stores w [OC, C] once in the blocked layout of oneDNN's
+// float32 matmul; Forward then computes in float32 without packing the
+// weights again on every product (as dnnl_sgemm does). It fails when
+// oneDNN is missing.
+func NewPackedLinear(w []float32, OC, C int) (*BF16Linear, error) {
+	l, err := blas.NewF32Linear(w[:OC*C], OC, C)
+	if err != nil {
+		return nil, err
+	}
+	return &BF16Linear{OC: OC, C: C, l: l}, nil
 }
 
 // NewBF16Linear converts w [OC, C] (PyTorch's nn.Linear layout) once. It

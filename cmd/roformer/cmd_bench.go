@@ -183,8 +183,10 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 		}
 		m.Init(o.seed)
 	}
-	if err := m.SetPrecision(prec); err != nil {
-		return err
+	if o.mode == "infer" {
+		if err := m.SetPrecision(prec); err != nil {
+			return err
+		}
 	}
 	cfg := &m.Config
 

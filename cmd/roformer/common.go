@@ -61,5 +61,5 @@ func applyBLASEnv() error {
 
 // precisionFlag registers --precision on fs.
 func precisionFlag(fs *flag.FlagSet, p *string) {
-	fs.StringVar(p, "precision", "fp32", "number format of the linear layers' products: fp32, bf16 (AVX512_BF16 or AMX) or int8 (dynamic quantization; needs oneDNN)")
+	fs.StringVar(p, "precision", "fp32", "number format of the linear layers' products: fp32 (on oneDNN with the weights repacked once for its matmul), bf16 (needs AVX512_BF16 or AMX) or int8 (dynamic quantization; needs oneDNN)")
 }

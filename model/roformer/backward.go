@@ -66,7 +66,10 @@ func (m *Model) ForwardBackward(ctx context.Context, s *State, b *Batch, labels 
 		return nil, fmt.Errorf("roformer: a training step needs labels")
 	}
 	if m.lowp != nil {
-		return nil, fmt.Errorf("roformer: the model is prepared for %s inference; training needs fp32 (SetPrecision(PrecisionFP32))", m.lowp.prec)
+		if m.lowp.prec != PrecisionFP32 {
+			return nil, fmt.Errorf("roformer: the model is prepared for %s inference; training needs float32 (SetPrecision(\"\"))", m.lowp.prec)
+		}
+		m.lowp = nil // the update would leave the repacked weights stale
 	}
 	if err := b.Validate(&m.Config); err != nil {
 		return nil, err

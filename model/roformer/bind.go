@@ -44,6 +44,7 @@ type BindReport struct {
 // All missing, mis-shaped and (with Strict) unexpected tensors are reported
 // in one error.
 func (m *Model) Bind(src map[string]*tensor.Tensor, opts BindOptions) (*BindReport, error) {
+	m.lowp = nil // prepared layers would keep the old weights
 	rep := &BindReport{}
 	used := map[string]bool{}
 	var missing, misshaped []string

@@ -98,12 +98,45 @@ func precisionSupported(p Precision) error {
 }
 
 func TestParsePrecision(t *testing.T) {
-	for in, want := range map[string]Precision{"": PrecisionFP32, "fp32": PrecisionFP32, "INT8": PrecisionInt8, "bf16": PrecisionBF16} {
+	for in, want := range map[string]Precision{"": "", "fp32": PrecisionFP32, "INT8": PrecisionInt8, "bf16": PrecisionBF16} {
 		if got, err := ParsePrecision(in); err != nil || got != want {
 			t.Errorf("ParsePrecision(%q) = %q, %v", in, got, err)
 		}
 	}
 	if _, err := ParsePrecision("fp16"); err == nil {
 		t.Error("fp16 accepted")
+	}
+}
+
+// fp32 with the weights repacked for oneDNN's matmul gives the plain
+// products' numbers to float32 rounding; training drops the repacked copies
+// and trains on the real weights.
+func TestPackedFP32(t *testing.T) {
+	ctx := context.Background()
+	fs := loadFixtures(t)
+	if blas.Chosen().Kind != blas.KindOneDNN {
+		t.Skip("fp32 repacking is for oneDNN; the backend is", blas.Name())
+	}
+	for _, f := range fs {
+		l, err := Load(f.dir, HeadMaskedLM, LoadOptions{Precision: PrecisionFP32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.lowp == nil {
+			t.Fatal("nothing prepared for fp32 on oneDNN")
+		}
+		got, err := l.Forward(ctx, f.batch(), &Labels{IDs: flat(f.Outputs.RoFormerForMaskedLM.Labels)}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, f.Case+" masked-lm logits (fp32 repacked)", got.Logits.Data, f.Outputs.RoFormerForMaskedLM.Logits, tolLogits)
+		checkLoss(t, f.Case+" masked-lm loss (fp32 repacked)", got.Loss, f.Outputs.RoFormerForMaskedLM.Loss)
+		s := l.NewState(f.batch().B, f.batch().T, true)
+		if _, err := l.ForwardBackward(ctx, s, f.batch(), &Labels{IDs: flat(f.Outputs.RoFormerForMaskedLM.Labels)}, StepOptions{}); err != nil {
+			t.Fatalf("%s: training after fp32 preparation: %v", f.Case, err)
+		}
+		if l.lowp != nil {
+			t.Errorf("%s: the repacked weights survived a training step", f.Case)
+		}
 	}
 }
