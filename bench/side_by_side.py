@@ -51,6 +51,9 @@ Job = collections.namedtuple("Job", "size mode batch seq steps warmup precision"
 JOBS = {
     "infer-base-8x128": Job("base", "infer", 8, 128, 5, 1),
     "infer-base-8x128-int8": Job("base", "infer", 8, 128, 5, 1, "int8"),
+    # Go only: PyTorch 1.13 has no bfloat16 path for nn.Linear on CPU worth timing, ONNX Runtime's
+    # CPU provider none.
+    "infer-base-8x128-bf16": Job("base", "infer", 8, 128, 5, 1, "bf16"),
     "infer-base-1x512": Job("base", "infer", 1, 512, 5, 1),
     "train-small-16x128": Job("small", "train", 16, 128, 5, 1),
     # ~100 s per step at the baseline: two timed steps, no warm-up (the first-touch cost of
@@ -83,6 +86,8 @@ def not_applicable(impl, mode, precision):
         return "inference only"
     if impl == "onnxruntime" and precision != "fp32":
         return "fp32 only"
+    if impl == "pytorch" and precision == "bf16":
+        return "no bf16 run"
     return None
 
 
