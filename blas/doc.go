@@ -20,12 +20,14 @@
 // Choice by measurement. A table of processors always lags new ones
 // (OpenBLAS 0.3.21 runs AVX2 kernels on AMD Zen 5 and Cooperlake's on Zen 4),
 // so the first use on a machine times every candidate on the products of a
-// BERT-base layer, one thread each, for about 0.2–0.3 s: oneDNN, OpenBLAS
+// BERT-base layer, one thread each, for about 0.35 s (0.7 s when OpenBLAS's
+// kernel sets are measured too; oneDNN's kernels are compiled on first use
+// and need two rounds of warm-up): oneDNN, OpenBLAS
 // with its own kernel choice and, when OpenBLAS is in contention, the other
 // kernel sets the processor's instruction sets can run (SkylakeX, Haswell,
 // Zen; loaded from a private copy of the library, since OpenBLAS fixes its
 // kernels when it is loaded). The first candidate in that order is kept
-// unless another is more than 3% faster. The verdict is cached in
+// unless another is more than 5% faster. The verdict is cached in
 // CacheDir()/blas-choice.json under a key made of the processor (brand,
 // family, model, stepping, vector extensions) and the libraries' versions,
 // file sizes and dates, so a new processor or library measures again; a

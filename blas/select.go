@@ -19,7 +19,7 @@ var (
 // nothing). ROFORMER_BLAS decides when set: "go", "openblas",
 // "openblas:KERNELSET" (an OPENBLAS_CORETYPE name), "onednn", or a library
 // path; "auto" or unset measures the candidates once per machine and
-// library build (about 0.2 s) and reuses the cached verdict after that.
+// library build (about 0.35 s) and reuses the cached verdict after that.
 // Init returns the error of an explicit choice that cannot be loaded; the
 // pure-Go fallback is then in use. Sgemm calls Init itself.
 func Init() error {
