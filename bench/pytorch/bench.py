@@ -29,8 +29,8 @@ torch is imported unless already set in the environment:
                                                    otherwise spin in sched_yield after each product
                                                    while OpenMP does the element-wise work
                                                    (measured: 5-10% faster on 2 cores)
-    OPENBLAS_CORETYPE=Zen, on AMD Zen 4 only          the kernel set the Go side asks for there
-                                                   (blas/coretype.go): OpenBLAS 0.3.21 takes Zen 4
+    OPENBLAS_CORETYPE=Zen, on AMD Zen 4 only          the kernel set the Go side asked for there until it
+                                                   chose its backend by measurement: OpenBLAS 0.3.21 takes Zen 4
                                                    for an Intel Cooperlake; PyTorch measured the same
                                                    either way (774-793 against 761-796 tokens/s,
                                                    base 8x128), so both sides use the same kernels
@@ -82,7 +82,7 @@ for _k, _v in (("OMP_NUM_THREADS", str(ARGS.threads)), ("OPENBLAS_NUM_THREADS", 
 
 
 def zen4():
-    """True on AMD family 19h with AVX-512F (Zen 4), where blas/coretype.go asks for OpenBLAS's Zen kernels."""
+    """True on AMD family 19h with AVX-512F (Zen 4), where OpenBLAS's Zen kernels measured fastest for PyTorch too."""
     try:
         with open("/proc/cpuinfo") as f:
             info = f.read().split("\n\n")[0]
