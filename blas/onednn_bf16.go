@@ -265,17 +265,7 @@ type bf16Exec struct {
 // w is not retained. It returns an error if BF16Supported does, if the
 // dimensions do not match w, or if oneDNN fails to create the primitive.
 func NewBF16Linear(w []float32, n, k int) (*BF16Linear, error) {
-	if n <= 0 || k <= 0 {
-		return nil, fmt.Errorf("blas: NewBF16Linear: bad dimensions n=%d, k=%d", n, k)
-	}
-	if len(w) != n*k {
-		return nil, fmt.Errorf("blas: NewBF16Linear: len(w) = %d, want n·k = %d·%d = %d", len(w), n, k, n*k)
-	}
-	if err := BF16Supported(); err != nil {
-		return nil, err
-	}
-	d, _ := loadDNNLMatmul()
-	return newPackedLinear(unsafe.Pointer(&w[0]), dnnlF32, n, k, dnnlBF16, d)
+	return newPackedLinear("NewBF16Linear", unsafe.Pointer(unsafe.SliceData(w)), len(w), dnnlF32, n, k, dnnlBF16)
 }
 
 // NewF32Linear is NewBF16Linear in float32: W is stored once in the
@@ -283,17 +273,7 @@ func NewBF16Linear(w []float32, n, k int) (*BF16Linear, error) {
 // instead of being packed again by every product, as dnnl_sgemm does.
 // Forward computes in float32. It needs only oneDNN.
 func NewF32Linear(w []float32, n, k int) (*BF16Linear, error) {
-	if n <= 0 || k <= 0 {
-		return nil, fmt.Errorf("blas: NewF32Linear: bad dimensions n=%d, k=%d", n, k)
-	}
-	if len(w) != n*k {
-		return nil, fmt.Errorf("blas: NewF32Linear: len(w) = %d, want n·k = %d·%d = %d", len(w), n, k, n*k)
-	}
-	d, err := loadDNNLMatmul()
-	if err != nil {
-		return nil, err
-	}
-	return newPackedLinear(unsafe.Pointer(&w[0]), dnnlF32, n, k, dnnlF32, d)
+	return newPackedLinear("NewF32Linear", unsafe.Pointer(unsafe.SliceData(w)), len(w), dnnlF32, n, k, dnnlF32)
 }
 
 // NewS8Linear stores int8 weights w [n, k] (row-major, n outputs) for
@@ -301,17 +281,18 @@ func NewF32Linear(w []float32, n, k int) (*BF16Linear, error) {
 // int32 products of uint8 inputs with them (VNNI where the processor has
 // it). Scales and zero points are the caller's business.
 func NewS8Linear(w []int8, n, k int) (*BF16Linear, error) {
+	return newPackedLinear("NewS8Linear", unsafe.Pointer(unsafe.SliceData(w)), len(w), dnnlS8, n, k, dnnlS8)
+}
+
+// checkLinearDims checks a weight matrix's dimensions against its length.
+func checkLinearDims(fn string, lw, n, k int) error {
 	if n <= 0 || k <= 0 {
-		return nil, fmt.Errorf("blas: NewS8Linear: bad dimensions n=%d, k=%d", n, k)
+		return fmt.Errorf("blas: %s: bad dimensions n=%d, k=%d", fn, n, k)
 	}
-	if len(w) != n*k {
-		return nil, fmt.Errorf("blas: NewS8Linear: len(w) = %d, want n·k = %d·%d = %d", len(w), n, k, n*k)
+	if lw != n*k {
+		return fmt.Errorf("blas: %s: len(w) = %d, want n·k = %d·%d = %d", fn, lw, n, k, n*k)
 	}
-	d, err := loadDNNLMatmul()
-	if err != nil {
-		return nil, err
-	}
-	return newPackedLinear(unsafe.Pointer(&w[0]), dnnlS8, n, k, dnnlS8, d)
+	return nil
 }
 
 // srcDT and dstDT are the data types of a layer's input and output.
@@ -329,14 +310,29 @@ func (l *BF16Linear) dstDT() uintptr {
 	return dnnlF32
 }
 
-func newPackedLinear(w unsafe.Pointer, wdt uintptr, n, k int, dt uintptr, d *dnnlMatmul) (*BF16Linear, error) {
+// newPackedLinear checks the dimensions of w (lw elements of type wdt),
+// loads oneDNN, and stores w for matmuls with weights of type dt; fn names
+// the caller in errors.
+func newPackedLinear(fn string, w unsafe.Pointer, lw int, wdt uintptr, n, k int, dt uintptr) (*BF16Linear, error) {
+	if err := checkLinearDims(fn, lw, n, k); err != nil {
+		return nil, err
+	}
+	if dt == dnnlBF16 {
+		if err := BF16Supported(); err != nil {
+			return nil, err
+		}
+	}
+	d, err := loadDNNLMatmul()
+	if err != nil {
+		return nil, err
+	}
 	l := &BF16Linear{n: n, k: k, dt: dt, d: d, res: &bf16Resources{d: d}}
 	runtime.AddCleanup(l, func(r *bf16Resources) { r.destroy() }, l.res)
 	// Create the primitive for one row now, which stores the weights, so
 	// that errors surface here rather than in Forward.
 	l.mu.Lock()
 	l.init, l.initDT = w, wdt
-	_, err := l.newPlan(bf16Key{m: 1})
+	_, err = l.newPlan(bf16Key{m: 1})
 	l.init = nil
 	l.mu.Unlock()
 	if err != nil {
@@ -378,14 +374,7 @@ func (l *BF16Linear) Forward(out, inp []float32, m int, beta float32) {
 	if m == 0 {
 		return
 	}
-	p, err := l.plan(m, beta)
-	if err != nil {
-		panic(err.Error())
-	}
-	e, err := p.get(l.d, l.k)
-	if err != nil {
-		panic(err.Error())
-	}
+	p, e := l.context(m, beta)
 	d := l.d
 	// inp and out go to oneDNN as uintptrs through e.sys (a fresh variadic
 	// argument list for SyscallN would be allocated on every call). Storing
@@ -393,25 +382,12 @@ func (l *BF16Linear) Forward(out, inp []float32, m int, beta float32) {
 	// caller had them on its stack, which could move during the calls.
 	e.inp, e.out = inp, out
 	if l.dt == dnnlF32 {
-		e.sys = [4]uintptr{e.src, uintptr(unsafe.Pointer(&e.inp[0]))}
-		if r, _, _ := purego.SyscallN(d.memSetHandle, e.sys[:2]...); int32(r) != dnnlSuccess {
-			panic(dnnlError("dnnl_memory_set_data_handle", int32(r)).Error())
-		}
+		e.setHandle(d, e.src, unsafe.Pointer(&e.inp[0]))
 	} else {
 		l.convertInput(p, e)
 	}
-	e.sys = [4]uintptr{e.dst, uintptr(unsafe.Pointer(&e.out[0]))}
-	if r, _, _ := purego.SyscallN(d.memSetHandle, e.sys[:2]...); int32(r) != dnnlSuccess {
-		panic(dnnlError("dnnl_memory_set_data_handle", int32(r)).Error())
-	}
-	e.sys = [4]uintptr{p.prim, e.stream, uintptr(e.nargs), uintptr(unsafe.Pointer(&e.args[0]))}
-	if r, _, _ := purego.SyscallN(d.primExecute, e.sys[:4]...); int32(r) != dnnlSuccess {
-		panic(fmt.Sprintf("%v (m=%d, n=%d, k=%d)", dnnlError("dnnl_primitive_execute", int32(r)), m, l.n, l.k))
-	}
-	e.sys = [4]uintptr{e.stream}
-	if r, _, _ := purego.SyscallN(d.streamWait, e.sys[:1]...); int32(r) != dnnlSuccess {
-		panic(dnnlError("dnnl_stream_wait", int32(r)).Error())
-	}
+	e.setHandle(d, e.dst, unsafe.Pointer(&e.out[0]))
+	e.execute(d, p.prim, e.args[:e.nargs], "matmul", true, m, l.n, l.k)
 	e.sys = [4]uintptr{}
 	e.inp, e.out = nil, nil
 	p.put(e)
@@ -420,21 +396,30 @@ func (l *BF16Linear) Forward(out, inp []float32, m int, beta float32) {
 	runtime.KeepAlive(l)
 }
 
+// context returns the primitive for m rows and beta and an execution
+// context of it; it panics where oneDNN fails, which after construction is
+// a bug.
+func (l *BF16Linear) context(m int, beta float32) (*bf16Plan, *bf16Exec) {
+	p, err := l.plan(m, beta)
+	if err != nil {
+		panic(err.Error())
+	}
+	e, err := p.get(l.d, l.k)
+	if err != nil {
+		panic(err.Error())
+	}
+	return p, e
+}
+
 // convertInput rounds the float32 input of e to bfloat16 in e's source
 // buffer.
 func (l *BF16Linear) convertInput(p *bf16Plan, e *bf16Exec) {
-	d, m := l.d, p.m
+	d := l.d
 	// Round the input to bfloat16 with oneDNN's reorder (vectorised; a Go
 	// loop takes 10% of the product's time at k=3072). The other handles
 	// (the weights, the bfloat16 input, the scratchpad) were set in get.
-	e.sys = [4]uintptr{e.f32, uintptr(unsafe.Pointer(&e.inp[0]))}
-	if r, _, _ := purego.SyscallN(d.memSetHandle, e.sys[:2]...); int32(r) != dnnlSuccess {
-		panic(dnnlError("dnnl_memory_set_data_handle", int32(r)).Error())
-	}
-	e.sys = [4]uintptr{p.cvt, e.stream, uintptr(len(e.cvtArgs)), uintptr(unsafe.Pointer(&e.cvtArgs[0]))}
-	if r, _, _ := purego.SyscallN(d.primExecute, e.sys[:4]...); int32(r) != dnnlSuccess {
-		panic(fmt.Sprintf("%v (reorder f32 to bf16, m=%d, k=%d)", dnnlError("dnnl_primitive_execute", int32(r)), m, l.k))
-	}
+	e.setHandle(d, e.f32, unsafe.Pointer(&e.inp[0]))
+	e.execute(d, p.cvt, e.cvtArgs[:], "reorder f32 to bf16", false, p.m, 0, l.k) // the matmul's wait covers it
 }
 
 // ForwardU8 computes out = inp·Wᵀ in int32 for m rows of uint8 input, on a
@@ -451,36 +436,41 @@ func (l *BF16Linear) ForwardU8(out []int32, inp []uint8, m int) {
 	if m == 0 {
 		return
 	}
-	p, err := l.plan(m, 0)
-	if err != nil {
-		panic(err.Error())
-	}
-	e, err := p.get(l.d, l.k)
-	if err != nil {
-		panic(err.Error())
-	}
+	p, e := l.context(m, 0)
 	d := l.d
 	e.keepIn, e.keepOut = unsafe.Pointer(&inp[0]), unsafe.Pointer(&out[0])
-	e.sys = [4]uintptr{e.src, uintptr(e.keepIn)}
+	e.setHandle(d, e.src, e.keepIn)
+	e.setHandle(d, e.dst, e.keepOut)
+	e.execute(d, p.prim, e.args[:e.nargs], "int8 matmul", true, m, l.n, l.k)
+	e.sys = [4]uintptr{}
+	e.keepIn, e.keepOut = nil, nil
+	p.put(e)
+	runtime.KeepAlive(l)
+}
+
+// setHandle points the memory object mem at ptr. The arguments go through
+// e.sys: a variadic argument list would be allocated on every call.
+func (e *bf16Exec) setHandle(d *dnnlMatmul, mem uintptr, ptr unsafe.Pointer) {
+	e.sys = [4]uintptr{mem, uintptr(ptr)}
 	if r, _, _ := purego.SyscallN(d.memSetHandle, e.sys[:2]...); int32(r) != dnnlSuccess {
 		panic(dnnlError("dnnl_memory_set_data_handle", int32(r)).Error())
 	}
-	e.sys = [4]uintptr{e.dst, uintptr(e.keepOut)}
-	if r, _, _ := purego.SyscallN(d.memSetHandle, e.sys[:2]...); int32(r) != dnnlSuccess {
-		panic(dnnlError("dnnl_memory_set_data_handle", int32(r)).Error())
-	}
-	e.sys = [4]uintptr{p.prim, e.stream, uintptr(e.nargs), uintptr(unsafe.Pointer(&e.args[0]))}
+}
+
+// execute runs prim with args on e's stream and, with wait, waits for the
+// stream; a failure names what ran and its sizes.
+func (e *bf16Exec) execute(d *dnnlMatmul, prim uintptr, args []dnnlExecArg, what string, wait bool, m, n, k int) {
+	e.sys = [4]uintptr{prim, e.stream, uintptr(len(args)), uintptr(unsafe.Pointer(&args[0]))}
 	if r, _, _ := purego.SyscallN(d.primExecute, e.sys[:4]...); int32(r) != dnnlSuccess {
-		panic(fmt.Sprintf("%v (int8 m=%d, n=%d, k=%d)", dnnlError("dnnl_primitive_execute", int32(r)), m, l.n, l.k))
+		panic(fmt.Sprintf("%v (%s m=%d, n=%d, k=%d)", dnnlError("dnnl_primitive_execute", int32(r)), what, m, n, k))
+	}
+	if !wait {
+		return
 	}
 	e.sys = [4]uintptr{e.stream}
 	if r, _, _ := purego.SyscallN(d.streamWait, e.sys[:1]...); int32(r) != dnnlSuccess {
 		panic(dnnlError("dnnl_stream_wait", int32(r)).Error())
 	}
-	e.sys = [4]uintptr{}
-	e.keepIn, e.keepOut = nil, nil
-	p.put(e)
-	runtime.KeepAlive(l)
 }
 
 // plan returns the primitive for m rows and beta, creating it if needed.

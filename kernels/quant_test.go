@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"github.com/roformer-go/roformer/internal/testutil"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -58,7 +59,7 @@ func TestInt8LinearAgainstReference(t *testing.T) {
 				// Against float32: the quantization error, relative to the
 				// size of the product's terms.
 				for row := 0; row < BT; row++ {
-					cs := cosine(out[row*OC:row*OC+OC], f32[row*OC:row*OC+OC])
+					cs := testutil.Cosine(out[row*OC:row*OC+OC], f32[row*OC:row*OC+OC])
 					if cs < 0.999 {
 						t.Errorf("%s %v qmax %d: row %d cosine %.5f to float32", g.Name(), sh, qmax, row, cs)
 					}
@@ -78,16 +79,6 @@ func TestQuantizeRowU8(t *testing.T) {
 	if s != 1 || zs != 0 || q[0] != 0 {
 		t.Errorf("all-zero row: s %v zs %v codes %v", s, zs, q)
 	}
-}
-
-func cosine(a, b []float32) float64 {
-	var ab, aa, bb float64
-	for i := range a {
-		ab += float64(a[i]) * float64(b[i])
-		aa += float64(a[i]) * float64(a[i])
-		bb += float64(b[i]) * float64(b[i])
-	}
-	return ab / math.Sqrt(aa*bb)
 }
 
 func randVec(r *rand.Rand, n int) []float32 {

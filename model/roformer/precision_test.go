@@ -2,22 +2,13 @@ package roformer
 
 import (
 	"context"
+	"github.com/roformer-go/roformer/internal/testutil"
 	"math"
 	"testing"
 
 	"github.com/roformer-go/roformer/blas"
 	"github.com/roformer-go/roformer/kernels"
 )
-
-func cosine64(a, b []float32) float64 {
-	var ab, aa, bb float64
-	for i := range a {
-		ab += float64(a[i]) * float64(b[i])
-		aa += float64(a[i]) * float64(a[i])
-		bb += float64(b[i]) * float64(b[i])
-	}
-	return ab / math.Sqrt(aa*bb)
-}
 
 func maxAbsDiff(a, b []float32) float64 {
 	d := 0.0
@@ -58,7 +49,7 @@ func TestReducedPrecisionAgainstFP32(t *testing.T) {
 				H, V := l.Config.HiddenSize, l.Config.VocabSize
 				worst := 1.0
 				for r := 0; r < len(want.LastHiddenState.Data)/H; r++ {
-					worst = min(worst, cosine64(got.LastHiddenState.Data[r*H:r*H+H], want.LastHiddenState.Data[r*H:r*H+H]))
+					worst = min(worst, testutil.Cosine(got.LastHiddenState.Data[r*H:r*H+H], want.LastHiddenState.Data[r*H:r*H+H]))
 				}
 				agree, rows := 0, len(want.Logits.Data)/V
 				for r := 0; r < rows; r++ {
