@@ -131,13 +131,7 @@ func Load(dir string, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	head := roformer.HeadBase
-	for _, arch := range cfg.Architectures {
-		if i := slices.IndexFunc(roformer.Heads, func(h roformer.Head) bool { return h.HFClass() == arch }); i >= 0 {
-			head = roformer.Heads[i]
-			break
-		}
-	}
+	head := roformer.HeadForConfig(&cfg)
 	l, err := roformer.Load(dir, head, roformer.LoadOptions{Precision: opts.Precision})
 	if err != nil {
 		return nil, err

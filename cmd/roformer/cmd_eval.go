@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/roformer-go/roformer/finetune"
@@ -108,9 +107,9 @@ func loadFineTuned(dir string, maxLength, batch int, precision string) (*fineTun
 		if err != nil {
 			return nil, err
 		}
-		head := roformer.HeadSequenceCls
-		if slices.Contains(cfg.Architectures, roformer.HeadTokenCls.HFClass()) {
-			head = roformer.HeadTokenCls
+		head := roformer.HeadForConfig(&cfg)
+		if head != roformer.HeadTokenCls {
+			head = roformer.HeadSequenceCls
 		}
 		ft.spec = finetune.SpecFromConfig(&cfg, head)
 		ft.columns = finetune.DefaultColumns(ft.spec.Problem)

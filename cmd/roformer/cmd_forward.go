@@ -158,7 +158,7 @@ func runForward(ctx context.Context, o forwardOptions, w io.Writer) error {
 		return fmt.Errorf("%s: input_ids missing", o.input)
 	}
 	rank := 2
-	if head == roformer.HeadMultipleChoice {
+	if head.Choices() {
 		rank = 3
 	}
 	ids, shape, err := intArray("input_ids", in.InputIDs, rank)
@@ -195,7 +195,7 @@ func runForward(ctx context.Context, o forwardOptions, w io.Writer) error {
 		return err
 	}
 	opts := roformer.Options{}
-	if head == roformer.HeadMultipleChoice {
+	if head.Choices() {
 		opts.NumChoices = shape[1]
 	}
 	labels, err := forwardLabels(&in, head, &l.Config)
@@ -207,13 +207,8 @@ func runForward(ctx context.Context, o forwardOptions, w io.Writer) error {
 		return err
 	}
 	outs := map[string]*tensor.Tensor{}
-	switch head {
-	case roformer.HeadBase:
-		outs["last_hidden_state"] = res.LastHiddenState
-	case roformer.HeadQA:
-		outs["start_logits"], outs["end_logits"] = res.StartLogits, res.EndLogits
-	default:
-		outs["logits"] = res.Logits
+	for _, name := range head.Outputs() {
+		outs[name] = res.Named(name)
 	}
 	return writeOutputs(w, outs, res)
 }

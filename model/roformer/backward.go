@@ -3,7 +3,6 @@ package roformer
 import (
 	"context"
 	"fmt"
-	"math"
 
 	"github.com/roformer-go/roformer/kernels"
 )
@@ -74,15 +73,15 @@ func (m *Model) ForwardBackward(ctx context.Context, s *State, b *Batch, labels 
 	if err := b.Validate(&m.Config); err != nil {
 		return nil, err
 	}
-	if m.Head == HeadMultipleChoice && (opts.NumChoices <= 0 || b.B%opts.NumChoices != 0) {
-		return nil, fmt.Errorf("roformer: multiple choice needs rows = examples × choices; %d rows, %d choices", b.B, opts.NumChoices)
+	if err := m.checkChoices(b, opts.NumChoices); err != nil {
+		return nil, err
 	}
 	s.drop = kernels.Dropout{}
 	if opts.Dropout {
 		s.drop = kernels.Dropout{P: 1, Seed: opts.Seed} // P is set per site from the config
 	}
 	defer func() { s.drop = kernels.Dropout{} }()
-	m.setInputs(s, b, opts.Causal || m.Config.IsDecoder || m.Head == HeadCausalLM)
+	m.setInputs(s, b, opts.Causal || m.Config.IsDecoder || kindOf(m.Head).causal)
 	x, err := m.encode(ctx, s, nil)
 	if err != nil {
 		return nil, err
@@ -168,138 +167,14 @@ func (m *Model) encoderBackward(s *State, dx []float32) {
 
 // headBackward computes the head's loss on the last hidden state x [BT, H]
 // and writes its gradient into dx [BT, H] (=), accumulating the head's
-// parameter gradients.
+// parameter gradients (see the head's file).
 func (m *Model) headBackward(dx, x []float32, s *State, b *Batch, labels *Labels, opts StepOptions) (*StepResult, error) {
-	cfg := &m.Config
-	B, T, H, V := b.B, b.T, cfg.HiddenSize, cfg.VocabSize
-	BT := B * T
 	clear(dx)
-	switch m.Head {
-	case HeadMaskedLM, HeadCausalLM:
-		if len(labels.IDs) != BT {
-			return nil, fmt.Errorf("roformer: labels have %d values, want %d (%d × %d)", len(labels.IDs), BT, B, T)
-		}
-		if err := checkClassIDs("labels", labels.IDs, V); err != nil {
-			return nil, err
-		}
-		targets := labels.IDs
-		if m.Head == HeadCausalLM {
-			targets = shiftLeft(labels.IDs, B, T)
-		}
-		return m.lmBackward(s, dx, x, targets, H), nil
-	case HeadSequenceCls:
-		NL := cfg.NumLabels
-		first := make([]float32, B*H)
-		for r := 0; r < B; r++ {
-			copy(first[r*H:r*H+H], x[r*T*H:r*T*H+H])
-		}
-		dIn, dMid := s.dropAt(-1, siteHeadIn, cfg.HiddenDropoutProb), s.dropAt(-1, siteHeadMid, cfg.HiddenDropoutProb)
-		kernels.DropoutForward(first, dIn, B*H)
-		a := newClsActs(B, H)
-		kernels.MatmulForward(a.pre, first, m.Classifier.Dense.W.Data, m.Classifier.Dense.B.Data, B, H, H)
-		kernels.ActivationForward(a.post, a.pre, m.act, B*H)
-		kernels.DropoutForward(a.post, dMid, B*H)
-		logits := make([]float32, B*NL)
-		kernels.MatmulForward(logits, a.post, m.Classifier.OutProj.W.Data, m.Classifier.OutProj.B.Data, B, H, NL)
-		loss, pt, err := seqClsLoss(cfg, logits, labels, B, NL)
-		if err != nil {
-			return nil, err
-		}
-		res := &StepResult{Loss: loss}
-		dlogits := make([]float32, B*NL)
-		switch pt {
-		case "regression":
-			res.N = B * NL
-			for i, y := range labels.Floats {
-				dlogits[i] = float32(2 * (float64(logits[i]) - float64(y)) / float64(B*NL))
-			}
-		case "single_label_classification":
-			res.N, res.Correct = ceGrad(dlogits, logits, labels.IDs, B, NL)
-		default:
-			res.N = B * NL
-			for i, y := range labels.Floats {
-				z := float64(logits[i])
-				dlogits[i] = float32((1/(1+math.Exp(-z)) - float64(y)) / float64(B*NL))
-				if (z > 0) == (y > 0.5) {
-					res.Correct++
-				}
-			}
-		}
-		dpost, dpre, dfirst := make([]float32, B*H), make([]float32, B*H), make([]float32, B*H)
-		kernels.MatmulBackward(dpost, m.Classifier.OutProj.W.Grad, m.Classifier.OutProj.B.Grad, dlogits, a.post, m.Classifier.OutProj.W.Data, B, H, NL)
-		kernels.DropoutBackward(dpost, dMid, B*H)
-		kernels.ActivationBackward(dpre, dpost, a.pre, m.act, B*H)
-		kernels.MatmulBackward(dfirst, m.Classifier.Dense.W.Grad, m.Classifier.Dense.B.Grad, dpre, first, m.Classifier.Dense.W.Data, B, H, H)
-		kernels.DropoutBackward(dfirst, dIn, B*H)
-		for r := 0; r < B; r++ {
-			copy(dx[r*T*H:r*T*H+H], dfirst[r*H:r*H+H])
-		}
-		return res, nil
-	case HeadTokenCls:
-		NL := cfg.NumLabels
-		if len(labels.IDs) != BT {
-			return nil, fmt.Errorf("roformer: labels have %d values, want %d (%d × %d)", len(labels.IDs), BT, B, T)
-		}
-		if err := checkClassIDs("labels", labels.IDs, NL); err != nil {
-			return nil, err
-		}
-		drop := s.dropAt(-1, siteHeadIn, cfg.HiddenDropoutProb)
-		xd := append([]float32(nil), x...)
-		kernels.DropoutForward(xd, drop, BT*H)
-		logits := make([]float32, BT*NL)
-		kernels.MatmulForward(logits, xd, m.TokenCls.W.Data, m.TokenCls.B.Data, BT, H, NL)
-		res := &StepResult{Loss: meanCE(logits, labels.IDs, BT, NL)}
-		dlogits := make([]float32, BT*NL)
-		res.N, res.Correct = ceGrad(dlogits, logits, labels.IDs, BT, NL)
-		kernels.MatmulBackward(dx, m.TokenCls.W.Grad, m.TokenCls.B.Grad, dlogits, xd, m.TokenCls.W.Data, BT, H, NL)
-		kernels.DropoutBackward(dx, drop, BT*H)
-		return res, nil
-	case HeadQA:
-		if len(labels.StartPositions) != B || len(labels.EndPositions) != B {
-			return nil, fmt.Errorf("roformer: start/end positions have %d/%d values, want %d", len(labels.StartPositions), len(labels.EndPositions), B)
-		}
-		both := make([]float32, BT*2)
-		kernels.MatmulForward(both, x, m.QA.W.Data, m.QA.B.Data, BT, H, 2)
-		start, end := make([]float32, BT), make([]float32, BT)
-		for i := 0; i < BT; i++ {
-			start[i], end[i] = both[2*i], both[2*i+1]
-		}
-		sp, ep := clampPositions(labels.StartPositions, T), clampPositions(labels.EndPositions, T)
-		res := &StepResult{Loss: (meanCE(start, sp, B, T) + meanCE(end, ep, B, T)) / 2}
-		ds, de := make([]float32, BT), make([]float32, BT)
-		n1, c1 := ceGrad(ds, start, sp, B, T)
-		n2, c2 := ceGrad(de, end, ep, B, T)
-		res.N, res.Correct = n1+n2, c1+c2
-		dboth := make([]float32, BT*2)
-		for i := 0; i < BT; i++ {
-			dboth[2*i], dboth[2*i+1] = ds[i]/2, de[i]/2
-		}
-		kernels.MatmulBackward(dx, m.QA.W.Grad, m.QA.B.Grad, dboth, x, m.QA.W.Data, BT, H, 2)
-		return res, nil
-	case HeadMultipleChoice:
-		nc := opts.NumChoices
-		if len(labels.IDs) != B/nc {
-			return nil, fmt.Errorf("roformer: multiple-choice labels have %d values, want %d", len(labels.IDs), B/nc)
-		}
-		if err := checkClassIDs("labels", labels.IDs, nc); err != nil {
-			return nil, err
-		}
-		last := make([]float32, B*H)
-		for r := 0; r < B; r++ {
-			copy(last[r*H:r*H+H], x[(r*T+T-1)*H:(r*T+T)*H])
-		}
-		logits := make([]float32, B)
-		kernels.MatmulForward(logits, last, m.Choice.W.Data, m.Choice.B.Data, B, H, 1)
-		res := &StepResult{Loss: meanCE(logits, labels.IDs, B/nc, nc)}
-		dlogits, dlast := make([]float32, B), make([]float32, B*H)
-		res.N, res.Correct = ceGrad(dlogits, logits, labels.IDs, B/nc, nc)
-		kernels.MatmulBackward(dlast, m.Choice.W.Grad, m.Choice.B.Grad, dlogits, last, m.Choice.W.Data, B, H, 1)
-		for r := 0; r < B; r++ {
-			copy(dx[(r*T+T-1)*H:(r*T+T)*H], dlast[r*H:r*H+H])
-		}
-		return res, nil
+	k := kindOf(m.Head)
+	if k.train == nil {
+		return nil, fmt.Errorf("roformer: the %s head has no loss to train", m.Head)
 	}
-	return nil, fmt.Errorf("roformer: the %s head has no loss to train", m.Head)
+	return k.train(m, dx, x, s, b, labels, opts)
 }
 
 // ceGrad writes the gradient of the mean cross-entropy over the rows whose
@@ -362,58 +237,6 @@ func argmax(x []float32) int {
 		}
 	}
 	return best
-}
-
-// lmBackward runs the LM head on the rows of x whose target is set (the
-// others do not change the loss), back-propagates the mean cross-entropy
-// and scatters the gradient into dx.
-//
-// Its buffers live in s and are reused by the next step of the same shape.
-func (m *Model) lmBackward(s *State, dx, x []float32, targets []int32, H int) *StepResult {
-	cfg := &m.Config
-	E, V := cfg.EmbeddingSize, cfg.VocabSize
-	var rows []int
-	for r, t := range targets {
-		if t >= 0 {
-			rows = append(rows, r)
-		}
-	}
-	N := len(rows)
-	res := &StepResult{N: N, Loss: math.NaN()}
-	if N == 0 {
-		return res
-	}
-	sc := &s.lm
-	xs := grow(&sc.xs, N*H)
-	tg := sc.tg[:0]
-	for i, r := range rows {
-		copy(xs[i*H:i*H+H], x[r*H:r*H+H])
-		tg = append(tg, targets[r])
-	}
-	sc.tg = tg
-	a := &lmActs{pre: grow(&sc.pre, N*E), post: grow(&sc.post, N*E), ln: grow(&sc.ln, N*E), mean: grow(&sc.mean, N), rstd: grow(&sc.rstd, N)}
-	logits := grow(&sc.logits, N*V)
-	m.lmLogits(logits, xs, N, a)
-	losses := grow(&sc.losses, N)
-	kernels.CrossEntropyForward(losses, logits, tg, N, V)
-	sum := 0.0
-	for _, l := range losses {
-		sum += float64(l)
-	}
-	res.Loss = sum / float64(N)
-	dlogits := logits // the logits are not needed after their gradient: reuse the buffer
-	_, res.Correct = ceGradInPlace(dlogits, tg, N, V)
-	// logits = ln·Wteᵀ + bias (decoder tied to the word embeddings)
-	dln, dpost, dpre, dxs := grow(&sc.dln, N*E), grow(&sc.dpost, N*E), grow(&sc.dpre, N*E), grow(&sc.dxs, N*H)
-	clear(dpost) // LayerNormBackward accumulates into it
-	kernels.MatmulBackward(dln, m.Encoder.Embeddings.Word.Grad, m.LM.Bias.Grad, dlogits, a.ln, m.Encoder.Embeddings.Word.Data, N, E, V)
-	kernels.LayerNormBackward(dpost, m.LM.LN.W.Grad, m.LM.LN.B.Grad, dln, a.post, m.LM.LN.W.Data, a.mean, a.rstd, N, E)
-	kernels.ActivationBackward(dpre, dpost, a.pre, m.act, N*E)
-	kernels.MatmulBackward(dxs, m.LM.Transform.W.Grad, m.LM.Transform.B.Grad, dpre, xs, m.LM.Transform.W.Data, N, H, E)
-	for i, r := range rows {
-		copy(dx[r*H:r*H+H], dxs[i*H:i*H+H])
-	}
-	return res
 }
 
 // EvaluateMLM runs the masked-LM head in inference mode on the rows of b

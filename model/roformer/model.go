@@ -66,71 +66,6 @@ type Encoder struct {
 	Layers     []Layer    `hf:"encoder.layer"`
 }
 
-// LMHead is RoFormerOnlyMLMHead (cls.predictions), used by the masked and
-// causal LM heads. The decoder weight is the word embedding table (tied), so
-// it is not a field; its bias is cls.predictions.bias.
-type LMHead struct {
-	Transform Linear        `hf:"transform.dense"`     // [E, H]
-	LN        LayerNorm     `hf:"transform.LayerNorm"` // [E]
-	Bias      *tensor.Param `hf:"bias"`                // [V]
-}
-
-// ClassificationHead is RoFormerClassificationHead: position 0 → dense →
-// act → out_proj.
-type ClassificationHead struct {
-	Dense   Linear `hf:"dense"`    // [H, H]
-	OutProj Linear `hf:"out_proj"` // [NL, H]
-}
-
-// Head names an output head, with the names the CLI uses.
-type Head string
-
-const (
-	HeadBase           Head = "base"
-	HeadMaskedLM       Head = "masked-lm"
-	HeadCausalLM       Head = "causal-lm"
-	HeadSequenceCls    Head = "sequence-classification"
-	HeadTokenCls       Head = "token-classification"
-	HeadQA             Head = "question-answering"
-	HeadMultipleChoice Head = "multiple-choice"
-)
-
-// Heads lists every head.
-var Heads = []Head{HeadBase, HeadMaskedLM, HeadCausalLM, HeadSequenceCls, HeadTokenCls, HeadQA, HeadMultipleChoice}
-
-// ParseHead maps a CLI name to a Head.
-func ParseHead(s string) (Head, error) {
-	for _, h := range Heads {
-		if string(h) == s {
-			return h, nil
-		}
-	}
-	names := make([]string, len(Heads))
-	for i, h := range Heads {
-		names[i] = string(h)
-	}
-	return "", fmt.Errorf("roformer: unknown head %q (valid: %s)", s, strings.Join(names, ", "))
-}
-
-// HFClass returns the transformers class that this head corresponds to.
-func (h Head) HFClass() string {
-	switch h {
-	case HeadMaskedLM:
-		return "RoFormerForMaskedLM"
-	case HeadCausalLM:
-		return "RoFormerForCausalLM"
-	case HeadSequenceCls:
-		return "RoFormerForSequenceClassification"
-	case HeadTokenCls:
-		return "RoFormerForTokenClassification"
-	case HeadQA:
-		return "RoFormerForQuestionAnswering"
-	case HeadMultipleChoice:
-		return "RoFormerForMultipleChoice"
-	}
-	return "RoFormerModel"
-}
-
 // Model is a RoFormer encoder with one head. Exactly one of the head fields
 // is set, according to Head (none for HeadBase).
 type Model struct {
@@ -207,20 +142,8 @@ func New(cfg Config, head Head) (*Model, error) {
 	if cfg.Attention() == AttnPerformer {
 		m.drawFeatures(0)
 	}
-	switch head {
-	case HeadMaskedLM, HeadCausalLM:
-		m.LM = &LMHead{Transform: newLinear(E, H), LN: newLN(E), Bias: tensor.NewParam("", V)}
-	case HeadSequenceCls:
-		m.Classifier = &ClassificationHead{Dense: newLinear(H, H), OutProj: newLinear(cfg.NumLabels, H)}
-	case HeadTokenCls:
-		l := newLinear(cfg.NumLabels, H)
-		m.TokenCls = &l
-	case HeadQA:
-		l := newLinear(2, H)
-		m.QA = &l
-	case HeadMultipleChoice:
-		l := newLinear(1, H)
-		m.Choice = &l
+	if k := kindOf(head); k.build != nil {
+		k.build(m)
 	}
 	for _, np := range m.namedParams() {
 		np.p.Name = np.name

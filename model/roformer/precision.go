@@ -143,7 +143,7 @@ type linearShape struct {
 // adjacent), attention output and feed-forward, and the head's.
 func (m *Model) linears() []linearShape {
 	cfg := &m.Config
-	E, H, I, V, NL := cfg.EmbeddingSize, cfg.HiddenSize, cfg.IntermediateSize, cfg.VocabSize, cfg.NumLabels
+	E, H, I := cfg.EmbeddingSize, cfg.HiddenSize, cfg.IntermediateSize
 	var ls []linearShape
 	add := func(w []float32, oc, c int) {
 		if len(w) >= oc*c && oc*c > 0 {
@@ -166,22 +166,10 @@ func (m *Model) linears() []linearShape {
 		add(L.FFIn.W.Data, I, H)
 		add(L.FFOut.W.Data, H, I)
 	}
-	if m.LM != nil {
-		add(m.LM.Transform.W.Data, E, H)
-		add(m.Encoder.Embeddings.Word.Data, V, E)
-	}
-	if c := m.Classifier; c != nil {
-		add(c.Dense.W.Data, H, H)
-		add(c.OutProj.W.Data, NL, H)
-	}
-	if m.TokenCls != nil {
-		add(m.TokenCls.W.Data, NL, H)
-	}
-	if m.QA != nil {
-		add(m.QA.W.Data, 2, H)
-	}
-	if m.Choice != nil {
-		add(m.Choice.W.Data, 1, H)
+	if k := kindOf(m.Head); k.linears != nil {
+		for _, l := range k.linears(m) {
+			add(l.w, l.oc, l.c)
+		}
 	}
 	return ls
 }

@@ -1,0 +1,162 @@
+package roformer
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/roformer-go/roformer/kernels"
+	"github.com/roformer-go/roformer/tensor"
+)
+
+// The language-model heads, RoFormerForMaskedLM and RoFormerForCausalLM:
+// cls.predictions (transform.dense → act → LayerNorm → the decoder tied to
+// the word embeddings + bias) on every position; the causal head predicts
+// the next token (labels shifted left) under the causal mask.
+
+// LMHead is RoFormerOnlyMLMHead (cls.predictions), used by the masked and
+// causal LM heads. The decoder weight is the word embedding table (tied), so
+// it is not a field; its bias is cls.predictions.bias.
+type LMHead struct {
+	Transform Linear        `hf:"transform.dense"`     // [E, H]
+	LN        LayerNorm     `hf:"transform.LayerNorm"` // [E]
+	Bias      *tensor.Param `hf:"bias"`                // [V]
+}
+
+func buildLM(m *Model) {
+	E, V := m.Config.EmbeddingSize, m.Config.VocabSize
+	m.LM = &LMHead{Transform: newLinear(E, m.Config.HiddenSize), LN: newLN(E), Bias: tensor.NewParam("", V)}
+}
+
+// lmLinears are the LM head's linear layers: transform.dense [E, H] and the
+// tied decoder [V, E].
+func lmLinears(m *Model) []linearShape {
+	c := &m.Config
+	return []linearShape{{m.LM.Transform.W.Data, c.EmbeddingSize, c.HiddenSize}, {m.Encoder.Embeddings.Word.Data, c.VocabSize, c.EmbeddingSize}}
+}
+
+// lmForward writes the logits [B, T, V] and, with labels, HF's loss.
+func lmForward(m *Model, out *Output, x []float32, b *Batch, labels *Labels, opts Options, se *Session) error {
+	cfg := &m.Config
+	B, T, E, V := b.B, b.T, cfg.EmbeddingSize, cfg.VocabSize
+	BT := B * T
+	var logits []float32
+	var acts *lmActs
+	if se != nil {
+		logits = grow(&se.logits, BT*V)
+		acts = &lmActs{pre: grow(&se.lm.pre, BT*E), post: grow(&se.lm.post, BT*E), ln: grow(&se.lm.ln, BT*E), mean: grow(&se.lm.mean, BT), rstd: grow(&se.lm.rstd, BT)}
+	} else {
+		logits = make([]float32, BT*V)
+	}
+	m.lmLogits(logits, x, BT, acts)
+	out.Logits = &tensor.Tensor{Shape: []int{B, T, V}, Data: logits}
+	if labels != nil && labels.IDs != nil {
+		if len(labels.IDs) != BT {
+			return fmt.Errorf("roformer: labels have %d values, want %d (%d × %d)", len(labels.IDs), BT, B, T)
+		}
+		if err := checkClassIDs("labels", labels.IDs, V); err != nil {
+			return err
+		}
+		targets := labels.IDs
+		if m.Head == HeadCausalLM {
+			// logits[:, :-1] predict labels[:, 1:]
+			targets = shiftLeft(labels.IDs, B, T)
+		}
+		out.Loss, out.HasLoss = meanCE(logits, targets, BT, V), true
+	}
+	return nil
+}
+
+// lmTrain is lmForward's loss and its gradient.
+func lmTrain(m *Model, dx, x []float32, s *State, b *Batch, labels *Labels, opts StepOptions) (*StepResult, error) {
+	B, T, H, V := b.B, b.T, m.Config.HiddenSize, m.Config.VocabSize
+	BT := B * T
+	if len(labels.IDs) != BT {
+		return nil, fmt.Errorf("roformer: labels have %d values, want %d (%d × %d)", len(labels.IDs), BT, B, T)
+	}
+	if err := checkClassIDs("labels", labels.IDs, V); err != nil {
+		return nil, err
+	}
+	targets := labels.IDs
+	if m.Head == HeadCausalLM {
+		targets = shiftLeft(labels.IDs, B, T)
+	}
+	return m.lmBackward(s, dx, x, targets, H), nil
+}
+
+// lmLogits runs cls.predictions on rows of x [BT, H]: transform.dense → act →
+// transform.LayerNorm → decoder tied to the word embeddings + bias. When
+// acts is not nil the intermediate values are kept for backward.
+func (m *Model) lmLogits(logits, x []float32, N int, acts *lmActs) {
+	cfg := &m.Config
+	H, E, V := cfg.HiddenSize, cfg.EmbeddingSize, cfg.VocabSize
+	a := acts
+	if a == nil {
+		a = newLMActs(N, E)
+	}
+	m.matmul(a.pre, x, m.LM.Transform.W.Data, m.LM.Transform.B.Data, N, H, E)
+	kernels.ActivationForward(a.post, a.pre, m.act, N*E)
+	kernels.LayerNormForward(a.ln, a.mean, a.rstd, a.post, m.LM.LN.W.Data, m.LM.LN.B.Data, float32(cfg.LayerNormEps), N, E)
+	m.matmul(logits, a.ln, m.Encoder.Embeddings.Word.Data, m.LM.Bias.Data, N, E, V)
+}
+
+// lmActs are the LM head's activations for N rows.
+type lmActs struct {
+	pre, post, ln []float32 // [N, E]
+	mean, rstd    []float32 // [N]
+}
+
+func newLMActs(N, E int) *lmActs {
+	return &lmActs{pre: make([]float32, N*E), post: make([]float32, N*E), ln: make([]float32, N*E), mean: make([]float32, N), rstd: make([]float32, N)}
+}
+
+// lmBackward runs the LM head on the rows of x whose target is set (the
+// others do not change the loss), back-propagates the mean cross-entropy
+// and scatters the gradient into dx.
+//
+// Its buffers live in s and are reused by the next step of the same shape.
+func (m *Model) lmBackward(s *State, dx, x []float32, targets []int32, H int) *StepResult {
+	cfg := &m.Config
+	E, V := cfg.EmbeddingSize, cfg.VocabSize
+	var rows []int
+	for r, t := range targets {
+		if t >= 0 {
+			rows = append(rows, r)
+		}
+	}
+	N := len(rows)
+	res := &StepResult{N: N, Loss: math.NaN()}
+	if N == 0 {
+		return res
+	}
+	sc := &s.lm
+	xs := grow(&sc.xs, N*H)
+	tg := sc.tg[:0]
+	for i, r := range rows {
+		copy(xs[i*H:i*H+H], x[r*H:r*H+H])
+		tg = append(tg, targets[r])
+	}
+	sc.tg = tg
+	a := &lmActs{pre: grow(&sc.pre, N*E), post: grow(&sc.post, N*E), ln: grow(&sc.ln, N*E), mean: grow(&sc.mean, N), rstd: grow(&sc.rstd, N)}
+	logits := grow(&sc.logits, N*V)
+	m.lmLogits(logits, xs, N, a)
+	losses := grow(&sc.losses, N)
+	kernels.CrossEntropyForward(losses, logits, tg, N, V)
+	sum := 0.0
+	for _, l := range losses {
+		sum += float64(l)
+	}
+	res.Loss = sum / float64(N)
+	dlogits := logits // the logits are not needed after their gradient: reuse the buffer
+	_, res.Correct = ceGradInPlace(dlogits, tg, N, V)
+	// logits = ln·Wteᵀ + bias (decoder tied to the word embeddings)
+	dln, dpost, dpre, dxs := grow(&sc.dln, N*E), grow(&sc.dpost, N*E), grow(&sc.dpre, N*E), grow(&sc.dxs, N*H)
+	clear(dpost) // LayerNormBackward accumulates into it
+	kernels.MatmulBackward(dln, m.Encoder.Embeddings.Word.Grad, m.LM.Bias.Grad, dlogits, a.ln, m.Encoder.Embeddings.Word.Data, N, E, V)
+	kernels.LayerNormBackward(dpost, m.LM.LN.W.Grad, m.LM.LN.B.Grad, dln, a.post, m.LM.LN.W.Data, a.mean, a.rstd, N, E)
+	kernels.ActivationBackward(dpre, dpost, a.pre, m.act, N*E)
+	kernels.MatmulBackward(dxs, m.LM.Transform.W.Grad, m.LM.Transform.B.Grad, dpre, xs, m.LM.Transform.W.Data, N, H, E)
+	for i, r := range rows {
+		copy(dx[r*H:r*H+H], dxs[i*H:i*H+H])
+	}
+	return res
+}
