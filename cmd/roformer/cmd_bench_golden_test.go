@@ -1,0 +1,43 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/roformer-go/roformer/blas"
+	"github.com/roformer-go/roformer/kernels"
+)
+
+// The loss after the warm-up and timed training steps of the bench is
+// pinned to the bit: a refactoring of the training step must not change
+// it. The number was recorded on amd64 with the AVX-512 element-wise
+// kernels, pure-Go matrix products and two kernel threads.
+func TestBenchTrainGolden(t *testing.T) {
+	if runtime.GOARCH != "amd64" || kernels.VectorPath() != "avx512" {
+		t.Skipf("golden numbers recorded on amd64/avx512; this is %s/%s", runtime.GOARCH, kernels.VectorPath())
+	}
+	prev, th := blas.Current(), kernels.Threads()
+	blas.UseGo()
+	kernels.SetThreads(2)
+	t.Cleanup(func() { blas.Set(prev); kernels.SetThreads(th) })
+	o := benchOptions{size: "tiny", head: "masked-lm", mode: "train", batch: 2, seq: 8, steps: 3, warmup: 2,
+		peakGFLOPS: 100, maskProb: 0.5, lr: 1e-3, weightDecay: 0.01, seed: 4, json: true, quiet: true, precision: "fp32", threads: 2}
+	var stdout bytes.Buffer
+	if err := runBench(context.Background(), o, &stdout, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	var r benchResult
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil || r.Loss == nil {
+		t.Fatalf("%v\n%s", err, stdout.String())
+	}
+	if got, want := fmt.Sprintf("%.17g", *r.Loss), "4.8678237795829773"; got != want {
+		t.Errorf("loss after 5 training steps = %s, want %s", got, want)
+	}
+}
