@@ -166,6 +166,7 @@ type ModelInfo struct {
 	Name         string   `json:"name"`
 	Architecture string   `json:"architecture"`
 	Head         string   `json:"head"`
+	Precision    string   `json:"precision"` // of the linear layers' products: fp32, bf16 or int8
 	HiddenSize   int      `json:"hidden_size"`
 	Layers       int      `json:"num_hidden_layers"`
 	VocabSize    int      `json:"vocab_size"`
@@ -177,7 +178,7 @@ type ModelInfo struct {
 // Info describes the model and the endpoints that answer for it.
 func (s *Server) Info() ModelInfo {
 	c := &s.model.Config
-	mi := ModelInfo{Name: s.opts.Name, Architecture: s.model.Head.HFClass(), Head: string(s.model.Head),
+	mi := ModelInfo{Name: s.opts.Name, Architecture: s.model.Head.HFClass(), Head: string(s.model.Head), Precision: string(s.model.Precision()),
 		HiddenSize: c.HiddenSize, Layers: c.NumHiddenLayers, VocabSize: c.VocabSize,
 		MaxLength: s.opts.MaxLength, MaxInputs: s.opts.MaxInputs,
 		Endpoints: []string{"GET /healthz", "GET /v1/model", "POST /v1/tokenize", "POST /v1/embed"}}
