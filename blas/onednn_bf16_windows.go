@@ -34,3 +34,12 @@ func (l *BF16Linear) Forward(out, inp []float32, m int, beta float32) {
 
 // impl names oneDNN's implementation; see the other platforms.
 func (l *BF16Linear) impl(m int, beta float32) string { return "none" }
+
+// NewF32Linear always fails on Windows; see BF16Supported.
+func NewF32Linear(w []float32, n, k int) (*BF16Linear, error) { return nil, errBF16Windows }
+
+// NewS8Linear always fails on Windows; see BF16Supported.
+func NewS8Linear(w []int8, n, k int) (*BF16Linear, error) { return nil, errBF16Windows }
+
+// ForwardU8 is never reached on Windows, where NewS8Linear fails.
+func (l *BF16Linear) ForwardU8(out []int32, inp []uint8, m int) { panic(errBF16Windows.Error()) }
