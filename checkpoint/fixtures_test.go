@@ -8,32 +8,9 @@ import (
 	"slices"
 	"sort"
 	"testing"
-)
 
-// casesDir returns ../shared/fixtures/hf-roformer/cases relative to the
-// module root (the first parent holding go.mod), or skips the test.
-func casesDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("no go.mod above the test directory; cannot locate ../shared")
-		}
-		dir = parent
-	}
-	cases := filepath.Join(dir, "..", "shared", "fixtures", "hf-roformer", "cases")
-	if _, err := os.Stat(cases); err != nil {
-		t.Skipf("shared fixtures absent (%v); they live outside the repository", err)
-	}
-	return cases
-}
+	"github.com/roformer-go/roformer/internal/testutil"
+)
 
 type fixtureCheckpoint struct {
 	Checkpoint struct {
@@ -63,7 +40,7 @@ func sortedCopy(s []string) []string {
 }
 
 func TestFixtureCases(t *testing.T) {
-	root := casesDir(t)
+	root := testutil.Shared(t, "fixtures", "hf-roformer", "cases")
 	dirs, err := filepath.Glob(filepath.Join(root, "*"))
 	if err != nil {
 		t.Fatal(err)

@@ -8,8 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/roformer-go/roformer/model/roformer"
-	"github.com/roformer-go/roformer/tokenizer"
+	"github.com/roformer-go/roformer/internal/testmodel"
 )
 
 // testWords is the vocabulary of the synthetic data.
@@ -21,30 +20,7 @@ var testWords = []string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
 // pretrained) with a BERT tokenizer over testWords into a folder.
 func tinyModel(t testing.TB) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "pretrained")
-	v, err := tokenizer.NewVocab(testWords)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.New(v, tokenizer.DefaultConfig(tokenizer.Bert))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tok.Save(dir); err != nil {
-		t.Fatal(err)
-	}
-	cfg := roformer.DefaultConfig()
-	cfg.VocabSize, cfg.HiddenSize, cfg.EmbeddingSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = len(testWords), 16, 16, 1, 2, 32
-	cfg.MaxPositionEmbeddings = 64
-	m, err := roformer.New(cfg, roformer.HeadMaskedLM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Init(7)
-	if err := m.Save(dir); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return testmodel.Tiny{Words: testWords, Seed: 7, MaxPositions: 64}.Folder(t)
 }
 
 // synth returns n sentences of filler words with "good" or "bad" among

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -180,10 +181,10 @@ func TestAlignWords(t *testing.T) {
 	mustf(t, err, "encodeAll")
 	f := feats[0]
 	// [CLS] john ##s went to | paris cut: max length 5 → [CLS] john ##s went [SEP]
-	if got, want := f.wordTok, []int{1, 3, -1, -1}; !equalInts(got, want) {
+	if got, want := f.wordTok, []int{1, 3, -1, -1}; !slices.Equal(got, want) {
 		t.Errorf("wordTok %v, want %v", got, want)
 	}
-	if got, want := f.tags, []int32{-100, 0, -100, 1, -100}; !equalInt32(got, want) {
+	if got, want := f.tags, []int32{-100, 0, -100, 1, -100}; !slices.Equal(got, want) {
 		t.Errorf("tags %v, want %v", got, want)
 	}
 	if n != 1 || !f.truncated {
@@ -192,30 +193,6 @@ func TestAlignWords(t *testing.T) {
 	if _, _, err := encodeAll(j.Tokenizer, &spec, ds, encodeOptions{maxLen: 5, truncation: 1 /* none */}); err == nil || !strings.Contains(err.Error(), "t:1: the input has 7 tokens, more than the maximum length 5") {
 		t.Errorf("no truncation: %v", err)
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func equalInt32(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Run publishes a complete folder, refuses a used one, leaves nothing

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/roformer-go/roformer/internal/testmodel"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/tokenizer"
 )
@@ -13,27 +14,8 @@ import (
 func tinyModel(t *testing.T) (*roformer.Model, *tokenizer.Tokenizer) {
 	t.Helper()
 	words := []string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "whale", "ship", "sea", "a", ".", "##s"}
-	v, err := tokenizer.NewVocab(words)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.New(v, tokenizer.DefaultConfig(tokenizer.Bert))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := roformer.DefaultConfig()
-	cfg.VocabSize, cfg.HiddenSize, cfg.EmbeddingSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = len(words), 16, 16, 1, 2, 32
-	m, err := roformer.New(cfg, roformer.HeadMaskedLM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Init(3)
-	for _, p := range m.Params() { // make the predictions far from uniform
-		for i := range p.Data {
-			p.Data[i] *= 40
-		}
-	}
-	return m, tok
+	// Scale 40: the predictions far from uniform
+	return testmodel.Tiny{Words: words, Seed: 3, Scale: 40}.Build(t)
 }
 
 func TestFillMaskAgreesWithForward(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/roformer-go/roformer/internal/testmodel"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/pipeline"
 	"github.com/roformer-go/roformer/tokenizer"
@@ -19,31 +20,8 @@ var words = []string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "whale
 
 func tinyModel(t testing.TB, head roformer.Head, labels []string) (*roformer.Model, *tokenizer.Tokenizer) {
 	t.Helper()
-	v, err := tokenizer.NewVocab(words)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.New(v, tokenizer.DefaultConfig(tokenizer.Bert))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := roformer.DefaultConfig()
-	cfg.VocabSize, cfg.HiddenSize, cfg.EmbeddingSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = len(words), 16, 16, 1, 2, 32
-	cfg.MaxPositionEmbeddings = 32
-	if labels != nil {
-		cfg.SetLabels(labels)
-	}
-	m, err := roformer.New(cfg, head)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Init(5)
-	for _, p := range m.Params() { // predictions far from uniform
-		for i := range p.Data {
-			p.Data[i] *= 30
-		}
-	}
-	return m, tok
+	// Scale 30: the predictions far from uniform
+	return testmodel.Tiny{Words: words, Head: head, Seed: 5, MaxPositions: 32, Labels: labels, Scale: 30}.Build(t)
 }
 
 func newServer(t testing.TB, head roformer.Head, labels []string, opts Options) (*Server, *roformer.Model, *tokenizer.Tokenizer) {
@@ -281,12 +259,7 @@ func TestNaNAnswer(t *testing.T) {
 func TestLoadFolder(t *testing.T) {
 	m, tok := tinyModel(t, roformer.HeadMaskedLM, nil)
 	dir := filepath.Join(t.TempDir(), "model")
-	if err := tok.Save(dir); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Save(dir); err != nil {
-		t.Fatal(err)
-	}
+	testmodel.Save(t, dir, m, tok)
 	s, err := Load(dir, Options{})
 	if err != nil {
 		t.Fatal(err)

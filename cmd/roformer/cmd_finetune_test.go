@@ -11,8 +11,7 @@ import (
 	"testing"
 
 	"github.com/roformer-go/roformer/finetune"
-	"github.com/roformer-go/roformer/model/roformer"
-	"github.com/roformer-go/roformer/tokenizer"
+	"github.com/roformer-go/roformer/internal/testmodel"
 )
 
 var ftWords = []string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "the", "movie", "was", "a", "film", "plot", "and", "it", "very", "quite", "story", "acting", "seen"}
@@ -21,29 +20,7 @@ var ftWords = []string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "ba
 // vocabulary, standing in for a pretrained folder.
 func ftModel(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "pretrained")
-	v, err := tokenizer.NewVocab(ftWords)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.New(v, tokenizer.DefaultConfig(tokenizer.Bert))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tok.Save(dir); err != nil {
-		t.Fatal(err)
-	}
-	cfg := roformer.DefaultConfig()
-	cfg.VocabSize, cfg.HiddenSize, cfg.EmbeddingSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = len(ftWords), 16, 16, 1, 2, 32
-	m, err := roformer.New(cfg, roformer.HeadMaskedLM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Init(7)
-	if err := m.Save(dir); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return testmodel.Tiny{Words: ftWords, Seed: 7}.Folder(t)
 }
 
 // ftData writes n JSONL lines of filler words with good (positive) or bad
