@@ -1,12 +1,12 @@
 package experiment
 
 import (
+	"errors"
 	"fmt"
-	"math"
 
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/optim"
-	"github.com/roformer-go/roformer/tensor"
+	"github.com/roformer-go/roformer/train"
 )
 
 // Schedule is the optimisation of the char-lm and long-text runs: AdamW
@@ -20,13 +20,9 @@ type Schedule struct {
 	Clip        float64 `json:"clip"`
 }
 
-// stepper applies Schedule to one model.
-type stepper struct {
-	params []*tensor.Param
-	opt    *optim.AdamW
-	sched  optim.Schedule
-	clip   float64
-}
+// stepper applies Schedule to one model through the toolkit's training
+// step (train.Stepper).
+type stepper struct{ *train.Stepper }
 
 func newStepper(m *roformer.Model, s Schedule) (*stepper, error) {
 	if s.Steps < 1 {
@@ -36,29 +32,21 @@ func newStepper(m *roformer.Model, s Schedule) (*stepper, error) {
 	if err := sched.Validate(); err != nil {
 		return nil, fmt.Errorf("experiment: %w", err)
 	}
-	params := m.Params()
-	opt, err := optim.NewAdamW(params, optim.DefaultAdamWConfig(s.WeightDecay))
+	st, err := train.NewStepper(m.Params(), optim.DefaultAdamWConfig(s.WeightDecay), sched)
 	if err != nil {
 		return nil, fmt.Errorf("experiment: %w", err)
 	}
-	return &stepper{params: params, opt: opt, sched: sched, clip: s.Clip}, nil
+	st.Clip = s.Clip
+	return &stepper{st}, nil
 }
 
 // step does update number step+1: zero the gradients, run fb (forward and
 // backward, adding the gradients), clip, and take an AdamW step at the
 // scheduled rate. It returns fb's loss.
 func (s *stepper) step(step int, fb func() (float64, error)) (float64, error) {
-	for _, p := range s.params {
-		p.ZeroGrad()
+	u, err := s.Step(step, func(int) (float64, error) { return fb() })
+	if nf := (*train.NonFiniteError)(nil); errors.As(err, &nf) {
+		return nf.Loss, fmt.Errorf("experiment: step %d: loss %v, gradient norm %v", nf.Step, nf.Loss, nf.GradNorm)
 	}
-	loss, err := fb()
-	if err != nil {
-		return 0, err
-	}
-	norm := optim.ClipGradNorm(s.params, s.clip)
-	if math.IsNaN(loss) || math.IsInf(loss, 0) || math.IsNaN(norm) || math.IsInf(norm, 0) {
-		return loss, fmt.Errorf("experiment: step %d: loss %v, gradient norm %v", step+1, loss, norm)
-	}
-	s.opt.Step(s.sched.LR(step))
-	return loss, nil
+	return u.Loss, err
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/roformer-go/roformer/optim"
 	"github.com/roformer-go/roformer/tensor"
 	"github.com/roformer-go/roformer/tokenizer"
+	"github.com/roformer-go/roformer/train"
 )
 
 // Options are the hyper-parameters of a fine-tuning run. Start from
@@ -179,9 +180,9 @@ func (c *stateCache) get(B, T int) *roformer.State {
 
 // Train fine-tunes j.Model in place. After each epoch it evaluates on
 // j.Eval and keeps a copy of the parameters with the best main metric;
-// at the end the model holds that copy. The loop, per step: learning rate
-// from the schedule, zero the gradients, forward and backward with
-// dropout, clip, AdamW update.
+// at the end the model holds that copy. Each optimizer step is the
+// toolkit's train.Stepper: learning rate from the schedule, zero the
+// gradients, forward and backward with dropout, clip, AdamW update.
 func Train(ctx context.Context, j Job) (*Result, error) {
 	o := j.Options
 	if err := o.Validate(); err != nil {
@@ -229,10 +230,6 @@ func Train(ctx context.Context, j Job) (*Result, error) {
 	}
 	m := j.Model
 	params := m.Params()
-	opt, err := optim.NewAdamW(params, optim.DefaultAdamWConfig(o.WeightDecay))
-	if err != nil {
-		return nil, err
-	}
 	perEpoch := (len(feats) + o.BatchSize - 1) / o.BatchSize
 	total := perEpoch * o.Epochs
 	warm := o.WarmupSteps
@@ -240,7 +237,11 @@ func Train(ctx context.Context, j Job) (*Result, error) {
 		warm = int(math.Ceil(o.WarmupRatio * float64(total)))
 	}
 	kind, _ := optim.ParseSchedule(o.Schedule)
-	sched := optim.Schedule{Kind: kind, PeakLR: o.LR, Warmup: warm, Total: total}
+	stepper, err := train.NewStepper(params, optim.DefaultAdamWConfig(o.WeightDecay), optim.Schedule{Kind: kind, PeakLR: o.LR, Warmup: warm, Total: total})
+	if err != nil {
+		return nil, err
+	}
+	stepper.Clip = o.Clip
 	say("finetune: %d training examples (%d truncated to %d tokens), %d for evaluation; %d epochs of %d steps, batch %d, lr %.2e (%s, warm-up %d), weight decay %g, seed %d",
 		len(feats), nTrunc, o.MaxLength, len(evalFeats), o.Epochs, perEpoch, o.BatchSize, o.LR, o.Schedule, warm, o.WeightDecay, o.Seed)
 	res := &Result{Truncated: nTrunc}
@@ -266,21 +267,23 @@ func Train(ctx context.Context, j Job) (*Result, error) {
 				batch = append(batch, feats[k])
 			}
 			b, lab := makeBatch(batch, &spec, padID, true)
-			lr := sched.LR(step)
-			m.ZeroGrad()
-			sr, err := m.ForwardBackward(ctx, states.get(b.B, b.T), b, lab, roformer.StepOptions{Dropout: true, Seed: stepSeed(o.Seed, step)})
-			if err != nil {
+			u, err := stepper.Step(step, func(int) (float64, error) {
+				sr, err := m.ForwardBackward(ctx, states.get(b.B, b.T), b, lab, roformer.StepOptions{Dropout: true, Seed: stepSeed(o.Seed, step)})
+				if err != nil {
+					return 0, err
+				}
+				return sr.Loss, nil
+			})
+			if nf := (*train.NonFiniteError)(nil); errors.As(err, &nf) {
+				return res, fmt.Errorf("%w: step %d, loss %v, gradient norm %v; try a lower learning rate", ErrNonFinite, nf.Step, nf.Loss, nf.GradNorm)
+			} else if err != nil {
 				return res, err
 			}
-			norm := optim.ClipGradNorm(params, o.Clip)
-			if math.IsNaN(sr.Loss) || math.IsInf(sr.Loss, 0) || math.IsNaN(norm) || math.IsInf(norm, 0) {
-				return res, fmt.Errorf("%w: step %d, loss %v, gradient norm %v; try a lower learning rate", ErrNonFinite, step+1, sr.Loss, norm)
-			}
-			opt.Step(lr)
+			lr, norm := u.LR, u.GradNorm
 			step++
-			epLoss += sr.Loss
+			epLoss += u.Loss
 			epN++
-			logLoss += sr.Loss
+			logLoss += u.Loss
 			logN++
 			if o.LogEvery > 0 && step%o.LogEvery == 0 {
 				l := logLoss / float64(logN)

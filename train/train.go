@@ -135,11 +135,11 @@ func Resume(ctx context.Context, job Job) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
-	if err := t.opt.UnmarshalBinary(ob); err != nil {
+	if err := t.stepper.Opt.UnmarshalBinary(ob); err != nil {
 		return nil, fmt.Errorf("train: %s: %w", filepath.Join(ckpt, OptimizerFile), err)
 	}
-	if t.opt.StepCount() != int64(st.Step) {
-		return nil, fmt.Errorf("train: %s is at step %d, %s at step %d", OptimizerFile, t.opt.StepCount(), StateFile, st.Step)
+	if t.stepper.Opt.StepCount() != int64(st.Step) {
+		return nil, fmt.Errorf("train: %s is at step %d, %s at step %d", OptimizerFile, t.stepper.Opt.StepCount(), StateFile, st.Step)
 	}
 	if err := t.loader.UnmarshalBinary(st.Loader); err != nil {
 		return nil, fmt.Errorf("train: %s: %w", filepath.Join(ckpt, StateFile), err)
@@ -174,14 +174,13 @@ func Resume(ctx context.Context, job Job) (*Result, error) {
 
 // trainer holds a run in progress.
 type trainer struct {
-	job    Job
-	o      Options
-	m      Model
-	params []*tensor.Param
-	opt    *optim.AdamW
-	sched  optim.Schedule
-	loader *data.Loader
-	eval   []*data.Batch
+	job     Job
+	o       Options
+	m       Model
+	params  []*tensor.Param
+	stepper *Stepper // the optimizer update: AdamW, schedule, accumulation, clipping
+	loader  *data.Loader
+	eval    []*data.Batch
 
 	metrics *metricsLog
 	records []Record // metrics so far, for the plot
@@ -208,10 +207,11 @@ func newTrainer(job Job, o Options) (*trainer, error) {
 		return nil, fmt.Errorf("train: no model")
 	}
 	params := job.Model.Params()
-	opt, err := optim.NewAdamW(params, optim.AdamWConfig{Beta1: o.Beta1, Beta2: o.Beta2, Eps: o.Eps, WeightDecay: o.WeightDecay})
+	stepper, err := NewStepper(params, optim.AdamWConfig{Beta1: o.Beta1, Beta2: o.Beta2, Eps: o.Eps, WeightDecay: o.WeightDecay}, o.schedule())
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
+	stepper.Accum, stepper.Clip = o.Accum, o.Clip
 	mask := data.MaskOptions{Prob: o.MaskProb, WholeWord: o.WholeWord}
 	loader, err := data.NewLoader(job.Train, job.Vocab, data.LoaderOptions{BatchSize: o.BatchSize, SeqLen: o.SeqLen, Seed: o.Seed, Mask: mask})
 	if err != nil {
@@ -223,7 +223,7 @@ func newTrainer(job Job, o Options) (*trainer, error) {
 			return nil, fmt.Errorf("train: evaluation data: %w", err)
 		}
 	}
-	return &trainer{job: job, o: o, m: job.Model, params: params, opt: opt, sched: o.schedule(),
+	return &trainer{job: job, o: o, m: job.Model, params: params, stepper: stepper,
 		loader: loader, eval: eval, last: Result{EvalLoss: math.NaN(), EvalAccuracy: math.NaN(), EvalPerplexity: math.NaN()}}, nil
 }
 
@@ -250,7 +250,7 @@ func (t *trainer) run(ctx context.Context) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		loss, norm, tokens, err := t.update(ctx)
+		u, tokens, err := t.update(ctx)
 		if err != nil {
 			if ctx.Err() != nil && !errors.Is(err, ErrNonFinite) {
 				// Abandon the half-done step: the parameters are untouched,
@@ -262,7 +262,7 @@ func (t *trainer) run(ctx context.Context) (*Result, error) {
 			}
 			return nil, t.failed(err)
 		}
-		if err := t.after(ctx, loss, norm, tokens); err != nil {
+		if err := t.after(ctx, u, tokens); err != nil {
 			return nil, err
 		}
 	}
@@ -283,53 +283,32 @@ func (t *trainer) run(ctx context.Context) (*Result, error) {
 	return &t.last, nil
 }
 
-// update does optimizer update number t.step+1. It reads top to bottom:
-// learning rate, zero gradients, forward/backward over the micro-batches,
-// non-finite check, clipping, AdamW step. The returned loss is the mean of
-// the micro-batch losses; gradients are averaged the same way (each
-// micro-batch's mean-loss gradient divided by Accum, as the Hugging Face
-// Trainer does).
-func (t *trainer) update(ctx context.Context) (loss, norm float64, tokens int, err error) {
-	n := t.step + 1
-	lr := t.sched.LR(t.step)
-	for _, p := range t.params {
-		p.ZeroGrad()
-	}
-	for k := 0; k < t.o.Accum; k++ {
+// update does optimizer update number t.step+1 through t.stepper (see
+// Stepper for the order of its parts), drawing the micro-batches from the
+// loader, and returns it with the number of tokens trained on.
+func (t *trainer) update(ctx context.Context) (Update, int, error) {
+	n, tokens := t.step+1, 0
+	u, err := t.stepper.Step(t.step, func(int) (float64, error) {
 		b := t.loader.Next()
 		l, err := t.m.ForwardBackward(ctx, b)
 		if err != nil {
-			return 0, 0, 0, fmt.Errorf("train: step %d: %w", n, err)
+			return 0, fmt.Errorf("train: step %d: %w", n, err)
 		}
-		if math.IsNaN(l) || math.IsInf(l, 0) {
-			return 0, 0, 0, fmt.Errorf("%w: step %d: loss is %v on micro-batch %d of %d", ErrNonFinite, n, l, k+1, t.o.Accum)
-		}
-		loss += l
 		tokens += b.Tokens()
+		return l, nil
+	})
+	if err != nil {
+		return Update{}, 0, err
 	}
-	loss /= float64(t.o.Accum)
-	if t.o.Accum > 1 {
-		scale := float32(1 / float64(t.o.Accum))
-		for _, p := range t.params {
-			for i := range p.Grad {
-				p.Grad[i] *= scale
-			}
-		}
-	}
-	norm = optim.ClipGradNorm(t.params, t.o.Clip)
-	if math.IsNaN(norm) || math.IsInf(norm, 0) {
-		return 0, 0, 0, fmt.Errorf("%w: step %d: gradient norm is %v (loss %.4f)", ErrNonFinite, n, norm, loss)
-	}
-	t.opt.Step(lr)
 	t.step = n
-	return loss, norm, tokens, nil
+	return u, tokens, nil
 }
 
 // after does the bookkeeping of a finished step: log line and metrics,
 // evaluation and plot, periodic checkpoint.
-func (t *trainer) after(ctx context.Context, loss, norm float64, tokens int) error {
+func (t *trainer) after(ctx context.Context, u Update, tokens int) error {
 	o, n := t.o, t.step
-	lr := t.sched.LR(n - 1)
+	loss, norm, lr := u.Loss, u.GradNorm, u.LR
 	t.logLoss += loss
 	t.logSteps++
 	t.logTokens += int64(tokens)
@@ -453,7 +432,7 @@ func (t *trainer) save() error {
 	if err != nil {
 		return err
 	}
-	optState, err := t.opt.MarshalBinary()
+	optState, err := t.stepper.Opt.MarshalBinary()
 	if err != nil {
 		return fmt.Errorf("train: %w", err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -19,6 +20,7 @@ import (
 	"github.com/roformer-go/roformer/kernels"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/optim"
+	"github.com/roformer-go/roformer/train"
 )
 
 func init() {
@@ -125,208 +127,258 @@ type benchResult struct {
 }
 
 func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) error {
-	if (o.model == "") == (o.size == "") {
-		return usagef("give exactly one of --size (%s) and --model DIR", benchSizeNames())
-	}
-	if o.mode != "infer" && o.mode != "train" {
-		return usagef("unknown --mode %q (valid: infer, train)", o.mode)
-	}
-	head, err := roformer.ParseHead(o.head)
-	if err != nil || (head != roformer.HeadMaskedLM && head != roformer.HeadBase) {
-		return usagef("--head %q: bench supports masked-lm and base", o.head)
-	}
-	if o.mode == "train" && head != roformer.HeadMaskedLM {
-		return usagef("--mode train needs --head masked-lm (the MLM loss is what is trained)")
-	}
-	if o.batch < 1 || o.seq < 1 || o.steps < 1 || o.warmup < 0 {
-		return usagef("--batch %d, --seq %d and --steps %d must be at least 1, --warmup %d at least 0", o.batch, o.seq, o.steps, o.warmup)
-	}
-	if !(o.maskProb > 0 && o.maskProb <= 1) {
-		return usagef("--mask-prob %v must be in (0, 1]", o.maskProb)
-	}
-	prec, err := roformer.ParsePrecision(o.precision)
+	head, prec, err := o.check()
 	if err != nil {
-		return usagef("--precision: %v", err)
+		return err
 	}
-	if prec != roformer.PrecisionFP32 && o.mode == "train" {
-		return usagef("--precision %s is for inference; training runs in fp32", prec)
-	}
-	if !(o.peakGFLOPS >= 0) || math.IsInf(o.peakGFLOPS, 0) {
-		return usagef("--peak-gflops %v must be a finite number ≥ 0", o.peakGFLOPS)
-	}
-	threads := o.threads
-	if threads < 1 {
-		threads = 1
-	}
+	threads := max(1, o.threads)
 	progress := stderr
 	if o.quiet {
 		progress = io.Discard
 	}
 	startRSS, _ := peakRSS()
-
-	// The model.
-	var m *roformer.Model
-	size := o.size
-	if o.model != "" {
-		l, err := roformer.Load(o.model, head, roformer.LoadOptions{})
-		if err != nil {
-			return err
-		}
-		m, size = l.Model, "model:"+o.model
-	} else {
-		cfg, err := benchConfig(o.size)
-		if err != nil {
-			return err
-		}
-		if m, err = roformer.New(cfg, head); err != nil {
-			return err
-		}
-		m.Init(o.seed)
+	m, size, err := benchModel(o, head, prec)
+	if err != nil {
+		return err
 	}
-	if o.mode == "infer" {
-		if err := m.SetPrecision(prec); err != nil {
-			return err
-		}
-	}
-	cfg := &m.Config
-
-	// Inputs: random ids (fixed seed), no padding. In training exactly
-	// round(maskProb·B·T) tokens (at least one), at random positions, carry a
-	// random target id and the rest −100, so that both implementations run
-	// the LM head on the same number of rows.
-	r := rand.New(rand.NewPCG(o.seed, 0x62656e6368))
-	BT := o.batch * o.seq
-	batch := &roformer.Batch{InputIDs: make([]int32, BT), B: o.batch, T: o.seq}
-	lo := min(5, cfg.VocabSize-1) // past the usual special tokens
-	for i := range batch.InputIDs {
-		batch.InputIDs[i] = int32(lo + r.IntN(cfg.VocabSize-lo))
-	}
-	headRows := 0
-	if head == roformer.HeadMaskedLM {
-		headRows = BT
-	}
-	var labels *roformer.Labels
-	if o.mode == "train" {
-		headRows = labelledCount(BT, o.maskProb)
-		labels = &roformer.Labels{IDs: make([]int32, BT)}
-		for i := range labels.IDs {
-			labels.IDs[i] = -100
-		}
-		for _, pos := range r.Perm(BT)[:headRows] {
-			labels.IDs[pos] = int32(lo + r.IntN(cfg.VocabSize-lo))
-		}
-	}
-	flops := modelFLOPs(cfg, head, o.batch, o.seq, headRows)
+	in := newBenchInputs(o, head, m.Config.VocabSize)
+	flops := modelFLOPs(&m.Config, head, o.batch, o.seq, in.headRows)
 	if o.mode == "train" {
 		flops *= 3 // forward + backward (two products per forward product)
 	}
-
 	// The peak for MFU.
 	peak, peakSource := o.peakGFLOPS, "given (--peak-gflops)"
 	if peak == 0 {
-		var err error
 		if peak, peakSource, err = probePeakGFLOPS(ctx, threads); err != nil {
 			return err
 		}
 	}
-
 	fmt.Fprintf(progress, "roformer bench: %s %s %s, batch %d × seq %d, %d threads; %.1fM parameters\n",
 		size, head, o.mode, o.batch, o.seq, threads, float64(m.NumParams())/1e6)
-
-	// One step of the job.
-	var step func(i int) error
-	var loss *float64
-	switch o.mode {
-	case "infer":
-		se := m.NewSession() // workspace and outputs reused: no allocation per step once warm
-		step = func(int) error {
-			_, err := se.Forward(ctx, batch, nil, roformer.Options{})
-			return err
-		}
-	case "train":
-		st := m.NewState(o.batch, o.seq, true)
-		opt, err := optim.NewAdamW(m.Params(), optim.DefaultAdamWConfig(o.weightDecay))
-		if err != nil {
-			return err
-		}
-		step = func(i int) error {
-			m.ZeroGrad()
-			res, err := m.ForwardBackward(ctx, st, batch, labels, roformer.StepOptions{Dropout: true, Seed: o.seed + uint64(i)})
-			if err != nil {
-				return err
-			}
-			opt.Step(o.lr)
-			l := res.Loss
-			loss = &l
-			return nil
-		}
+	step, loss, err := benchStep(ctx, o, m, in)
+	if err != nil {
+		return err
 	}
-	for i := 0; i < o.warmup; i++ {
-		if err := step(i); err != nil {
-			return err
-		}
-	}
-	if o.cpuProfile != "" {
-		f, err := os.Create(o.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("bench: %s: %w", o.cpuProfile, err)
-		}
-		defer pprof.StopCPUProfile()
-	}
-	times := make([]float64, o.steps) // milliseconds
-	for i := range times {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		t0 := time.Now()
-		if err := step(o.warmup + i); err != nil {
-			return err
-		}
-		times[i] = float64(time.Since(t0).Nanoseconds()) / 1e6
-		fmt.Fprintf(progress, "  step %d/%d: %.1f ms\n", i+1, o.steps, times[i])
-	}
-	if loss != nil && (math.IsNaN(*loss) || math.IsInf(*loss, 0)) {
-		return fmt.Errorf("bench: training loss became %v", *loss)
+	times, err := timeSteps(ctx, o, step, progress)
+	if err != nil {
+		return err
 	}
 	rss, rssOK := peakRSS()
 
-	med := median(times)
+	med, BT := median(times), o.batch*o.seq
 	res := benchResult{
 		Impl: "roformer-go", Mode: o.mode, Size: size, Head: string(head), Batch: o.batch, Seq: o.seq,
 		Threads: threads, BLAS: blas.Name(), Precision: string(prec), CPU: blas.CPU().String(), Vector: kernels.VectorPath(), Params: m.NumParams(), Steps: o.steps, Warmup: o.warmup,
 		TokensPerSec: float64(BT) / (med / 1e3), MsPerStep: med, MsMin: slices.Min(times), MsMax: slices.Max(times),
 		MsSteps: times, FLOPsPerStep: flops, GFLOPS: flops / (med / 1e3) / 1e9,
-		PeakGFLOPS: peak, PeakSource: peakSource, PeakRSS: rss, StartRSS: startRSS, HeadRows: headRows, Loss: loss,
+		PeakGFLOPS: peak, PeakSource: peakSource, PeakRSS: rss, StartRSS: startRSS, HeadRows: in.headRows, Loss: loss,
+		Note: benchNote(o, head, in.headRows),
 	}
 	res.MFU = res.GFLOPS / peak
+	return printBench(stdout, o, res, rssOK)
+}
+
+// check validates the options and returns the head and the precision.
+func (o *benchOptions) check() (roformer.Head, roformer.Precision, error) {
+	if (o.model == "") == (o.size == "") {
+		return "", "", usagef("give exactly one of --size (%s) and --model DIR", benchSizeNames())
+	}
+	if o.mode != "infer" && o.mode != "train" {
+		return "", "", usagef("unknown --mode %q (valid: infer, train)", o.mode)
+	}
+	head, err := roformer.ParseHead(o.head)
+	if err != nil || (head != roformer.HeadMaskedLM && head != roformer.HeadBase) {
+		return "", "", usagef("--head %q: bench supports masked-lm and base", o.head)
+	}
+	if o.mode == "train" && head != roformer.HeadMaskedLM {
+		return "", "", usagef("--mode train needs --head masked-lm (the MLM loss is what is trained)")
+	}
+	if o.batch < 1 || o.seq < 1 || o.steps < 1 || o.warmup < 0 {
+		return "", "", usagef("--batch %d, --seq %d and --steps %d must be at least 1, --warmup %d at least 0", o.batch, o.seq, o.steps, o.warmup)
+	}
+	if !(o.maskProb > 0 && o.maskProb <= 1) {
+		return "", "", usagef("--mask-prob %v must be in (0, 1]", o.maskProb)
+	}
+	prec, err := roformer.ParsePrecision(o.precision)
+	if err != nil {
+		return "", "", usagef("--precision: %v", err)
+	}
+	if prec != roformer.PrecisionFP32 && o.mode == "train" {
+		return "", "", usagef("--precision %s is for inference; training runs in fp32", prec)
+	}
+	if !(o.peakGFLOPS >= 0) || math.IsInf(o.peakGFLOPS, 0) {
+		return "", "", usagef("--peak-gflops %v must be a finite number ≥ 0", o.peakGFLOPS)
+	}
+	return head, prec, nil
+}
+
+// benchModel loads the --model folder or initialises the --size preset,
+// and returns it with the size's name for the report.
+func benchModel(o benchOptions, head roformer.Head, prec roformer.Precision) (*roformer.Model, string, error) {
+	var m *roformer.Model
+	size := o.size
+	if o.model != "" {
+		l, err := roformer.Load(o.model, head, roformer.LoadOptions{})
+		if err != nil {
+			return nil, "", err
+		}
+		m, size = l.Model, "model:"+o.model
+	} else {
+		cfg, err := benchConfig(o.size)
+		if err != nil {
+			return nil, "", err
+		}
+		if m, err = roformer.New(cfg, head); err != nil {
+			return nil, "", err
+		}
+		m.Init(o.seed)
+	}
+	if o.mode == "infer" {
+		if err := m.SetPrecision(prec); err != nil {
+			return nil, "", err
+		}
+	}
+	return m, size, nil
+}
+
+// benchInputs are the inputs of every step.
+type benchInputs struct {
+	batch    *roformer.Batch
+	labels   *roformer.Labels // training only
+	headRows int              // rows through the LM head per step
+}
+
+// newBenchInputs draws random ids (fixed seed), no padding. In training
+// exactly round(maskProb·B·T) tokens (at least one), at random positions,
+// carry a random target id and the rest −100, so that both implementations
+// run the LM head on the same number of rows.
+func newBenchInputs(o benchOptions, head roformer.Head, vocab int) benchInputs {
+	r := rand.New(rand.NewPCG(o.seed, 0x62656e6368))
+	BT := o.batch * o.seq
+	in := benchInputs{batch: &roformer.Batch{InputIDs: make([]int32, BT), B: o.batch, T: o.seq}}
+	lo := min(5, vocab-1) // past the usual special tokens
+	for i := range in.batch.InputIDs {
+		in.batch.InputIDs[i] = int32(lo + r.IntN(vocab-lo))
+	}
+	if head == roformer.HeadMaskedLM {
+		in.headRows = BT
+	}
+	if o.mode == "train" {
+		in.headRows = labelledCount(BT, o.maskProb)
+		in.labels = &roformer.Labels{IDs: make([]int32, BT)}
+		for i := range in.labels.IDs {
+			in.labels.IDs[i] = -100
+		}
+		for _, pos := range r.Perm(BT)[:in.headRows] {
+			in.labels.IDs[pos] = int32(lo + r.IntN(vocab-lo))
+		}
+	}
+	return in
+}
+
+// benchStep returns one step of the job (i counts the steps from 0,
+// warm-up included) and, in training, where the loss of the latest step
+// is kept (nil in inference). A training step is the toolkit's own
+// (train.Stepper) without the gradient norm, as the PyTorch twin times it:
+// ZeroGrad, ForwardBackward with dropout, AdamW at a constant rate.
+func benchStep(ctx context.Context, o benchOptions, m *roformer.Model, in benchInputs) (func(i int) error, *float64, error) {
+	if o.mode == "infer" {
+		se := m.NewSession() // workspace and outputs reused: no allocation per step once warm
+		return func(int) error {
+			_, err := se.Forward(ctx, in.batch, nil, roformer.Options{})
+			return err
+		}, nil, nil
+	}
+	st := m.NewState(o.batch, o.seq, true)
+	stepper, err := train.NewStepper(m.Params(), optim.DefaultAdamWConfig(o.weightDecay), optim.Schedule{Kind: optim.Constant, PeakLR: o.lr})
+	if err != nil {
+		return nil, nil, err
+	}
+	stepper.NoGradNorm = true
+	loss := new(float64)
+	return func(i int) error {
+		u, err := stepper.Step(i, func(int) (float64, error) {
+			res, err := m.ForwardBackward(ctx, st, in.batch, in.labels, roformer.StepOptions{Dropout: true, Seed: o.seed + uint64(i)})
+			if err != nil {
+				return 0, err
+			}
+			return res.Loss, nil
+		})
+		if nf := (*train.NonFiniteError)(nil); errors.As(err, &nf) {
+			return fmt.Errorf("bench: training loss became %v", nf.Loss)
+		} else if err != nil {
+			return err
+		}
+		*loss = u.Loss
+		return nil
+	}, loss, nil
+}
+
+// timeSteps runs the warm-up steps, then the timed ones (under the CPU
+// profile when asked), and returns the time of each in milliseconds.
+func timeSteps(ctx context.Context, o benchOptions, step func(int) error, progress io.Writer) ([]float64, error) {
+	for i := 0; i < o.warmup; i++ {
+		if err := step(i); err != nil {
+			return nil, err
+		}
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, fmt.Errorf("bench: %s: %w", o.cpuProfile, err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	times := make([]float64, o.steps)
+	for i := range times {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		if err := step(o.warmup + i); err != nil {
+			return nil, err
+		}
+		times[i] = float64(time.Since(t0).Nanoseconds()) / 1e6
+		fmt.Fprintf(progress, "  step %d/%d: %.1f ms\n", i+1, o.steps, times[i])
+	}
+	return times, nil
+}
+
+// benchNote says what was timed and counted.
+func benchNote(o benchOptions, head roformer.Head, headRows int) string {
+	var note string
 	switch o.mode {
 	case "infer":
-		res.Note = "inference: Forward in eval mode (no dropout), full [B,T,V] logits"
+		note = "inference: Forward in eval mode (no dropout), full [B,T,V] logits"
 		if head == roformer.HeadBase {
-			res.Note = "inference: Forward in eval mode (no dropout), last hidden state only"
+			note = "inference: Forward in eval mode (no dropout), last hidden state only"
 		}
 	case "train":
-		res.Note = fmt.Sprintf("training: ZeroGrad + ForwardBackward (dropout on) + AdamW step; MLM loss on %d of %d tokens (%.0f%%), LM head run on those rows only; FLOPs = 3 × forward",
-			headRows, BT, 100*o.maskProb)
+		note = fmt.Sprintf("training: ZeroGrad + ForwardBackward (dropout on) + AdamW step; MLM loss on %d of %d tokens (%.0f%%), LM head run on those rows only; FLOPs = 3 × forward",
+			headRows, o.batch*o.seq, 100*o.maskProb)
 	}
-	res.Note += "; FLOPs count only matrix products (2·M·N·K, attention QKᵀ and PV included)"
+	return note + "; FLOPs count only matrix products (2·M·N·K, attention QKᵀ and PV included)"
+}
 
-	fmt.Fprintf(stdout, "job:        %s %s %s, batch %d × seq %d, %d threads, %s, %s vector kernels\n", size, head, o.mode, o.batch, o.seq, threads, res.BLAS, res.Vector)
+// printBench writes the report, and with --json its JSON line.
+func printBench(stdout io.Writer, o benchOptions, res benchResult, rssOK bool) error {
+	med := res.MsPerStep
+	fmt.Fprintf(stdout, "job:        %s %s %s, batch %d × seq %d, %d threads, %s, %s vector kernels\n", res.Size, res.Head, o.mode, o.batch, o.seq, res.Threads, res.BLAS, res.Vector)
 	fmt.Fprintf(stdout, "steps:      %d timed after %d warm-up: median %.1f ms (min %.1f, max %.1f, spread %.1f%%)\n",
 		o.steps, o.warmup, med, res.MsMin, res.MsMax, 100*(res.MsMax-res.MsMin)/med)
-	fmt.Fprintf(stdout, "throughput: %.1f tokens/s, %.2f GFLOP/s (%.3g GFLOP per step)\n", res.TokensPerSec, res.GFLOPS, flops/1e9)
-	fmt.Fprintf(stdout, "MFU:        %.1f%% of %.1f GFLOP/s, %s\n", 100*res.MFU, peak, peakSource)
+	fmt.Fprintf(stdout, "throughput: %.1f tokens/s, %.2f GFLOP/s (%.3g GFLOP per step)\n", res.TokensPerSec, res.GFLOPS, res.FLOPsPerStep/1e9)
+	fmt.Fprintf(stdout, "MFU:        %.1f%% of %.1f GFLOP/s, %s\n", 100*res.MFU, res.PeakGFLOPS, res.PeakSource)
 	if rssOK {
-		fmt.Fprintf(stdout, "peak RSS:   %.1f MiB (%.1f MiB at start)\n", float64(rss)/(1<<20), float64(startRSS)/(1<<20))
+		fmt.Fprintf(stdout, "peak RSS:   %.1f MiB (%.1f MiB at start)\n", float64(res.PeakRSS)/(1<<20), float64(res.StartRSS)/(1<<20))
 	} else {
 		fmt.Fprintf(stdout, "peak RSS:   not available on %s\n", runtime.GOOS)
 	}
-	if loss != nil {
-		fmt.Fprintf(stdout, "loss:       %.4f after the last step\n", *loss)
+	if res.Loss != nil {
+		fmt.Fprintf(stdout, "loss:       %.4f after the last step\n", *res.Loss)
 	}
 	fmt.Fprintf(stdout, "note:       %s\n", res.Note)
 	if o.json {
