@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/roformer-go/roformer/internal/atomicfile"
 )
 
 // Kinds of backend.
@@ -106,8 +108,8 @@ func readCache(path, key string) (c Choice, ok bool) {
 	return f.Choice, true
 }
 
-// writeCache writes the verdict through a temporary file and a rename, so
-// that a reader never sees half a file.
+// writeCache writes the verdict with atomicfile, so that a reader never
+// sees half a file.
 func writeCache(path, key string, c Choice) error {
 	if path == "" {
 		return errors.New("no cache folder")
@@ -119,29 +121,8 @@ func writeCache(path, key string, c Choice) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".blas-choice-*")
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(append(data, '\n')); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return nil
+	// 0o600: the cache file has always been private to its user.
+	return atomicfile.Options{Perm: 0o600}.WriteFile(path, append(data, '\n'))
 }
 
 // libraries is what this process found: the libraries it could load with

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/roformer-go/roformer/internal/atomicfile"
 )
 
 // RunFile is the name of the run description in a fine-tuned model folder.
@@ -173,20 +175,12 @@ func Run(ctx context.Context, ro RunOptions) (*RunResult, error) {
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return nil, fmt.Errorf("finetune: %w", err)
 	}
-	stage, err := os.MkdirTemp(parent, "."+filepath.Base(filepath.Clean(ro.Out))+".partial-")
+	staged, err := atomicfile.NewStage(ro.Out)
 	if err != nil {
 		return nil, fmt.Errorf("finetune: %w", err)
 	}
-	if err := os.Chmod(stage, 0o755); err != nil { // MkdirTemp makes 0700; the output is an ordinary folder
-		os.RemoveAll(stage)
-		return nil, fmt.Errorf("finetune: %w", err)
-	}
-	published := false
-	defer func() {
-		if !published {
-			os.RemoveAll(stage)
-		}
-	}()
+	defer staged.Discard() // unless published
+	stage := staged.Dir
 	var mbuf bytes.Buffer
 	res, err := Train(ctx, Job{Model: m, Tokenizer: tok, Spec: spec, Train: ro.Train, Eval: ro.Eval, Options: ro.Options, Progress: ro.Progress, Metrics: &mbuf})
 	if err != nil {
@@ -233,36 +227,20 @@ func Run(ctx context.Context, ro RunOptions) (*RunResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := publish(stage, ro.Out); err != nil {
+	if err := publish(staged, ro.Out); err != nil {
 		return nil, err
 	}
-	published = true
 	return &RunResult{Info: info, Out: ro.Out}, nil
 }
 
 // publish syncs the staged folder and renames it to out (an empty out
-// folder is replaced).
-func publish(stage, out string) error {
-	ents, err := os.ReadDir(stage)
-	if err != nil {
-		return fmt.Errorf("finetune: %w", err)
-	}
-	for _, e := range ents {
-		if f, err := os.Open(filepath.Join(stage, e.Name())); err == nil {
-			f.Sync()
-			f.Close()
-		}
-	}
+// folder is replaced; CheckOut refuses any other).
+func publish(stage *atomicfile.Stage, out string) error {
 	if err := CheckOut(out); err != nil {
 		return err
 	}
-	os.Remove(out) // an empty folder, if any
-	if err := os.Rename(stage, out); err != nil {
-		return fmt.Errorf("finetune: publishing %s: %w", out, err)
-	}
-	if d, err := os.Open(filepath.Dir(out)); err == nil {
-		d.Sync()
-		d.Close()
+	if err := stage.Publish(); err != nil {
+		return fmt.Errorf("finetune: %w", err)
 	}
 	return nil
 }

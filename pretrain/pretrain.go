@@ -12,6 +12,7 @@ import (
 	"github.com/roformer-go/roformer/checkpoint"
 	"github.com/roformer-go/roformer/data"
 	"github.com/roformer-go/roformer/data/corpus"
+	"github.com/roformer-go/roformer/internal/atomicfile"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/tensor"
 	"github.com/roformer-go/roformer/tokenizer"
@@ -218,8 +219,8 @@ func Start(ctx context.Context, opts Options, out io.Writer, terminal bool) (*Jo
 		return nil, nil, fmt.Errorf("pretrain: %w", err)
 	}
 	b, _ := json.MarshalIndent(j.Options, "", "  ")
-	if err := writeAtomic(filepath.Join(opts.Train.OutDir, RunFile), append(b, '\n')); err != nil {
-		return nil, nil, err
+	if err := atomicfile.WriteFile(filepath.Join(opts.Train.OutDir, RunFile), append(b, '\n')); err != nil {
+		return nil, nil, fmt.Errorf("pretrain: %w", err)
 	}
 	if err := j.Tokenizer.Save(filepath.Join(opts.Train.OutDir, "tokenizer")); err != nil {
 		return nil, nil, err
@@ -310,33 +311,4 @@ func (a *mlm) LoadModel(dir string) error {
 	}
 	_, err = a.m.Bind(src, roformer.BindOptions{Strict: true})
 	return err
-}
-
-// writeAtomic writes b to path through a synced temporary file and a rename.
-func writeAtomic(path string, b []byte) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("pretrain: %w", err)
-	}
-	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes 0600
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("pretrain: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(b); err != nil {
-		return fmt.Errorf("pretrain: %w", err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("pretrain: %w", err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("pretrain: %w", err)
-	}
-	return os.Rename(tmp.Name(), path)
 }

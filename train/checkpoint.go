@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/roformer-go/roformer/internal/atomicfile"
 )
 
 // Names of the files and folders the loop writes in a run folder.
@@ -157,20 +159,17 @@ func saveCheckpoint(runDir string, st *State, m Model, extra func(string) error,
 		// This step was saved already (a resume interrupted at once): keep it.
 		return writeFileAtomic(filepath.Join(runDir, LatestFile), []byte(name+"\n"))
 	}
-	tmp, err := os.MkdirTemp(runDir, ".tmp-"+name+"-")
+	stage, err := fileOptions().NewStage(final)
 	if err != nil {
-		return fmt.Errorf("train: saving %s: %w", name, err)
-	}
-	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes 0700
-		os.RemoveAll(tmp)
 		return fmt.Errorf("train: saving %s: %w", name, err)
 	}
 	defer func() {
 		if err != nil {
-			os.RemoveAll(tmp)
+			stage.Discard()
 			err = fmt.Errorf("train: saving %s failed, the previous checkpoint is intact: %w", name, err)
 		}
 	}()
+	tmp := stage.Dir
 	if err := m.SaveModel(tmp); err != nil {
 		return fmt.Errorf("model: %w", err)
 	}
@@ -188,10 +187,10 @@ func saveCheckpoint(runDir string, st *State, m Model, extra func(string) error,
 	}
 	st.Files = map[string]string{}
 	for _, e := range ents {
-		if e.IsDir() || e.Name() == StateFile || strings.HasPrefix(e.Name(), ".tmp-") {
+		if e.IsDir() || e.Name() == StateFile || strings.HasPrefix(e.Name(), atomicfile.TempPrefix) {
 			continue
 		}
-		sum, err := syncAndHash(filepath.Join(tmp, e.Name()))
+		sum, err := hashFile(filepath.Join(tmp, e.Name())) // Publish syncs it
 		if err != nil {
 			return err
 		}
@@ -205,13 +204,7 @@ func saveCheckpoint(runDir string, st *State, m Model, extra func(string) error,
 	if err := writeFileAtomic(filepath.Join(tmp, StateFile), append(b, '\n')); err != nil {
 		return err
 	}
-	if err := syncDir(tmp); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, final); err != nil {
-		return err
-	}
-	if err := syncDir(runDir); err != nil {
+	if err := stage.Publish(); err != nil {
 		return err
 	}
 	if err := writeFileAtomic(filepath.Join(runDir, LatestFile), []byte(name+"\n")); err != nil {
@@ -248,7 +241,7 @@ func cleanTemp(runDir string) error {
 		return fmt.Errorf("train: %w", err)
 	}
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), ".tmp-") {
+		if strings.HasPrefix(e.Name(), atomicfile.TempPrefix) {
 			if err := os.RemoveAll(filepath.Join(runDir, e.Name())); err != nil {
 				return fmt.Errorf("train: removing leftover %s: %w", e.Name(), err)
 			}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/roformer-go/roformer/finetune"
+	"github.com/roformer-go/roformer/internal/atomicfile"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/tokenizer"
 )
@@ -209,28 +210,23 @@ func writeJSONFile(path string, v any) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
-// writeFolderAtomic fills a hidden folder beside dir and renames it to dir
-// (which must not exist or be empty) once fill succeeds.
+// writeFolderAtomic fills a staged folder beside dir and publishes it as
+// dir (which must not exist or be empty) once fill succeeds; on failure
+// nothing remains.
 func writeFolderAtomic(dir string, fill func(string) error) error {
 	if err := finetune.CheckOut(dir); err != nil {
 		return err
 	}
-	parent := filepath.Dir(filepath.Clean(dir))
-	if err := os.MkdirAll(parent, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(filepath.Clean(dir)), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(filepath.Clean(dir))+".partial-")
+	stage, err := atomicfile.NewStage(dir)
 	if err != nil {
 		return err
 	}
-	if err := fill(tmp); err != nil {
-		os.RemoveAll(tmp)
+	defer stage.Discard()
+	if err := fill(stage.Dir); err != nil {
 		return err
 	}
-	os.Remove(dir)
-	if err := os.Rename(tmp, dir); err != nil {
-		os.RemoveAll(tmp)
-		return err
-	}
-	return nil
+	return stage.Publish()
 }

@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 
+	"github.com/roformer-go/roformer/internal/atomicfile"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/tensor"
 )
@@ -310,30 +310,8 @@ func appendFloat32(b []byte, v float32) []byte {
 	return strconv.AppendFloat(b, f, 'g', -1, 32)
 }
 
-// writeFileVia writes path atomically through fill: a temporary file in the
-// same folder, synced and renamed, so a failure leaves no half-written output.
-func writeFileVia(path string, fill func(io.Writer) error) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err = fill(tmp); err != nil {
-		return err
-	}
-	if err = tmp.Chmod(0o644); err != nil { // CreateTemp makes 0600; outputs are ordinary files
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+// writeFileVia writes path atomically through fill (atomicfile.Write), so
+// a failure leaves no half-written output; fill's error comes back as it is.
+func writeFileVia(path string, fill func(io.Writer) error) error {
+	return atomicfile.Write(path, fill)
 }

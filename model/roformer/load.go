@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/roformer-go/roformer/checkpoint"
+	"github.com/roformer-go/roformer/internal/atomicfile"
 	"github.com/roformer-go/roformer/tensor"
 )
 
@@ -119,8 +120,8 @@ func (m *Model) Save(dir string) error {
 	if err != nil {
 		return fmt.Errorf("roformer: encoding config.json: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(dir, "config.json"), data); err != nil {
-		return err
+	if err := atomicfile.WriteFile(filepath.Join(dir, "config.json"), data); err != nil {
+		return fmt.Errorf("roformer: %w", err)
 	}
 	sd := m.StateDict()
 	names := make([]string, 0, len(sd))
@@ -133,41 +134,4 @@ func (m *Model) Save(dir string) error {
 		entries[i] = &checkpoint.Entry{Name: n, DType: "F32", Shape: sd[n].Shape, Data: sd[n].Data}
 	}
 	return checkpoint.WriteSafetensors(filepath.Join(dir, "model.safetensors"), entries, map[string]string{"format": "pt"})
-}
-
-// writeFileAtomic writes data to a temporary file beside path, syncs it and
-// renames it over path, so that path holds either the old or the new bytes.
-func writeFileAtomic(path string, data []byte) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("roformer: %w", err)
-	}
-	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes 0600
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("roformer: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(data); err != nil {
-		return fmt.Errorf("roformer: writing %s: %w", path, err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("roformer: syncing %s: %w", path, err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("roformer: closing %s: %w", path, err)
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("roformer: %w", err)
-	}
-	if d, derr := os.Open(filepath.Dir(path)); derr == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
 }
