@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -26,18 +27,16 @@ var experiments = []struct{ name, summary string }{
 	{"long-text", "§4.5.4 Table 5: long-document classification at 512, 1024, 2048 tokens, RoPE vs a learned table"},
 }
 
-// experimentOptions are the flags shared by the experiments.
+// experimentOptions are the flags of one experiment verb.
 type experimentOptions struct {
-	name    string
-	out     string
-	quick   bool
-	work    string
-	cache   string
-	seeds   []uint64
-	steps   int
-	threads int
-	quiet   bool
-	resum   string // rewrite this results folder from its results.json (and, for mlm-pe, new targets)
+	name  string
+	quick bool
+	quiet bool
+	resum string // rewrite this results folder from its results.json (and, for mlm-pe, new targets)
+	// The settings every experiment takes (--out, --cache, --work,
+	// --threads, --seeds, --steps; Progress follows --quiet), registered
+	// once and handed to the experiment's options with Apply.
+	experiment.Common
 
 	relative experiment.RelativeOptions
 	decay    experiment.DecayOptions
@@ -45,6 +44,9 @@ type experimentOptions struct {
 	charLM   experiment.CharLMOptions
 	longText experiment.LongTextOptions
 }
+
+// experimentLists are the comma-separated flags, parsed after the others.
+type experimentLists struct{ seeds, encs, targets, variants, lengths string }
 
 func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
@@ -58,23 +60,52 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 	name, args := args[0], args[1:]
 	o := experimentOptions{name: name}
 	fs := newFlags("experiment", name+" [flags]", stderr)
-	fs.StringVar(&o.out, "out", "", "results folder (default runs/experiments/"+name+")")
 	th := threadsFlag(fs)
-	fs.BoolVar(&o.quiet, "quiet", false, "no progress output")
-	var seeds, encs, targets, variants, lengths string
-	training := name != "decay" && name != "relative"
-	if !training {
-		fs.BoolVar(&o.quick, "quick", false, "accepted for uniformity: this experiment takes under a second anyway")
+	lists, ok := o.flags(fs)
+	if !ok {
+		experimentUsage(stderr)
+		return usagef("unknown experiment %q (valid: relative, decay, mlm-pe, char-lm, long-text)", name)
 	}
-	if training {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	o.Threads = *th
+	if o.Out == "" {
+		o.Out = filepath.Join("runs", "experiments", name)
+	}
+	if err := o.finish(lists); err != nil {
+		return err
+	}
+	if err := setupCompute(o.Threads, stderr, o.quiet); err != nil {
+		return err
+	}
+	return runExperiment(ctx, o, stdout, stderr)
+}
+
+// flags registers the common flags on fs, then those of experiment o.name;
+// false for an unknown name.
+func (o *experimentOptions) flags(fs *flag.FlagSet) (*experimentLists, bool) {
+	var l experimentLists
+	name := o.name
+	fs.StringVar(&o.Out, "out", "", "results folder (default runs/experiments/"+name+")")
+	fs.BoolVar(&o.quiet, "quiet", false, "no progress output")
+	if name == "decay" || name == "relative" {
+		fs.BoolVar(&o.quick, "quick", false, "accepted for uniformity: this experiment takes under a second anyway")
+	} else {
 		fs.BoolVar(&o.quick, "quick", false, "the quick form: a few minutes on 2 cores, same code path, smaller model and fewer steps")
-		fs.StringVar(&seeds, "seeds", "", "comma-separated seeds (default: the experiment's)")
-		fs.IntVar(&o.steps, "steps", 0, "optimizer steps per run (default: the experiment's)")
+		fs.StringVar(&l.seeds, "seeds", "", "comma-separated seeds (default: the experiment's)")
+		fs.IntVar(&o.Steps, "steps", 0, "optimizer steps per run (default: the experiment's)")
 		help := "train nothing: rewrite the tables, CSV files and plots of this results folder from its results.json"
 		if name == "mlm-pe" {
 			help += " (with the steps to --targets recomputed from the stored curves)"
 		}
 		fs.StringVar(&o.resum, "resummarize", "", help)
+	}
+	if fetched, ok := map[string]string{"char-lm": "text", "long-text": "corpus"}[name]; ok {
+		fs.StringVar(&o.Cache, "cache", filepath.Join(".cache", "experiments"), "folder for the fetched "+fetched+" (npm tarball)")
 	}
 	switch name {
 	case "relative":
@@ -88,93 +119,88 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fs.Float64Var(&o.decay.Base, "base", o.decay.Base, "frequency base of θ_i = base^(−2i/d)")
 		fs.IntVar(&o.decay.MaxDistance, "max-distance", o.decay.MaxDistance, "largest relative distance r")
 	case "mlm-pe":
-		fs.StringVar(&o.work, "work", "", "keep the run folders (checkpoints, metrics.jsonl) here; default: a temporary folder, removed")
-		fs.StringVar(&encs, "encodings", "", "comma-separated position encodings (default: rotary,sinusoidal,learned,relative,none)")
-		fs.StringVar(&targets, "targets", "", "comma-separated held-out losses whose first crossing is reported (default: the experiment's)")
+		fs.StringVar(&o.Work, "work", "", "keep the run folders (checkpoints, metrics.jsonl) here; default: a temporary folder, removed")
+		fs.StringVar(&l.encs, "encodings", "", "comma-separated position encodings (default: rotary,sinusoidal,learned,relative,none)")
+		fs.StringVar(&l.targets, "targets", "", "comma-separated held-out losses whose first crossing is reported (default: the experiment's)")
 		fs.StringVar(&o.mlm.Corpus, "corpus", "", "text file or folder (default: the built-in English corpus)")
 	case "char-lm":
-		fs.StringVar(&variants, "variants", "", "comma-separated variants ATTENTION-POSITION, e.g. linear-rotary,performer-learned (default: the five of the experiment)")
-		fs.StringVar(&o.cache, "cache", filepath.Join(".cache", "experiments"), "folder for the fetched text (npm tarball)")
+		fs.StringVar(&l.variants, "variants", "", "comma-separated variants ATTENTION-POSITION, e.g. linear-rotary,performer-learned (default: the five of the experiment)")
 	case "long-text":
-		fs.StringVar(&lengths, "lengths", "", "comma-separated maximum lengths (default 512,1024; the quick form 128,256)")
-		fs.StringVar(&encs, "encodings", "", "comma-separated position encodings (default rotary,learned)")
-		fs.StringVar(&o.cache, "cache", filepath.Join(".cache", "experiments"), "folder for the fetched corpus (npm tarball)")
+		fs.StringVar(&l.lengths, "lengths", "", "comma-separated maximum lengths (default 512,1024; the quick form 128,256)")
+		fs.StringVar(&l.encs, "encodings", "", "comma-separated position encodings (default rotary,learned)")
 	default:
-		experimentUsage(stderr)
-		return usagef("unknown experiment %q (valid: relative, decay, mlm-pe, char-lm, long-text)", name)
+		return nil, false
 	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments %q", fs.Args())
-	}
-	o.threads = *th
-	if o.out == "" {
-		o.out = filepath.Join("runs", "experiments", name)
-	}
+	return &l, true
+}
+
+// finish parses the list flags and sets the training experiment's options:
+// its --quick form or the recorded run, with the flags applied.
+func (o *experimentOptions) finish(l *experimentLists) error {
 	var err error
-	if o.seeds, err = parseUints("--seeds", seeds); err != nil {
+	if o.Seeds, err = parseUints("--seeds", l.seeds); err != nil {
 		return err
 	}
-	if o.steps < 0 {
-		return usagef("--steps %d must be positive", o.steps)
+	if o.Steps < 0 {
+		return usagef("--steps %d must be positive", o.Steps)
 	}
-	switch name {
+	switch o.name {
 	case "mlm-pe":
 		corpus := o.mlm.Corpus
-		if o.quick {
-			o.mlm = experiment.QuickMLMPE(o.out)
-		} else {
-			o.mlm = experiment.DefaultMLMPE(o.out)
-		}
+		o.mlm = pick(o.quick, experiment.QuickMLMPE, experiment.DefaultMLMPE)(o.Out)
 		o.mlm.Corpus = corpus
-		if o.mlm.Encodings, err = parseEncodings(encs, o.mlm.Encodings); err != nil {
+		if o.mlm.Encodings, err = parseEncodings(l.encs, o.mlm.Encodings); err != nil {
 			return err
 		}
-		if targets != "" {
-			if o.mlm.TargetLosses, err = parseFloats("--targets", targets); err != nil {
+		if l.targets != "" {
+			if o.mlm.TargetLosses, err = parseFloats("--targets", l.targets); err != nil {
 				return err
 			}
 		}
 	case "char-lm":
-		if o.quick {
-			o.charLM = experiment.QuickCharLM(o.out)
-		} else {
-			o.charLM = experiment.DefaultCharLM(o.out)
-		}
-		if variants != "" {
-			if o.charLM.Variants, err = experiment.ParseCharLMVariants(variants); err != nil {
+		o.charLM = pick(o.quick, experiment.QuickCharLM, experiment.DefaultCharLM)(o.Out)
+		if l.variants != "" {
+			if o.charLM.Variants, err = experiment.ParseCharLMVariants(l.variants); err != nil {
 				return usagef("--variants: %v", err)
 			}
 		}
 	case "long-text":
-		if o.quick {
-			o.longText = experiment.QuickLongText(o.out)
-		} else {
-			o.longText = experiment.DefaultLongText(o.out)
+		o.longText = pick(o.quick, experiment.QuickLongText, experiment.DefaultLongText)(o.Out)
+		if o.longText.Lengths, err = parseLengths(l.lengths, o.longText.Lengths); err != nil {
+			return err
 		}
-		if lengths != "" {
-			ls, err := parseUints("--lengths", lengths)
-			if err != nil {
-				return err
-			}
-			o.longText.Lengths = nil
-			for _, l := range ls {
-				if l < 3 {
-					return usagef("--lengths: %d is too short for [CLS], a token and [SEP]", l)
-				}
-				o.longText.Lengths = append(o.longText.Lengths, int(l))
-			}
-		}
-		if o.longText.Encodings, err = parseEncodings(encs, o.longText.Encodings); err != nil {
+		if o.longText.Encodings, err = parseEncodings(l.encs, o.longText.Encodings); err != nil {
 			return err
 		}
 	}
-	if err := setupCompute(o.threads, stderr, o.quiet); err != nil {
-		return err
+	return nil
+}
+
+// pick returns quick when the --quick form is asked for, else def.
+func pick[T any](q bool, quick, def T) T {
+	if q {
+		return quick
 	}
-	return runExperiment(ctx, o, stdout, stderr)
+	return def
+}
+
+// parseLengths reads --lengths (def when empty).
+func parseLengths(s string, def []int) ([]int, error) {
+	if s == "" {
+		return def, nil
+	}
+	ls, err := parseUints("--lengths", s)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, l := range ls {
+		if l < 3 {
+			return nil, usagef("--lengths: %d is too short for [CLS], a token and [SEP]", l)
+		}
+		out = append(out, int(l))
+	}
+	return out, nil
 }
 
 func experimentUsage(w io.Writer) {
@@ -187,76 +213,59 @@ func experimentUsage(w io.Writer) {
 
 // runExperiment runs one experiment with its options set; tests call it directly.
 func runExperiment(ctx context.Context, o experimentOptions, stdout, stderr io.Writer) error {
-	progress := stderr
+	o.Progress = stderr
 	if o.quiet {
-		progress = io.Discard
+		o.Progress = io.Discard
 	}
 	start := time.Now()
-	var err error
-	switch o.name {
-	case "relative":
-		o.relative.Out = o.out
-		_, err = experiment.Relative(o.relative)
-	case "decay":
-		o.decay.Out = o.out
-		_, err = experiment.Decay(o.decay)
-	case "mlm-pe":
-		if o.resum != "" {
-			_, err = experiment.ResummarizeMLMPE(o.resum, o.mlm.TargetLosses)
-			o.out = o.resum
-			break
-		}
-		m := &o.mlm
-		m.Out, m.Work, m.Threads, m.Progress = o.out, o.work, o.threads, progress
-		if o.seeds != nil {
-			m.Seeds = o.seeds
-		}
-		if o.steps > 0 {
-			m.Train.Steps = o.steps
-			m.Train.Warmup = o.steps / 10
-		}
-		_, err = experiment.MLMPE(ctx, *m)
-	case "char-lm":
-		if o.resum != "" {
-			_, err = experiment.ResummarizeCharLM(o.resum)
-			o.out = o.resum
-			break
-		}
-		c := &o.charLM
-		c.Out, c.Cache, c.Threads, c.Progress = o.out, o.cache, o.threads, progress
-		if o.seeds != nil {
-			c.Seeds = o.seeds
-		}
-		if o.steps > 0 {
-			c.Steps = o.steps
-			c.Warmup = o.steps / 10
-		}
-		_, err = experiment.CharLM(ctx, *c)
-	case "long-text":
-		if o.resum != "" {
-			_, err = experiment.ResummarizeLongText(o.resum)
-			o.out = o.resum
-			break
-		}
-		l := &o.longText
-		l.Out, l.Cache, l.Threads, l.Progress = o.out, o.cache, o.threads, progress
-		if o.seeds != nil {
-			l.Seeds = o.seeds
-		}
-		if o.steps > 0 {
-			l.Steps = o.steps
-			l.Warmup = o.steps / 10
-		}
-		_, err = experiment.LongText(ctx, *l)
-	}
-	if err != nil {
+	if err := o.run(ctx); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w: %v", errInterrupted, err)
 		}
 		return err
 	}
-	fmt.Fprintf(stdout, "experiment %s done in %s: results in %s (summary.md, JSON, CSV, PNG and SVG plots)\n", o.name, time.Since(start).Round(time.Second), o.out)
+	fmt.Fprintf(stdout, "experiment %s done in %s: results in %s (summary.md, JSON, CSV, PNG and SVG plots)\n", o.name, time.Since(start).Round(time.Second), o.Out)
 	return nil
+}
+
+// run hands the common settings to the experiment's options and runs it,
+// or with --resummarize rewrites the summaries of that results folder
+// (which becomes o.Out).
+func (o *experimentOptions) run(ctx context.Context) error {
+	var err error
+	switch o.name {
+	case "relative":
+		o.relative.Apply(o.Common)
+		_, err = experiment.Relative(o.relative)
+	case "decay":
+		o.decay.Apply(o.Common)
+		_, err = experiment.Decay(o.decay)
+	case "mlm-pe":
+		if o.resum != "" {
+			o.Out = o.resum
+			_, err = experiment.ResummarizeMLMPE(o.resum, o.mlm.TargetLosses)
+			break
+		}
+		o.mlm.Apply(o.Common)
+		_, err = experiment.MLMPE(ctx, o.mlm)
+	case "char-lm":
+		if o.resum != "" {
+			o.Out = o.resum
+			_, err = experiment.ResummarizeCharLM(o.resum)
+			break
+		}
+		o.charLM.Apply(o.Common)
+		_, err = experiment.CharLM(ctx, o.charLM)
+	case "long-text":
+		if o.resum != "" {
+			o.Out = o.resum
+			_, err = experiment.ResummarizeLongText(o.resum)
+			break
+		}
+		o.longText.Apply(o.Common)
+		_, err = experiment.LongText(ctx, o.longText)
+	}
+	return err
 }
 
 func parseUints(flagName, s string) ([]uint64, error) {
