@@ -26,7 +26,10 @@
 // Parallelism goes through one bounded helper (parallelFor) that splits the
 // outermost independent dimension into disjoint ranges and hands them to a
 // pool of persistent worker goroutines; SetThreads sets how many ranges a
-// call makes. Results do not depend on which worker runs which range.
+// call makes. Results do not depend on which worker runs which range. The
+// packages above kernels use the same helper, exported as ParallelFor (RoPE
+// rows in rope, AdamW's update in optim), rather than goroutines of their
+// own, so SetThreads bounds them too.
 //
 // Element-wise work (exp in softmax and cross-entropy, GELU and its
 // derivative, LayerNorm rows, RoPE pairs, AdamW, additions) runs in Go

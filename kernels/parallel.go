@@ -22,6 +22,18 @@ func SetThreads(n int) {
 // Threads returns the number of worker goroutines the kernels use.
 func Threads() int { return int(threads.Load()) }
 
+// ParallelFor is parallelFor for the packages above kernels: the one helper
+// for a parallel loop in the module (rope and optim use it rather than
+// starting goroutines of their own). It calls fn on disjoint contiguous
+// ranges [lo, hi) that cover [0, n), on the pool's persistent workers, and
+// returns when all are done: at most w = min(Threads(), n/minChunk) ranges
+// of ⌈n/w⌉ elements (the last may be shorter), so a problem of fewer than
+// 2·minChunk elements runs serially on the caller (minChunk < 1 counts as
+// 1). fn must write only data owned by its range; a loop whose result does
+// not depend on where the ranges split is bit-identical for every thread
+// count. Calls may nest and run concurrently.
+func ParallelFor(n, minChunk int, fn func(lo, hi int)) { parallelFor(n, minChunk, fn) }
+
 // parallelFor calls fn on disjoint ranges [lo, hi) that cover [0, n), on at
 // most Threads() goroutines. Ranges are contiguous and at least minChunk long
 // (so tiny problems stay serial); fn must only write data owned by its range.

@@ -3,7 +3,6 @@ package rope
 import (
 	"fmt"
 	"math"
-	"sync"
 
 	"github.com/roformer-go/roformer/kernels"
 )
@@ -219,18 +218,16 @@ func (r *Rotary) apply(x, sin, cos []float32, B, T, NH int, sign float32) {
 			}
 		}
 	}
-	// Rows are independent: split them over two goroutines when there is
-	// enough work (the rotation is memory-bound; more workers do not help).
+	// Rows are independent: split them into two ranges on the kernels'
+	// worker pool when there is enough work (the rotation is memory-bound;
+	// more ranges do not help). A minimum range of n/2 rows (2 at least)
+	// makes exactly two ranges from n = 4 rows on.
 	n := B * T
 	if n*C < 1<<15 {
 		rotate(0, n)
 		return
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); rotate(0, n/2) }()
-	rotate(n/2, n)
-	wg.Wait()
+	kernels.ParallelFor(n, max(n/2, 2), rotate)
 }
 
 // forwardNaive is the reference twin of Forward: it builds the full d×d
