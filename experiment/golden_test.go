@@ -4,12 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
-	"strings"
 	"testing"
 
-	"github.com/roformer-go/roformer/blas"
-	"github.com/roformer-go/roformer/kernels"
+	"github.com/roformer-go/roformer/internal/golden"
 	"github.com/roformer-go/roformer/model/roformer"
 )
 
@@ -19,13 +16,7 @@ import (
 // numbers were recorded on amd64 with the AVX-512 element-wise kernels,
 // pure-Go matrix products and two kernel threads.
 func TestCharLMGolden(t *testing.T) {
-	if runtime.GOARCH != "amd64" || kernels.VectorPath() != "avx512" {
-		t.Skipf("golden numbers recorded on amd64/avx512; this is %s/%s", runtime.GOARCH, kernels.VectorPath())
-	}
-	prev, th := blas.Current(), kernels.Threads()
-	blas.UseGo()
-	kernels.SetThreads(2)
-	t.Cleanup(func() { blas.Set(prev); kernels.SetThreads(th) })
+	golden.Pin(t)
 
 	r := rand.New(rand.NewPCG(5, 5))
 	text := make([]byte, 6000)
@@ -66,7 +57,5 @@ func TestCharLMGolden(t *testing.T) {
 		"softmax-rotary step 6 train 7.0907583375915566 val 7.0445205356113734",
 		"softmax-rotary test 7.0394215828829383",
 	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("the run changed:\n got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	golden.Check(t, got, want)
 }

@@ -7,34 +7,17 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 
-	"github.com/roformer-go/roformer/blas"
-	"github.com/roformer-go/roformer/kernels"
+	"github.com/roformer-go/roformer/internal/golden"
 )
-
-// goldenCompute pins what the bits of a training run depend on besides the
-// code: the pure-Go matrix products and two kernel threads. The golden
-// numbers were recorded on amd64 with the AVX-512 element-wise kernels; on
-// another path the test is skipped.
-func goldenCompute(t *testing.T) {
-	t.Helper()
-	if runtime.GOARCH != "amd64" || kernels.VectorPath() != "avx512" {
-		t.Skipf("golden numbers recorded on amd64/avx512; this is %s/%s", runtime.GOARCH, kernels.VectorPath())
-	}
-	prev, th := blas.Current(), kernels.Threads()
-	blas.UseGo()
-	kernels.SetThreads(2)
-	t.Cleanup(func() { blas.Set(prev); kernels.SetThreads(th) })
-}
 
 // The per-step losses, gradient norms and learning rates of a short
 // fine-tuning run, and the final parameters, are pinned to the bit: a
 // refactoring of the training step must not change them.
 func TestTrainGolden(t *testing.T) {
-	goldenCompute(t)
+	golden.Pin(t)
 	dir := tinyModel(t)
 	spec := Spec{Problem: SingleLabel, Labels: []string{"negative", "positive"}}
 	m, j := loadTiny(t, dir, &spec, 3)
@@ -73,7 +56,5 @@ func TestTrainGolden(t *testing.T) {
 		"epoch 2 loss 0.69440790265798569 eval 0.69330376759171486",
 		"params d6d2d9a6bdd21b02b035f7e9bf1c906f",
 	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("the run changed:\n got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	golden.Check(t, got, want)
 }

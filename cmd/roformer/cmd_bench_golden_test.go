@@ -6,12 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"runtime"
 	"strings"
 	"testing"
 
-	"github.com/roformer-go/roformer/blas"
-	"github.com/roformer-go/roformer/kernels"
+	"github.com/roformer-go/roformer/internal/golden"
 )
 
 // The loss after the warm-up and timed training steps of the bench is
@@ -19,13 +17,7 @@ import (
 // it. The number was recorded on amd64 with the AVX-512 element-wise
 // kernels, pure-Go matrix products and two kernel threads.
 func TestBenchTrainGolden(t *testing.T) {
-	if runtime.GOARCH != "amd64" || kernels.VectorPath() != "avx512" {
-		t.Skipf("golden numbers recorded on amd64/avx512; this is %s/%s", runtime.GOARCH, kernels.VectorPath())
-	}
-	prev, th := blas.Current(), kernels.Threads()
-	blas.UseGo()
-	kernels.SetThreads(2)
-	t.Cleanup(func() { blas.Set(prev); kernels.SetThreads(th) })
+	golden.Pin(t)
 	o := benchOptions{size: "tiny", head: "masked-lm", mode: "train", batch: 2, seq: 8, steps: 3, warmup: 2,
 		peakGFLOPS: 100, maskProb: 0.5, lr: 1e-3, weightDecay: 0.01, seed: 4, json: true, quiet: true, precision: "fp32", threads: 2}
 	var stdout bytes.Buffer
