@@ -228,10 +228,11 @@ func runExperiment(ctx context.Context, o experimentOptions, stdout, stderr io.W
 	return nil
 }
 
-// run hands the common settings to the experiment's options and runs it,
-// or with --resummarize rewrites the summaries of that results folder
-// (which becomes o.Out).
+// run hands the common settings to the experiment's options and runs it.
 func (o *experimentOptions) run(ctx context.Context) error {
+	if o.resum != "" {
+		return o.resummarize()
+	}
 	var err error
 	switch o.name {
 	case "relative":
@@ -241,29 +242,30 @@ func (o *experimentOptions) run(ctx context.Context) error {
 		o.decay.Apply(o.Common)
 		_, err = experiment.Decay(o.decay)
 	case "mlm-pe":
-		if o.resum != "" {
-			o.Out = o.resum
-			_, err = experiment.ResummarizeMLMPE(o.resum, o.mlm.TargetLosses)
-			break
-		}
 		o.mlm.Apply(o.Common)
 		_, err = experiment.MLMPE(ctx, o.mlm)
 	case "char-lm":
-		if o.resum != "" {
-			o.Out = o.resum
-			_, err = experiment.ResummarizeCharLM(o.resum)
-			break
-		}
 		o.charLM.Apply(o.Common)
 		_, err = experiment.CharLM(ctx, o.charLM)
 	case "long-text":
-		if o.resum != "" {
-			o.Out = o.resum
-			_, err = experiment.ResummarizeLongText(o.resum)
-			break
-		}
 		o.longText.Apply(o.Common)
 		_, err = experiment.LongText(ctx, o.longText)
+	}
+	return err
+}
+
+// resummarize trains nothing: it rewrites the summaries of the results
+// folder of --resummarize (a training experiment's), which becomes o.Out.
+func (o *experimentOptions) resummarize() error {
+	o.Out = o.resum
+	var err error
+	switch o.name {
+	case "mlm-pe":
+		_, err = experiment.ResummarizeMLMPE(o.resum, o.mlm.TargetLosses)
+	case "char-lm":
+		_, err = experiment.ResummarizeCharLM(o.resum)
+	case "long-text":
+		_, err = experiment.ResummarizeLongText(o.resum)
 	}
 	return err
 }
