@@ -199,6 +199,41 @@ func runFinetune(ctx context.Context, o finetuneOptions, stdout, stderr io.Write
 	if err := finetune.CheckOut(o.out); err != nil {
 		return err
 	}
+	d, err := finetuneData(ctx, &o, stderr)
+	if err != nil {
+		return err
+	}
+	if o.baseline != "" {
+		return runBaseline(ctx, o, d.spec, d.train, d.eval, d.test, stdout, progress)
+	}
+	start := time.Now()
+	res, err := finetune.Run(ctx, finetune.RunOptions{
+		Model: o.model, Tokenizer: o.tokenizer, Spec: d.spec, LabelsFrom: d.labelsFrom, Columns: d.columns,
+		Train: d.train, Eval: d.eval, Test: d.test, Options: o.opts, NewHead: o.newHead, Out: o.out, Data: d.data, Progress: progress,
+	})
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return fmt.Errorf("interrupted: nothing was written to %s", o.out)
+		}
+		return err
+	}
+	printFinetuneResult(stdout, o.out, res.Info, start)
+	return nil
+}
+
+// finetuneInputs are the data and task description of a fine-tuning run.
+type finetuneInputs struct {
+	spec              finetune.Spec
+	train, eval, test *finetune.Dataset
+	columns           finetune.Columns
+	labelsFrom        string         // where the label names came from
+	data              map[string]any // recorded in the run's info
+}
+
+// finetuneData reads the built-in task or the data files, and applies the
+// flags that override the task's description (labels, metric, positive
+// class; the task's max length unless --max-length was given).
+func finetuneData(ctx context.Context, o *finetuneOptions, stderr io.Writer) (*finetuneInputs, error) {
 	var spec finetune.Spec
 	var train, eval, test *finetune.Dataset
 	var columns finetune.Columns
@@ -207,7 +242,7 @@ func runFinetune(ctx context.Context, o finetuneOptions, stdout, stderr io.Write
 	if o.task != "" {
 		t, sp, err := loadTask(ctx, o.task, o.cache, stderr, o.quiet)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		spec, train, eval, test = t.Spec, sp.Train, sp.Dev, sp.Test
 		// Recorded for eval and predict on files: JSONL with text (and text_pair).
@@ -225,28 +260,28 @@ func runFinetune(ctx context.Context, o finetuneOptions, stdout, stderr io.Write
 	} else {
 		prob, err := finetune.ParseProblem(o.data.problem)
 		if err != nil {
-			return usageError{err}
+			return nil, usageError{err}
 		}
 		spec.Problem = prob
 		ro, err := o.data.readOptions(prob, finetune.DefaultColumns(prob))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		columns = ro.Columns
 		spec.Pair = ro.Columns.Pair != ""
 		if train, err = finetune.ReadFile(o.train, ro); err != nil {
-			return err
+			return nil, err
 		}
 		data["train"] = o.train
 		if o.eval != "" {
 			if eval, err = finetune.ReadFile(o.eval, ro); err != nil {
-				return err
+				return nil, err
 			}
 			data["eval"] = o.eval
 		}
 		if o.test != "" {
 			if test, err = finetune.ReadFile(o.test, ro); err != nil {
-				return err
+				return nil, err
 			}
 			data["test"] = o.test
 		}
@@ -269,21 +304,11 @@ func runFinetune(ctx context.Context, o finetuneOptions, stdout, stderr io.Write
 			data[name+"_examples"] = len(ds.Examples)
 		}
 	}
-	if o.baseline != "" {
-		return runBaseline(ctx, o, spec, train, eval, test, stdout, progress)
-	}
-	start := time.Now()
-	res, err := finetune.Run(ctx, finetune.RunOptions{
-		Model: o.model, Tokenizer: o.tokenizer, Spec: spec, LabelsFrom: labelsFrom, Columns: columns,
-		Train: train, Eval: eval, Test: test, Options: o.opts, NewHead: o.newHead, Out: o.out, Data: data, Progress: progress,
-	})
-	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return fmt.Errorf("interrupted: nothing was written to %s", o.out)
-		}
-		return err
-	}
-	info := res.Info
+	return &finetuneInputs{spec: spec, train: train, eval: eval, test: test, columns: columns, labelsFrom: labelsFrom, data: data}, nil
+}
+
+// printFinetuneResult prints the summary of a finished run.
+func printFinetuneResult(stdout io.Writer, out string, info *finetune.RunInfo, start time.Time) {
 	early := ""
 	if info.Result.EarlyStopped {
 		early = ", stopped early"
@@ -298,9 +323,8 @@ func runFinetune(ctx context.Context, o finetuneOptions, stdout, stderr io.Write
 			fmt.Fprint(stdout, t.Confusion)
 		}
 	}
-	fmt.Fprintf(stdout, "model  %s (loads in HF's %s)\n", o.out, info.Spec.Head().HFClass())
-	fmt.Fprintf(stdout, "try:   roformer eval --model %s ...   roformer predict --model %s --input IN.jsonl\n", o.out, o.out)
-	return nil
+	fmt.Fprintf(stdout, "model  %s (loads in HF's %s)\n", out, info.Spec.Head().HFClass())
+	fmt.Fprintf(stdout, "try:   roformer eval --model %s ...   roformer predict --model %s --input IN.jsonl\n", out, out)
 }
 
 // metricLine lists a report's metrics other than the main one, by name.

@@ -81,37 +81,15 @@ type tokenizeInputLine struct {
 // attention_mask, tokens and offsets (byte offsets into the input text the
 // token came from; [0, 0] for added special tokens and padding).
 func runTokenize(ctx context.Context, o tokenizeOptions, w io.Writer) error {
-	tok, err := tokenizer.Load(o.model)
+	tok, opts, err := tokenizeSetup(o)
 	if err != nil {
 		return err
 	}
-	if o.class != "" {
-		kind, err := tokenizer.ParseKind(o.class)
-		if err != nil {
-			return err
-		}
-		if kind != tok.Kind() {
-			cfg := tok.Config()
-			cfg.Kind = kind
-			if tok, err = tokenizer.New(tok.Vocab(), cfg); err != nil {
-				return err
-			}
-		}
-	}
-	trunc, err := tokenizer.ParseTruncation(o.truncation)
-	if err != nil {
-		return err
-	}
-	pad, err := tokenizer.ParsePadding(o.padding)
-	if err != nil {
-		return err
-	}
-	opts := tokenizer.EncodeOptions{MaxLength: o.maxLength, Truncation: trunc, Padding: pad, NoSpecialTokens: o.noSpecialTokens}
 	batchLines := o.batchLines
 	if batchLines <= 0 {
 		batchLines = 1024
 	}
-	if pad == tokenizer.PadLongest {
+	if opts.Padding == tokenizer.PadLongest {
 		batchLines = int(^uint(0) >> 1) // one batch: pad to the longest of all inputs
 	}
 	bw := bufio.NewWriterSize(w, 1<<16)
@@ -159,6 +137,48 @@ func runTokenize(ctx context.Context, o tokenizeOptions, w io.Writer) error {
 	if r == nil {
 		return usagef("no input: give TEXT arguments, --input or JSON lines on stdin")
 	}
+	if err := readInputLines(r, name, batchLines, flush); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// tokenizeSetup loads the model folder's tokenizer (as another class with
+// --class) and reads the encoding flags.
+func tokenizeSetup(o tokenizeOptions) (*tokenizer.Tokenizer, tokenizer.EncodeOptions, error) {
+	var opts tokenizer.EncodeOptions
+	tok, err := tokenizer.Load(o.model)
+	if err != nil {
+		return nil, opts, err
+	}
+	if o.class != "" {
+		kind, err := tokenizer.ParseKind(o.class)
+		if err != nil {
+			return nil, opts, err
+		}
+		if kind != tok.Kind() {
+			cfg := tok.Config()
+			cfg.Kind = kind
+			if tok, err = tokenizer.New(tok.Vocab(), cfg); err != nil {
+				return nil, opts, err
+			}
+		}
+	}
+	trunc, err := tokenizer.ParseTruncation(o.truncation)
+	if err != nil {
+		return nil, opts, err
+	}
+	pad, err := tokenizer.ParsePadding(o.padding)
+	if err != nil {
+		return nil, opts, err
+	}
+	return tok, tokenizer.EncodeOptions{MaxLength: o.maxLength, Truncation: trunc, Padding: pad, NoSpecialTokens: o.noSpecialTokens}, nil
+}
+
+// readInputLines reads JSON lines ({"text": …, "text_pair": …}; blank
+// lines skipped) from r and hands them to flush in batches of batchLines,
+// with the index of each batch's first input.
+func readInputLines(r io.Reader, name string, batchLines int, flush func(inputs []tokenizer.Input, first int) error) error {
 	br := bufio.NewReaderSize(r, 1<<20)
 	var inputs []tokenizer.Input
 	first, lineNo := 0, 0
@@ -192,11 +212,9 @@ func runTokenize(ctx context.Context, o tokenizeOptions, w io.Writer) error {
 		}
 	}
 	if len(inputs) > 0 {
-		if err := flush(inputs, first); err != nil {
-			return err
-		}
+		return flush(inputs, first)
 	}
-	return bw.Flush()
+	return nil
 }
 
 func trimSpaceBytes(b []byte) []byte {
