@@ -194,7 +194,7 @@ func Run(ctx context.Context, ro RunOptions) (*RunResult, error) {
 			return nil, err
 		}
 		info.Test = rep
-		say("test (%s, %d examples): %s %.4f | %s", ro.Test.File, rep.Examples, spec.Metric, rep.Metrics[spec.Metric], fmtMetrics(rep))
+		say("test (%s, %d examples): %s %.4f | %s", ro.Test.File, rep.Examples, spec.Metric, rep.Metrics[spec.Metric], rep.OtherMetrics(" "))
 	}
 	if err := m.Save(stage); err != nil {
 		return nil, err

@@ -315,7 +315,7 @@ func Train(ctx context.Context, j Job) (*Result, error) {
 			if ep.Best {
 				mark = " (best)"
 			}
-			say("epoch %d: train loss %.4f | eval loss %.4f | %s %.4f%s | %s", epoch, ep.TrainLoss, rep.Loss, spec.Metric, rep.Metrics[spec.Metric], mark, fmtMetrics(rep))
+			say("epoch %d: train loss %.4f | eval loss %.4f | %s %.4f%s | %s", epoch, ep.TrainLoss, rep.Loss, spec.Metric, rep.Metrics[spec.Metric], mark, rep.OtherMetrics(" "))
 		} else {
 			res.BestEpoch = epoch
 			say("epoch %d: train loss %.4f", epoch, ep.TrainLoss)
@@ -340,8 +340,9 @@ func Train(ctx context.Context, j Job) (*Result, error) {
 	return res, nil
 }
 
-// fmtMetrics lists a report's metrics other than the main one, by name.
-func fmtMetrics(r *Report) string {
+// OtherMetrics lists the report's metrics other than the main one, by
+// name, as "name 0.1234" joined by sep.
+func (r *Report) OtherMetrics(sep string) string {
 	names := make([]string, 0, len(r.Metrics))
 	for name := range r.Metrics {
 		if name != r.MainMetric && name != "neg_mse" {
@@ -353,7 +354,7 @@ func fmtMetrics(r *Report) string {
 	for i, name := range names {
 		parts[i] = fmt.Sprintf("%s %.4f", name, r.Metrics[name])
 	}
-	return strings.Join(parts, " ")
+	return strings.Join(parts, sep)
 }
 
 func snapshot(params []*tensor.Param, dst []float32) []float32 {

@@ -191,7 +191,7 @@ func runEval(ctx context.Context, o evalOptions, stdout, stderr io.Writer) error
 		return err
 	}
 	fmt.Fprintf(stdout, "%s: %d examples, loss %.4f\n", ds.File, rep.Examples, rep.Loss)
-	fmt.Fprintf(stdout, "%s %.4f (%s)\n", rep.MainMetric, rep.Metrics[rep.MainMetric], metricLine(rep))
+	fmt.Fprintf(stdout, "%s %.4f (%s)\n", rep.MainMetric, rep.Metrics[rep.MainMetric], rep.OtherMetrics(", "))
 	if rep.Truncated > 0 {
 		fmt.Fprintf(stdout, "%d inputs were cut to %d tokens\n", rep.Truncated, ft.opts.MaxLength)
 	}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -315,32 +314,16 @@ func printFinetuneResult(stdout io.Writer, out string, info *finetune.RunInfo, s
 	}
 	fmt.Fprintf(stdout, "\nfine-tuned %d steps (%d epochs%s) in %s\n", info.Result.Steps, len(info.Result.Epochs), early, time.Since(start).Round(time.Second))
 	if b := info.Result.Best; b != nil {
-		fmt.Fprintf(stdout, "best epoch %d: eval %s %.4f (%s)\n", info.Result.BestEpoch, b.MainMetric, b.Metrics[b.MainMetric], metricLine(b))
+		fmt.Fprintf(stdout, "best epoch %d: eval %s %.4f (%s)\n", info.Result.BestEpoch, b.MainMetric, b.Metrics[b.MainMetric], b.OtherMetrics(", "))
 	}
 	if t := info.Test; t != nil {
-		fmt.Fprintf(stdout, "test: %s %.4f (%s) on %d examples\n", t.MainMetric, t.Metrics[t.MainMetric], metricLine(t), t.Examples)
+		fmt.Fprintf(stdout, "test: %s %.4f (%s) on %d examples\n", t.MainMetric, t.Metrics[t.MainMetric], t.OtherMetrics(", "), t.Examples)
 		if t.Confusion != nil {
 			fmt.Fprint(stdout, t.Confusion)
 		}
 	}
 	fmt.Fprintf(stdout, "model  %s (loads in HF's %s)\n", out, info.Spec.Head().HFClass())
 	fmt.Fprintf(stdout, "try:   roformer eval --model %s ...   roformer predict --model %s --input IN.jsonl\n", out, out)
-}
-
-// metricLine lists a report's metrics other than the main one, by name.
-func metricLine(r *finetune.Report) string {
-	names := make([]string, 0, len(r.Metrics))
-	for name := range r.Metrics {
-		if name != r.MainMetric && name != "neg_mse" {
-			names = append(names, name)
-		}
-	}
-	sort.Strings(names)
-	parts := make([]string, len(names))
-	for i, name := range names {
-		parts[i] = fmt.Sprintf("%s %.4f", name, r.Metrics[name])
-	}
-	return strings.Join(parts, ", ")
 }
 
 // runBaseline trains the bag-of-words baseline on the same splits and
@@ -357,7 +340,7 @@ func runBaseline(ctx context.Context, o finetuneOptions, spec finetune.Spec, tra
 	results := map[string]*finetune.Report{}
 	if dev != nil {
 		results["eval"] = dev
-		fmt.Fprintf(stdout, "baseline (bag-of-words logistic regression, %d features): eval %s %.4f (%s)\n", len(b.Features), dev.MainMetric, dev.Main(), metricLine(dev))
+		fmt.Fprintf(stdout, "baseline (bag-of-words logistic regression, %d features): eval %s %.4f (%s)\n", len(b.Features), dev.MainMetric, dev.Main(), dev.OtherMetrics(", "))
 	}
 	if test != nil {
 		if err := b.Spec.Check(test, "the label set"); err != nil {
@@ -365,7 +348,7 @@ func runBaseline(ctx context.Context, o finetuneOptions, spec finetune.Spec, tra
 		}
 		t := b.Evaluate(test)
 		results["test"] = t
-		fmt.Fprintf(stdout, "test: %s %.4f (%s) on %d examples\n", t.MainMetric, t.Main(), metricLine(t), t.Examples)
+		fmt.Fprintf(stdout, "test: %s %.4f (%s) on %d examples\n", t.MainMetric, t.Main(), t.OtherMetrics(", "), t.Examples)
 		if t.Confusion != nil {
 			fmt.Fprint(stdout, t.Confusion)
 		}
