@@ -25,4 +25,10 @@
 // With RotaryDims < head size (partial rotary, as GPT-NeoX's rotary_pct), only
 // the first RotaryDims dimensions of each head are turned; the rest pass
 // through.
+//
+// Context extension: Scaling holds Hugging Face's rope_scaling (linear,
+// dynamic NTK, YaRN, LongRoPE, Llama 3) and its Frequencies gives the inverse
+// frequencies and the attention factor HF computes for a sequence length;
+// SinCosFrom turns them into the sin/cos tables Forward takes. XPos gives
+// the per-pair query/key scales of xPos (Sun et al. 2022).
 package rope
