@@ -48,6 +48,12 @@ type Config struct {
 	RotaryDims int     // dimensions turned, even, ≤ HeadSize; 0 means HeadSize
 	Base       float64 // θ_i = Base^(−2i/RotaryDims); 0 means 10000
 	Layout     Layout
+	// Scaling stretches the frequencies to run past the training length
+	// (HF's rope_scaling); the zero value is none. MaxPositions is the
+	// model's max_position_embeddings, which dynamic, yarn, longrope and
+	// llama3 scaling refer to.
+	Scaling      Scaling
+	MaxPositions int
 }
 
 // Rotary applies R_{Θ,m} to heads of width HeadSize. It is immutable and safe
@@ -56,6 +62,12 @@ type Rotary struct {
 	cfg  Config
 	d    int       // rotated dims
 	freq []float64 // Base^(2i/d) for i < d/2 (HF divides the position by it)
+
+	// With scaling: the inverse frequencies and attention factor, when they
+	// do not depend on the sequence's length.
+	scaled   bool
+	invFreq  []float64
+	attnFact float64
 }
 
 // New checks cfg and returns the rotation it describes.
@@ -79,7 +91,36 @@ func New(cfg Config) (*Rotary, error) {
 	for i := range r.freq {
 		r.freq[i] = math.Pow(cfg.Base, float64(2*i)/float64(d))
 	}
+	if k := cfg.Scaling.kind(); k != "default" {
+		if err := cfg.Scaling.Validate(d); err != nil {
+			return nil, err
+		}
+		if cfg.MaxPositions <= 0 {
+			return nil, fmt.Errorf("rope: %s scaling needs the model's max_position_embeddings, got %d", k, cfg.MaxPositions)
+		}
+		r.scaled = true
+		if !cfg.Scaling.DependsOnLength() {
+			r.invFreq, r.attnFact = cfg.Scaling.Frequencies(cfg.Base, d, cfg.MaxPositions, cfg.MaxPositions)
+		}
+	}
 	return r, nil
+}
+
+// Scaled reports whether the frequencies are scaled (rope_scaling).
+func (r *Rotary) Scaled() bool { return r.scaled }
+
+// Frequencies returns the inverse frequencies θ_i (d/2 values) and the
+// attention factor that multiplies cos and sin for a sequence of seqLen
+// tokens: the scaled ones with rope_scaling (dynamic and longrope change
+// with the length), θ_i = Base^(−2i/d) and 1 otherwise.
+func (r *Rotary) Frequencies(seqLen int) (invFreq []float64, attentionFactor float64) {
+	switch {
+	case !r.scaled:
+		return r.Theta(), 1
+	case r.invFreq != nil:
+		return append([]float64(nil), r.invFreq...), r.attnFact
+	}
+	return r.cfg.Scaling.Frequencies(r.cfg.Base, r.d, r.cfg.MaxPositions, seqLen)
 }
 
 // Config returns the configuration (with defaults filled in).
@@ -97,7 +138,23 @@ func (r *Rotary) Theta() []float64 {
 // SinCos fills sin and cos ([len(pos), d/2] row-major) with
 // float32(sin(p/Base^(2i/d))) and float32(cos(…)) for each position p in pos:
 // HF's table entries, computed on demand for any position.
+//
+// With rope_scaling the frequencies are the scaled ones for a sequence as
+// long as the largest position + 1 (as HF's modules take it), and the
+// attention factor multiplies sin and cos.
 func (r *Rotary) SinCos(sin, cos []float32, pos []int) {
+	if r.scaled {
+		seqLen := 0
+		for _, p := range pos {
+			seqLen = max(seqLen, p+1)
+		}
+		inv, af := r.invFreq, r.attnFact
+		if inv == nil {
+			inv, af = r.cfg.Scaling.Frequencies(r.cfg.Base, r.d, r.cfg.MaxPositions, seqLen)
+		}
+		SinCosFrom(sin, cos, pos, inv, af)
+		return
+	}
 	h := r.d / 2
 	for n, p := range pos {
 		s, c := sin[n*h:n*h+h], cos[n*h:n*h+h]

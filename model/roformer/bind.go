@@ -3,6 +3,7 @@ package roformer
 import (
 	"errors"
 	"fmt"
+	"github.com/roformer-go/roformer/rope"
 	"sort"
 	"strings"
 
@@ -143,6 +144,9 @@ func (m *Model) describe() string {
 
 // checkTable compares a stored sinusoid table with the on-demand formula.
 func (m *Model) checkTable(key string, t *tensor.Tensor) string {
+	if !m.plainRotary() {
+		return fmt.Sprintf("%s ignored: the rotary embedding is computed from rope_theta, partial_rotary_factor and rope_scaling", key)
+	}
 	d := m.Config.HeadSize()
 	if len(t.Shape) != 2 || t.Shape[1] != d {
 		return fmt.Sprintf("%s has shape %v, not [P, %d]: ignored; the table is computed on demand", key, t.Shape, d)
@@ -170,6 +174,14 @@ func (m *Model) checkTied(key string, t *tensor.Tensor, p *tensor.Param) string 
 	return fmt.Sprintf("%s is tied to %s", key, p.Name)
 }
 
+// plainRotary reports whether the rotary embedding is HF RoFormer's own
+// (base 10000, every dimension turned, no scaling), the one its stored
+// sinusoid table holds.
+func (m *Model) plainRotary() bool {
+	c := m.rotary.Config()
+	return !m.rotary.Scaled() && c.RotaryDims == c.HeadSize && c.Base == rope.DefaultBase
+}
+
 // StateDict returns the tensors HF's save_pretrained(safe_serialization=True)
 // writes for this model: every parameter under its HF name, plus the
 // sinusoid table (roformer.encoder.embed_positions.weight, max_position_embeddings
@@ -180,7 +192,7 @@ func (m *Model) StateDict() map[string]*tensor.Tensor {
 		out[p.Name] = &tensor.Tensor{Shape: p.Shape, Data: p.Data}
 	}
 	m.addBuffers(out)
-	if P := m.Config.MaxPositionEmbeddings; P > 0 && m.Config.PosEnc() == PosRotary {
+	if P := m.Config.MaxPositionEmbeddings; P > 0 && m.Config.PosEnc() == PosRotary && m.plainRotary() {
 		out[keyEmbedPositions] = &tensor.Tensor{Shape: []int{P, m.Config.HeadSize()}, Data: m.rotary.Table(P)}
 	}
 	return out

@@ -53,6 +53,14 @@ type Config struct {
 	PerformerFeatures     int              `json:"performer_features,omitempty"`      // performer: random features M (even); 0 means HS·ln HS rounded up to even
 	FeatureRedrawInterval int              `json:"feature_redraw_interval,omitempty"` // performer: training steps between redraws of the features; default 1000, 0 never
 
+	// Rotary settings with Hugging Face's key names for RoPE models (not
+	// RoFormerConfig keys; written only when set): the base θ (default
+	// 10000), the share of each head that is turned, and context-extension
+	// scaling (see RopeScaling).
+	RopeTheta           float64      `json:"rope_theta,omitempty"`
+	PartialRotaryFactor float64      `json:"partial_rotary_factor,omitempty"`
+	RopeScaling         *RopeScaling `json:"rope_scaling,omitempty"`
+
 	// NumLabels is the number of labels of the classification heads: the
 	// size of id2label, else the num_labels key, else 2 (HF's default).
 	NumLabels int `json:"-"`
@@ -82,7 +90,8 @@ func init() {
 		"max_position_embeddings", "type_vocab_size", "initializer_range", "layer_norm_eps", "rotary_value",
 		"is_decoder", "use_cache", "pad_token_id", "problem_type", "id2label", "label2id", "classifier_dropout",
 		"architectures", "model_type", "torch_dtype", "num_labels",
-		"position_embedding_type", "attention_type", "relative_max_distance", "performer_features", "feature_redraw_interval"} {
+		"position_embedding_type", "attention_type", "relative_max_distance", "performer_features", "feature_redraw_interval",
+		"rope_theta", "partial_rotary_factor", "rope_scaling"} {
 		knownKeys[k] = true
 	}
 }
@@ -213,6 +222,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.validateSwitches()...)
+	if c.HeadSize() > 0 && c.HeadSize()%2 == 0 && c.HiddenSize%max(c.NumAttentionHeads, 1) == 0 {
+		errs = append(errs, c.validateRope()...)
+	}
 	if c.ModelType != "" && c.ModelType != "roformer" {
 		errs = append(errs, fmt.Errorf("model_type %q is not roformer", c.ModelType))
 	}

@@ -104,7 +104,7 @@ func New(cfg Config, head Head) (*Model, error) {
 		return nil, err
 	}
 	act, _ := cfg.Activation()
-	rot, err := rope.New(rope.Config{HeadSize: cfg.HeadSize()})
+	rot, err := rope.New(cfg.ropeConfig())
 	if err != nil {
 		return nil, fmt.Errorf("roformer: %w", err)
 	}
