@@ -21,8 +21,9 @@ func (m *Model) attentionForward(s *State, l int, la *layerActs) {
 	}
 	// q, k (and v) rotated by RoPE
 	if rotary {
+		ksin, kcos := s.keySinCos()
 		m.rotary.Forward(la.q, s.sin, s.cos, B, T, NH)
-		m.rotary.Forward(la.k, s.sin, s.cos, B, T, NH)
+		m.rotary.Forward(la.k, ksin, kcos, B, T, NH)
 		if cfg.RotaryValue {
 			m.rotary.Forward(la.v, s.sin, s.cos, B, T, NH)
 		}
@@ -60,8 +61,9 @@ func (m *Model) attentionBackward(s *State, l int, la *layerActs, g *gradBuffers
 	}
 	// q, k (, v) rotated
 	if rotary {
+		ksin, kcos := s.keySinCos()
 		m.rotary.Backward(g.dq, s.sin, s.cos, B, T, NH)
-		m.rotary.Backward(g.dk, s.sin, s.cos, B, T, NH)
+		m.rotary.Backward(g.dk, ksin, kcos, B, T, NH)
 		if cfg.RotaryValue {
 			m.rotary.Backward(g.dv, s.sin, s.cos, B, T, NH)
 		}

@@ -126,6 +126,7 @@ func TestModelGradCheck(t *testing.T) {
 		{"qa", HeadQA, nil, &Labels{StartPositions: []int32{1, 2}, EndPositions: []int32{3, 9}}, StepOptions{}, base},
 		{"multiple_choice", HeadMultipleChoice, nil, &Labels{IDs: []int32{1}}, StepOptions{NumChoices: 2}, mcBatch},
 		{"mlm_partial_rotary_theta", HeadMaskedLM, func(c *Config) { c.PartialRotaryFactor = 0.5; c.RopeTheta = 500 }, &Labels{IDs: []int32{1, 4, -100, 3, -100, 10, 1, 2}}, StepOptions{}, base},
+		{"mlm_xpos", HeadMaskedLM, func(c *Config) { c.XPos = &XPosConfig{ScaleBase: 4} }, &Labels{IDs: []int32{1, 4, -100, 3, -100, 10, 1, 2}}, StepOptions{}, base},
 		{"causal_lm_yarn", HeadCausalLM, func(c *Config) { c.RopeScaling = &RopeScaling{RopeType: "yarn", Factor: 4} }, &Labels{IDs: []int32{2, 5, 7, 3, -100, 9, 1, 0}}, StepOptions{}, base},
 	}
 	for i, c := range cases {

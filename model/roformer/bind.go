@@ -175,11 +175,11 @@ func (m *Model) checkTied(key string, t *tensor.Tensor, p *tensor.Param) string 
 }
 
 // plainRotary reports whether the rotary embedding is HF RoFormer's own
-// (base 10000, every dimension turned, no scaling), the one its stored
+// (base 10000, every dimension turned, no scaling, no xPos), the one its stored
 // sinusoid table holds.
 func (m *Model) plainRotary() bool {
 	c := m.rotary.Config()
-	return !m.rotary.Scaled() && c.RotaryDims == c.HeadSize && c.Base == rope.DefaultBase
+	return !m.rotary.Scaled() && c.RotaryDims == c.HeadSize && c.Base == rope.DefaultBase && m.Config.XPos == nil
 }
 
 // StateDict returns the tensors HF's save_pretrained(safe_serialization=True)

@@ -60,6 +60,7 @@ type Config struct {
 	RopeTheta           float64      `json:"rope_theta,omitempty"`
 	PartialRotaryFactor float64      `json:"partial_rotary_factor,omitempty"`
 	RopeScaling         *RopeScaling `json:"rope_scaling,omitempty"`
+	XPos                *XPosConfig  `json:"xpos,omitempty"`
 
 	// NumLabels is the number of labels of the classification heads: the
 	// size of id2label, else the num_labels key, else 2 (HF's default).
@@ -91,7 +92,7 @@ func init() {
 		"is_decoder", "use_cache", "pad_token_id", "problem_type", "id2label", "label2id", "classifier_dropout",
 		"architectures", "model_type", "torch_dtype", "num_labels",
 		"position_embedding_type", "attention_type", "relative_max_distance", "performer_features", "feature_redraw_interval",
-		"rope_theta", "partial_rotary_factor", "rope_scaling"} {
+		"rope_theta", "partial_rotary_factor", "rope_scaling", "xpos"} {
 		knownKeys[k] = true
 	}
 }

@@ -94,7 +94,8 @@ type State struct {
 	keyMask    []float32 // [BT] or nil (all visible)
 	causal     bool
 	pos        []int     // [T] (0 … T−1, every row) or [BT] (explicit position ids)
-	sin, cos   []float32 // [T or BT, d/2]
+	sin, cos   []float32 // [T or BT, d/2]; with xPos, q's (scaled by ζ^n)
+	ksin, kcos []float32 // with xPos: k's rotation (scaled by ζ^−n); nil otherwise
 	fsin, fcos []float32 // [T or BT, F/2]: the feature rotation of linear attention
 	defaultPos bool      // pos is 0 … T−1 (no explicit position ids)
 	// sinusoid caches the sinusoidal encodings [BT, E] of positions 0 … T−1.
@@ -270,6 +271,9 @@ func (m *Model) setInputs(s *State, b *Batch, causal bool) {
 		s.sin, s.cos = make([]float32, len(pos)*half), make([]float32, len(pos)*half)
 	}
 	m.rotary.SinCos(s.sin, s.cos, pos)
+	if x := m.Config.XPos; x != nil {
+		m.xposScale(s, pos)
+	}
 	if m.featRotary != nil {
 		s.fsin, s.fcos = s.sin, s.cos
 		if fh := m.featRotary.Config().HeadSize / 2; fh != half {

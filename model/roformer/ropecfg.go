@@ -24,6 +24,15 @@ type RopeScaling struct {
 	HighFreqFactor                float64   `json:"high_freq_factor,omitempty"`
 }
 
+// XPosConfig is config.json's xpos: Sun et al.'s length-extrapolatable
+// rotary embedding (2022), as rotary-embedding-torch implements it: q is
+// scaled by ζ_i^(n/scale_base) and k by ζ_i^(−n/scale_base) on top of the
+// rotation, positions n centred on the sequence's middle, so that q·k
+// decays with the distance.
+type XPosConfig struct {
+	ScaleBase float64 `json:"scale_base,omitempty"` // default 512
+}
+
 // RotaryDims returns the number of dimensions of each head that are turned:
 // head size × partial_rotary_factor, rounded down to even (all of them by
 // default).
@@ -61,6 +70,17 @@ func (c *Config) validateRope() []error {
 	} else if c.HeadSize() > 0 && c.RotaryDims() == 0 {
 		errs = append(errs, fmt.Errorf("partial_rotary_factor %v turns no dimension of a head of %d", c.PartialRotaryFactor, c.HeadSize()))
 	}
+	if x := c.XPos; x != nil {
+		if err := (rope.XPos{ScaleBase: x.ScaleBase}).Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("xpos: %w", err))
+		}
+		if c.RotaryValue {
+			errs = append(errs, fmt.Errorf("xpos with rotary_value true is not defined (xPos scales q and k in opposite directions)"))
+		}
+		if c.Attention() != AttnSoftmax || c.PosEnc() != PosRotary {
+			errs = append(errs, fmt.Errorf("xpos needs rotary positions and softmax attention, not %s %s attention", c.PosEnc(), c.Attention()))
+		}
+	}
 	if s := c.RopeScaling; s != nil {
 		if s.RopeType != "" && s.Type != "" && s.RopeType != s.Type {
 			errs = append(errs, fmt.Errorf("rope_scaling: rope_type %q and its legacy name type %q disagree", s.RopeType, s.Type))
@@ -88,4 +108,34 @@ func (c *Config) RopeType() string {
 		}
 	}
 	return "default"
+}
+
+// keySinCos returns the rotation of the keys: the queries' one, or with
+// xPos its own.
+func (s *State) keySinCos() (sin, cos []float32) {
+	if s.ksin != nil {
+		return s.ksin, s.kcos
+	}
+	return s.sin, s.cos
+}
+
+// xposScale turns s.sin, s.cos (the rotation of positions pos) into xPos's
+// query rotation and makes the keys' one: scaled by ζ_i^(±(n − ⌊L/2⌋)/scale_base)
+// for a sequence of L = largest position + 1 tokens.
+func (m *Model) xposScale(s *State, pos []int) {
+	seqLen := 0
+	for _, p := range pos {
+		seqLen = max(seqLen, p+1)
+	}
+	d := m.rotary.Config().RotaryDims
+	sc := rope.XPos{ScaleBase: m.Config.XPos.ScaleBase}.Scales(d, pos, seqLen)
+	n := len(sc)
+	if len(s.ksin) != n {
+		s.ksin, s.kcos = make([]float32, n), make([]float32, n)
+	}
+	for i, z := range sc {
+		sn, cs := float64(s.sin[i]), float64(s.cos[i])
+		s.ksin[i], s.kcos[i] = float32(sn/z), float32(cs/z)
+		s.sin[i], s.cos[i] = float32(sn*z), float32(cs*z)
+	}
 }

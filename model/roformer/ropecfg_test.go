@@ -145,3 +145,26 @@ func TestRopeScalingSaveLoad(t *testing.T) {
 	ids := []int32{2, 5, 7, 3}
 	testutil.AssertClose(t, "reloaded", forwardAt(t, l.Model, ids, nil), forwardAt(t, lin, ids, nil), 0, 0)
 }
+
+// xPos: the outputs depend on positions only through their differences (a
+// shift of every position changes nothing), and they differ from plain
+// RoPE's; xPos with rotary_value is refused.
+func TestXPosInTheModel(t *testing.T) {
+	ids := []int32{2, 5, 7, 3, 9, 4}
+	pos, shifted := make([]int32, len(ids)), make([]int32, len(ids))
+	for i := range pos {
+		pos[i], shifted[i] = int32(i), int32(i+7)
+	}
+	plain, xp := scaledTwins(t, func(c *Config) { c.XPos = &XPosConfig{ScaleBase: 4} })
+	testutil.AssertClose(t, "xpos shifted by 7", forwardAt(t, xp, ids, shifted), forwardAt(t, xp, ids, pos), 2e-5, 2e-5)
+	if d := maxAbsDiff(forwardAt(t, xp, ids, pos), forwardAt(t, plain, ids, pos)); d < 1e-4 {
+		t.Errorf("xpos changed the outputs by only %g", d)
+	}
+	_, err := ParseConfig([]byte(`{"rotary_value": true, "xpos": {"scale_base": 512}}`), "config.json")
+	if err == nil || !strings.Contains(err.Error(), "xpos") {
+		t.Errorf("xpos with rotary_value: %v", err)
+	}
+	if _, err := ParseConfig([]byte(`{"xpos": {"scale_base": -1}}`), "config.json"); err == nil || !strings.Contains(err.Error(), "-1") {
+		t.Errorf("negative scale_base: %v", err)
+	}
+}
