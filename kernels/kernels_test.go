@@ -554,3 +554,32 @@ func TestSplitConcatQKV(t *testing.T) {
 		}
 	}
 }
+
+func TestRMSNorm(t *testing.T) {
+	r := testutil.Rand(31)
+	BT, C := 5, 12
+	inp := testutil.RandN(r, BT*C, 2)
+	out, rstd := make([]float32, BT*C), make([]float32, BT)
+	RMSNormForward(out, rstd, inp, 1e-6, BT, C)
+	for i := 0; i < BT; i++ { // the reference twin, in float64
+		ms := 0.0
+		for c := 0; c < C; c++ {
+			ms += float64(inp[i*C+c]) * float64(inp[i*C+c])
+		}
+		s := 1 / math.Sqrt(ms/float64(C)+1e-6)
+		for c := 0; c < C; c++ {
+			if d := math.Abs(float64(inp[i*C+c])*s - float64(out[i*C+c])); d > 1e-6 {
+				t.Fatalf("row %d col %d: got %v want %v", i, c, out[i*C+c], float64(inp[i*C+c])*s)
+			}
+		}
+	}
+	proj := testutil.RandN(r, BT*C, 1)
+	loss := func() float64 {
+		RMSNormForward(out, rstd, inp, 1e-6, BT, C)
+		return testutil.Dot(out, proj)
+	}
+	loss()
+	dinp := make([]float32, BT*C)
+	RMSNormBackward(dinp, proj, inp, rstd, BT, C)
+	testutil.GradCheck(t, "dinp", inp, dinp, loss, 1e-2, 2e-3)
+}
