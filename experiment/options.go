@@ -10,13 +10,13 @@ import "io"
 // experiment has.
 type Common struct {
 	Out      string    // results folder
-	Cache    string    // folder for fetched npm tarballs (char-lm, long-text)
+	Cache    string    // folder for fetched npm tarballs (char-lm, long-text, extrapolate)
 	Work     string    // mlm-pe's run folders (checkpoints, metrics); empty: a temporary folder, removed
 	Threads  int       // worker goroutines, recorded in results.json
 	Progress io.Writer // progress lines; nil: none
 	// Seeds, when not nil, replace the experiment's seeds; Steps, when > 0,
 	// its optimizer steps, with a warm-up of Steps/10 (training
-	// experiments: mlm-pe, char-lm, long-text).
+	// experiments: mlm-pe, char-lm, long-text, extrapolate).
 	Seeds []uint64
 	Steps int
 }
@@ -54,6 +54,14 @@ func (o *CharLMOptions) Apply(c Common) {
 // Apply sets the results folder, cache, threads and progress, and replaces
 // the seeds and steps when c says so.
 func (o *LongTextOptions) Apply(c Common) {
+	o.Out, o.Cache, o.Threads, o.Progress = c.Out, c.Cache, c.Threads, c.Progress
+	c.replace(&o.Seeds, &o.Steps, &o.Warmup)
+}
+
+// Apply sets the results folder, cache, threads and progress, and replaces
+// the seeds and the training steps when c says so (the fine-tune keeps its
+// own).
+func (o *ExtrapolateOptions) Apply(c Common) {
 	o.Out, o.Cache, o.Threads, o.Progress = c.Out, c.Cache, c.Threads, c.Progress
 	c.replace(&o.Seeds, &o.Steps, &o.Warmup)
 }

@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "experiment", summary: "re-run the paper's experiments: relative, decay, mlm-pe, char-lm, long-text (results folder with JSON, CSV, plots)", run: cmdExperiment})
+	register(&command{name: "experiment", summary: "re-run the paper's experiments: relative, decay, mlm-pe, char-lm, long-text, extrapolate (results folder with JSON, CSV, plots)", run: cmdExperiment})
 }
 
 // experiments are the sub-commands of `roformer experiment`.
@@ -25,6 +25,7 @@ var experiments = []struct{ name, summary string }{
 	{"mlm-pe", "Fig. 3 left: MLM pretraining with rotary, learned, sinusoidal, relative and no positions, several seeds"},
 	{"char-lm", "§3.3 eq. 19, Fig. 3 right: character LM with linear attention and Performer, with and without RoPE"},
 	{"long-text", "§4.5.4 Table 5: long-document classification at 512, 1024, 2048 tokens, RoPE vs a learned table"},
+	{"extrapolate", "issue #16: train at 128, evaluate at 128 … 4096 with no/linear/dynamic/yarn RoPE scaling, sinusoidal and learned, and after a short fine-tune"},
 }
 
 // experimentOptions are the flags of one experiment verb.
@@ -43,10 +44,11 @@ type experimentOptions struct {
 	mlm      experiment.MLMPEOptions
 	charLM   experiment.CharLMOptions
 	longText experiment.LongTextOptions
+	extrap   experiment.ExtrapolateOptions
 }
 
 // experimentLists are the comma-separated flags, parsed after the others.
-type experimentLists struct{ seeds, encs, targets, variants, lengths string }
+type experimentLists struct{ seeds, encs, targets, variants, lengths, tasks string }
 
 func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
@@ -55,7 +57,7 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return errHelp
 		}
 		experimentUsage(stderr)
-		return usagef("name an experiment: relative, decay, mlm-pe, char-lm or long-text")
+		return usagef("name an experiment: relative, decay, mlm-pe, char-lm, long-text or extrapolate")
 	}
 	name, args := args[0], args[1:]
 	o := experimentOptions{name: name}
@@ -64,7 +66,7 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 	lists, ok := o.flags(fs)
 	if !ok {
 		experimentUsage(stderr)
-		return usagef("unknown experiment %q (valid: relative, decay, mlm-pe, char-lm, long-text)", name)
+		return usagef("unknown experiment %q (valid: relative, decay, mlm-pe, char-lm, long-text, extrapolate)", name)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -104,7 +106,7 @@ func (o *experimentOptions) flags(fs *flag.FlagSet) (*experimentLists, bool) {
 		}
 		fs.StringVar(&o.resum, "resummarize", "", help)
 	}
-	if fetched, ok := map[string]string{"char-lm": "text", "long-text": "corpus"}[name]; ok {
+	if fetched, ok := map[string]string{"char-lm": "text", "long-text": "corpus", "extrapolate": "char-lm text"}[name]; ok {
 		fs.StringVar(&o.Cache, "cache", filepath.Join(".cache", "experiments"), "folder for the fetched "+fetched+" (npm tarball)")
 	}
 	switch name {
@@ -128,6 +130,9 @@ func (o *experimentOptions) flags(fs *flag.FlagSet) (*experimentLists, bool) {
 	case "long-text":
 		fs.StringVar(&l.lengths, "lengths", "", "comma-separated maximum lengths (default 512,1024; the quick form 128,256)")
 		fs.StringVar(&l.encs, "encodings", "", "comma-separated position encodings (default rotary,learned)")
+	case "extrapolate":
+		fs.StringVar(&l.lengths, "lengths", "", "comma-separated evaluation lengths, each at least the training length 128 (default 128,256,512,1024,2048,4096)")
+		fs.StringVar(&l.tasks, "tasks", "", "comma-separated tasks: char-lm, mlm (default both)")
 	default:
 		return nil, false
 	}
@@ -171,6 +176,17 @@ func (o *experimentOptions) finish(l *experimentLists) error {
 		}
 		if o.longText.Encodings, err = parseEncodings(l.encs, o.longText.Encodings); err != nil {
 			return err
+		}
+	case "extrapolate":
+		o.extrap = pick(o.quick, experiment.QuickExtrapolate, experiment.DefaultExtrapolate)(o.Out)
+		if o.extrap.EvalLengths, err = parseLengths(l.lengths, o.extrap.EvalLengths); err != nil {
+			return err
+		}
+		if l.tasks != "" {
+			o.extrap.Tasks = nil
+			for _, t := range strings.Split(l.tasks, ",") {
+				o.extrap.Tasks = append(o.extrap.Tasks, strings.TrimSpace(t))
+			}
 		}
 	}
 	return nil
@@ -250,6 +266,9 @@ func (o *experimentOptions) run(ctx context.Context) error {
 	case "long-text":
 		o.longText.Apply(o.Common)
 		_, err = experiment.LongText(ctx, o.longText)
+	case "extrapolate":
+		o.extrap.Apply(o.Common)
+		_, err = experiment.Extrapolate(ctx, o.extrap)
 	}
 	return err
 }
@@ -266,6 +285,8 @@ func (o *experimentOptions) resummarize() error {
 		_, err = experiment.ResummarizeCharLM(o.resum)
 	case "long-text":
 		_, err = experiment.ResummarizeLongText(o.resum)
+	case "extrapolate":
+		_, err = experiment.ResummarizeExtrapolate(o.resum)
 	}
 	return err
 }

@@ -47,7 +47,7 @@ func TestExperimentCLIErrors(t *testing.T) {
 		want string
 	}{
 		{"no name", []string{"experiment"}, 2, "name an experiment"},
-		{"unknown", []string{"experiment", "glue"}, 2, `unknown experiment "glue" (valid: relative, decay, mlm-pe, char-lm, long-text)`},
+		{"unknown", []string{"experiment", "glue"}, 2, `unknown experiment "glue" (valid: relative, decay, mlm-pe, char-lm, long-text, extrapolate)`},
 		{"help", []string{"experiment", "mlm-pe", "-h"}, 0, "-encodings"},
 		{"list", []string{"experiment", "--help"}, 0, "long-text"},
 		{"bad encoding", []string{"experiment", "mlm-pe", "--encodings", "rotary,absolute"}, 2, `unknown position_embedding_type "absolute"`},
@@ -56,6 +56,9 @@ func TestExperimentCLIErrors(t *testing.T) {
 		{"bad variant", []string{"experiment", "char-lm", "--variants", "performer"}, 2, "ATTENTION-POSITION"},
 		{"bad length", []string{"experiment", "long-text", "--lengths", "512,-1"}, 2, "--lengths"},
 		{"short length", []string{"experiment", "long-text", "--lengths", "2"}, 2, "too short"},
+		{"extrapolate below the training length", []string{"experiment", "extrapolate", "--quick", "--lengths", "64,256", "--quiet", "--out", "OUT"}, 1, "below the training length 128"},
+		{"extrapolate unknown task", []string{"experiment", "extrapolate", "--quick", "--tasks", "foo", "--quiet", "--out", "OUT"}, 1, `unknown task "foo"`},
+		{"extrapolate help", []string{"experiment", "extrapolate", "-h"}, 0, "-tasks"},
 		{"flag of another experiment", []string{"experiment", "decay", "--steps", "3"}, 2, "flag provided but not defined: -steps"},
 		{"odd dim", []string{"experiment", "decay", "--dim", "7", "--quiet", "--out", "OUT"}, 1, "dimension 7 must be even"},
 		{"stray argument", []string{"experiment", "decay", "extra"}, 2, "unexpected arguments"},
