@@ -29,7 +29,7 @@ func RMSNormForward(out, rstd, inp []float32, eps float32, BT, C int) {
 // RMSNormBackward differentiates RMSNormForward: with y = x·s and
 // s = (mean(x²) + eps)^(−1/2), dx = s·(dy − x·s²·mean(dy·x)).
 //
-//	dinp [BT, C]  written (=)
+//	dinp [BT, C]  accumulated (+=), as LayerNormBackward
 //	dout [BT, C]
 //	inp  [BT, C]
 //	rstd [BT]
@@ -44,7 +44,7 @@ func RMSNormBackward(dinp, dout, inp, rstd []float32, BT, C int) {
 			}
 			k := s * s * dot / float64(C)
 			for i, v := range x {
-				dx[i] = float32(s * (float64(dy[i]) - float64(v)*k))
+				dx[i] += float32(s * (float64(dy[i]) - float64(v)*k))
 			}
 		}
 	})

@@ -115,23 +115,23 @@ func (m *Model) encoderBackward(s *State, dx []float32) {
 		}
 		// out = LayerNorm(res2)
 		clear(g.dres)
-		kernels.LayerNormBackward(g.dres, L.OutputLN.W.Grad, L.OutputLN.B.Grad, dx, la.res2, L.OutputLN.W.Data, la.ln2Mean, la.ln2Rstd, BT, H)
+		L.OutputLN.backward(g.dres, dx, la.res2, la.ln2Mean, la.ln2Rstd, BT, H)
 		// res2 = a + dropout(FFOut(post)): the residual passes dres to a
 		copy(g.dtmp, g.dres)
 		kernels.DropoutBackward(g.dtmp, s.dropAt(l, siteFFNOut, cfg.HiddenDropoutProb), BT*H)
-		kernels.MatmulBackward(g.dpost, L.FFOut.W.Grad, L.FFOut.B.Grad, g.dtmp, la.post, L.FFOut.W.Data, BT, I, H)
+		kernels.MatmulBackward(g.dpost, L.FFOut.W.Grad, L.FFOut.biasGrad(), g.dtmp, la.post, L.FFOut.W.Data, BT, I, H)
 		// post = act(pre)
 		kernels.ActivationBackwardSaved(g.dpre, g.dpost, la.dact, BT*I)
 		// pre = FFIn(a)
-		kernels.MatmulBackward(g.dtmp, L.FFIn.W.Grad, L.FFIn.B.Grad, g.dpre, la.a, L.FFIn.W.Data, BT, H, I)
+		kernels.MatmulBackward(g.dtmp, L.FFIn.W.Grad, L.FFIn.biasGrad(), g.dpre, la.a, L.FFIn.W.Data, BT, H, I)
 		kernels.AddForward(g.dres, g.dres, g.dtmp, BT*H) // da = dres2 + dFFIn
 		// a = LayerNorm(res1)
 		clear(dx)
-		kernels.LayerNormBackward(dx, L.AttnLN.W.Grad, L.AttnLN.B.Grad, g.dres, la.res1, L.AttnLN.W.Data, la.ln1Mean, la.ln1Rstd, BT, H)
+		L.AttnLN.backward(dx, g.dres, la.res1, la.ln1Mean, la.ln1Rstd, BT, H)
 		// res1 = x + dropout(AttnOut(ctx)): dx holds dres1, which is also x's residual gradient
 		copy(g.dtmp, dx)
 		kernels.DropoutBackward(g.dtmp, s.dropAt(l, siteAttnOut, cfg.HiddenDropoutProb), BT*H)
-		kernels.MatmulBackward(g.dcx, L.AttnOut.W.Grad, L.AttnOut.B.Grad, g.dtmp, la.ctx, L.AttnOut.W.Data, BT, H, H)
+		kernels.MatmulBackward(g.dcx, L.AttnOut.W.Grad, L.AttnOut.biasGrad(), g.dtmp, la.ctx, L.AttnOut.W.Data, BT, H, H)
 		// ctx = attention(q, k, v), q, k (, v) rotated
 		m.attentionBackward(s, l, la, g)
 		// q, k, v = Linear(x): add their input gradients to the residual's
@@ -143,11 +143,11 @@ func (m *Model) encoderBackward(s *State, dx []float32) {
 			kernels.MatmulBackward(g.dtmp, dw, db, dqkv, x, w, BT, H, 3*H)
 			kernels.AddForward(dx, dx, g.dtmp, BT*H)
 		} else {
-			kernels.MatmulBackward(g.dtmp, L.Query.W.Grad, L.Query.B.Grad, g.dq, x, L.Query.W.Data, BT, H, H)
+			kernels.MatmulBackward(g.dtmp, L.Query.W.Grad, L.Query.biasGrad(), g.dq, x, L.Query.W.Data, BT, H, H)
 			kernels.AddForward(dx, dx, g.dtmp, BT*H)
-			kernels.MatmulBackward(g.dtmp, L.Key.W.Grad, L.Key.B.Grad, g.dk, x, L.Key.W.Data, BT, H, H)
+			kernels.MatmulBackward(g.dtmp, L.Key.W.Grad, L.Key.biasGrad(), g.dk, x, L.Key.W.Data, BT, H, H)
 			kernels.AddForward(dx, dx, g.dtmp, BT*H)
-			kernels.MatmulBackward(g.dtmp, L.Value.W.Grad, L.Value.B.Grad, g.dv, x, L.Value.W.Data, BT, H, H)
+			kernels.MatmulBackward(g.dtmp, L.Value.W.Grad, L.Value.biasGrad(), g.dv, x, L.Value.W.Data, BT, H, H)
 			kernels.AddForward(dx, dx, g.dtmp, BT*H)
 		}
 	}
@@ -155,12 +155,12 @@ func (m *Model) encoderBackward(s *State, dx []float32) {
 	emb := &m.Encoder.Embeddings
 	demb := dx
 	if p := m.Encoder.Project; p != nil {
-		kernels.MatmulBackward(g.demb, p.W.Grad, p.B.Grad, dx, s.embLN, p.W.Data, BT, E, H)
+		kernels.MatmulBackward(g.demb, p.W.Grad, p.biasGrad(), dx, s.embLN, p.W.Data, BT, E, H)
 		demb = g.demb
 	}
 	kernels.DropoutBackward(demb, s.dropAt(-1, siteEmbeddings, cfg.HiddenDropoutProb), BT*E)
 	clear(g.dembSum)
-	kernels.LayerNormBackward(g.dembSum, emb.LN.W.Grad, emb.LN.B.Grad, demb, s.embSum, emb.LN.W.Data, s.embMean, s.embRstd, BT, E)
+	emb.LN.backward(g.dembSum, demb, s.embSum, s.embMean, s.embRstd, BT, E)
 	m.positionsBackward(s, g.dembSum)
 	kernels.EmbeddingBackward(emb.Word.Grad, emb.TokenType.Grad, g.dembSum, s.ids, s.types, cfg.PadID(), BT, E)
 }

@@ -113,6 +113,7 @@ func TestModelGradCheck(t *testing.T) {
 		batch *Batch
 	}
 	base := &Batch{InputIDs: ids, AttentionMask: mask, TokenTypeIDs: types, B: B, T: T}
+	no := false
 	mcBatch := &Batch{InputIDs: ids, AttentionMask: []int32{1, 1, 1, 0, 1, 1, 1, 1}, TokenTypeIDs: types, B: B, T: T}
 	cases := []tc{
 		{"mlm", HeadMaskedLM, nil, &Labels{IDs: []int32{-100, 4, -100, 3, -100, 10, 1, -100}}, StepOptions{}, base},
@@ -126,6 +127,8 @@ func TestModelGradCheck(t *testing.T) {
 		{"qa", HeadQA, nil, &Labels{StartPositions: []int32{1, 2}, EndPositions: []int32{3, 9}}, StepOptions{}, base},
 		{"multiple_choice", HeadMultipleChoice, nil, &Labels{IDs: []int32{1}}, StepOptions{NumChoices: 2}, mcBatch},
 		{"mlm_partial_rotary_theta", HeadMaskedLM, func(c *Config) { c.PartialRotaryFactor = 0.5; c.RopeTheta = 500 }, &Labels{IDs: []int32{1, 4, -100, 3, -100, 10, 1, 2}}, StepOptions{}, base},
+		{"mlm_v2", HeadMaskedLM, func(c *Config) { c.NormType = "rms_norm"; c.UseBias = &no }, &Labels{IDs: []int32{1, 4, -100, 3, -100, 10, 1, 2}}, StepOptions{}, base},
+		{"seqcls_v2_project", HeadSequenceCls, func(c *Config) { c.NormType = "rms_norm"; c.UseBias = &no; c.EmbeddingSize = 6 }, &Labels{IDs: []int32{2, 0}}, StepOptions{}, base},
 		{"mlm_xpos", HeadMaskedLM, func(c *Config) { c.XPos = &XPosConfig{ScaleBase: 4} }, &Labels{IDs: []int32{1, 4, -100, 3, -100, 10, 1, 2}}, StepOptions{}, base},
 		{"causal_lm_yarn", HeadCausalLM, func(c *Config) { c.RopeScaling = &RopeScaling{RopeType: "yarn", Factor: 4} }, &Labels{IDs: []int32{2, 5, 7, 3, -100, 9, 1, 0}}, StepOptions{}, base},
 	}

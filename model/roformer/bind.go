@@ -100,7 +100,7 @@ func (m *Model) Bind(src map[string]*tensor.Tensor, opts BindOptions) (*BindRepo
 	}
 	if _, ok := src[keyDecoderBias]; ok {
 		used[keyDecoderBias] = true
-		if m.LM != nil {
+		if m.LM != nil && m.LM.Bias != nil {
 			rep.Notes = append(rep.Notes, m.checkTied(keyDecoderBias, src[keyDecoderBias], m.LM.Bias))
 		}
 	}

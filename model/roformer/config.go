@@ -62,6 +62,15 @@ type Config struct {
 	RopeScaling         *RopeScaling `json:"rope_scaling,omitempty"`
 	XPos                *XPosConfig  `json:"xpos,omitempty"`
 
+	// RoFormer-V2 (JunnYu/RoFormer_pytorch's keys): norm_type "rms_norm"
+	// normalises by x / sqrt(mean(x²) + eps) with no weight or bias, and
+	// makes the MLM head the bare tied decoder; use_bias false drops the
+	// biases of the encoder's linear layers. pooler_activation is the
+	// pooler's (RoFormer-Sim: "linear").
+	NormType         string `json:"norm_type,omitempty"`
+	UseBias          *bool  `json:"use_bias,omitempty"`
+	PoolerActivation string `json:"pooler_activation,omitempty"`
+
 	// NumLabels is the number of labels of the classification heads: the
 	// size of id2label, else the num_labels key, else 2 (HF's default).
 	NumLabels int `json:"-"`
@@ -92,7 +101,7 @@ func init() {
 		"is_decoder", "use_cache", "pad_token_id", "problem_type", "id2label", "label2id", "classifier_dropout",
 		"architectures", "model_type", "torch_dtype", "num_labels",
 		"position_embedding_type", "attention_type", "relative_max_distance", "performer_features", "feature_redraw_interval",
-		"rope_theta", "partial_rotary_factor", "rope_scaling", "xpos"} {
+		"rope_theta", "partial_rotary_factor", "rope_scaling", "xpos", "norm_type", "use_bias", "pooler_activation"} {
 		knownKeys[k] = true
 	}
 }
@@ -223,6 +232,16 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.validateSwitches()...)
+	switch c.NormType {
+	case "", "layer_norm", "rms_norm":
+	default:
+		errs = append(errs, fmt.Errorf("norm_type %q is not layer_norm or rms_norm", c.NormType))
+	}
+	if c.PoolerActivation != "" {
+		if _, err := kernels.ParseActivation(c.PoolerActivation); err != nil {
+			errs = append(errs, fmt.Errorf("pooler_activation: %w", err))
+		}
+	}
 	if c.HeadSize() > 0 && c.HeadSize()%2 == 0 && c.HiddenSize%max(c.NumAttentionHeads, 1) == 0 {
 		errs = append(errs, c.validateRope()...)
 	}
@@ -231,6 +250,13 @@ func (c *Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// RMSNorm reports whether the norms are RoFormer-V2's (norm_type rms_norm).
+func (c *Config) RMSNorm() bool { return c.NormType == "rms_norm" }
+
+// Bias reports whether the encoder's linear layers have biases (use_bias,
+// default true).
+func (c *Config) Bias() bool { return c.UseBias == nil || *c.UseBias }
 
 // Labels returns the label names in id order (LABEL_i where id2label is absent).
 func (c *Config) Labels() []string {

@@ -60,11 +60,11 @@ func seqClsTrain(m *Model, dx, x []float32, s *State, b *Batch, labels *Labels, 
 	dIn, dMid := s.dropAt(-1, siteHeadIn, cfg.HiddenDropoutProb), s.dropAt(-1, siteHeadMid, cfg.HiddenDropoutProb)
 	kernels.DropoutForward(first, dIn, B*H)
 	a := newClsActs(B, H)
-	kernels.MatmulForward(a.pre, first, m.Classifier.Dense.W.Data, m.Classifier.Dense.B.Data, B, H, H)
+	kernels.MatmulForward(a.pre, first, m.Classifier.Dense.W.Data, m.Classifier.Dense.bias(), B, H, H)
 	kernels.ActivationForward(a.post, a.pre, m.act, B*H)
 	kernels.DropoutForward(a.post, dMid, B*H)
 	logits := make([]float32, B*NL)
-	kernels.MatmulForward(logits, a.post, m.Classifier.OutProj.W.Data, m.Classifier.OutProj.B.Data, B, H, NL)
+	kernels.MatmulForward(logits, a.post, m.Classifier.OutProj.W.Data, m.Classifier.OutProj.bias(), B, H, NL)
 	loss, pt, err := seqClsLoss(cfg, logits, labels, B, NL)
 	if err != nil {
 		return nil, err
@@ -90,10 +90,10 @@ func seqClsTrain(m *Model, dx, x []float32, s *State, b *Batch, labels *Labels, 
 		}
 	}
 	dpost, dpre, dfirst := make([]float32, B*H), make([]float32, B*H), make([]float32, B*H)
-	kernels.MatmulBackward(dpost, m.Classifier.OutProj.W.Grad, m.Classifier.OutProj.B.Grad, dlogits, a.post, m.Classifier.OutProj.W.Data, B, H, NL)
+	kernels.MatmulBackward(dpost, m.Classifier.OutProj.W.Grad, m.Classifier.OutProj.biasGrad(), dlogits, a.post, m.Classifier.OutProj.W.Data, B, H, NL)
 	kernels.DropoutBackward(dpost, dMid, B*H)
 	kernels.ActivationBackward(dpre, dpost, a.pre, m.act, B*H)
-	kernels.MatmulBackward(dfirst, m.Classifier.Dense.W.Grad, m.Classifier.Dense.B.Grad, dpre, first, m.Classifier.Dense.W.Data, B, H, H)
+	kernels.MatmulBackward(dfirst, m.Classifier.Dense.W.Grad, m.Classifier.Dense.biasGrad(), dpre, first, m.Classifier.Dense.W.Data, B, H, H)
 	kernels.DropoutBackward(dfirst, dIn, B*H)
 	for r := 0; r < B; r++ {
 		copy(dx[r*T*H:r*T*H+H], dfirst[r*H:r*H+H])
@@ -112,9 +112,9 @@ func (m *Model) classifierLogits(logits, x []float32, B, T int, acts *clsActs) {
 	for r := 0; r < B; r++ {
 		copy(a.first[r*H:r*H+H], x[r*T*H:r*T*H+H])
 	}
-	m.matmul(a.pre, a.first, m.Classifier.Dense.W.Data, m.Classifier.Dense.B.Data, B, H, H)
+	m.matmul(a.pre, a.first, m.Classifier.Dense.W.Data, m.Classifier.Dense.bias(), B, H, H)
 	kernels.ActivationForward(a.post, a.pre, m.act, B*H)
-	m.matmul(logits, a.post, m.Classifier.OutProj.W.Data, m.Classifier.OutProj.B.Data, B, H, NL)
+	m.matmul(logits, a.post, m.Classifier.OutProj.W.Data, m.Classifier.OutProj.bias(), B, H, NL)
 }
 
 // clsActs are the classification head's activations.
@@ -191,7 +191,7 @@ func tokenClsForward(m *Model, out *Output, x []float32, b *Batch, labels *Label
 	BT := B * T
 	NL := cfg.NumLabels
 	logits := make([]float32, BT*NL)
-	m.matmul(logits, x, m.TokenCls.W.Data, m.TokenCls.B.Data, BT, H, NL)
+	m.matmul(logits, x, m.TokenCls.W.Data, m.TokenCls.bias(), BT, H, NL)
 	out.Logits = &tensor.Tensor{Shape: []int{B, T, NL}, Data: logits}
 	if labels != nil && labels.IDs != nil {
 		if len(labels.IDs) != BT {
@@ -221,11 +221,11 @@ func tokenClsTrain(m *Model, dx, x []float32, s *State, b *Batch, labels *Labels
 	xd := append([]float32(nil), x...)
 	kernels.DropoutForward(xd, drop, BT*H)
 	logits := make([]float32, BT*NL)
-	kernels.MatmulForward(logits, xd, m.TokenCls.W.Data, m.TokenCls.B.Data, BT, H, NL)
+	kernels.MatmulForward(logits, xd, m.TokenCls.W.Data, m.TokenCls.bias(), BT, H, NL)
 	res := &StepResult{Loss: meanCE(logits, labels.IDs, BT, NL)}
 	dlogits := make([]float32, BT*NL)
 	res.N, res.Correct = ceGrad(dlogits, logits, labels.IDs, BT, NL)
-	kernels.MatmulBackward(dx, m.TokenCls.W.Grad, m.TokenCls.B.Grad, dlogits, xd, m.TokenCls.W.Data, BT, H, NL)
+	kernels.MatmulBackward(dx, m.TokenCls.W.Grad, m.TokenCls.biasGrad(), dlogits, xd, m.TokenCls.W.Data, BT, H, NL)
 	kernels.DropoutBackward(dx, drop, BT*H)
 	return res, nil
 }

@@ -23,14 +23,26 @@ type LMHead struct {
 }
 
 func buildLM(m *Model) {
+	if m.Config.RMSNorm() {
+		m.LM = &LMHead{} // RoFormer-V2: the bare tied decoder
+		return
+	}
 	E, V := m.Config.EmbeddingSize, m.Config.VocabSize
 	m.LM = &LMHead{Transform: newLinear(E, m.Config.HiddenSize), LN: newLN(E), Bias: tensor.NewParam("", V)}
 }
+
+// bare reports whether the head is RoFormer-V2's: the decoder tied to the
+// word embeddings on the hidden states, with no transform, LayerNorm or
+// bias.
+func (h *LMHead) bare() bool { return h.Transform.W == nil }
 
 // lmLinears are the LM head's linear layers: transform.dense [E, H] and the
 // tied decoder [V, E].
 func lmLinears(m *Model) []linearShape {
 	c := &m.Config
+	if m.LM.bare() {
+		return []linearShape{{m.Encoder.Embeddings.Word.Data, c.VocabSize, c.EmbeddingSize}}
+	}
 	return []linearShape{{m.LM.Transform.W.Data, c.EmbeddingSize, c.HiddenSize}, {m.Encoder.Embeddings.Word.Data, c.VocabSize, c.EmbeddingSize}}
 }
 
@@ -89,11 +101,15 @@ func lmTrain(m *Model, dx, x []float32, s *State, b *Batch, labels *Labels, opts
 func (m *Model) lmLogits(logits, x []float32, N int, acts *lmActs) {
 	cfg := &m.Config
 	H, E, V := cfg.HiddenSize, cfg.EmbeddingSize, cfg.VocabSize
+	if m.LM.bare() { // logits = x·Wteᵀ
+		m.matmul(logits, x, m.Encoder.Embeddings.Word.Data, nil, N, E, V)
+		return
+	}
 	a := acts
 	if a == nil {
 		a = newLMActs(N, E)
 	}
-	m.matmul(a.pre, x, m.LM.Transform.W.Data, m.LM.Transform.B.Data, N, H, E)
+	m.matmul(a.pre, x, m.LM.Transform.W.Data, m.LM.Transform.bias(), N, H, E)
 	kernels.ActivationForward(a.post, a.pre, m.act, N*E)
 	kernels.LayerNormForward(a.ln, a.mean, a.rstd, a.post, m.LM.LN.W.Data, m.LM.LN.B.Data, float32(cfg.LayerNormEps), N, E)
 	m.matmul(logits, a.ln, m.Encoder.Embeddings.Word.Data, m.LM.Bias.Data, N, E, V)
@@ -148,13 +164,21 @@ func (m *Model) lmBackward(s *State, dx, x []float32, targets []int32, H int) *S
 	res.Loss = sum / float64(N)
 	dlogits := logits // the logits are not needed after their gradient: reuse the buffer
 	_, res.Correct = ceGradInPlace(dlogits, tg, N, V)
+	if m.LM.bare() { // logits = xs·Wteᵀ
+		dxs := grow(&sc.dxs, N*H)
+		kernels.MatmulBackward(dxs, m.Encoder.Embeddings.Word.Grad, nil, dlogits, xs, m.Encoder.Embeddings.Word.Data, N, E, V)
+		for i, r := range rows {
+			copy(dx[r*H:r*H+H], dxs[i*H:i*H+H])
+		}
+		return res
+	}
 	// logits = ln·Wteᵀ + bias (decoder tied to the word embeddings)
 	dln, dpost, dpre, dxs := grow(&sc.dln, N*E), grow(&sc.dpost, N*E), grow(&sc.dpre, N*E), grow(&sc.dxs, N*H)
 	clear(dpost) // LayerNormBackward accumulates into it
 	kernels.MatmulBackward(dln, m.Encoder.Embeddings.Word.Grad, m.LM.Bias.Grad, dlogits, a.ln, m.Encoder.Embeddings.Word.Data, N, E, V)
 	kernels.LayerNormBackward(dpost, m.LM.LN.W.Grad, m.LM.LN.B.Grad, dln, a.post, m.LM.LN.W.Data, a.mean, a.rstd, N, E)
 	kernels.ActivationBackward(dpre, dpost, a.pre, m.act, N*E)
-	kernels.MatmulBackward(dxs, m.LM.Transform.W.Grad, m.LM.Transform.B.Grad, dpre, xs, m.LM.Transform.W.Data, N, H, E)
+	kernels.MatmulBackward(dxs, m.LM.Transform.W.Grad, m.LM.Transform.biasGrad(), dpre, xs, m.LM.Transform.W.Data, N, H, E)
 	for i, r := range rows {
 		copy(dx[r*H:r*H+H], dxs[i*H:i*H+H])
 	}

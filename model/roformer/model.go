@@ -113,7 +113,7 @@ func New(cfg Config, head Head) (*Model, error) {
 	m.Encoder.Embeddings = Embeddings{
 		Word:      tensor.NewParam("", V, E),
 		TokenType: tensor.NewParam("", cfg.TypeVocabSize, E),
-		LN:        newLN(E),
+		LN:        newNorm(&cfg, E),
 	}
 	if cfg.PosEnc() == PosLearned {
 		m.Encoder.Embeddings.Position = tensor.NewParam("", cfg.MaxPositionEmbeddings, E)
@@ -129,10 +129,10 @@ func New(cfg Config, head Head) (*Model, error) {
 	}
 	m.Encoder.Layers = make([]Layer, cfg.NumHiddenLayers)
 	for i := range m.Encoder.Layers {
-		q, k, v, blk := newLinears3(H, H)
+		q, k, v, blk := newLinears3(H, H, cfg.Bias())
 		m.Encoder.Layers[i] = Layer{
-			Query: q, Key: k, Value: v, AttnOut: newLinear(H, H),
-			AttnLN: newLN(H), FFIn: newLinear(I, H), FFOut: newLinear(H, I), OutputLN: newLN(H),
+			Query: q, Key: k, Value: v, AttnOut: newLinearBias(H, H, cfg.Bias()),
+			AttnLN: newNorm(&cfg, H), FFIn: newLinearBias(I, H, cfg.Bias()), FFOut: newLinearBias(H, I, cfg.Bias()), OutputLN: newNorm(&cfg, H),
 			qkv: blk,
 		}
 		if cfg.PosEnc() == PosRelative {
@@ -141,6 +141,9 @@ func New(cfg Config, head Head) (*Model, error) {
 	}
 	if cfg.Attention() == AttnPerformer {
 		m.drawFeatures(0)
+	}
+	if cfg.RMSNorm() && (head == HeadMaskedLM || head == HeadCausalLM) && E != H {
+		return nil, fmt.Errorf("roformer: RoFormer-V2's LM head decodes the hidden states with the word embeddings: embedding_size %d must equal hidden_size %d", E, H)
 	}
 	if k := kindOf(head); k.build != nil {
 		k.build(m)
@@ -159,17 +162,74 @@ func newLinear(out, in int) Linear {
 // and gradients are consecutive, capacity-limited views of one allocation
 // each, so that they also form one [3·out, in] layer (Layer.fusedWeights).
 // Loading copies into these slices, so the layout survives Bind.
-func newLinears3(out, in int) (a, b, c Linear, blk *qkvBlock) {
-	blk = &qkvBlock{w: make([]float32, 3*out*in), dw: make([]float32, 3*out*in), b: make([]float32, 3*out), db: make([]float32, 3*out)}
+func newLinears3(out, in int, bias bool) (a, b, c Linear, blk *qkvBlock) {
+	blk = &qkvBlock{w: make([]float32, 3*out*in), dw: make([]float32, 3*out*in)}
+	if bias {
+		blk.b, blk.db = make([]float32, 3*out), make([]float32, 3*out)
+	}
 	ls := [3]Linear{}
 	for i := range ls {
 		n, o := out*in, i*out*in
-		ls[i] = Linear{
-			W: &tensor.Param{Shape: []int{out, in}, Data: blk.w[o : o+n : o+n], Grad: blk.dw[o : o+n : o+n]},
-			B: &tensor.Param{Shape: []int{out}, Data: blk.b[i*out : (i+1)*out : (i+1)*out], Grad: blk.db[i*out : (i+1)*out : (i+1)*out]},
+		ls[i] = Linear{W: &tensor.Param{Shape: []int{out, in}, Data: blk.w[o : o+n : o+n], Grad: blk.dw[o : o+n : o+n]}}
+		if bias {
+			ls[i].B = &tensor.Param{Shape: []int{out}, Data: blk.b[i*out : (i+1)*out : (i+1)*out], Grad: blk.db[i*out : (i+1)*out : (i+1)*out]}
 		}
 	}
 	return ls[0], ls[1], ls[2], blk
+}
+
+// newLinearBias is newLinear, without the bias when bias is false.
+func newLinearBias(out, in int, bias bool) Linear {
+	l := newLinear(out, in)
+	if !bias {
+		l.B = nil
+	}
+	return l
+}
+
+// newNorm returns a LayerNorm over c features, or RoFormer-V2's RMS norm
+// (no parameters: W and B nil) when the config says rms_norm.
+func newNorm(cfg *Config, c int) LayerNorm {
+	if cfg.RMSNorm() {
+		return LayerNorm{}
+	}
+	return newLN(c)
+}
+
+// bias returns the bias, or nil for a layer without one.
+func (l *Linear) bias() []float32 {
+	if l.B == nil {
+		return nil
+	}
+	return l.B.Data
+}
+
+// biasGrad returns the bias's gradient, or nil for a layer without a bias.
+func (l *Linear) biasGrad() []float32 {
+	if l.B == nil {
+		return nil
+	}
+	return l.B.Grad
+}
+
+// forward applies the norm: LayerNorm with its weight and bias or, for a
+// norm without parameters, RoFormer-V2's RMS norm (mean unused).
+func (ln *LayerNorm) forward(out, mean, rstd, inp []float32, eps float32, N, C int) {
+	if ln.W == nil {
+		kernels.RMSNormForward(out, rstd, inp, eps, N, C)
+		return
+	}
+	kernels.LayerNormForward(out, mean, rstd, inp, ln.W.Data, ln.B.Data, eps, N, C)
+}
+
+// backward differentiates forward, accumulating into dinp (and the
+// parameters' gradients).
+func (ln *LayerNorm) backward(dinp, dout, inp, mean, rstd []float32, N, C int) {
+	if ln.W == nil {
+		kernels.RMSNormBackward(dinp, dout, inp, rstd, N, C)
+		return
+	}
+	kernels.LayerNormBackward(dinp, ln.W.Grad, ln.B.Grad, dout, inp, ln.W.Data, mean, rstd, N, C)
 }
 
 // fusedWeights returns the query, key and value weights as one [3H, H]
@@ -180,7 +240,7 @@ func newLinears3(out, in int) (a, b, c Linear, blk *qkvBlock) {
 func (L *Layer) fusedWeights() (w, b []float32, ok bool) {
 	f := L.qkv
 	if f == nil || !views3(f.w, L.Query.W.Data, L.Key.W.Data, L.Value.W.Data) ||
-		!views3(f.b, L.Query.B.Data, L.Key.B.Data, L.Value.B.Data) {
+		(f.b != nil || L.Query.B != nil) && !views3(f.b, L.Query.bias(), L.Key.bias(), L.Value.bias()) {
 		return nil, nil, false
 	}
 	return f.w, f.b, true
@@ -190,7 +250,7 @@ func (L *Layer) fusedWeights() (w, b []float32, ok bool) {
 func (L *Layer) fusedGrads() (dw, db []float32, ok bool) {
 	f := L.qkv
 	if f == nil || !views3(f.dw, L.Query.W.Grad, L.Key.W.Grad, L.Value.W.Grad) ||
-		!views3(f.db, L.Query.B.Grad, L.Key.B.Grad, L.Value.B.Grad) {
+		!views3(f.db, L.Query.biasGrad(), L.Key.biasGrad(), L.Value.biasGrad()) {
 		return nil, nil, false
 	}
 	return f.dw, f.db, true
