@@ -210,6 +210,9 @@ func runForward(ctx context.Context, o forwardOptions, w io.Writer) error {
 	for _, name := range head.Outputs() {
 		outs[name] = res.Named(name)
 	}
+	if res.PoolerOutput != nil && head == roformer.HeadBase {
+		outs["pooler_output"] = res.PoolerOutput // RoFormer-Sim's pooler
+	}
 	return writeOutputs(w, outs, res)
 }
 
@@ -266,7 +269,7 @@ func writeOutputs(w io.Writer, outs map[string]*tensor.Tensor, res *roformer.Out
 	bw := bufio.NewWriterSize(w, 1<<16)
 	bw.WriteString("{")
 	first := true
-	for _, name := range []string{"last_hidden_state", "logits", "start_logits", "end_logits"} {
+	for _, name := range []string{"last_hidden_state", "pooler_output", "logits", "start_logits", "end_logits"} {
 		t, ok := outs[name]
 		if !ok {
 			continue

@@ -251,6 +251,15 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// PoolerActivationName returns pooler_activation, by default tanh (BERT's
+// pooler).
+func (c *Config) PoolerActivationName() string {
+	if c.PoolerActivation == "" {
+		return "tanh"
+	}
+	return c.PoolerActivation
+}
+
 // RMSNorm reports whether the norms are RoFormer-V2's (norm_type rms_norm).
 func (c *Config) RMSNorm() bool { return c.NormType == "rms_norm" }
 

@@ -87,3 +87,54 @@ func TestRoFormerV2Fixture(t *testing.T) {
 		}
 	}
 }
+
+// RoFormer-Sim's pooler: dense → linear activation on the first token,
+// against the reference's pooler_output for a padded batch (1e-4).
+func TestRoFormerSimPooler(t *testing.T) {
+	dir := testutil.Shared(t, "fixtures", "roformer-family", "sim_a")
+	raw, err := os.ReadFile(filepath.Join(dir, "fixture.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Pooler struct {
+			Inputs struct {
+				InputIDs      [][]int32 `json:"input_ids"`
+				AttentionMask [][]int32 `json:"attention_mask"`
+				TokenTypeIDs  [][]int32 `json:"token_type_ids"`
+			} `json:"inputs"`
+			Outputs map[string]struct {
+				Shape []int     `json:"shape"`
+				Data  []float32 `json:"data"`
+			} `json:"outputs"`
+		} `json:"pooler"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		t.Fatal(err)
+	}
+	in := f.Pooler.Inputs
+	b := &Batch{B: len(in.InputIDs), T: len(in.InputIDs[0])}
+	for r := range in.InputIDs {
+		b.InputIDs = append(b.InputIDs, in.InputIDs[r]...)
+		b.AttentionMask = append(b.AttentionMask, in.AttentionMask[r]...)
+		b.TokenTypeIDs = append(b.TokenTypeIDs, in.TokenTypeIDs[r]...)
+	}
+	want := f.Pooler.Outputs["pooler_output"]
+	if len(want.Data) == 0 {
+		t.Fatal("no pooler_output in the fixture")
+	}
+	// The reference encodes the pooler's batch bidirectionally (no causal
+	// mask) with the causal-LM model's encoder.
+	l, err := Load(filepath.Join(dir, "model"), HeadBase, LoadOptions{ConfigOverride: func(c *Config) { c.IsDecoder = false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Encoder.Pooler == nil {
+		t.Fatal("the checkpoint's pooler was not loaded")
+	}
+	out, err := l.Forward(context.Background(), b, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.AssertClose(t, "pooler_output", out.PoolerOutput.Data, want.Data, 1e-4, 0)
+}

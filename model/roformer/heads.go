@@ -44,6 +44,7 @@ type Output struct {
 	Logits          *tensor.Tensor   // LM [B, T, V]; sequence cls [B, NL]; token cls [B, T, NL]; multiple choice [B/choices, choices]
 	StartLogits     *tensor.Tensor   // question answering [B, T]
 	EndLogits       *tensor.Tensor   // question answering [B, T]
+	PoolerOutput    *tensor.Tensor   // [B, H], when the model has a pooler (RoFormer-Sim)
 	Loss            float64          // HF's loss when labels were given
 	HasLoss         bool
 	ProblemType     string // the loss used by sequence classification
@@ -62,6 +63,8 @@ func (o *Output) Named(name string) *tensor.Tensor {
 		return o.StartLogits
 	case "end_logits":
 		return o.EndLogits
+	case "pooler_output":
+		return o.PoolerOutput
 	}
 	return nil
 }
@@ -120,6 +123,7 @@ func (m *Model) forward(ctx context.Context, se *Session, b *Batch, labels *Labe
 	} else {
 		out.LastHiddenState = &tensor.Tensor{Shape: []int{B, T, H}, Data: append([]float32(nil), x...)}
 	}
+	out.PoolerOutput = m.poolerForward(x, B, T)
 	if err := m.headForward(out, x, b, labels, opts, se); err != nil {
 		return nil, err
 	}

@@ -88,6 +88,11 @@ func Load(dir string, head Head, opts LoadOptions) (*Loaded, error) {
 	if opts.Bind.AllowMissingHead {
 		m.Init(opts.InitSeed)
 	}
+	if _, ok := src["roformer.pooler.dense.weight"]; ok {
+		m.EnablePooler()
+	} else if _, ok := src["pooler.dense.weight"]; ok {
+		m.EnablePooler()
+	}
 	rep, err := m.Bind(src, opts.Bind)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)

@@ -64,6 +64,42 @@ type Encoder struct {
 	Embeddings Embeddings `hf:"embeddings"`
 	Project    *Linear    `hf:"embeddings_project"` // [H, E]; only when E ≠ H
 	Layers     []Layer    `hf:"encoder.layer"`
+	// Pooler is RoFormerPooler (RoFormer-Sim): dense → pooler_activation on
+	// the first token, Output.PoolerOutput; only when the checkpoint has
+	// one (see EnablePooler).
+	Pooler *Linear `hf:"pooler.dense"` // [H, H]
+}
+
+// EnablePooler gives the model a pooler (roformer.pooler.dense [H, H]),
+// initialised to zero; Load calls it when the checkpoint holds one.
+func (m *Model) EnablePooler() {
+	if m.Encoder.Pooler != nil {
+		return
+	}
+	H := m.Config.HiddenSize
+	p := newLinear(H, H)
+	m.Encoder.Pooler = &p
+	for _, np := range m.namedParams() {
+		np.p.Name = np.name
+	}
+}
+
+// poolerForward writes pooler_output [B, H]: the pooler on the first token
+// of each row of x [B·T, H].
+func (m *Model) poolerForward(x []float32, B, T int) *tensor.Tensor {
+	p := m.Encoder.Pooler
+	if p == nil {
+		return nil
+	}
+	H := m.Config.HiddenSize
+	first, out := make([]float32, B*H), make([]float32, B*H)
+	for r := 0; r < B; r++ {
+		copy(first[r*H:r*H+H], x[r*T*H:r*T*H+H])
+	}
+	m.matmul(out, first, p.W.Data, p.bias(), B, H, H)
+	act, _ := kernels.ParseActivation(m.Config.PoolerActivationName())
+	kernels.ActivationForward(out, out, act, B*H)
+	return &tensor.Tensor{Shape: []int{B, H}, Data: out}
 }
 
 // Model is a RoFormer encoder with one head. Exactly one of the head fields

@@ -166,6 +166,9 @@ func (m *Model) linears() []linearShape {
 		add(L.FFIn.W.Data, I, H)
 		add(L.FFOut.W.Data, H, I)
 	}
+	if p := m.Encoder.Pooler; p != nil {
+		add(p.W.Data, H, H)
+	}
 	if k := kindOf(m.Head); k.linears != nil {
 		for _, l := range k.linears(m) {
 			add(l.w, l.oc, l.c)
