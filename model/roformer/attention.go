@@ -28,6 +28,15 @@ func (m *Model) attentionForward(s *State, l int, la *layerActs) {
 			m.rotary.Forward(la.v, s.sin, s.cos, B, T, NH)
 		}
 	}
+	if c := s.cache; c != nil {
+		// Cached decoding: keep this step's keys and values; after the
+		// prompt, attend to every cached token.
+		c.store(l, la.k, la.v, T, cfg.HiddenSize)
+		if c.n > 0 {
+			c.attend(l, la.ctx, la.q, T, NH, HS)
+			return
+		}
+	}
 	drop := s.dropAt(l, siteAttnProbs, cfg.AttentionProbsDropoutProb)
 	if cfg.PosEnc() == PosRelative {
 		// ctx = softmax((q·kᵀ + q·a_{clip(j−i)}ᵀ)/√HS + mask)·v

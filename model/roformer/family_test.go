@@ -3,8 +3,10 @@ package roformer
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/roformer-go/roformer/internal/testutil"
@@ -137,4 +139,109 @@ func TestRoFormerSimPooler(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.AssertClose(t, "pooler_output", out.PoolerOutput.Data, want.Data, 1e-4, 0)
+}
+
+type generateFixture struct {
+	Mode         string `json:"mode"`
+	MaxNewTokens int    `json:"max_new_tokens"`
+	Inputs       struct {
+		InputIDs [][]int32 `json:"input_ids"`
+	} `json:"inputs"`
+	Sequences [][]int32 `json:"sequences"`
+	Scores    struct {
+		Shape []int     `json:"shape"`
+		Data  []float32 `json:"data"`
+	} `json:"scores"`
+}
+
+// Greedy generation with the key/value cache against the references:
+// RoFormer-Sim's UniLM decoding (JunnYu/RoFormer_pytorch) and HF's
+// RoFormerForCausalLM.generate. The ids must be equal (the fixtures' top-2
+// margins are far above float32 rounding) and every step's logits within
+// 1e-4.
+func TestGenerateFixtures(t *testing.T) {
+	for _, name := range []string{"sim_a", "causal_a"} {
+		t.Run(name, func(t *testing.T) {
+			dir := testutil.Shared(t, "fixtures", "roformer-family", name)
+			raw, err := os.ReadFile(filepath.Join(dir, "fixture.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var f struct {
+				Generate generateFixture `json:"generate"`
+			}
+			if err := json.Unmarshal(raw, &f); err != nil {
+				t.Fatal(err)
+			}
+			g := f.Generate
+			l, err := Load(filepath.Join(dir, "model"), HeadCausalLM, LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := l.Generate(context.Background(), g.Inputs.InputIDs, GenerateOptions{Mode: g.Mode, MaxNewTokens: g.MaxNewTokens, EOS: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r := range g.Sequences {
+				if !slices.Equal(out.Sequences[r], g.Sequences[r]) {
+					t.Errorf("row %d: %v, want %v", r, out.Sequences[r], g.Sequences[r])
+				}
+			}
+			var scores []float32
+			for r := range out.Scores {
+				for _, step := range out.Scores[r] {
+					scores = append(scores, step...)
+				}
+			}
+			testutil.AssertClose(t, "scores", scores, g.Scores.Data, 1e-4, 0)
+		})
+	}
+}
+
+// Cached decoding equals recomputing the whole sequence at every step
+// (causal mask), also with a rotated value and linear RoPE scaling.
+func TestGenerateEqualsRecomputation(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		mod  func(*Config)
+	}{
+		{"plain", nil},
+		{"rotary_value_linear_scaling", func(c *Config) { c.RotaryValue = true; c.RopeScaling = &RopeScaling{RopeType: "linear", Factor: 2} }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := tinyConfig(c.mod)
+			cfg.MaxPositionEmbeddings = 32
+			m := randomModel(t, cfg, HeadCausalLM, 77)
+			prompts := [][]int32{{2, 5, 7}, {9, 1, 4}}
+			const steps = 5
+			got, err := m.Generate(context.Background(), prompts, GenerateOptions{MaxNewTokens: steps, EOS: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			V := cfg.VocabSize
+			for r, p := range prompts {
+				seq := slices.Clone(p)
+				for step := 0; step < steps; step++ {
+					out, err := m.Forward(context.Background(), &Batch{InputIDs: seq, B: 1, T: len(seq)}, nil, Options{Causal: true})
+					if err != nil {
+						t.Fatal(err)
+					}
+					last := out.Logits.Data[(len(seq)-1)*V : len(seq)*V]
+					testutil.AssertClose(t, fmt.Sprintf("row %d step %d logits", r, step), got.Scores[r][step], last, 1e-4, 0)
+					seq = append(seq, int32(argmax(last)))
+				}
+				if !slices.Equal(got.Sequences[r], seq) {
+					t.Errorf("row %d: cached %v, recomputed %v", r, got.Sequences[r], seq)
+				}
+			}
+		})
+	}
+	m := randomModel(t, tinyConfig(nil), HeadSequenceCls, 1)
+	if _, err := m.Generate(context.Background(), [][]int32{{1}}, GenerateOptions{MaxNewTokens: 1}); err == nil {
+		t.Error("a classification model generated")
+	}
+	lm := randomModel(t, tinyConfig(nil), HeadCausalLM, 1)
+	if _, err := lm.Generate(context.Background(), [][]int32{{1, 2}, {3}}, GenerateOptions{MaxNewTokens: 1}); err == nil {
+		t.Error("ragged prompts accepted")
+	}
 }

@@ -96,6 +96,7 @@ type State struct {
 	pos        []int     // [T] (0 … T−1, every row) or [BT] (explicit position ids)
 	sin, cos   []float32 // [T or BT, d/2]; with xPos, q's (scaled by ζ^n)
 	ksin, kcos []float32 // with xPos: k's rotation (scaled by ζ^−n); nil otherwise
+	cache      *kvCache  // cached decoding (Generate): keys and values of earlier tokens
 	fsin, fcos []float32 // [T or BT, F/2]: the feature rotation of linear attention
 	defaultPos bool      // pos is 0 … T−1 (no explicit position ids)
 	// sinusoid caches the sinusoidal encodings [BT, E] of positions 0 … T−1.
