@@ -113,6 +113,9 @@ func (m *Model) Bind(src map[string]*tensor.Tensor, opts BindOptions) (*BindRepo
 		}
 	}
 	sort.Strings(rep.Unexpected)
+	if err := m.checkVariant(rep.Unexpected, missing); err != nil {
+		return rep, err
+	}
 	var errs []string
 	if len(missing) > 0 {
 		errs = append(errs, fmt.Sprintf("%d missing: %s", len(missing), strings.Join(missing, ", ")))
@@ -131,6 +134,38 @@ func (m *Model) Bind(src map[string]*tensor.Tensor, opts BindOptions) (*BindRepo
 		return rep, err
 	}
 	return rep, nil
+}
+
+// checkVariant names a mismatch between config.json's RoFormer variant and
+// the checkpoint's: a v1 checkpoint (LayerNorm weights, encoder biases)
+// under a RoFormer-V2 config would otherwise load with those tensors
+// ignored, and a V2 checkpoint under a v1 config misses them.
+func (m *Model) checkVariant(unexpected, missing []string) error {
+	encoderNorm := func(k string) bool {
+		return strings.Contains(k, "LayerNorm.") && !strings.HasPrefix(k, "cls.")
+	}
+	encoderBias := func(k string) bool {
+		return strings.Contains(k, "encoder.layer.") && strings.HasSuffix(strings.Fields(k)[0], ".bias") && !strings.Contains(k, "LayerNorm")
+	}
+	first := func(keys []string, f func(string) bool) string {
+		for _, k := range keys {
+			if f(k) {
+				return strings.Fields(k)[0]
+			}
+		}
+		return ""
+	}
+	cfg := &m.Config
+	if k := first(unexpected, encoderNorm); k != "" && cfg.RMSNorm() {
+		return fmt.Errorf("roformer: config.json says norm_type rms_norm (RoFormer-V2, norms without weights), but the checkpoint has LayerNorm tensors such as %s: a v1 checkpoint, or a config missing norm_type layer_norm", k)
+	}
+	if k := first(unexpected, encoderBias); k != "" && !cfg.Bias() {
+		return fmt.Errorf("roformer: config.json says use_bias false (RoFormer-V2), but the checkpoint has encoder biases such as %s", k)
+	}
+	if k := first(missing, encoderNorm); k != "" && !cfg.RMSNorm() && first(unexpected, encoderNorm) == "" {
+		return fmt.Errorf("roformer: the checkpoint has no LayerNorm tensors (missing %s and the like): a RoFormer-V2 checkpoint? Its config.json needs norm_type rms_norm (and use_bias false)", k)
+	}
+	return nil
 }
 
 // ErrHeadMissing is wrapped by the error Load returns when the checkpoint

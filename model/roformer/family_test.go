@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/roformer-go/roformer/internal/testutil"
@@ -243,5 +244,22 @@ func TestGenerateEqualsRecomputation(t *testing.T) {
 	lm := randomModel(t, tinyConfig(nil), HeadCausalLM, 1)
 	if _, err := lm.Generate(context.Background(), [][]int32{{1, 2}, {3}}, GenerateOptions{MaxNewTokens: 1}); err == nil {
 		t.Error("ragged prompts accepted")
+	}
+}
+
+// A V2 config over a v1 checkpoint and the reverse are errors that name
+// the mismatch, not a model with tensors silently ignored.
+func TestVariantMismatch(t *testing.T) {
+	v1 := testutil.Shared(t, "fixtures", "roformer-family", "sim_a", "model") // a v1 (layer_norm) causal LM
+	v2 := testutil.Shared(t, "fixtures", "roformer-family", "v2_a", "base")
+	if _, err := Load(v1, HeadBase, LoadOptions{ConfigOverride: func(c *Config) { c.NormType = "rms_norm" }}); err == nil || !strings.Contains(err.Error(), "LayerNorm") {
+		t.Errorf("v1 checkpoint, V2 config: %v", err)
+	}
+	no := false
+	if _, err := Load(v1, HeadBase, LoadOptions{ConfigOverride: func(c *Config) { c.UseBias = &no }}); err == nil || !strings.Contains(err.Error(), "use_bias") {
+		t.Errorf("v1 checkpoint, use_bias false: %v", err)
+	}
+	if _, err := Load(v2, HeadBase, LoadOptions{ConfigOverride: func(c *Config) { c.NormType = "layer_norm" }}); err == nil || !strings.Contains(err.Error(), "norm_type rms_norm") {
+		t.Errorf("V2 checkpoint, v1 config: %v", err)
 	}
 }
