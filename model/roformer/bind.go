@@ -127,7 +127,7 @@ func (m *Model) Bind(src map[string]*tensor.Tensor, opts BindOptions) (*BindRepo
 		if len(rep.Unexpected) > 0 {
 			errs = append(errs, fmt.Sprintf("%d unexpected: %s", len(rep.Unexpected), strings.Join(rep.Unexpected, ", ")))
 		}
-		err := fmt.Errorf("roformer: checkpoint does not fit %s (%s): %s", m.Head.HFClass(), m.describe(), strings.Join(errs, "; "))
+		err := fmt.Errorf("roformer: checkpoint does not fit %s (%s): %s%s", m.Head.HFClass(), m.describe(), strings.Join(errs, "; "), m.variantHint(missing))
 		if len(missing) > 0 && len(missing) == len(rep.MissingHead) && len(misshaped) == 0 {
 			err = fmt.Errorf("%w: %w", ErrHeadMissing, err)
 		}
@@ -162,10 +162,30 @@ func (m *Model) checkVariant(unexpected, missing []string) error {
 	if k := first(unexpected, encoderBias); k != "" && !cfg.Bias() {
 		return fmt.Errorf("roformer: config.json says use_bias false (RoFormer-V2), but the checkpoint has encoder biases such as %s", k)
 	}
-	if k := first(missing, encoderNorm); k != "" && !cfg.RMSNorm() && first(unexpected, encoderNorm) == "" {
-		return fmt.Errorf("roformer: the checkpoint has no LayerNorm tensors (missing %s and the like): a RoFormer-V2 checkpoint? Its config.json needs norm_type rms_norm (and use_bias false)", k)
-	}
 	return nil
+}
+
+// variantHint explains missing tensors when the checkpoint has none of the
+// model's LayerNorm tensors: a RoFormer-V2 checkpoint under a v1 config.
+func (m *Model) variantHint(missing []string) string {
+	if m.Config.RMSNorm() {
+		return ""
+	}
+	norms, gone := 0, 0
+	for _, np := range m.namedParams() {
+		if strings.Contains(np.name, "LayerNorm.") && strings.HasPrefix(np.name, "roformer.") {
+			norms++
+		}
+	}
+	for _, k := range missing {
+		if strings.Contains(k, "LayerNorm.") && strings.HasPrefix(k, "roformer.") {
+			gone++
+		}
+	}
+	if norms == 0 || gone < norms {
+		return ""
+	}
+	return " (the checkpoint has none of the encoder's LayerNorm tensors: a RoFormer-V2 checkpoint? Its config.json needs norm_type rms_norm, and use_bias false)"
 }
 
 // ErrHeadMissing is wrapped by the error Load returns when the checkpoint
