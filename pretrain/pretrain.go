@@ -34,6 +34,10 @@ type Options struct {
 	// config.json that replaces it (its vocab_size must match the vocabulary).
 	Size       string `json:"size"`
 	ConfigFile string `json:"config_file"`
+	// Arch picks the variant of a Size preset: "v1" (default, HF's
+	// RoFormer) or "v2" (RoFormer-V2: norm_type rms_norm, use_bias false,
+	// relu, the bare tied MLM decoder).
+	Arch string `json:"arch,omitempty"`
 	// Model, when set, is the configuration to train (it wins over Size and
 	// ConfigFile); its vocab_size is set to the vocabulary's.
 	Model *roformer.Config `json:"model,omitempty"`
@@ -199,7 +203,19 @@ func modelConfig(opts Options, vocabSize int) (roformer.Config, error) {
 	if size == "" {
 		size = "tiny"
 	}
-	return roformer.Preset(size, vocabSize)
+	cfg, err := roformer.Preset(size, vocabSize)
+	if err != nil {
+		return cfg, err
+	}
+	switch opts.Arch {
+	case "", "v1":
+	case "v2":
+		no := false
+		cfg.NormType, cfg.UseBias, cfg.HiddenAct = "rms_norm", &no, "relu"
+	default:
+		return cfg, fmt.Errorf("pretrain: unknown architecture %q (want v1 or v2)", opts.Arch)
+	}
+	return cfg, nil
 }
 
 // Start prepares a new run in opts.Train.OutDir, writes its options and

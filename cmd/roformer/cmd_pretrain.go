@@ -31,7 +31,7 @@ type pretrainOptions struct {
 }
 
 func cmdPretrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("pretrain", "[--corpus FILE|DIR] [--size tiny|small|base | --config FILE.json] [--steps N] [--out DIR] | --resume DIR", stderr)
+	fs := newFlags("pretrain", "[--corpus FILE|DIR] [--size tiny|small|base [--arch v1|v2] | --config FILE.json] [--steps N] [--out DIR] | --resume DIR", stderr)
 	def := pretrain.DefaultOptions("")
 	var o pretrainOptions
 	p := &o.opts
@@ -39,6 +39,7 @@ func cmdPretrain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&p.Corpus, "corpus", "", "text file or folder of .txt files (default: the built-in public-domain English corpus)")
 	fs.StringVar(&p.Size, "size", def.Size, "model size: tiny, small or base")
 	fs.StringVar(&p.ConfigFile, "config", "", "config.json of the model to train (replaces --size; vocab_size must match the vocabulary)")
+	fs.StringVar(&p.Arch, "arch", "v1", "variant of the --size preset: v1 (HF's RoFormer) or v2 (RoFormer-V2: RMS norms without weights, no biases, relu)")
 	fs.StringVar(&p.Vocab, "vocab", "", "folder with vocab.txt (or the file); default: train a WordPiece vocabulary on the corpus")
 	fs.IntVar(&p.VocabSize, "vocab-size", def.VocabSize, "size of the vocabulary trained on the corpus")
 	fs.IntVar(&o.steps, "steps", 0, fmt.Sprintf("optimizer steps (default %d; with --resume: extend the run to this many)", def.Train.Steps))
@@ -67,6 +68,12 @@ func cmdPretrain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments %q", fs.Args())
+	}
+	if p.Arch != "v1" && p.Arch != "v2" {
+		return usagef("--arch %q: want v1 or v2", p.Arch)
+	}
+	if p.ConfigFile != "" && p.Arch != "v1" {
+		return usagef("--arch applies to the --size presets; a --config file says norm_type and use_bias itself")
 	}
 	o.threads = *th
 	p.Train.Seed = seed
@@ -132,7 +139,11 @@ func runPretrain(ctx context.Context, o pretrainOptions, stdout, stderr io.Write
 	fmt.Fprintf(stdout, "\ntrained %d steps in %s\n", res.Step, time.Since(start).Round(time.Second))
 	fmt.Fprintf(stdout, "final training loss %.4f; held-out MLM loss %.4f, accuracy %.2f%%, perplexity %.2f\n",
 		res.Loss, res.EvalLoss, 100*res.EvalAccuracy, res.EvalPerplexity)
-	fmt.Fprintf(stdout, "model    %s (config.json, model.safetensors, vocab.txt: loads in HF's RoFormerForMaskedLM)\n", dir)
+	loads := "loads in HF's RoFormerForMaskedLM"
+	if job != nil && job.Model.Config.RMSNorm() {
+		loads = "RoFormer-V2: loads in JunnYu/RoFormer_pytorch's RoFormerForMaskedLM; HF's own RoFormer ignores norm_type"
+	}
+	fmt.Fprintf(stdout, "model    %s (config.json, model.safetensors, vocab.txt: %s)\n", dir, loads)
 	fmt.Fprintf(stdout, "metrics  %s\n", filepath.Join(dir, "metrics.jsonl"))
 	fmt.Fprintf(stdout, "plot     %s\n", filepath.Join(dir, "loss.png"))
 	if !math.IsNaN(res.EvalLoss) {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	roformer "github.com/roformer-go/roformer/model/roformer"
 	"io"
 	"os"
 	"path/filepath"
@@ -112,5 +113,29 @@ func TestPretrainBadConfig(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(tmp, "run", "checkpoint-0")); err == nil {
 		t.Error("a failed start left a checkpoint")
+	}
+}
+
+// --arch v2 trains RoFormer-V2, and the folder it writes loads as V2.
+func TestPretrainV2(t *testing.T) {
+	corpus := smallCorpus(t)
+	dir := filepath.Join(t.TempDir(), "run")
+	code, out, stderr := runCLI(t, "pretrain", "--corpus", corpus, "--size", "tiny", "--arch", "v2", "--steps", "3", "--batch", "2", "--seq", "32",
+		"--vocab-size", "400", "--seed", "7", "--threads", "2", "--out", dir, "--quiet")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(out, "trained 3 steps") {
+		t.Errorf("output:\n%s", out)
+	}
+	l, err := roformer.Load(dir, roformer.HeadMaskedLM, roformer.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.Config.RMSNorm() || l.Config.Bias() || l.LM.Transform.W != nil {
+		t.Errorf("the trained folder is not RoFormer-V2: norm_type %q, bias %v", l.Config.NormType, l.Config.Bias())
+	}
+	if code, _, stderr := runCLI(t, "pretrain", "--arch", "v3"); code != 2 || !strings.Contains(stderr, "v3") {
+		t.Errorf("--arch v3: exit %d, %s", code, stderr)
 	}
 }
