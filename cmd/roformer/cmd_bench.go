@@ -32,6 +32,7 @@ type benchOptions struct {
 	model, size, head, mode string
 	batch, seq, threads     int
 	steps, warmup           int
+	newTokens               int     // decode: tokens generated per row
 	peakGFLOPS              float64 // 0: measure with the SGEMM probe
 	maskProb                float64 // fraction of labelled tokens in training
 	lr, weightDecay         float64
@@ -64,10 +65,11 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.model, "model", "", "model folder to time (its config.json and weights); excludes --size")
 	fs.StringVar(&o.size, "size", "", "random-initialised preset: "+benchSizeNames()+" (all max_position 512, gelu)")
 	fs.StringVar(&o.head, "head", "masked-lm", "head: masked-lm or base (inference only)")
-	fs.StringVar(&o.mode, "mode", "infer", "infer (Forward, no dropout) or train (ForwardBackward with dropout + AdamW step)")
+	fs.StringVar(&o.mode, "mode", "infer", "infer (Forward, no dropout), train (ForwardBackward with dropout + AdamW step) or decode (greedy Generate with the key/value cache, causal-LM head)")
 	fs.IntVar(&o.batch, "batch", 8, "rows per step")
-	fs.IntVar(&o.seq, "seq", 128, "tokens per row")
-	fs.IntVar(&o.steps, "steps", 5, "timed steps (the median is reported)")
+	fs.IntVar(&o.seq, "seq", 128, "tokens per row (decode: the prompt's length, the context)")
+	fs.IntVar(&o.steps, "steps", 5, "timed steps (the median is reported); decode: timed Generate runs")
+	fs.IntVar(&o.newTokens, "new-tokens", 32, "decode: new tokens per row (at least 2: the first comes from the prompt pass)")
 	fs.IntVar(&o.warmup, "warmup", 1, "untimed steps before the timed ones")
 	fs.Float64Var(&o.peakGFLOPS, "peak-gflops", 0, "peak GFLOP/s for MFU; 0 measures it with an SGEMM probe on all threads")
 	fs.Float64Var(&o.maskProb, "mask-prob", 0.15, "training: fraction of tokens that carry an MLM label")
@@ -124,12 +126,26 @@ type benchResult struct {
 	HeadRows     int       `json:"head_rows"` // rows through the LM head per step
 	Loss         *float64  `json:"loss,omitempty"`
 	Note         string    `json:"note"`
+
+	// --mode decode only: a step is one decode step (one new token per
+	// row), ms_steps the latency of every new token after the first in
+	// every timed run, ms_per_step their median (= ms_per_token), and
+	// tokens_per_sec batch / ms_per_token.
+	NewTokens    int       `json:"new_tokens,omitempty"`
+	Context      int       `json:"context,omitempty"`         // the prompt's length (= seq)
+	PrefillMs    float64   `json:"prefill_ms,omitempty"`      // median over runs: the prompt pass and the first new token
+	PrefillRuns  []float64 `json:"prefill_ms_runs,omitempty"` // each timed run's
+	MsPerToken   float64   `json:"ms_per_token,omitempty"`    // median per-token latency after the first
+	DecodeTiming string    `json:"decode_timing,omitempty"`   // how the steps were timed
 }
 
 func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) error {
 	head, prec, err := o.check()
 	if err != nil {
 		return err
+	}
+	if o.mode == "decode" {
+		return runDecodeBench(ctx, o, head, prec, stdout, stderr)
 	}
 	threads := max(1, o.threads)
 	progress := stderr
@@ -183,11 +199,21 @@ func (o *benchOptions) check() (roformer.Head, roformer.Precision, error) {
 	if (o.model == "") == (o.size == "") {
 		return "", "", usagef("give exactly one of --size (%s) and --model DIR", benchSizeNames())
 	}
-	if o.mode != "infer" && o.mode != "train" {
-		return "", "", usagef("unknown --mode %q (valid: infer, train)", o.mode)
+	if o.mode != "infer" && o.mode != "train" && o.mode != "decode" {
+		return "", "", usagef("unknown --mode %q (valid: infer, train, decode)", o.mode)
+	}
+	if o.mode == "decode" {
+		// Decoding needs the causal-LM head; --head keeps its default.
+		if o.head != "masked-lm" && o.head != string(roformer.HeadCausalLM) {
+			return "", "", usagef("--mode decode runs the causal-lm head, not --head %s", o.head)
+		}
+		o.head = string(roformer.HeadCausalLM)
+		if o.newTokens < 2 {
+			return "", "", usagef("--new-tokens %d must be at least 2 in --mode decode (the first new token comes from the prompt pass)", o.newTokens)
+		}
 	}
 	head, err := roformer.ParseHead(o.head)
-	if err != nil || (head != roformer.HeadMaskedLM && head != roformer.HeadBase) {
+	if err != nil || (head != roformer.HeadMaskedLM && head != roformer.HeadBase && (o.mode != "decode" || head != roformer.HeadCausalLM)) {
 		return "", "", usagef("--head %q: bench supports masked-lm and base", o.head)
 	}
 	if o.mode == "train" && head != roformer.HeadMaskedLM {
@@ -228,12 +254,15 @@ func benchModel(o benchOptions, head roformer.Head, prec roformer.Precision) (*r
 		if err != nil {
 			return nil, "", err
 		}
+		if head == roformer.HeadCausalLM {
+			cfg.IsDecoder = true // as HF's RoFormerForCausalLM wants it
+		}
 		if m, err = roformer.New(cfg, head); err != nil {
 			return nil, "", err
 		}
 		m.Init(o.seed)
 	}
-	if o.mode == "infer" {
+	if o.mode == "infer" || o.mode == "decode" {
 		if err := m.SetPrecision(prec); err != nil {
 			return nil, "", err
 		}
@@ -488,4 +517,185 @@ func median(xs []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// runDecodeBench is --mode decode: greedy Generate (HF's causal mode, the
+// key/value cache) from prompts of o.seq random ids, o.newTokens new
+// tokens per row, o.steps timed runs after o.warmup untimed ones. Each run
+// yields the prefill time (the prompt pass and the first new token) and
+// the latency of every later new token; the report is their medians.
+func runDecodeBench(ctx context.Context, o benchOptions, head roformer.Head, prec roformer.Precision, stdout, stderr io.Writer) error {
+	threads := max(1, o.threads)
+	progress := stderr
+	if o.quiet {
+		progress = io.Discard
+	}
+	startRSS, _ := peakRSS()
+	m, size, err := benchModel(o, head, prec)
+	if err != nil {
+		return err
+	}
+	in := newBenchInputs(o, head, m.Config.VocabSize)
+	prompts := make([][]int32, o.batch)
+	for r := range prompts {
+		prompts[r] = in.batch.InputIDs[r*o.seq : (r+1)*o.seq]
+	}
+	flops := decodeFLOPs(&m.Config, o.batch, o.seq, o.newTokens)
+	peak, peakSource := o.peakGFLOPS, "given (--peak-gflops)"
+	if peak == 0 {
+		if peak, peakSource, err = probePeakGFLOPS(ctx, threads); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(progress, "roformer bench: %s decode, batch %d, context %d, %d new tokens, %d threads; %.1fM parameters\n",
+		size, o.batch, o.seq, o.newTokens, threads, float64(m.NumParams())/1e6)
+	for i := 0; i < o.warmup; i++ {
+		if _, _, _, err := timeGenerate(ctx, m, prompts, o.newTokens); err != nil {
+			return err
+		}
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("bench: %s: %w", o.cpuProfile, err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var tokens, prefills []float64
+	timing := ""
+	for i := 0; i < o.steps; i++ {
+		prefill, lat, how, err := timeGenerate(ctx, m, prompts, o.newTokens)
+		if err != nil {
+			return err
+		}
+		tokens, prefills, timing = append(tokens, lat...), append(prefills, prefill), how
+		fmt.Fprintf(progress, "  run %d/%d: prefill %.1f ms, median %.2f ms per new token\n", i+1, o.steps, prefill, median(lat))
+	}
+	rss, rssOK := peakRSS()
+
+	med := median(tokens)
+	res := benchResult{
+		Impl: "roformer-go", Mode: o.mode, Size: size, Head: string(head), Batch: o.batch, Seq: o.seq,
+		Threads: threads, BLAS: blas.Name(), Precision: string(prec), CPU: blas.CPU().String(), Vector: kernels.VectorPath(), Params: m.NumParams(), Steps: o.steps, Warmup: o.warmup,
+		TokensPerSec: float64(o.batch) / (med / 1e3), MsPerStep: med, MsMin: slices.Min(tokens), MsMax: slices.Max(tokens),
+		MsSteps: tokens, FLOPsPerStep: flops, GFLOPS: flops / (med / 1e3) / 1e9,
+		PeakGFLOPS: peak, PeakSource: peakSource, PeakRSS: rss, StartRSS: startRSS, HeadRows: o.batch,
+		NewTokens: o.newTokens, Context: o.seq, PrefillMs: median(prefills), PrefillRuns: prefills, MsPerToken: med, DecodeTiming: timing,
+		Note: fmt.Sprintf("decode: greedy Model.Generate (causal, key/value cache), prompt of %d random ids, %d new tokens per row; "+
+			"a step is one new token per row after the first (the first comes from the prompt pass: prefill_ms); "+
+			"FLOPs per step: one token through the encoder and LM head, attention over the mean cached length %d; "+
+			"FLOPs count only matrix products (2*M*N*K, attention QK^T and PV included)", o.seq, o.newTokens, o.seq+o.newTokens/2),
+	}
+	res.MFU = res.GFLOPS / peak
+
+	fmt.Fprintf(stdout, "job:        %s decode, batch %d, context %d, %d new tokens, %d threads, %s, %s vector kernels\n", res.Size, o.batch, o.seq, o.newTokens, threads, res.BLAS, res.Vector)
+	fmt.Fprintf(stdout, "prefill:    median %.1f ms over %d runs (prompt pass and first new token)\n", res.PrefillMs, o.steps)
+	fmt.Fprintf(stdout, "per token:  median %.2f ms over %d new tokens (min %.2f, max %.2f), timed %s\n", med, len(tokens), res.MsMin, res.MsMax, timing)
+	fmt.Fprintf(stdout, "throughput: %.1f tokens/s, %.2f GFLOP/s (%.3g GFLOP per step)\n", res.TokensPerSec, res.GFLOPS, flops/1e9)
+	fmt.Fprintf(stdout, "MFU:        %.1f%% of %.1f GFLOP/s, %s\n", 100*res.MFU, res.PeakGFLOPS, res.PeakSource)
+	if rssOK {
+		fmt.Fprintf(stdout, "peak RSS:   %.1f MiB (%.1f MiB at start)\n", float64(res.PeakRSS)/(1<<20), float64(res.StartRSS)/(1<<20))
+	}
+	fmt.Fprintf(stdout, "note:       %s\n", res.Note)
+	if o.json {
+		b, err := json.Marshal(res)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s\n", b)
+	}
+	return nil
+}
+
+// Ways timeGenerate times the steps of a run.
+const (
+	timingPerStep = "per step (the encoder's per-layer context checks)"
+	timingDiff    = "as (time(N tokens) - time(1 token)) / (N-1)"
+)
+
+// stepClock is a context that notes the time of every Err call. The
+// encoder checks its context once per layer, so a decode run of N steps
+// makes N equal groups of calls, and the first call of each group marks
+// the start of a step.
+type stepClock struct {
+	context.Context
+	mu    sync.Mutex
+	times []time.Time
+}
+
+func (c *stepClock) Err() error {
+	c.mu.Lock()
+	c.times = append(c.times, time.Now())
+	c.mu.Unlock()
+	return c.Context.Err()
+}
+
+// timeGenerate runs one greedy generation of n new tokens per row and
+// returns the prefill time (from the call to the start of the second step:
+// the prompt pass and the first new token) and the latency of each of the
+// n-1 later tokens, in milliseconds, and how they were timed. If the
+// context checks do not mark the steps, a second run of one new token
+// times the prefill, and every later token gets the mean of the rest.
+func timeGenerate(ctx context.Context, m *roformer.Model, prompts [][]int32, n int) (float64, []float64, string, error) {
+	opts := roformer.GenerateOptions{Mode: roformer.DecodeCausal, MaxNewTokens: n, EOS: -1}
+	clock := &stepClock{Context: ctx}
+	t0 := time.Now()
+	gen, err := m.Generate(clock, prompts, opts)
+	end := time.Now()
+	if err != nil {
+		return 0, nil, "", err
+	}
+	if got, want := len(gen.Sequences[0]), len(prompts[0])+n; got != want {
+		return 0, nil, "", fmt.Errorf("bench: Generate returned %d ids per row, want %d", got, want)
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+	if calls := len(clock.times); calls > 0 && calls%n == 0 {
+		per := calls / n
+		lat := make([]float64, n-1)
+		for k := 1; k < n; k++ {
+			stop := end
+			if k+1 < n {
+				stop = clock.times[(k+1)*per]
+			}
+			lat[k-1] = ms(stop.Sub(clock.times[k*per]))
+		}
+		return ms(clock.times[per].Sub(t0)), lat, timingPerStep, nil
+	}
+	total := ms(end.Sub(t0))
+	opts.MaxNewTokens = 1
+	t1 := time.Now()
+	if _, err := m.Generate(ctx, prompts, opts); err != nil {
+		return 0, nil, "", err
+	}
+	prefill := ms(time.Since(t1))
+	lat := make([]float64, n-1)
+	for i := range lat {
+		lat[i] = max(total-prefill, 0) / float64(n-1)
+	}
+	return prefill, lat, timingDiff, nil
+}
+
+// decodeFLOPs counts the matrix products of one decode step (one new
+// token per row through the encoder and the LM head), averaged over the
+// n-1 steps after the prompt pass of a context of T tokens: step k (k = 1
+// … n-1) attends to T+k keys, T + n/2 on average.
+//
+//	embeddings_project (E ≠ H)   2·B·E·H
+//	per layer: q, k, v, output   4 · 2·B·H·H
+//	           feed-forward      2 · 2·B·H·I
+//	           q·kᵀ and probs·v  2 · 2·B·(T + n/2)·H
+//	LM head                      2·B·H·E + 2·B·E·V
+func decodeFLOPs(cfg *roformer.Config, B, T, n int) float64 {
+	E, H, I, V := float64(cfg.EmbeddingSize), float64(cfg.HiddenSize), float64(cfg.IntermediateSize), float64(cfg.VocabSize)
+	b, keys := float64(B), float64(T)+float64(n)/2
+	f := 0.0
+	if cfg.EmbeddingSize != cfg.HiddenSize {
+		f += 2 * b * E * H
+	}
+	f += float64(cfg.NumHiddenLayers) * (4*2*b*H*H + 2*2*b*H*I + 2*2*b*keys*H)
+	return f + 2*b*H*E + 2*b*E*V
 }

@@ -220,6 +220,10 @@ func TestBenchUsage(t *testing.T) {
 		{"extra-arg", []string{"--size", "tiny", "extra"}, "unexpected arguments"},
 		{"precision", []string{"--size", "tiny", "--precision", "fp16"}, "want fp32, bf16 or int8"},
 		{"train-int8", []string{"--size", "tiny", "--mode", "train", "--precision", "int8"}, "training runs in fp32"},
+		{"decode-head", []string{"--size", "tiny", "--mode", "decode", "--head", "base"}, "runs the causal-lm head"},
+		{"decode-one-token", []string{"--size", "tiny", "--mode", "decode", "--new-tokens", "1"}, "--new-tokens 1 must be at least 2"},
+		{"decode-zero-seq", []string{"--size", "tiny", "--mode", "decode", "--seq", "0"}, "at least 1"},
+		{"causal-infer", []string{"--size", "tiny", "--head", "causal-lm"}, "masked-lm and base"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -296,5 +300,71 @@ func TestBenchInt8(t *testing.T) {
 	}
 	if r.Precision != "int8" || r.CPU == "" || !(r.TokensPerSec > 0) {
 		t.Errorf("precision %q, cpu %q, tokens/s %v", r.Precision, r.CPU, r.TokensPerSec)
+	}
+}
+
+// --mode decode times greedy cached generation: the prefill, every new
+// token after the first, and the keys the side-by-side script reads.
+func TestBenchDecode(t *testing.T) {
+	args := []string{"bench", "--size", "tiny", "--mode", "decode", "--batch", "2", "--seq", "8", "--new-tokens", "4",
+		"--steps", "2", "--warmup", "0", "--threads", "2", "--json", "--quiet", "--peak-gflops", "100"}
+	code, stdout, stderr := runCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "per token:") || !strings.Contains(stdout, "prefill:") {
+		t.Errorf("no human-readable summary before the JSON line:\n%s", stdout)
+	}
+	lines := strings.Split(strings.TrimRight(stdout, "\n"), "\n")
+	last := []byte(lines[len(lines)-1])
+	var raw map[string]any
+	if err := json.Unmarshal(last, &raw); err != nil {
+		t.Fatalf("last line is not JSON: %v\n%s", err, stdout)
+	}
+	for _, k := range []string{"impl", "mode", "size", "batch", "seq", "threads", "cpu", "params", "tokens_per_sec", "ms_per_step",
+		"ms_steps", "flops_per_step", "peak_rss_bytes", "new_tokens", "context", "prefill_ms", "prefill_ms_runs", "ms_per_token", "decode_timing"} {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("key %q missing from %s", k, last)
+		}
+	}
+	var r benchResult
+	if err := json.Unmarshal(last, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Mode != "decode" || r.Head != "causal-lm" || r.Size != "tiny" || r.Batch != 2 || r.Seq != 8 || r.Context != 8 || r.NewTokens != 4 || r.Steps != 2 {
+		t.Errorf("identification fields wrong: %+v", r)
+	}
+	// Three tokens after the first in each of two runs.
+	if len(r.MsSteps) != 6 || len(r.PrefillRuns) != 2 || r.DecodeTiming != timingPerStep {
+		t.Errorf("ms_steps %v, prefill_ms_runs %v, timing %q; want 6 tokens, 2 runs, timed per step", r.MsSteps, r.PrefillRuns, r.DecodeTiming)
+	}
+	if !(r.MsPerToken > 0) || r.MsPerToken != r.MsPerStep || r.MsPerToken != median(r.MsSteps) || !(r.PrefillMs > 0) {
+		t.Errorf("ms_per_token %v, ms_per_step %v, prefill %v", r.MsPerToken, r.MsPerStep, r.PrefillMs)
+	}
+	if got, want := r.TokensPerSec, 2/(r.MsPerToken/1e3); math.Abs(got-want) > 1e-9*want {
+		t.Errorf("tokens_per_sec = %v, want 2 rows / %v ms = %v", got, r.MsPerToken, want)
+	}
+	cfg, _ := benchConfig("tiny")
+	if want := decodeFLOPs(&cfg, 2, 8, 4); r.FLOPsPerStep != want {
+		t.Errorf("flops_per_step = %v, want %v", r.FLOPsPerStep, want)
+	}
+	// The decode keys stay out of the other jobs' JSON.
+	_, out := benchJSON(t, "--size", "tiny", "--batch", "1", "--seq", "4", "--steps", "1", "--warmup", "0", "--json", "--quiet", "--peak-gflops", "100")
+	if strings.Contains(out, "prefill_ms") || strings.Contains(out, "new_tokens") {
+		t.Errorf("decode keys in an infer job's JSON:\n%s", out)
+	}
+}
+
+// decodeFLOPs against a sum worked out by hand.
+func TestDecodeFLOPs(t *testing.T) {
+	// tiny: L=4, H=E=256, I=1024, V=8000; B=2, T=8, n=4: keys 8 + 2 = 10.
+	//   per layer 2·2·(4·256² + 2·256·1024) + 4·2·10·256 = 3,145,728 + 20,480
+	//   head      2·2·(256·256 + 256·8000) = 8,454,144
+	cfg, err := benchConfig("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := decodeFLOPs(&cfg, 2, 8, 4), 4*(3145728.0+20480)+8454144; got != want {
+		t.Errorf("decodeFLOPs = %.0f, want %.0f", got, want)
 	}
 }
