@@ -13,6 +13,11 @@ the same PyTorch model exported to ONNX and run by onnxruntime-node (bench/onnxr
 ONNX Runtime only runs the fp32 inference jobs: training jobs and int8 jobs skip it. The int8 jobs
 run `roformer bench --precision int8` and `bench.py --precision int8` (PyTorch's dynamic int8
 quantization of every nn.Linear). The smoke-* jobs (tiny model, two steps) only check the harness.
+The decode-* jobs (not in the default --jobs; `--jobs decode` runs decode-small-{64,512,2048}) time
+greedy decoding with the key/value cache: `roformer bench --mode decode` against Hugging Face's own
+RoFormerForCausalLM.generate (bench/pytorch/decode.py; HF transformers runs from a scratch folder
+given with --hf-src, see bench/pytorch/README.md); ONNX Runtime skips them, and the table gains the
+per-token latencies and the prefill times.
 
 Each job runs --runs times per peer, the peers taking turns and the order rotating by one on every
 run (go, pytorch, onnxruntime; pytorch, onnxruntime, go; ...; with two peers: go, pytorch; pytorch,
@@ -46,7 +51,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives here, not in the default pyenv python
 
-Job = collections.namedtuple("Job", "size mode batch seq steps warmup precision", defaults=("fp32",))
+Job = collections.namedtuple("Job", "size mode batch seq steps warmup precision new_tokens", defaults=("fp32", 0))
 
 JOBS = {
     "infer-base-8x128": Job("base", "infer", 8, 128, 5, 1),
@@ -63,8 +68,20 @@ JOBS = {
     "smoke-infer-tiny-2x64": Job("tiny", "infer", 2, 64, 2, 0),
     "smoke-infer-tiny-2x64-int8": Job("tiny", "infer", 2, 64, 2, 0, "int8"),
     "smoke-train-tiny-2x64": Job("tiny", "train", 2, 64, 2, 0),
+    # Greedy decoding with the key/value cache (issue #14): one row, a prompt of 64/512/2048 random ids,
+    # 32 new tokens; a step is one new token (seq is the context). Go (`roformer bench --mode decode`)
+    # against HF's own RoFormerForCausalLM.generate (bench/pytorch/decode.py, which needs HF
+    # transformers from a scratch folder: --hf-src). Not in the default --jobs.
+    "decode-small-64": Job("small", "decode", 1, 64, 3, 1, "fp32", 32),
+    "decode-small-512": Job("small", "decode", 1, 512, 3, 1, "fp32", 32),
+    "decode-small-2048": Job("small", "decode", 1, 2048, 3, 1, "fp32", 32),
+    "decode-tiny-64": Job("tiny", "decode", 1, 64, 3, 1, "fp32", 32),
+    "decode-tiny-512": Job("tiny", "decode", 1, 512, 3, 1, "fp32", 32),
+    "decode-tiny-2048": Job("tiny", "decode", 1, 2048, 3, 1, "fp32", 32),
+    "smoke-decode-tiny-16": Job("tiny", "decode", 1, 16, 1, 0, "fp32", 4),
 }
-DEFAULT_JOBS = [j for j in JOBS if not j.startswith("smoke-")]
+DEFAULT_JOBS = [j for j in JOBS if not j.startswith("smoke-") and JOBS[j].mode != "decode"]
+DECODE_JOBS = [j for j in JOBS if j.startswith("decode-small-")]
 
 IMPLS = ("go", "pytorch", "onnxruntime")  # the default order of the first run
 PEERS = ("onnxruntime", "pytorch")  # the table's peer columns, in this order
@@ -73,6 +90,9 @@ NAMES = {"go": "ours", "pytorch": "PyTorch", "onnxruntime": "ONNX Runtime"}
 
 def job_args(job):
     j = JOBS[job]
+    if j.mode == "decode":
+        return ["--size", j.size, "--mode", "decode", "--batch", str(j.batch), "--seq", str(j.seq),
+                "--new-tokens", str(j.new_tokens), "--steps", str(j.steps), "--warmup", str(j.warmup), "--json"]
     args = ["--size", j.size, "--mode", j.mode, "--head", "masked-lm", "--batch", str(j.batch), "--seq", str(j.seq),
             "--steps", str(j.steps), "--warmup", str(j.warmup), "--json"]
     if j.precision != "fp32":  # fp32 jobs keep the command lines of older results (and binaries)
@@ -82,6 +102,8 @@ def job_args(job):
 
 def not_applicable(impl, mode, precision):
     """Why impl does not run a job of this mode and precision, or None if it does."""
+    if impl == "onnxruntime" and mode == "decode":
+        return "decoding: Go and PyTorch only"
     if impl == "onnxruntime" and mode != "infer":
         return "inference only"
     if impl == "onnxruntime" and precision != "fp32":
@@ -130,6 +152,10 @@ def run_one(impl, job, a):
         env = dict(os.environ)
     elif impl == "pytorch":
         cmd = [PYTHON, os.path.join(HERE, "pytorch", "bench.py"), "--threads", threads] + job_args(job)
+        if JOBS[job].mode == "decode":  # HF's own generate (bench/pytorch/README.md, "Decoding")
+            cmd = [PYTHON, os.path.join(HERE, "pytorch", "decode.py"), "--threads", threads] + job_args(job)
+            if a.hf_src:
+                cmd += ["--hf-src", a.hf_src]
         # PyTorch at its best on these machines: idle OpenMP and OpenBLAS threads sleep
         # instead of spinning (see bench/pytorch/README.md).
         env = dict(os.environ, OMP_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads, OMP_WAIT_POLICY="PASSIVE",
@@ -256,6 +282,9 @@ def main(argv):
     p.add_argument("--markdown", help="also write the table here")
     p.add_argument("--peak", type=float, default=0, help="GFLOP/s for MFU instead of the best probe of the session")
     p.add_argument("--revision", default="", help="the source revision measured (side_by_side.sh passes git describe)")
+    p.add_argument("--hf-src", default=os.environ.get("ROFORMER_HF_SRC", ""),
+                   help="decode jobs: the folders holding HF transformers, huggingface_hub and the stubs, ':'-separated "
+                        "(bench/pytorch/README.md, 'Decoding'); default $ROFORMER_HF_SRC, else PYTHONPATH")
     a = p.parse_args(argv)
     if a.from_file:
         return resummarise(a.from_file, a.markdown, a.peak)
@@ -267,7 +296,7 @@ def main(argv):
         p.error("--impls needs at least one implementation, each once")
     if "go" in impls and not a.roformer:
         p.error("--roformer is required (or leave go out of --impls)")
-    jobs = a.jobs.split(",")
+    jobs = [j for x in a.jobs.split(",") for j in (DECODE_JOBS if x == "decode" else [x])]
     for j in jobs:
         if j not in JOBS:
             p.error(f"unknown job {j!r} (valid: {', '.join(JOBS)})")
@@ -315,7 +344,7 @@ def side_of(rs, errs, reason):
     if not rs:
         return dict(error=reason or (errs[0] if errs else "not run"), na=bool(reason))
     tps = [r["tokens_per_sec"] for r in rs]
-    bt = rs[0]["batch"] * rs[0]["seq"]
+    bt = rs[0]["batch"] * (1 if rs[0].get("mode") == "decode" else rs[0]["seq"])  # decode: a step is one token per row
     return dict(
         tps=statistics.median(tps), lo=min(tps), hi=max(tps), n=len(rs),
         best=bt / (min(r["ms_min"] for r in rs) / 1e3),
@@ -323,7 +352,10 @@ def side_of(rs, errs, reason):
         gflops=statistics.median(r["gflops"] for r in rs),
         mfu=statistics.median(r["mfu"] for r in rs),
         rss=statistics.median(r["peak_rss_bytes"] for r in rs),
-        flops=rs[0]["flops_per_step"], params=rs[0]["params"])
+        flops=rs[0]["flops_per_step"], params=rs[0]["params"],
+        ms_token=statistics.median(r["ms_per_token"] for r in rs) if "ms_per_token" in rs[0] else None,
+        prefill=statistics.median(r["prefill_ms"] for r in rs) if "prefill_ms" in rs[0] else None,
+        ms_token_lo=min(r.get("ms_per_token", 0) for r in rs), ms_token_hi=max(r.get("ms_per_token", 0) for r in rs))
 
 
 def summarise(results, jobs, runs, threads, m, loads, markdown=None, out=None, fixed_peak=0, impls=None):
@@ -351,6 +383,7 @@ def summarise(results, jobs, runs, threads, m, loads, markdown=None, out=None, f
     lines = []
     summary = []
     for label, (cpu, rs_cpu) in by_cpu.items():
+        decode_rows = []
         ok_cpu = [r for r in rs_cpu if "error" not in r]
         if lines:
             lines.append("")
@@ -438,6 +471,10 @@ def summarise(results, jobs, runs, threads, m, loads, markdown=None, out=None, f
             lines.append("| " + " | ".join(row) + " |")
             summary.append(dict({"job": job, "cpu": cpu, "precision": precision, "fixed_peak_gflops": peak or None},
                                 **{impl: side[impl] for impl in ["go"] + peers}))
+            if mode == "decode" and "pytorch" in peers:
+                decode_rows.append((job, rs_job[0].get("context", rs_job[0].get("seq")), side["go"], side["pytorch"]))
+        if decode_rows:
+            lines += decode_table(decode_rows)
     table = "\n".join(lines)
     print(table)
     if markdown:
@@ -446,6 +483,24 @@ def summarise(results, jobs, runs, threads, m, loads, markdown=None, out=None, f
     if out:
         out.write(json.dumps({"summary": summary, "machine": m, "load": [load0, load1], "threads": threads,
                               "impls": impls}) + "\n")
+
+
+def decode_table(rows):
+    """The decode jobs' latencies: per new token after the first (median over runs of each run's median)
+    and the prefill (the prompt pass and the first new token), ours and PyTorch's."""
+    out = ["", "Decoding (one row, greedy, key/value cache): ms per new token after the first, median over runs of each "
+           "run's median (range over runs); prefill: the prompt pass and the first new token.", "",
+           "| job | context | ours ms/token | PyTorch ms/token | speed-up (PyTorch ms / ours ms) | ours tokens/s | "
+           "PyTorch tokens/s | ours prefill ms | PyTorch prefill ms |", "|" + "---|" * 9]
+    for job, ctx, g, t in rows:
+        def ms(s):
+            return f"{s['ms_token']:.2f} ({s['ms_token_lo']:.2f}–{s['ms_token_hi']:.2f})" if s.get("ms_token") else "— (" + s.get("error", "?") + ")"
+        both = g.get("ms_token") and t.get("ms_token")
+        out.append("| " + " | ".join([
+            job, str(ctx), ms(g), ms(t), f"**{t['ms_token'] / g['ms_token']:.2f}**" if both else "—",
+            f"{g['tps']:.1f}" if "tps" in g else "—", f"{t['tps']:.1f}" if "tps" in t else "—",
+            f"{g['prefill']:.0f}" if g.get("prefill") else "—", f"{t['prefill']:.0f}" if t.get("prefill") else "—"]) + " |")
+    return out
 
 
 def resummarise(path, markdown, fixed_peak=0):
