@@ -1,0 +1,397 @@
+package roformer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func genModel(t *testing.T, mod func(*Config), seed uint64) *Model {
+	t.Helper()
+	cfg := tinyConfig(mod)
+	cfg.MaxPositionEmbeddings = 32
+	return randomModel(t, cfg, HeadCausalLM, seed)
+}
+
+func mustGenerate(t *testing.T, m *Model, prompts [][]int32, o GenerateOptions) *Generation {
+	t.Helper()
+	g, err := m.Generate(context.Background(), prompts, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// Sampling with a seed is reproducible; top_k = 1 leaves one id, so it
+// equals greedy; a temperature near 0 does too.
+func TestGenerateSampling(t *testing.T) {
+	m := genModel(t, nil, 3)
+	prompts := [][]int32{{2, 5, 7}, {9, 1, 4}}
+	for _, mode := range []string{DecodeCausal, DecodeUniLM} {
+		t.Run(mode, func(t *testing.T) {
+			o := GenerateOptions{Mode: mode, MaxNewTokens: 8, EOS: -1, Strategy: StrategySample, Temperature: 1.3, TopK: 6, TopP: 0.9, Seed: 42}
+			a, b := mustGenerate(t, m, prompts, o), mustGenerate(t, m, prompts, o)
+			if !slices.EqualFunc(a.Sequences, b.Sequences, slices.Equal) {
+				t.Errorf("same seed, different samples: %v and %v", a.Sequences, b.Sequences)
+			}
+			differ := false
+			for seed := uint64(1); seed < 6 && !differ; seed++ {
+				o.Seed = seed
+				c := mustGenerate(t, m, prompts, o)
+				differ = !slices.EqualFunc(a.Sequences, c.Sequences, slices.Equal)
+			}
+			if !differ {
+				t.Error("five other seeds all drew the seed-42 sample: the seed is not used")
+			}
+			greedy := mustGenerate(t, m, prompts, GenerateOptions{Mode: mode, MaxNewTokens: 8, EOS: -1})
+			for _, w := range []GenerateOptions{
+				{Temperature: 0.7, TopK: 1, Seed: 9},
+				{Temperature: 1e-4, Seed: 9},
+			} {
+				w.Mode, w.MaxNewTokens, w.EOS, w.Strategy = mode, 8, -1, StrategySample
+				s := mustGenerate(t, m, prompts, w)
+				if !slices.EqualFunc(s.Sequences, greedy.Sequences, slices.Equal) {
+					t.Errorf("top_k %d temperature %g: %v, greedy %v", w.TopK, w.Temperature, s.Sequences, greedy.Sequences)
+				}
+			}
+		})
+	}
+}
+
+// The warpers against hand computations: temperature divides, top-k keeps
+// the k best (ties included), top-p keeps the smallest best set reaching p.
+func TestWarp(t *testing.T) {
+	ninf := float32(math.Inf(-1))
+	// probabilities 0.5, 0.25, 0.15, 0.1
+	base := []float32{float32(math.Log(0.5)), float32(math.Log(0.25)), float32(math.Log(0.15)), float32(math.Log(0.1))}
+	for _, c := range []struct {
+		o    GenerateOptions
+		kept []bool
+	}{
+		{GenerateOptions{Temperature: 1, TopP: 1, TopK: 2}, []bool{true, true, false, false}},
+		{GenerateOptions{Temperature: 1, TopP: 1, TopK: 3}, []bool{true, true, true, false}},
+		{GenerateOptions{Temperature: 1, TopP: 0.45}, []bool{true, false, false, false}},
+		{GenerateOptions{Temperature: 1, TopP: 0.6}, []bool{true, true, false, false}},
+		{GenerateOptions{Temperature: 1, TopP: 0.8}, []bool{true, true, true, false}},
+		{GenerateOptions{Temperature: 1, TopP: 0.95}, []bool{true, true, true, true}},
+		{GenerateOptions{Temperature: 1, TopP: 0.01}, []bool{true, false, false, false}},
+	} {
+		row := slices.Clone(base)
+		warp(row, &c.o)
+		for i, k := range c.kept {
+			if k != (row[i] != ninf) {
+				t.Errorf("%+v: row %v, want kept %v", c.o, row, c.kept)
+				break
+			}
+		}
+	}
+	row := slices.Clone(base)
+	warp(row, &GenerateOptions{Temperature: 2, TopP: 1})
+	for i := range row {
+		if math.Abs(float64(row[i]-base[i]/2)) > 1e-7 {
+			t.Errorf("temperature 2: %v, want %v / 2", row, base)
+		}
+	}
+}
+
+// HF's repetition penalty by hand: the first step's logits of the ids in
+// the prompt are divided by the penalty when positive, multiplied when
+// negative, each id once; greedy then takes the argmax of those.
+func TestRepetitionPenalty(t *testing.T) {
+	m := genModel(t, nil, 5)
+	prompt := []int32{3, 3, 6, 1, 0, 2, 5, 7, 9}
+	const pen = 1.7
+	g := mustGenerate(t, m, [][]int32{prompt}, GenerateOptions{MaxNewTokens: 3, EOS: -1, RepetitionPenalty: pen})
+	out, err := m.Forward(context.Background(), &Batch{InputIDs: prompt, B: 1, T: len(prompt)}, nil, Options{Causal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	V := m.Config.VocabSize
+	want := slices.Clone(out.Logits.Data[(len(prompt)-1)*V:])
+	negative, positive := false, false
+	for _, id := range []int32{3, 6, 1, 0, 2, 5, 7, 9} {
+		if want[id] < 0 {
+			want[id] *= pen
+			negative = true
+		} else {
+			want[id] /= pen
+			positive = true
+		}
+	}
+	for i := range want {
+		if d := math.Abs(float64(g.Scores[0][0][i] - want[i])); d > 1e-4 {
+			t.Fatalf("penalised logits %v, want %v", g.Scores[0][0], want)
+		}
+	}
+	if g.Sequences[0][len(prompt)] != int32(argmax(want)) {
+		t.Errorf("chose %d, the penalised argmax is %d", g.Sequences[0][len(prompt)], argmax(want))
+	}
+	if !positive || !negative {
+		t.Errorf("the hand check covers a positive logit: %v, a negative one: %v", positive, negative)
+	}
+	// Later steps penalise the generated ids too.
+	seq := g.Sequences[0]
+	out, err = m.Forward(context.Background(), &Batch{InputIDs: seq[:len(seq)-1], B: 1, T: len(seq) - 1}, nil, Options{Causal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := slices.Clone(out.Logits.Data[(len(seq)-2)*V:])
+	repetitionPenalty(last, make([]bool, V), pen, seq[:len(seq)-1])
+	if seq[len(seq)-1] != int32(argmax(last)) {
+		t.Errorf("last id %d, the penalised argmax is %d", seq[len(seq)-1], argmax(last))
+	}
+}
+
+// Beam search with one beam is greedy (with an EOS too, up to the EOS).
+func TestBeamOneEqualsGreedy(t *testing.T) {
+	m := genModel(t, nil, 8)
+	prompts := [][]int32{{2, 5, 7}, {9, 1, 4}}
+	for _, mode := range []string{DecodeCausal, DecodeUniLM} {
+		for _, eos := range []int{-1, 4} {
+			greedy := mustGenerate(t, m, prompts, GenerateOptions{Mode: mode, MaxNewTokens: 7, EOS: eos})
+			beam := mustGenerate(t, m, prompts, GenerateOptions{Mode: mode, MaxNewTokens: 7, EOS: eos, Strategy: StrategyBeam, NumBeams: 1, LengthPenalty: 1})
+			for r := range prompts {
+				want := greedy.Sequences[r]
+				if i := slices.Index(want[len(prompts[r]):], int32(eos)); eos >= 0 && i >= 0 {
+					want = want[:len(prompts[r])+i+1]
+				}
+				if !slices.Equal(beam.Sequences[r], want) {
+					t.Errorf("%s eos %d row %d: beam %v, greedy %v", mode, eos, r, beam.Sequences[r], want)
+				}
+			}
+		}
+	}
+}
+
+// With as many beams as there are sequences, beam search is exhaustive:
+// its answer is the best of all sequences of up to N new ids (ended by
+// the EOS or by the length limit) under HF's score, sum of log-probs /
+// (prompt + ids before the EOS)^length_penalty, computed here by a full
+// forward pass for every prefix.
+func TestBeamSearchExhaustive(t *testing.T) {
+	const V, eos = 5, 2
+	m := genModel(t, func(c *Config) { c.VocabSize = V; pad := 0; c.PadTokenID = &pad }, 13)
+	prompt := []int32{1, 3, 4}
+	logProbs := map[string][]float64{}
+	lp := func(seq []int32) []float64 {
+		key := fmt.Sprint(seq)
+		if p, ok := logProbs[key]; ok {
+			return p
+		}
+		out, err := m.Forward(context.Background(), &Batch{InputIDs: seq, B: 1, T: len(seq)}, nil, Options{Causal: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := logSoftmax(out.Logits.Data[(len(seq)-1)*V : len(seq)*V])
+		logProbs[key] = p
+		return p
+	}
+	for _, N := range []int{2, 3} {
+		for _, lpen := range []float64{1, 0, 2.5, -1} {
+			for _, withEOS := range []bool{true, false} {
+				e := -1
+				if withEOS {
+					e = eos
+				}
+				best, bestScore := []int32(nil), math.Inf(-1)
+				var walk func(seq []int32, sum float64)
+				walk = func(seq []int32, sum float64) {
+					n := len(seq) - len(prompt)
+					if n == N {
+						if s := sum / math.Pow(float64(len(seq)), lpen); s > bestScore {
+							best, bestScore = slices.Clone(seq), s
+						}
+						return
+					}
+					for id, l := range lp(seq) {
+						if id == e {
+							if s := (sum + l) / math.Pow(float64(len(seq)), lpen); s > bestScore {
+								best, bestScore = append(slices.Clone(seq), int32(id)), s
+							}
+							continue
+						}
+						walk(append(slices.Clone(seq), int32(id)), sum+l)
+					}
+				}
+				walk(slices.Clone(prompt), 0)
+				K := int(math.Pow(V, float64(N)))
+				g := mustGenerate(t, m, [][]int32{prompt}, GenerateOptions{MaxNewTokens: N, EOS: e, Strategy: StrategyBeam, NumBeams: K, LengthPenalty: lpen, EarlyStopping: EarlyStopNever})
+				if !slices.Equal(g.Sequences[0], best) && math.Abs(g.BeamScores[0]-bestScore) > 1e-5 {
+					t.Errorf("N %d penalty %g eos %v: beam %v (%.6f), exhaustive best %v (%.6f)", N, lpen, withEOS, g.Sequences[0], g.BeamScores[0], best, bestScore)
+				} else if math.Abs(g.BeamScores[0]-bestScore) > 1e-4 {
+					t.Errorf("N %d penalty %g eos %v: score %.6f, exhaustive %.6f", N, lpen, withEOS, g.BeamScores[0], bestScore)
+				}
+				// A few beams give a sequence no better than the best.
+				few := mustGenerate(t, m, [][]int32{prompt}, GenerateOptions{MaxNewTokens: N, EOS: e, Strategy: StrategyBeam, NumBeams: 2, LengthPenalty: lpen})
+				if few.BeamScores[0] > bestScore+1e-5 {
+					t.Errorf("2 beams scored %.6f, above the exhaustive best %.6f", few.BeamScores[0], bestScore)
+				}
+			}
+		}
+	}
+}
+
+// HF's BeamHypotheses bookkeeping: the worst score follows the K kept.
+func TestBeamHyps(t *testing.T) {
+	h := &beamHyps{numBeams: 2, lengthPenalty: 1, worst: 1e9, maxLength: 10}
+	h.add([]int32{1}, -4, 4, true) // −1
+	h.add([]int32{2}, -6, 3, true) // −2
+	// done when the best running beam (sum −5 at length 5: −1) cannot beat −2
+	if h.worst != -2 || h.isDone(-5, 5) || !h.isDone(-100, 5) {
+		t.Errorf("worst %g", h.worst)
+	}
+	h.add([]int32{3}, -3, 6, true) // −0.5: evicts −2
+	if h.worst != -1 || len(h.beams) != 2 {
+		t.Errorf("worst %g, %d beams", h.worst, len(h.beams))
+	}
+	h.add([]int32{4}, -30, 6, true) // −5: not kept
+	if len(h.beams) != 2 {
+		t.Errorf("%d beams", len(h.beams))
+	}
+	h.early = EarlyStopOnBeams
+	if !h.isDone(0, 1) {
+		t.Error("early_stopping=True with num_beams hypotheses is not done")
+	}
+	h.early = EarlyStopNever // −1 ≥ −9/10 is false; the heuristic at length 5 says −1 ≥ −1.8
+	if h.isDone(-9, 5) {
+		t.Error("never: done although a beam could still reach −0.9")
+	}
+	h.early = EarlyStopHeuristic
+	if !h.isDone(-9, 5) {
+		t.Error("heuristic: not done")
+	}
+}
+
+// A padded batch decodes every row as it would alone: greedy and beam, in
+// both modes, with rotary and with learned absolute positions.
+func TestGeneratePaddedBatch(t *testing.T) {
+	prompts := [][]int32{{2, 5, 7, 1, 8}, {9}, {4, 6, 3}}
+	for _, pe := range []PositionEncoding{PosRotary, PosLearned} {
+		m := genModel(t, func(c *Config) { c.PositionEmbeddingType = pe }, 21)
+		for _, mode := range []string{DecodeCausal, DecodeUniLM} {
+			for _, o := range []GenerateOptions{
+				{MaxNewTokens: 6, EOS: -1},
+				{MaxNewTokens: 6, EOS: 3, RepetitionPenalty: 1.3},
+				{MaxNewTokens: 4, EOS: 3, Strategy: StrategyBeam, NumBeams: 3, LengthPenalty: 1},
+			} {
+				o.Mode = mode
+				name := fmt.Sprintf("%s/%s/%s/eos%d", pe, mode, o.Strategy, o.EOS)
+				if _, err := m.Generate(context.Background(), prompts, o); err == nil || !strings.Contains(err.Error(), "equal lengths") {
+					t.Errorf("%s: ragged prompts without Pad: %v", name, err)
+				}
+				o.Pad = true
+				batch := mustGenerate(t, m, prompts, o)
+				for r, p := range prompts {
+					alone := mustGenerate(t, m, [][]int32{p}, o)
+					if !slices.Equal(batch.Sequences[r], alone.Sequences[0]) {
+						t.Errorf("%s row %d: batch %v, alone %v", name, r, batch.Sequences[r], alone.Sequences[0])
+					}
+					if o.Strategy == StrategyBeam {
+						if math.Abs(batch.BeamScores[r]-alone.BeamScores[0]) > 1e-5 {
+							t.Errorf("%s row %d: beam score %g, alone %g", name, r, batch.BeamScores[r], alone.BeamScores[0])
+						}
+						continue
+					}
+					for s := range alone.Scores[0] {
+						for i, x := range alone.Scores[0][s] {
+							if math.Abs(float64(batch.Scores[r][s][i]-x)) > 1e-4 {
+								t.Fatalf("%s row %d step %d: logits differ from the row alone", name, r, s)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// Streaming sees every step's ids in order; ErrStopGeneration ends early
+// with the ids so far, another error is returned.
+func TestGenerateStreaming(t *testing.T) {
+	m := genModel(t, nil, 4)
+	prompts := [][]int32{{2, 5, 7}, {9, 1, 4}}
+	for _, strategy := range []string{StrategyGreedy, StrategySample} {
+		var seen [][]int32
+		steps := []int{}
+		o := GenerateOptions{MaxNewTokens: 6, EOS: -1, Strategy: strategy, Temperature: 1, Seed: 7, OnToken: func(step int, ids []int32) error {
+			steps = append(steps, step)
+			seen = append(seen, ids)
+			return nil
+		}}
+		g := mustGenerate(t, m, prompts, o)
+		if !slices.Equal(steps, []int{0, 1, 2, 3, 4, 5}) {
+			t.Errorf("%s: steps %v", strategy, steps)
+		}
+		for r := range prompts {
+			var got []int32
+			for _, ids := range seen {
+				got = append(got, ids[r])
+			}
+			if !slices.Equal(got, g.Sequences[r][len(prompts[r]):]) {
+				t.Errorf("%s row %d: streamed %v, returned %v", strategy, r, got, g.Sequences[r])
+			}
+		}
+		n := 0
+		o.OnToken = func(int, []int32) error {
+			n++
+			if n == 2 {
+				return ErrStopGeneration
+			}
+			return nil
+		}
+		short := mustGenerate(t, m, prompts, o)
+		for r := range prompts {
+			if !slices.Equal(short.Sequences[r], g.Sequences[r][:len(prompts[r])+2]) {
+				t.Errorf("%s row %d: stopped after 2 steps with %v, want %v", strategy, r, short.Sequences[r], g.Sequences[r][:len(prompts[r])+2])
+			}
+		}
+		boom := errors.New("client went away")
+		o.OnToken = func(int, []int32) error { return boom }
+		if _, err := m.Generate(context.Background(), prompts, o); !errors.Is(err, boom) {
+			t.Errorf("%s: callback error not returned: %v", strategy, err)
+		}
+	}
+}
+
+// Bad options are clear errors.
+func TestGenerateErrors(t *testing.T) {
+	m := genModel(t, nil, 2)
+	learned := genModel(t, func(c *Config) { c.PositionEmbeddingType = PosLearned }, 2)
+	ok := [][]int32{{1, 2}}
+	for _, c := range []struct {
+		m       *Model
+		prompts [][]int32
+		o       GenerateOptions
+		want    string
+	}{
+		{m, nil, GenerateOptions{MaxNewTokens: 2}, "no prompt"},
+		{m, [][]int32{{1}, {}}, GenerateOptions{MaxNewTokens: 2, Pad: true}, "prompt 1 is empty"},
+		{m, ok, GenerateOptions{MaxNewTokens: 2, Strategy: StrategySample, Temperature: 1, TopP: 1.5}, "top_p 1.5 is outside (0, 1]"},
+		{m, ok, GenerateOptions{MaxNewTokens: 2, Strategy: StrategySample, Temperature: 1, TopP: -0.2}, "top_p -0.2 is outside (0, 1]"},
+		{m, ok, GenerateOptions{MaxNewTokens: 2, Strategy: StrategySample}, "temperature 0 must be a positive"},
+		{m, ok, GenerateOptions{MaxNewTokens: 2, Strategy: StrategySample, Temperature: -1}, "temperature -1 must be a positive"},
+		{m, ok, GenerateOptions{MaxNewTokens: 2, Strategy: StrategyBeam}, "num_beams 0 must be at least 1"},
+		{m, ok, GenerateOptions{MaxNewTokens: 2, NumBeams: 3}, "needs the beam strategy"},
+		{m, ok, GenerateOptions{MaxNewTokens: 2, Strategy: "nucleus"}, `strategy "nucleus" is not greedy, sample or beam`},
+		{m, ok, GenerateOptions{MaxNewTokens: 2, Mode: "prefix"}, `mode "prefix"`},
+		{m, ok, GenerateOptions{MaxNewTokens: 2, RepetitionPenalty: -1}, "repetition_penalty -1"},
+		{m, ok, GenerateOptions{MaxNewTokens: 0}, "max new tokens 0"},
+		{m, ok, GenerateOptions{MaxNewTokens: 2, EOS: 99}, "eos id 99"},
+		{m, ok, GenerateOptions{MaxNewTokens: 2, Strategy: StrategyBeam, NumBeams: 2, OnToken: func(int, []int32) error { return nil }}, "beam search"},
+		{learned, ok, GenerateOptions{MaxNewTokens: 31}, "exceed the learned position table's 32"},
+		{learned, [][]int32{{1}, {1, 2, 3}}, GenerateOptions{MaxNewTokens: 30, Pad: true}, "exceed the learned position table's 32"},
+	} {
+		_, err := c.m.Generate(context.Background(), c.prompts, c.o)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want %q", c.o, err, c.want)
+		}
+	}
+	// A learned table is usable right up to its end.
+	if _, err := learned.Generate(context.Background(), ok, GenerateOptions{MaxNewTokens: 30, EOS: -1}); err != nil {
+		t.Error(err)
+	}
+}
