@@ -1,0 +1,396 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/tokenizer"
+)
+
+func init() {
+	register(&command{name: "generate", summary: "continue token ids or a text with a causal-LM (or RoFormer-Sim UniLM) model: greedy, sampling or beam search", run: cmdGenerate})
+	register(&command{name: "similar", summary: "RoFormer-Sim: sample sentences like a text and rank them by pooler cosine", run: cmdSimilar})
+}
+
+type generateOptions struct {
+	model, input, text, output string
+	strategy, earlyStopping    string
+	maxNew, numBeams, topK     int
+	eos                        int
+	temperature, topP          float64
+	repetition, lengthPenalty  float64
+	seed                       uint64
+	unilm, quiet               bool
+}
+
+// genFlags registers the decoding flags shared by generate and similar.
+func genFlags(fs *flag.FlagSet, o *generateOptions, maxNew int, topP float64) {
+	fs.IntVar(&o.maxNew, "max-new-tokens", maxNew, "tokens to add to each prompt")
+	fs.Float64Var(&o.temperature, "temperature", 1, "sampling: divide the logits by T (> 0)")
+	fs.IntVar(&o.topK, "top-k", 0, "sampling: keep the K best ids (0: all)")
+	fs.Float64Var(&o.topP, "top-p", topP, "sampling: keep the smallest set of best ids with probability ≥ P, in (0, 1]")
+	fs.Float64Var(&o.repetition, "repetition-penalty", 1, "HF's repetition_penalty (> 0; 1: off)")
+	fs.Uint64Var(&o.seed, "seed", 0, "seed of the sampling draws (the same seed gives the same output)")
+}
+
+// checkGenFlags validates the shared flags (usage errors, exit 2).
+func checkGenFlags(o *generateOptions) error {
+	if o.maxNew < 1 {
+		return usagef("--max-new-tokens %d must be at least 1", o.maxNew)
+	}
+	if !(o.temperature > 0) {
+		return usagef("--temperature %g must be positive", o.temperature)
+	}
+	if o.topK < 0 {
+		return usagef("--top-k %d must be ≥ 0", o.topK)
+	}
+	if !(o.topP > 0 && o.topP <= 1) {
+		return usagef("--top-p %g is outside (0, 1]", o.topP)
+	}
+	if !(o.repetition > 0) {
+		return usagef("--repetition-penalty %g must be positive", o.repetition)
+	}
+	return nil
+}
+
+func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("generate", "--model DIR (--input IN.json | --text \"...\") --max-new-tokens N [--strategy greedy|sample|beam] [--unilm] [--output OUT.json]", stderr)
+	var o generateOptions
+	fs.StringVar(&o.model, "model", "", "model folder: config.json and weights with an LM head (causal-LM, or masked-LM used causally) (required)")
+	fs.StringVar(&o.input, "input", "", `JSON file {"input_ids": [[...], ...]}: one prompt per row, rows may differ in length (left-padded); - for stdin`)
+	fs.StringVar(&o.text, "text", "", "a text to continue, through the folder's tokenizer (instead of --input); prints the decoded continuation")
+	fs.StringVar(&o.output, "output", "", `write {"sequences": [[prompt + new ids], ...]} here (default: stdout, unless --text)`)
+	fs.StringVar(&o.strategy, "strategy", "greedy", "greedy, sample or beam")
+	fs.BoolVar(&o.unilm, "unilm", false, "RoFormer-Sim's UniLM decoding: the prompt bidirectional (type 0), new tokens type 1")
+	fs.IntVar(&o.numBeams, "num-beams", 1, "beam search: beams per prompt (≥ 1)")
+	fs.Float64Var(&o.lengthPenalty, "length-penalty", 1, "beam search: a hypothesis scores sum(log p) / length^P")
+	fs.StringVar(&o.earlyStopping, "early-stopping", "false", "beam search: false (HF's heuristic), true or never")
+	fs.IntVar(&o.eos, "eos", -1, "end a row at this id (-1: no EOS)")
+	fs.BoolVar(&o.quiet, "quiet", false, "do not print the BLAS line on stderr")
+	genFlags(fs, &o, 0, 1)
+	th := threadsFlag(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if o.model == "" {
+		return usagef("--model is required")
+	}
+	if (o.input == "") == (o.text == "") {
+		return usagef("give exactly one of --input and --text")
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	if err := checkGenFlags(&o); err != nil {
+		return err
+	}
+	switch o.strategy {
+	case roformer.StrategyGreedy, roformer.StrategySample, roformer.StrategyBeam:
+	default:
+		return usagef("--strategy %q is not greedy, sample or beam", o.strategy)
+	}
+	if o.numBeams < 1 {
+		return usagef("--num-beams %d must be at least 1", o.numBeams)
+	}
+	if o.numBeams > 1 && o.strategy != roformer.StrategyBeam {
+		return usagef("--num-beams %d needs --strategy beam", o.numBeams)
+	}
+	if o.eos < -1 {
+		return usagef("--eos %d must be an id or -1", o.eos)
+	}
+	early, err := parseEarlyStopping(o.earlyStopping)
+	if err != nil {
+		return err
+	}
+	if err := setupCompute(*th, stderr, o.quiet); err != nil {
+		return err
+	}
+	m, err := loadGenerator(o.model, stderr, o.quiet)
+	if err != nil {
+		return err
+	}
+	var prompts [][]int32
+	var tok *tokenizer.Tokenizer
+	if o.text != "" {
+		if tok, _, err = tokenizer.LoadModelDir(o.model); err != nil {
+			return fmt.Errorf("--text needs the folder's tokenizer: %w", err)
+		}
+		// HF's text-generation pipeline adds no special tokens; RoFormer-Sim
+		// encodes [CLS] text [SEP] and continues after it.
+		enc, err := tok.Encode(o.text, tokenizer.EncodeOptions{NoSpecialTokens: !o.unilm})
+		if err != nil {
+			return err
+		}
+		prompts = [][]int32{toInt32(enc.IDs)}
+	} else if prompts, err = readPrompts(o.input); err != nil {
+		return err
+	}
+	gen, err := m.Generate(ctx, prompts, o.options(early))
+	if err != nil {
+		return err
+	}
+	write := func(w io.Writer) error {
+		b, err := json.Marshal(map[string]any{"sequences": gen.Sequences})
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	}
+	if o.output != "" {
+		if err := writeFileVia(o.output, write); err != nil {
+			return err
+		}
+	}
+	if tok != nil {
+		for r, seq := range gen.Sequences {
+			fmt.Fprintln(stdout, tok.Decode(continuation(seq[len(prompts[r]):], o.eos), true))
+		}
+		return nil
+	}
+	if o.output == "" {
+		return write(stdout)
+	}
+	return nil
+}
+
+// options turns the flags into the library's options.
+func (o *generateOptions) options(early roformer.EarlyStopping) roformer.GenerateOptions {
+	mode := roformer.DecodeCausal
+	if o.unilm {
+		mode = roformer.DecodeUniLM
+	}
+	return roformer.GenerateOptions{
+		Mode: mode, MaxNewTokens: o.maxNew, EOS: o.eos, Strategy: o.strategy,
+		Temperature: o.temperature, TopK: o.topK, TopP: o.topP, Seed: o.seed,
+		NumBeams: o.numBeams, LengthPenalty: o.lengthPenalty, EarlyStopping: early,
+		RepetitionPenalty: o.repetition, Pad: true,
+	}
+}
+
+func parseEarlyStopping(s string) (roformer.EarlyStopping, error) {
+	switch s {
+	case "false":
+		return roformer.EarlyStopHeuristic, nil
+	case "true":
+		return roformer.EarlyStopOnBeams, nil
+	case "never":
+		return roformer.EarlyStopNever, nil
+	}
+	return 0, usagef("--early-stopping %q is not false, true or never", s)
+}
+
+// loadGenerator loads a folder with an LM head: the one its config's
+// architectures name when that is causal-LM or masked-LM (a masked-LM
+// model then decodes causally all the same), causal-LM otherwise.
+func loadGenerator(dir string, stderr io.Writer, quiet bool) (*roformer.Loaded, error) {
+	cfg, err := roformer.LoadConfig(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	head := roformer.HeadForConfig(&cfg)
+	if head != roformer.HeadMaskedLM && head != roformer.HeadCausalLM {
+		head = roformer.HeadCausalLM
+	}
+	if head == roformer.HeadMaskedLM && !quiet {
+		fmt.Fprintf(stderr, "roformer: %s is a masked-LM model; generating with its MLM head\n", dir)
+	}
+	return roformer.Load(dir, head, roformer.LoadOptions{})
+}
+
+// readPrompts reads IN.json's input_ids: rows of ids, lengths may differ.
+func readPrompts(path string) ([][]int32, error) {
+	var raw []byte
+	var err error
+	if path == "-" {
+		raw, err = io.ReadAll(bufio.NewReader(os.Stdin))
+	} else {
+		raw, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var in struct {
+		InputIDs *[][]int32 `json:"input_ids"`
+	}
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return nil, fmt.Errorf("%s: %w (want {\"input_ids\": [[ids...], ...]})", path, err)
+	}
+	if in.InputIDs == nil || len(*in.InputIDs) == 0 {
+		return nil, fmt.Errorf("%s: input_ids is missing or has no rows", path)
+	}
+	return *in.InputIDs, nil
+}
+
+func toInt32(ids []int) []int32 {
+	out := make([]int32, len(ids))
+	for i, v := range ids {
+		out[i] = int32(v)
+	}
+	return out
+}
+
+// continuation returns the new ids up to (without) the EOS, as ints.
+func continuation(ids []int32, eos int) []int {
+	var out []int
+	for _, id := range ids {
+		if eos >= 0 && int(id) == eos {
+			break
+		}
+		out = append(out, int(id))
+	}
+	return out
+}
+
+func cmdSimilar(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("similar", "--model SIMDIR --text \"...\" [-n 20] [-k 5]", stderr)
+	var o generateOptions
+	var n, k int
+	var asJSON bool
+	fs.StringVar(&o.model, "model", "", "RoFormer-Sim folder: causal-LM weights with a pooler, and its tokenizer (required)")
+	fs.StringVar(&o.text, "text", "", "the sentence to find similar ones for (required)")
+	fs.IntVar(&n, "n", 20, "candidates to sample")
+	fs.IntVar(&k, "k", 5, "candidates to print, the most similar first")
+	fs.BoolVar(&asJSON, "json", false, `print [{"text": ..., "score": ...}, ...] instead of lines`)
+	genFlags(fs, &o, 32, 0.95)
+	th := threadsFlag(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if o.model == "" || o.text == "" {
+		return usagef("--model and --text are required")
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	if n < 1 || k < 1 {
+		return usagef("-n %d and -k %d must be at least 1", n, k)
+	}
+	if err := checkGenFlags(&o); err != nil {
+		return err
+	}
+	if err := setupCompute(*th, stderr, true); err != nil {
+		return err
+	}
+	gen, err := loadGenerator(o.model, stderr, true)
+	if err != nil {
+		return err
+	}
+	if gen.Encoder.Pooler == nil {
+		return fmt.Errorf("%s has no pooler (roformer.pooler.dense): similar needs a RoFormer-Sim checkpoint", o.model)
+	}
+	tok, _, err := tokenizer.LoadModelDir(o.model)
+	if err != nil {
+		return fmt.Errorf("similar needs the folder's tokenizer: %w", err)
+	}
+	res, err := similar(ctx, gen, tok, o, n)
+	if err != nil {
+		return err
+	}
+	res = res[:min(k, len(res))]
+	if asJSON {
+		b, _ := json.Marshal(res)
+		fmt.Fprintf(stdout, "%s\n", b)
+		return nil
+	}
+	for _, r := range res {
+		fmt.Fprintf(stdout, "%.4f\t%s\n", r.Score, r.Text)
+	}
+	return nil
+}
+
+type similarResult struct {
+	Text  string  `json:"text"`
+	Score float64 `json:"score"`
+}
+
+// similar is RoFormer-Sim's recipe: sample n continuations of [CLS] text
+// [SEP] in UniLM mode (each ends at [SEP]), drop repeats and the text
+// itself, encode the text and every candidate bidirectionally and rank the
+// candidates by the cosine of their pooler_output to the text's.
+func similar(ctx context.Context, gen *roformer.Loaded, tok *tokenizer.Tokenizer, o generateOptions, n int) ([]similarResult, error) {
+	enc, err := tok.Encode(o.text, tokenizer.EncodeOptions{})
+	if err != nil {
+		return nil, err
+	}
+	prompt := toInt32(enc.IDs)
+	prompts := make([][]int32, n)
+	for i := range prompts {
+		prompts[i] = prompt
+	}
+	sep := tok.SepID()
+	o.unilm, o.strategy, o.eos, o.numBeams = true, roformer.StrategySample, sep, 1
+	g, err := gen.Generate(ctx, prompts, o.options(roformer.EarlyStopHeuristic))
+	if err != nil {
+		return nil, err
+	}
+	self := tok.Decode(enc.IDs, true)
+	texts := []string{o.text}
+	seen := map[string]bool{self: true}
+	for _, seq := range g.Sequences {
+		t := strings.TrimSpace(tok.Decode(continuation(seq[len(prompt):], sep), true))
+		if t == "" || seen[t] {
+			continue
+		}
+		seen[t] = true
+		texts = append(texts, t)
+	}
+	if len(texts) == 1 {
+		return nil, nil
+	}
+	// The encoder: the same weights, bidirectional, with the pooler.
+	base, err := roformer.Load(gen.Dir, roformer.HeadBase, roformer.LoadOptions{ConfigOverride: func(c *roformer.Config) { c.IsDecoder = false }})
+	if err != nil {
+		return nil, err
+	}
+	inputs := make([]tokenizer.Input, len(texts))
+	for i, t := range texts {
+		inputs[i] = tokenizer.Input{Text: t}
+	}
+	encs, err := tok.EncodeBatch(inputs, tokenizer.EncodeOptions{Padding: tokenizer.PadLongest})
+	if err != nil {
+		return nil, err
+	}
+	B, T := len(encs), encs[0].Len()
+	b := &roformer.Batch{B: B, T: T}
+	for _, e := range encs {
+		b.InputIDs = append(b.InputIDs, toInt32(e.IDs)...)
+		b.TokenTypeIDs = append(b.TokenTypeIDs, toInt32(e.TypeIDs)...)
+		b.AttentionMask = append(b.AttentionMask, toInt32(e.AttentionMask)...)
+	}
+	out, err := base.Forward(ctx, b, nil, roformer.Options{})
+	if err != nil {
+		return nil, err
+	}
+	z := out.PoolerOutput.Data
+	H := len(z) / B
+	res := make([]similarResult, 0, B-1)
+	for i := 1; i < B; i++ {
+		res = append(res, similarResult{texts[i], cosine(z[:H], z[i*H:i*H+H])})
+	}
+	sort.SliceStable(res, func(a, b int) bool { return res[a].Score > res[b].Score })
+	return res, nil
+}
+
+func cosine(a, b []float32) float64 {
+	var ab, aa, bb float64
+	for i := range a {
+		ab += float64(a[i]) * float64(b[i])
+		aa += float64(a[i]) * float64(a[i])
+		bb += float64(b[i]) * float64(b[i])
+	}
+	if aa == 0 || bb == 0 {
+		return 0
+	}
+	return ab / math.Sqrt(aa*bb)
+}
