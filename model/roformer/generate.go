@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/roformer-go/roformer/blas"
+	"github.com/roformer-go/roformer/kernels"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -193,54 +195,45 @@ func (c *kvCache) reorder(idx []int) {
 // n+i, sees every unpadded key up to its own slot.
 func (c *kvCache) attend(l int, ctx, q []float32, T, NH, HS int) {
 	H := NH * HS
-	scale := 1 / math.Sqrt(float64(HS))
-	scores := make([]float64, c.n+T)
-	acc := make([]float64, HS)
-	for b := 0; b < c.B; b++ {
-		mask := c.mask[b*c.cap : b*c.cap+c.n+T]
-		for h := 0; h < NH; h++ {
+	N := c.n + T
+	scale := float32(1 / math.Sqrt(float64(HS)))
+	// One (row, head) pair per task: the scores of its T queries against
+	// the N keys, then their softmax-weighted values, as two products.
+	kernels.ParallelFor(c.B*NH, 1, func(lo, hi int) {
+		scores := make([]float32, T*N)
+		for bh := lo; bh < hi; bh++ {
+			b, h := bh/NH, bh%NH
+			kb := c.k[l][b*c.cap*H+h*HS:]
+			vb := c.v[l][b*c.cap*H+h*HS:]
+			blas.Sgemm(false, true, T, N, HS, scale, q[b*T*H+h*HS:], H, kb, H, 0, scores, N)
+			mask := c.mask[b*c.cap : b*c.cap+N]
 			for i := 0; i < T; i++ {
-				qi := q[(b*T+i)*H+h*HS : (b*T+i)*H+h*HS+HS]
-				last := c.n + i
-				mx := math.Inf(-1)
+				row := scores[i*N : i*N+N]
+				last := c.n + i // token i sees the keys up to its own position, pads excluded
+				mx := float32(math.Inf(-1))
 				for j := 0; j <= last; j++ {
-					if mask[j] == 0 && j != last {
-						continue
+					if mask[j] != 0 || j == last {
+						mx = max(mx, row[j])
 					}
-					kj := c.k[l][(b*c.cap+j)*H+h*HS : (b*c.cap+j)*H+h*HS+HS]
-					s := 0.0
-					for d, x := range qi {
-						s += float64(x) * float64(kj[d])
-					}
-					scores[j] = s * scale
-					mx = max(mx, scores[j])
 				}
 				sum := 0.0
-				for j := 0; j <= last; j++ {
-					if mask[j] == 0 && j != last {
+				for j := range row {
+					if j > last || (mask[j] == 0 && j != last) {
+						row[j] = 0
 						continue
 					}
-					scores[j] = math.Exp(scores[j] - mx)
-					sum += scores[j]
+					e := math.Exp(float64(row[j] - mx))
+					row[j] = float32(e)
+					sum += e
 				}
-				out := ctx[(b*T+i)*H+h*HS : (b*T+i)*H+h*HS+HS]
-				clear(acc)
+				inv := float32(1 / sum)
 				for j := 0; j <= last; j++ {
-					if mask[j] == 0 && j != last {
-						continue
-					}
-					p := scores[j] / sum
-					vj := c.v[l][(b*c.cap+j)*H+h*HS : (b*c.cap+j)*H+h*HS+HS]
-					for d, x := range vj {
-						acc[d] += p * float64(x)
-					}
-				}
-				for d := range out {
-					out[d] = float32(acc[d])
+					row[j] *= inv
 				}
 			}
+			blas.Sgemm(false, false, T, HS, N, 1, scores, N, vb, H, 0, ctx[b*T*H+h*HS:], H)
 		}
-	}
+	})
 }
 
 // checkOptions validates opts (after defaults) for Generate.
