@@ -147,12 +147,7 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 	if o.mode == "decode" {
 		return runDecodeBench(ctx, o, head, prec, stdout, stderr)
 	}
-	threads := max(1, o.threads)
-	progress := stderr
-	if o.quiet {
-		progress = io.Discard
-	}
-	startRSS, _ := peakRSS()
+	threads, progress, startRSS := benchStart(o, stderr)
 	m, size, err := benchModel(o, head, prec)
 	if err != nil {
 		return err
@@ -519,18 +514,24 @@ func median(xs []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
+// benchStart returns the job's thread count, where progress goes, and the
+// process's resident memory before the model exists.
+func benchStart(o benchOptions, stderr io.Writer) (threads int, progress io.Writer, startRSS int64) {
+	progress = stderr
+	if o.quiet {
+		progress = io.Discard
+	}
+	startRSS, _ = peakRSS()
+	return max(1, o.threads), progress, startRSS
+}
+
 // runDecodeBench is --mode decode: greedy Generate (HF's causal mode, the
 // key/value cache) from prompts of o.seq random ids, o.newTokens new
 // tokens per row, o.steps timed runs after o.warmup untimed ones. Each run
 // yields the prefill time (the prompt pass and the first new token) and
 // the latency of every later new token; the report is their medians.
 func runDecodeBench(ctx context.Context, o benchOptions, head roformer.Head, prec roformer.Precision, stdout, stderr io.Writer) error {
-	threads := max(1, o.threads)
-	progress := stderr
-	if o.quiet {
-		progress = io.Discard
-	}
-	startRSS, _ := peakRSS()
+	threads, progress, startRSS := benchStart(o, stderr)
 	m, size, err := benchModel(o, head, prec)
 	if err != nil {
 		return err
