@@ -9,15 +9,29 @@
 //	POST /v1/embed       {"inputs": [...], "pooling": "cls"|"mean", "normalize": bool}
 //	POST /v1/fill-mask   {"inputs": [...], "top_k": 5}          (masked-LM models)
 //
+// and, as Hugging Face text-embeddings-inference (TEI) and OpenAI answer
+// them (compat.go):
+//
+//	GET  /health         200
+//	GET  /info           TEI's model_id, model_dtype, pooling, limits
+//	POST /embed          {"inputs": "…"|[...], "normalize": true, "truncate": false,
+//	                      "truncation_direction": "Right"|"Left", "dimensions": n} → [[float]]
+//	POST /v1/embeddings  {"input": "…"|[...], "model": "…", "encoding_format": "float"|"base64",
+//	                      "dimensions": n} → {"object": "list", "data": [...], "model", "usage"}
+//
 // An input is a string, or {"text": …, "text_pair": …} where pairs make
-// sense (tokenize, embed). Every error is a JSON object {"error": "…"} with status 400 (bad
+// sense (tokenize, embed). Every error of the /v1 routes is a JSON object {"error": "…"} with status 400 (bad
 // request: the message names the input and the numbers), 404 (no such
 // endpoint, or not for this model), 413 (body too large), 503 (the client
-// went away while waiting) or 500. Limits (body size, inputs per request,
-// tokens per input, top_k) are Options.
+// went away while waiting), 429 (too many requests queued, with
+// Retry-After) or 500; the TEI routes answer {"error", "error_type"} with
+// 400/413/422/424/429/503 as TEI does, /v1/embeddings OpenAI's {"error":
+// {"message", "type", "param", "code"}}. Limits (body size, inputs per
+// request, tokens per input, top_k, the queue) are Options.
 //
-// Forward passes run one at a time, each on all the kernels' workers; the
-// server does not batch requests together.
+// Forward passes run one at a time, each on all the kernels' workers. The
+// embedding routes batch concurrent requests into one forward pass by a
+// token budget (see batch.go); fill-mask requests run one after another.
 //
 // Classification is not served yet: its prediction code lives in package
 // finetune, with the training code, and this package stays clear of

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"math"
 	"net/http"
 	"path/filepath"
 	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/pipeline"
@@ -38,6 +40,20 @@ type Options struct {
 	// Precision of the linear layers' products (fp32 when empty); Load
 	// fails when this machine cannot run it.
 	Precision roformer.Precision
+	// MaxBatchTokens bounds the padded tokens (rows × the longest row) of
+	// one batched forward pass of the embedding endpoints; a longer row runs
+	// alone. Default 16384.
+	MaxBatchTokens int
+	// MaxBatchRequests bounds the rows (inputs, from one request or more) of
+	// one batched forward pass. Default 32.
+	MaxBatchRequests int
+	// MaxBatchWait is the longest the scheduler waits for more requests to
+	// join a batch that is not full, and only while requests are on their
+	// way (being read or tokenized). Default 2 ms; negative: never wait.
+	MaxBatchWait time.Duration
+	// MaxConcurrentRequests bounds the embedding requests being read,
+	// queued or run; beyond it they get 429 with Retry-After. Default 512.
+	MaxConcurrentRequests int
 	// Log receives one line per request that failed on the server's side
 	// (a panic, a forward pass error); nil discards them.
 	Log *log.Logger
@@ -47,6 +63,14 @@ type Options struct {
 const (
 	DefaultMaxBodyBytes = 1 << 20
 	DefaultMaxInputs    = 64
+)
+
+// The defaults of the batching options.
+const (
+	DefaultMaxBatchTokens        = 16384
+	DefaultMaxBatchRequests      = 32
+	DefaultMaxBatchWait          = 2 * time.Millisecond
+	DefaultMaxConcurrentRequests = 512
 )
 
 func (o *Options) defaults(cfg *roformer.Config) {
@@ -62,6 +86,18 @@ func (o *Options) defaults(cfg *roformer.Config) {
 	if o.MaxTopK <= 0 {
 		o.MaxTopK = 100
 	}
+	if o.MaxBatchTokens <= 0 {
+		o.MaxBatchTokens = DefaultMaxBatchTokens
+	}
+	if o.MaxBatchRequests <= 0 {
+		o.MaxBatchRequests = DefaultMaxBatchRequests
+	}
+	if o.MaxBatchWait == 0 {
+		o.MaxBatchWait = DefaultMaxBatchWait
+	}
+	if o.MaxConcurrentRequests <= 0 {
+		o.MaxConcurrentRequests = DefaultMaxConcurrentRequests
+	}
 	if o.Log == nil {
 		o.Log = log.New(io.Discard, "", 0)
 	}
@@ -69,14 +105,32 @@ func (o *Options) defaults(cfg *roformer.Config) {
 
 // Server answers JSON requests with one model. It is an http.Handler; its
 // methods are safe for concurrent use. Forward passes run one at a time
-// (each already uses every worker the kernels have), so concurrent requests
-// queue, and a request whose client has gone stops waiting.
+// (each already uses every worker the kernels have); embedding requests are
+// batched together (see batch.go), fill-mask requests queue, and a request
+// whose client has gone stops waiting.
 type Server struct {
 	model *roformer.Model
-	tok   *tokenizer.Tokenizer
-	opts  Options
-	gate  chan struct{}
-	mux   *http.ServeMux
+	// encoder is model without its head (a copy sharing the weights), for
+	// the embedding endpoints: they need the last hidden state and the
+	// pooler, not a masked-LM head's logits over the vocabulary.
+	encoder *roformer.Model
+	tok     *tokenizer.Tokenizer
+	opts    Options
+	gate    chan struct{}
+	mux     *http.ServeMux
+
+	// Batching (batch.go): a slot per admitted embedding request, the
+	// queue of tokenized ones, how many are admitted but not yet queued.
+	slots          chan struct{}
+	queue          chan *embedJob
+	preparing      atomic.Int64
+	startScheduler sync.Once
+	quit           chan struct{}
+	closed         atomic.Bool
+	// Test hooks: called by the scheduler before it forms each batch, and
+	// after each forward pass with its rows and length.
+	beforeBatch  func()
+	afterForward func(rows, tokens int)
 }
 
 // New serves m with tok. Fill-mask needs the masked-LM head; tokenize and
@@ -96,7 +150,11 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 		return nil, fmt.Errorf("server: max length %d is past the model's learned position table (max_position_embeddings %d)",
 			opts.MaxLength, m.Config.MaxPositionEmbeddings)
 	}
-	s := &Server{model: m, tok: tok, opts: opts, gate: make(chan struct{}, 1), mux: http.NewServeMux()}
+	enc := *m
+	enc.Head = roformer.HeadBase
+	s := &Server{model: m, encoder: &enc, tok: tok, opts: opts, gate: make(chan struct{}, 1), mux: http.NewServeMux(),
+		slots: make(chan struct{}, opts.MaxConcurrentRequests), queue: make(chan *embedJob, opts.MaxConcurrentRequests),
+		quit: make(chan struct{})}
 	methods := map[string]string{}
 	for _, e := range []struct {
 		method, path string
@@ -107,6 +165,10 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 		{"POST", "/v1/tokenize", s.tokenize},
 		{"POST", "/v1/embed", s.embed},
 		{"POST", "/v1/fill-mask", s.fillMask},
+		{"GET", "/health", s.health},
+		{"GET", "/info", s.teiInfo},
+		{"POST", "/embed", s.teiEmbed},
+		{"POST", "/v1/embeddings", s.openAIEmbeddings},
 	} {
 		s.mux.HandleFunc(e.method+" "+e.path, e.h)
 		methods[e.path] = e.method
@@ -181,7 +243,8 @@ func (s *Server) Info() ModelInfo {
 	mi := ModelInfo{Name: s.opts.Name, Architecture: s.model.Head.HFClass(), Head: string(s.model.Head), Precision: string(s.model.Precision()),
 		HiddenSize: c.HiddenSize, Layers: c.NumHiddenLayers, VocabSize: c.VocabSize,
 		MaxLength: s.opts.MaxLength, MaxInputs: s.opts.MaxInputs,
-		Endpoints: []string{"GET /healthz", "GET /v1/model", "POST /v1/tokenize", "POST /v1/embed"}}
+		Endpoints: []string{"GET /healthz", "GET /v1/model", "POST /v1/tokenize", "POST /v1/embed",
+			"GET /health", "GET /info", "POST /embed", "POST /v1/embeddings"}}
 	if s.model.LM != nil {
 		mi.Endpoints = append(mi.Endpoints, "POST /v1/fill-mask")
 	}
@@ -322,22 +385,35 @@ type EmbedResponse struct {
 }
 
 func (s *Server) embed(w http.ResponseWriter, r *http.Request) {
+	if !s.admit() {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, "%v", errOverloaded)
+		return
+	}
+	submitted := false
+	defer func() {
+		if !submitted {
+			s.leave()
+		}
+	}()
 	var req EmbedRequest
 	if !s.read(w, r, &req, &req.Inputs, true) {
 		return
 	}
-	if req.Pooling == "" {
-		req.Pooling = "cls"
-	}
-	if req.Pooling != "cls" && req.Pooling != "mean" {
+	pool := poolCLS
+	switch req.Pooling {
+	case "", "cls":
+	case "mean":
+		pool = poolMean
+	default:
 		writeError(w, http.StatusBadRequest, `pooling %q: want "cls" or "mean"`, req.Pooling)
 		return
 	}
 	// Each input is encoded whole, and again with HF's longest_first
 	// truncation only when it is too long; the batch is padded to its
 	// longest row (padding is masked out).
-	encs := make([]*tokenizer.Encoding, len(req.Inputs))
-	truncated, T := 0, 0
+	rows := make([]embedRow, len(req.Inputs))
+	truncated := 0
 	for i, x := range req.Inputs {
 		enc, err := s.encode(x, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
 		if err == nil && len(enc.IDs) > s.opts.MaxLength {
@@ -348,64 +424,42 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "input %d: %v", i, err)
 			return
 		}
-		encs[i], T = enc, max(T, len(enc.IDs))
+		rows[i] = embedRow{ids: int32s(enc.IDs), types: int32s(enc.TypeIDs), pool: pool}
 	}
-	B := len(encs)
-	b := &roformer.Batch{InputIDs: make([]int32, B*T), TokenTypeIDs: make([]int32, B*T), AttentionMask: make([]int32, B*T), B: B, T: T}
-	for i, e := range encs {
-		for t := range T {
-			if t >= len(e.IDs) {
-				b.InputIDs[i*T+t] = int32(s.tok.PadID())
-				continue
-			}
-			b.InputIDs[i*T+t], b.TokenTypeIDs[i*T+t], b.AttentionMask[i*T+t] = int32(e.IDs[t]), int32(e.TypeIDs[t]), 1
-		}
-	}
-	var out *roformer.Output
-	if !s.run(w, r, func(ctx context.Context) error {
-		var err error
-		out, err = s.model.Forward(ctx, b, nil, roformer.Options{})
-		return err
-	}) {
+	submitted = true
+	if err := s.submit(r.Context(), rows); err != nil {
+		s.embedFailed(w, r, err)
 		return
 	}
-	H := s.model.Config.HiddenSize
-	res := EmbedResponse{Embeddings: make([][]float32, B), Dim: H, Truncated: truncated}
-	for i := range B {
-		v := make([]float32, H)
-		hs := out.LastHiddenState.Data[i*T*H : (i+1)*T*H]
-		if req.Pooling == "cls" {
-			copy(v, hs[:H])
-		} else {
-			sum := make([]float64, H)
-			n := 0
-			for t := range T {
-				if b.AttentionMask[i*T+t] == 0 {
-					continue
-				}
-				n++
-				for j, x := range hs[t*H : t*H+H] {
-					sum[j] += float64(x)
-				}
-			}
-			for j := range v {
-				v[j] = float32(sum[j] / float64(n))
-			}
-		}
+	res := EmbedResponse{Embeddings: make([][]float32, len(rows)), Dim: s.model.Config.HiddenSize, Truncated: truncated}
+	for i, row := range rows {
 		if req.Normalize {
-			norm := 0.0
-			for _, x := range v {
-				norm += float64(x) * float64(x)
-			}
-			if norm = math.Sqrt(norm); norm > 0 {
-				for j := range v {
-					v[j] = float32(float64(v[j]) / norm)
-				}
-			}
+			normalize(row.vec)
 		}
-		res.Embeddings[i] = v
+		res.Embeddings[i] = row.vec
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// embedFailed answers a /v1 embedding request whose rows did not run.
+func (s *Server) embedFailed(w http.ResponseWriter, r *http.Request, err error) {
+	status := embedStatus(r.Context(), err)
+	if status == http.StatusInternalServerError {
+		s.opts.Log.Printf("server: %s %s: %v", r.Method, r.URL.Path, err)
+	}
+	if status == http.StatusServiceUnavailable && r.Context().Err() != nil {
+		writeError(w, status, "request cancelled while waiting: %v", r.Context().Err())
+		return
+	}
+	writeError(w, status, "%v", err)
+}
+
+func int32s(xs []int) []int32 {
+	out := make([]int32, len(xs))
+	for i, x := range xs {
+		out[i] = int32(x)
+	}
+	return out
 }
 
 // FillMaskRequest is the body of POST /v1/fill-mask.

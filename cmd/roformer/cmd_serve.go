@@ -16,7 +16,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "serve", summary: "serve a model over HTTP: tokenize, embed, fill-mask (JSON)", run: cmdServe})
+	register(&command{name: "serve", summary: "serve a model over HTTP: tokenize, embed (batched; TEI- and OpenAI-compatible routes), fill-mask (JSON)", run: cmdServe})
 }
 
 type serveOptions struct {
@@ -34,6 +34,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.srv.MaxInputs, "max-inputs", server.DefaultMaxInputs, "texts per request")
 	fs.IntVar(&o.srv.MaxLength, "max-length", 0, "tokens per input with [CLS] and [SEP] (default: the config's max_position_embeddings)")
 	fs.Int64Var(&o.srv.MaxBodyBytes, "max-body", server.DefaultMaxBodyBytes, "bytes per request body")
+	fs.IntVar(&o.srv.MaxBatchTokens, "max-batch-tokens", server.DefaultMaxBatchTokens, "padded tokens (rows × longest row) per batched forward pass of the embedding endpoints")
+	fs.IntVar(&o.srv.MaxBatchRequests, "max-batch-requests", server.DefaultMaxBatchRequests, "inputs per batched forward pass")
+	fs.DurationVar(&o.srv.MaxBatchWait, "max-batch-wait", server.DefaultMaxBatchWait, "longest wait for requests on their way to join a batch (0: none)")
+	fs.IntVar(&o.srv.MaxConcurrentRequests, "max-concurrent-requests", server.DefaultMaxConcurrentRequests, "embedding requests read, queued or running at once; beyond: 429")
 	precisionFlag(fs, &o.precision)
 	th := threadsFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -47,6 +51,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef("--model is required")
 	case o.srv.MaxInputs < 1 || o.srv.MaxBodyBytes < 1 || o.srv.MaxLength < 0:
 		return usagef("--max-inputs and --max-body must be at least 1, --max-length at least 0")
+	case o.srv.MaxBatchTokens < 1 || o.srv.MaxBatchRequests < 1 || o.srv.MaxConcurrentRequests < 1:
+		return usagef("--max-batch-tokens, --max-batch-requests and --max-concurrent-requests must be at least 1")
+	case o.srv.MaxBatchWait < 0:
+		return usagef("--max-batch-wait %v must not be negative", o.srv.MaxBatchWait)
+	}
+	if o.srv.MaxBatchWait == 0 {
+		o.srv.MaxBatchWait = -1 // server.Options: negative is no wait, 0 the default
 	}
 	if err := setupCompute(o.threads, stderr, true); err != nil {
 		return err
@@ -75,6 +86,7 @@ func runServe(ctx context.Context, o serveOptions, ln net.Listener, stderr io.Wr
 	info := s.Info()
 	fmt.Fprintf(stderr, "serving %s (%s, %d layers, hidden %d) on http://%s\n", o.model, info.Architecture, info.Layers, info.HiddenSize, ln.Addr())
 	fmt.Fprintf(stderr, "endpoints: %s\n", strings.Join(info.Endpoints, ", "))
+	defer s.Close()
 	// A client has 30 s to send a request; an idle connection is closed
 	// after 2 minutes. Answers have no deadline: a request may wait behind
 	// others for the model.

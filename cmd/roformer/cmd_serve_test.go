@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -88,5 +89,62 @@ func TestServeCLIUsage(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t, "serve", "--model", t.TempDir(), "--addr", "127.0.0.1:0"); code != 1 || !strings.Contains(stderr, "config.json") {
 		t.Errorf("empty folder: exit %d, %q", code, stderr)
+	}
+}
+
+func TestServeCLIBatchFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--max-batch-tokens", "0"}, "--max-batch-tokens"},
+		{[]string{"--max-concurrent-requests", "-1"}, "--max-concurrent-requests"},
+		{[]string{"--max-batch-wait", "-1ms"}, "--max-batch-wait"},
+	} {
+		args := append([]string{"serve", "--model", t.TempDir()}, c.args...)
+		if code, _, stderr := runCLI(t, args...); code != 2 || !strings.Contains(stderr, c.msg) {
+			t.Errorf("%v: exit %d, %q", c.args, code, stderr)
+		}
+	}
+	// The flags reach the server: GET /info reports them.
+	dir := ftModel(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skip("cannot listen on localhost:", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	o := serveOptions{model: dir}
+	o.srv.MaxBatchTokens, o.srv.MaxConcurrentRequests, o.srv.MaxBatchRequests = 999, 3, 4
+	done := make(chan error, 1)
+	go func() { done <- runServe(ctx, o, ln, io.Discard) }()
+	var resp *http.Response
+	for i := 0; i < 100; i++ {
+		if resp, err = http.Get("http://" + ln.Addr().String() + "/info"); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&info)
+	resp.Body.Close()
+	if info["max_batch_tokens"] != 999.0 || info["max_concurrent_requests"] != 3.0 || info["max_batch_requests"] != 4.0 {
+		t.Errorf("GET /info: %v", info)
+	}
+	resp, err = http.Post("http://"+ln.Addr().String()+"/embed", "application/json", strings.NewReader(`{"inputs": ["the film was good", "bad"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vecs [][]float32
+	if err := json.NewDecoder(resp.Body).Decode(&vecs); err != nil || resp.StatusCode != 200 || len(vecs) != 2 {
+		t.Errorf("POST /embed: %d %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve returned %v", err)
 	}
 }

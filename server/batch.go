@@ -1,0 +1,383 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/roformer-go/roformer/model/roformer"
+)
+
+// Dynamic batching. Every embedding request (POST /v1/embed, /embed,
+// /v1/embeddings) holds one of Options.MaxConcurrentRequests slots from the
+// moment it arrives until it is answered; a request that finds none free is
+// refused at once (429 with Retry-After), so the queue, and the memory it
+// holds, stay bounded. Once tokenized, a request's rows (one per input) go
+// into the queue of the scheduler, one goroutine that forms the batches and
+// runs their forward passes, one at a time (they share the gate with
+// fill-mask's). For each batch it takes the oldest waiting row, then the
+// waiting rows nearest to it in length, as many as fit
+// Options.MaxBatchRequests rows and Options.MaxBatchTokens padded tokens
+// (rows × the longest row); a row longer than the budget runs alone. When
+// other requests are still being read or tokenized and the batch is not full,
+// it waits up to Options.MaxBatchWait for them; with nothing on its way it
+// does not wait, so a lone client pays no delay. Rows of a request whose
+// client has gone are dropped before their forward pass. Each request is
+// answered once all its rows have run.
+
+// pooling says how a row's vector is read from the forward pass.
+type pooling int
+
+const (
+	poolCLS    pooling = iota // the [CLS] position of the last hidden state
+	poolMean                  // the mean over the attention mask
+	poolPooler                // Output.PoolerOutput (RoFormer-Sim)
+)
+
+// embedRow is one input of an embedding request: its tokens and, once its
+// forward pass has run, its pooled vector.
+type embedRow struct {
+	ids, types []int32
+	pool       pooling
+	vec        []float32
+}
+
+// embedJob is one request's rows. Only the scheduler touches left, err and
+// finished after the job is queued; done is closed when it is finished.
+type embedJob struct {
+	ctx      context.Context
+	rows     []embedRow
+	left     int
+	err      error
+	finished bool
+	done     chan struct{}
+}
+
+// pendingRow is row i of job j, waiting for a batch.
+type pendingRow struct {
+	j *embedJob
+	i int
+}
+
+func (p pendingRow) len() int { return len(p.j.rows[p.i].ids) }
+
+var (
+	errOverloaded = errors.New("the server is busy: too many requests queued")
+	errClosed     = errors.New("the server is shutting down")
+)
+
+// admit takes a slot for an embedding request, or returns false when every
+// slot is taken (or the server is closed). The caller must call s.leave
+// unless it hands the job to submit.
+func (s *Server) admit() bool {
+	if s.closed.Load() {
+		return false
+	}
+	select {
+	case s.slots <- struct{}{}:
+		s.preparing.Add(1)
+		return true
+	default:
+		return false
+	}
+}
+
+// leave gives back the slot of a request that was admitted but not
+// submitted (it failed validation).
+func (s *Server) leave() {
+	s.preparing.Add(-1)
+	<-s.slots
+}
+
+// submit queues the rows of an admitted request and waits for them. It
+// returns ctx's error when the client leaves first (the scheduler then drops
+// the rows that have not run), and the forward pass's error when it fails.
+// The slot goes back when the scheduler is done with the job.
+func (s *Server) submit(ctx context.Context, rows []embedRow) error {
+	j := &embedJob{ctx: ctx, rows: rows, left: len(rows), done: make(chan struct{})}
+	s.startScheduler.Do(func() { go s.schedule() })
+	s.queue <- j // never blocks: the queue has a place for every slot
+	s.preparing.Add(-1)
+	select {
+	case <-j.done:
+		return j.err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.quit:
+		return errClosed
+	}
+}
+
+// finish ends job j with err (nil: every row has its vector) and gives its
+// slot back.
+func (s *Server) finish(j *embedJob, err error) {
+	if j.finished {
+		return
+	}
+	j.finished, j.err = true, err
+	close(j.done)
+	<-s.slots
+}
+
+// schedule is the scheduler's loop; it ends when the server is closed.
+func (s *Server) schedule() {
+	var pending []pendingRow
+	add := func(j *embedJob) {
+		for i := range j.rows {
+			pending = append(pending, pendingRow{j, i})
+		}
+	}
+	drain := func() {
+		for {
+			select {
+			case j := <-s.queue:
+				add(j)
+			default:
+				return
+			}
+		}
+	}
+	for {
+		if len(pending) == 0 {
+			select {
+			case j := <-s.queue:
+				add(j)
+			case <-s.quit:
+				s.failPending(pending)
+				return
+			}
+		}
+		if s.beforeBatch != nil {
+			s.beforeBatch()
+		}
+		drain()
+		if wait := s.opts.MaxBatchWait; wait > 0 && s.preparing.Load() > 0 && !s.full(pending) {
+			t := time.NewTimer(wait)
+		company:
+			for s.preparing.Load() > 0 && !s.full(pending) {
+				select {
+				case j := <-s.queue:
+					add(j)
+				case <-t.C:
+					break company
+				}
+			}
+			t.Stop()
+		}
+		select {
+		case s.gate <- struct{}{}: // no fill-mask forward is running
+		case <-s.quit:
+			drain()
+			s.failPending(pending)
+			return
+		}
+		drain() // what came while another forward ran
+		pending = s.dropGone(pending)
+		if len(pending) == 0 {
+			<-s.gate
+			continue
+		}
+		var batch []pendingRow
+		batch, pending = s.pick(pending)
+		s.runBatch(batch) // releases the gate
+	}
+}
+
+// failPending ends every job still waiting, and every queued one, with
+// errClosed.
+func (s *Server) failPending(pending []pendingRow) {
+	for _, p := range pending {
+		s.finish(p.j, errClosed)
+	}
+	for {
+		select {
+		case j := <-s.queue:
+			s.finish(j, errClosed)
+		default:
+			return
+		}
+	}
+}
+
+// full says whether the pending rows already make a full batch.
+func (s *Server) full(pending []pendingRow) bool {
+	longest := 0
+	for _, p := range pending {
+		longest = max(longest, p.len())
+	}
+	return len(pending) >= s.opts.MaxBatchRequests || len(pending)*longest >= s.opts.MaxBatchTokens
+}
+
+// dropGone ends the jobs whose client has left (and those already ended by
+// a failed forward pass) and returns the rows still to run, in order.
+func (s *Server) dropGone(pending []pendingRow) []pendingRow {
+	return slices.DeleteFunc(pending, func(p pendingRow) bool {
+		if !p.j.finished && p.j.ctx.Err() != nil {
+			s.finish(p.j, p.j.ctx.Err())
+		}
+		return p.j.finished
+	})
+}
+
+// pick chooses the next batch from the pending rows (oldest first): the
+// oldest row, then its neighbours in length order (shorter ones first:
+// they add no padding) while the batch keeps within MaxBatchRequests rows
+// and MaxBatchTokens padded tokens. It returns the batch, sorted by length,
+// and the rows left, still oldest first.
+func (s *Server) pick(pending []pendingRow) (batch, rest []pendingRow) {
+	order := make([]int, len(pending))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(pending[a].len(), pending[b].len()) })
+	anchor := slices.Index(order, 0)
+	lo, hi, longest := anchor, anchor, pending[0].len()
+	for n := 1; n < s.opts.MaxBatchRequests; n++ {
+		if lo > 0 && (n+1)*longest <= s.opts.MaxBatchTokens {
+			lo--
+		} else if hi+1 < len(order) && (n+1)*pending[order[hi+1]].len() <= s.opts.MaxBatchTokens {
+			hi++
+			longest = pending[order[hi]].len()
+		} else {
+			break
+		}
+	}
+	taken := make([]bool, len(pending))
+	for _, k := range order[lo : hi+1] {
+		batch = append(batch, pending[k])
+		taken[k] = true
+	}
+	for k, p := range pending {
+		if !taken[k] {
+			rest = append(rest, p)
+		}
+	}
+	return batch, rest
+}
+
+// runBatch runs one forward pass over the rows of batch (sorted by length),
+// pools each row and finishes the jobs whose rows have all run. It releases
+// the gate, also when the forward pass panics (the batch's jobs then get a
+// 500's error).
+func (s *Server) runBatch(batch []pendingRow) {
+	B, T := len(batch), batch[len(batch)-1].len()
+	for _, p := range batch {
+		T = max(T, p.len())
+	}
+	b := &roformer.Batch{InputIDs: make([]int32, B*T), TokenTypeIDs: make([]int32, B*T), AttentionMask: make([]int32, B*T), B: B, T: T}
+	pad := int32(s.tok.PadID())
+	for i, p := range batch {
+		r := &p.j.rows[p.i]
+		copy(b.InputIDs[i*T:], r.ids)
+		copy(b.TokenTypeIDs[i*T:], r.types)
+		for t := range T {
+			if t < len(r.ids) {
+				b.AttentionMask[i*T+t] = 1
+			} else {
+				b.InputIDs[i*T+t] = pad
+			}
+		}
+	}
+	out, err := func() (out *roformer.Output, err error) {
+		defer func() {
+			<-s.gate
+			if v := recover(); v != nil {
+				err = fmt.Errorf("panic in the forward pass: %v", v)
+			}
+		}()
+		return s.encoder.Forward(context.Background(), b, nil, roformer.Options{})
+	}()
+	if s.afterForward != nil {
+		s.afterForward(B, T)
+	}
+	if err == nil && out.PoolerOutput == nil {
+		for _, p := range batch {
+			if p.j.rows[p.i].pool == poolPooler {
+				err = errors.New("the model has no pooler")
+			}
+		}
+	}
+	if err != nil {
+		s.opts.Log.Printf("server: a batch of %d rows × %d tokens: %v", B, T, err)
+		for _, p := range batch {
+			s.finish(p.j, err)
+		}
+		return
+	}
+	H := s.model.Config.HiddenSize
+	for i, p := range batch {
+		r := &p.j.rows[p.i]
+		r.vec = poolRow(out, b.AttentionMask[i*T:(i+1)*T], i, T, H, r.pool)
+		if p.j.left--; p.j.left == 0 {
+			s.finish(p.j, nil)
+		}
+	}
+}
+
+// poolRow reads row i's vector from a forward pass over T positions, with
+// sums in float64 over the positions in order, so padding changes nothing.
+func poolRow(out *roformer.Output, mask []int32, i, T, H int, pool pooling) []float32 {
+	v := make([]float32, H)
+	hs := out.LastHiddenState.Data[i*T*H : (i+1)*T*H]
+	switch pool {
+	case poolCLS:
+		copy(v, hs[:H])
+	case poolPooler:
+		copy(v, out.PoolerOutput.Data[i*H:(i+1)*H])
+	case poolMean:
+		sum := make([]float64, H)
+		n := 0
+		for t := range T {
+			if mask[t] == 0 {
+				continue
+			}
+			n++
+			for j, x := range hs[t*H : t*H+H] {
+				sum[j] += float64(x)
+			}
+		}
+		for j := range v {
+			v[j] = float32(sum[j] / float64(n))
+		}
+	}
+	return v
+}
+
+// normalize scales v to unit length (a zero vector stays zero).
+func normalize(v []float32) {
+	norm := 0.0
+	for _, x := range v {
+		norm += float64(x) * float64(x)
+	}
+	if norm = math.Sqrt(norm); norm > 0 {
+		for j := range v {
+			v[j] = float32(float64(v[j]) / norm)
+		}
+	}
+}
+
+// embedStatus maps an error of submit to an HTTP status.
+func embedStatus(ctx context.Context, err error) int {
+	switch {
+	case errors.Is(err, errOverloaded):
+		return http.StatusTooManyRequests
+	case errors.Is(err, errClosed), ctx.Err() != nil:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// Close stops the scheduler; requests still waiting for a batch get 503,
+// and later embedding requests too. Call it after http.Server.Shutdown has
+// let the requests in flight finish.
+func (s *Server) Close() error {
+	if s.closed.CompareAndSwap(false, true) {
+		close(s.quit)
+	}
+	return nil
+}

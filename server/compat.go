@@ -1,0 +1,396 @@
+package server
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+
+	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/tokenizer"
+)
+
+// The routes that follow Hugging Face text-embeddings-inference (TEI: GET
+// /health, GET /info, POST /embed) and OpenAI's embeddings API (POST
+// /v1/embeddings). Their bodies are read as their anchors read them:
+// unknown fields are ignored, so their clients' extra fields do no harm.
+
+// apiError is a failed compatible request: its status, TEI's error_type, and,
+// for OpenAI, the request field at fault.
+type apiError struct {
+	status int
+	kind   string // TEI's error_type: Validation, Tokenizer, Empty, Overloaded, Backend, Unhealthy
+	param  string
+	msg    string
+}
+
+func errorf(status int, kind, param, format string, args ...any) *apiError {
+	return &apiError{status: status, kind: kind, param: param, msg: fmt.Sprintf(format, args...)}
+}
+
+// TEIError is the body of TEI's error answers.
+type TEIError struct {
+	Error     string `json:"error"`
+	ErrorType string `json:"error_type"`
+}
+
+func writeTEIError(w http.ResponseWriter, e *apiError) {
+	if e.status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, e.status, TEIError{Error: e.msg, ErrorType: e.kind})
+}
+
+// OpenAIError is the body of OpenAI's error answers.
+type OpenAIError struct {
+	Error struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    *string `json:"code"`
+	} `json:"error"`
+}
+
+func writeOpenAIError(w http.ResponseWriter, e *apiError) {
+	var body OpenAIError
+	body.Error.Message = e.msg
+	if e.param != "" {
+		body.Error.Param = &e.param
+	}
+	switch {
+	case e.status == http.StatusTooManyRequests:
+		w.Header().Set("Retry-After", "1")
+		code := "rate_limit_exceeded"
+		body.Error.Type, body.Error.Code = "requests", &code
+	case e.status >= 500 || e.status == http.StatusFailedDependency:
+		body.Error.Type = "server_error"
+	default:
+		body.Error.Type = "invalid_request_error"
+	}
+	writeJSON(w, e.status, body)
+}
+
+// decodeCompat reads a compatible route's JSON body into v (unknown fields
+// ignored).
+func (s *Server) decodeCompat(w http.ResponseWriter, r *http.Request, v any) *apiError {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return errorf(http.StatusRequestEntityTooLarge, "Validation", "", "request body over %d bytes", tooBig.Limit)
+		}
+		return errorf(http.StatusUnprocessableEntity, "Validation", "", "request body: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errorf(http.StatusUnprocessableEntity, "Validation", "", "request body: more than one JSON value, or data after it")
+	}
+	return nil
+}
+
+// texts reads "inputs" (TEI) or "input" (OpenAI): a string or an array of
+// strings.
+func texts(raw json.RawMessage, field string) ([]string, *apiError) {
+	if len(raw) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return nil, errorf(http.StatusUnprocessableEntity, "Validation", field, "%q is missing", field)
+	}
+	var one string
+	if err := json.Unmarshal(raw, &one); err == nil {
+		return []string{one}, nil
+	}
+	var many []string
+	if err := json.Unmarshal(raw, &many); err != nil {
+		return nil, errorf(http.StatusUnprocessableEntity, "Validation", field, "%q: want a string or an array of strings (token ids are not taken)", field)
+	}
+	return many, nil
+}
+
+// embedOptions are what a compatible request asks of its vectors.
+type embedOptions struct {
+	truncate, left bool // cut inputs that are too long, keeping their end when left
+	dims           int  // keep the first dims values (0: all)
+	normalize      bool
+}
+
+// embedTexts embeds texts for a compatible route, for a request that s.admit
+// let in: it checks them against the limits, tokenizes and truncates them,
+// runs them through the batcher (setting *submitted, after which the
+// scheduler gives the slot back), cuts the vectors to o.dims and
+// normalizes them after. It returns the vectors and the tokens they came
+// from, [CLS] and [SEP] included.
+func (s *Server) embedTexts(r *http.Request, texts []string, o embedOptions, field string, submitted *bool) ([][]float32, int, *apiError) {
+	H := s.model.Config.HiddenSize
+	switch {
+	case len(texts) == 0:
+		return nil, 0, errorf(http.StatusBadRequest, "Empty", field, "batch is empty")
+	case len(texts) > s.opts.MaxInputs:
+		return nil, 0, errorf(http.StatusRequestEntityTooLarge, "Validation", field, "batch size %d > maximum allowed batch size %d", len(texts), s.opts.MaxInputs)
+	case o.dims < 0 || o.dims > H:
+		return nil, 0, errorf(http.StatusUnprocessableEntity, "Validation", "dimensions", "dimensions %d: want 1 to the model's hidden size %d", o.dims, H)
+	}
+	pool := poolMean
+	if s.model.Encoder.Pooler != nil {
+		pool = poolPooler
+	}
+	rows := make([]embedRow, len(texts))
+	tokens := 0
+	for i, text := range texts {
+		enc, err := s.tok.Encode(text, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
+		if err != nil {
+			return nil, 0, errorf(http.StatusUnprocessableEntity, "Tokenizer", field, "input %d: %v", i, err)
+		}
+		ids, types := int32s(enc.IDs), int32s(enc.TypeIDs)
+		if n := len(ids); n > s.opts.MaxLength {
+			if !o.truncate {
+				return nil, 0, errorf(http.StatusRequestEntityTooLarge, "Validation", field,
+					"input %d has %d tokens; the limit is %d (max_input_length); ask for truncation with \"truncate\": true", i, n, s.opts.MaxLength)
+			}
+			ids, types = truncate(enc, s.opts.MaxLength, o.left)
+		}
+		rows[i] = embedRow{ids: ids, types: types, pool: pool}
+		tokens += len(ids)
+	}
+	*submitted = true
+	if err := s.submit(r.Context(), rows); err != nil {
+		switch embedStatus(r.Context(), err) {
+		case http.StatusServiceUnavailable:
+			return nil, 0, errorf(http.StatusServiceUnavailable, "Unhealthy", "", "%v", err)
+		default:
+			s.opts.Log.Printf("server: %s %s: %v", r.Method, r.URL.Path, err)
+			return nil, 0, errorf(http.StatusFailedDependency, "Backend", "", "%v", err)
+		}
+	}
+	out := make([][]float32, len(rows))
+	for i, row := range rows {
+		v := row.vec
+		if o.dims > 0 {
+			v = v[:o.dims]
+		}
+		if o.normalize {
+			normalize(v)
+		}
+		out[i] = v
+	}
+	return out, tokens, nil
+}
+
+// truncate cuts an encoding to n tokens, its added special tokens ([CLS],
+// [SEP]) kept: the text's first tokens stay (right truncation, HF's), or its
+// last ones (left).
+func truncate(enc *tokenizer.Encoding, n int, left bool) (ids, types []int32) {
+	special := enc.SpecialTokensMask
+	lead, trail := 0, 0
+	for lead < len(special) && special[lead] == 1 {
+		lead++
+	}
+	for trail < len(special)-lead && special[len(special)-1-trail] == 1 {
+		trail++
+	}
+	keep := max(n-lead-trail, 0)
+	from, to := lead, lead+keep
+	if left {
+		from, to = len(enc.IDs)-trail-keep, len(enc.IDs)-trail
+	}
+	pick := func(xs []int) []int32 {
+		out := int32s(xs[:lead])
+		out = append(out, int32s(xs[from:to])...)
+		return append(out, int32s(xs[len(xs)-trail:])...)
+	}
+	return pick(enc.IDs), pick(enc.TypeIDs)
+}
+
+// admitted runs h for an embedding request once it has a slot, and answers
+// 429 (with fail) when none is free.
+func (s *Server) admitted(w http.ResponseWriter, r *http.Request, fail func(http.ResponseWriter, *apiError),
+	h func(submitted *bool) *apiError) {
+	if !s.admit() {
+		fail(w, errorf(http.StatusTooManyRequests, "Overloaded", "", "%v", errOverloaded))
+		return
+	}
+	submitted := false
+	defer func() {
+		if !submitted {
+			s.leave()
+		}
+	}()
+	if e := h(&submitted); e != nil {
+		fail(w, e)
+	}
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusOK)
+}
+
+// TEIInfo is what GET /info returns: TEI's main fields.
+type TEIInfo struct {
+	ModelID               string                       `json:"model_id"`
+	ModelSHA              *string                      `json:"model_sha"`
+	ModelDType            string                       `json:"model_dtype"` // float32, bfloat16 or int8
+	ModelType             map[string]map[string]string `json:"model_type"`  // {"embedding": {"pooling": …}}
+	Pooling               string                       `json:"pooling"`     // pooler (the model's, RoFormer-Sim) or mean
+	MaxConcurrentRequests int                          `json:"max_concurrent_requests"`
+	MaxInputLength        int                          `json:"max_input_length"`
+	MaxBatchTokens        int                          `json:"max_batch_tokens"`
+	MaxBatchRequests      int                          `json:"max_batch_requests"`
+	MaxClientBatchSize    int                          `json:"max_client_batch_size"`
+}
+
+// TEIInfo describes the model and the limits as TEI's GET /info does.
+func (s *Server) TEIInfo() TEIInfo {
+	dtype := map[roformer.Precision]string{roformer.PrecisionBF16: "bfloat16", roformer.PrecisionInt8: "int8"}[s.model.Precision()]
+	if dtype == "" {
+		dtype = "float32"
+	}
+	pooling := "mean"
+	if s.model.Encoder.Pooler != nil {
+		pooling = "pooler"
+	}
+	return TEIInfo{ModelID: s.opts.Name, ModelDType: dtype, ModelType: map[string]map[string]string{"embedding": {"pooling": pooling}},
+		Pooling: pooling, MaxConcurrentRequests: s.opts.MaxConcurrentRequests, MaxInputLength: s.opts.MaxLength,
+		MaxBatchTokens: s.opts.MaxBatchTokens, MaxBatchRequests: s.opts.MaxBatchRequests, MaxClientBatchSize: s.opts.MaxInputs}
+}
+
+func (s *Server) teiInfo(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.TEIInfo())
+}
+
+// TEIEmbedRequest is the body of POST /embed.
+type TEIEmbedRequest struct {
+	Inputs              json.RawMessage `json:"inputs"`                         // a string or an array of strings
+	Normalize           *bool           `json:"normalize,omitempty"`            // default true
+	Truncate            bool            `json:"truncate,omitempty"`             // default false: too long is a 413
+	TruncationDirection string          `json:"truncation_direction,omitempty"` // "Right" (default) or "Left"
+	Dimensions          *int            `json:"dimensions,omitempty"`           // keep the first n values
+}
+
+// teiEmbed answers POST /embed with a bare [[float]].
+func (s *Server) teiEmbed(w http.ResponseWriter, r *http.Request) {
+	s.admitted(w, r, writeTEIError, func(submitted *bool) *apiError {
+		var req TEIEmbedRequest
+		if e := s.decodeCompat(w, r, &req); e != nil {
+			return e
+		}
+		in, e := texts(req.Inputs, "inputs")
+		if e != nil {
+			return e
+		}
+		o := embedOptions{truncate: req.Truncate, normalize: req.Normalize == nil || *req.Normalize}
+		switch req.TruncationDirection {
+		case "", "Right", "right":
+		case "Left", "left":
+			o.left = true
+		default:
+			return errorf(http.StatusUnprocessableEntity, "Validation", "truncation_direction", `truncation_direction %q: want "Right" or "Left"`, req.TruncationDirection)
+		}
+		if req.Dimensions != nil {
+			if *req.Dimensions < 1 {
+				return errorf(http.StatusUnprocessableEntity, "Validation", "dimensions", "dimensions %d: want at least 1", *req.Dimensions)
+			}
+			o.dims = *req.Dimensions
+		}
+		vecs, _, e := s.embedTexts(r, in, o, "inputs", submitted)
+		if e != nil {
+			return e
+		}
+		writeJSON(w, http.StatusOK, vecs)
+		return nil
+	})
+}
+
+// OpenAIEmbeddingsRequest is the body of POST /v1/embeddings.
+type OpenAIEmbeddingsRequest struct {
+	Input          json.RawMessage `json:"input"`                     // a string or an array of strings
+	Model          string          `json:"model"`                     // any name: the server has one model and answers with its name
+	EncodingFormat string          `json:"encoding_format,omitempty"` // "float" (default) or "base64"
+	Dimensions     *int            `json:"dimensions,omitempty"`      // keep the first n values (then normalized)
+}
+
+// OpenAIEmbedding is one vector of an OpenAI answer: a []float32, or with
+// encoding_format "base64" the base64 of its little-endian float32 bytes.
+type OpenAIEmbedding struct {
+	Object    string `json:"object"` // "embedding"
+	Embedding any    `json:"embedding"`
+	Index     int    `json:"index"`
+}
+
+// OpenAIEmbeddingsResponse is the answer of POST /v1/embeddings.
+type OpenAIEmbeddingsResponse struct {
+	Object string            `json:"object"` // "list"
+	Data   []OpenAIEmbedding `json:"data"`
+	Model  string            `json:"model"`
+	Usage  struct {
+		PromptTokens int `json:"prompt_tokens"`
+		TotalTokens  int `json:"total_tokens"`
+	} `json:"usage"`
+}
+
+// openAIEmbeddings answers POST /v1/embeddings. Vectors are normalized (as
+// OpenAI's are); an input that is too long is a 400, as OpenAI answers.
+func (s *Server) openAIEmbeddings(w http.ResponseWriter, r *http.Request) {
+	s.admitted(w, r, writeOpenAIError, func(submitted *bool) *apiError {
+		var req OpenAIEmbeddingsRequest
+		if e := s.decodeCompat(w, r, &req); e != nil {
+			if e.status == http.StatusUnprocessableEntity {
+				e.status = http.StatusBadRequest
+			}
+			return e
+		}
+		in, e := texts(req.Input, "input")
+		if e == nil {
+			for i, t := range in {
+				if t == "" {
+					e = errorf(http.StatusBadRequest, "Validation", "input", "input %d is empty", i)
+					break
+				}
+			}
+		}
+		if e != nil {
+			e.status = http.StatusBadRequest
+			return e
+		}
+		base64Out := false
+		switch req.EncodingFormat {
+		case "", "float":
+		case "base64":
+			base64Out = true
+		default:
+			return errorf(http.StatusBadRequest, "Validation", "encoding_format", `encoding_format %q: want "float" or "base64"`, req.EncodingFormat)
+		}
+		o := embedOptions{normalize: true}
+		if req.Dimensions != nil {
+			if *req.Dimensions < 1 {
+				return errorf(http.StatusBadRequest, "Validation", "dimensions", "dimensions %d: want at least 1", *req.Dimensions)
+			}
+			o.dims = *req.Dimensions
+		}
+		vecs, tokens, e := s.embedTexts(r, in, o, "input", submitted)
+		if e != nil {
+			if e.status < 500 && e.status != http.StatusTooManyRequests && e.status != http.StatusFailedDependency {
+				e.status = http.StatusBadRequest
+			}
+			if e.status == http.StatusFailedDependency {
+				e.status = http.StatusInternalServerError
+			}
+			return e
+		}
+		res := OpenAIEmbeddingsResponse{Object: "list", Data: make([]OpenAIEmbedding, len(vecs)), Model: s.opts.Name}
+		for i, v := range vecs {
+			res.Data[i] = OpenAIEmbedding{Object: "embedding", Embedding: v, Index: i}
+			if base64Out {
+				b := make([]byte, 4*len(v))
+				for j, x := range v {
+					binary.LittleEndian.PutUint32(b[4*j:], math.Float32bits(x))
+				}
+				res.Data[i].Embedding = base64.StdEncoding.EncodeToString(b)
+			}
+		}
+		res.Usage.PromptTokens, res.Usage.TotalTokens = tokens, tokens
+		writeJSON(w, http.StatusOK, res)
+		return nil
+	})
+}
