@@ -37,6 +37,7 @@ const (
 	poolCLS    pooling = iota // the [CLS] position of the last hidden state
 	poolMean                  // the mean over the attention mask
 	poolPooler                // Output.PoolerOutput (RoFormer-Sim)
+	poolLogits                // the sequence-classification head's logits (tei.go)
 )
 
 // embedRow is one input of an embedding request: its tokens and, once its
@@ -290,7 +291,7 @@ func (s *Server) runBatch(batch []pendingRow) {
 				err = fmt.Errorf("panic in the forward pass: %v", v)
 			}
 		}()
-		return s.encoder.Forward(context.Background(), b, nil, roformer.Options{})
+		return s.forwardModel(batch).Forward(context.Background(), b, nil, roformer.Options{})
 	}()
 	if s.afterForward != nil {
 		s.afterForward(B, T)
@@ -325,6 +326,9 @@ func poolRow(out *roformer.Output, mask []int32, i, T, H int, pool pooling) []fl
 	v := make([]float32, H)
 	hs := out.LastHiddenState.Data[i*T*H : (i+1)*T*H]
 	switch pool {
+	case poolLogits:
+		NL := out.Logits.Shape[1]
+		return append([]float32(nil), out.Logits.Data[i*NL:(i+1)*NL]...)
 	case poolCLS:
 		copy(v, hs[:H])
 	case poolPooler:

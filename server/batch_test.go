@@ -366,7 +366,8 @@ func TestTEIInfoAndHealth(t *testing.T) {
 	rec := httptest.NewRecorder()
 	s.ServeHTTP(rec, httptest.NewRequest("GET", "/info", nil))
 	want := `{"model_id":"tiny","model_sha":null,"model_dtype":"bfloat16","model_type":{"embedding":{"pooling":"mean"}},"pooling":"mean",` +
-		`"max_concurrent_requests":7,"max_input_length":32,"max_batch_tokens":100,"max_batch_requests":32,"max_client_batch_size":5}`
+		`"max_concurrent_requests":7,"max_input_length":32,"max_batch_tokens":100,"max_batch_requests":32,"max_client_batch_size":5,` +
+		`"routes":` + string(must(json.Marshal(s.Info().Endpoints))) + `}`
 	if rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != want {
 		t.Errorf("GET /info: %d\n%s\nwant\n%s", rec.Code, rec.Body.String(), want)
 	}

@@ -228,16 +228,17 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 
 // TEIInfo is what GET /info returns: TEI's main fields.
 type TEIInfo struct {
-	ModelID               string                       `json:"model_id"`
-	ModelSHA              *string                      `json:"model_sha"`
-	ModelDType            string                       `json:"model_dtype"` // float32, bfloat16 or int8
-	ModelType             map[string]map[string]string `json:"model_type"`  // {"embedding": {"pooling": …}}
-	Pooling               string                       `json:"pooling"`     // pooler (the model's, RoFormer-Sim) or mean
-	MaxConcurrentRequests int                          `json:"max_concurrent_requests"`
-	MaxInputLength        int                          `json:"max_input_length"`
-	MaxBatchTokens        int                          `json:"max_batch_tokens"`
-	MaxBatchRequests      int                          `json:"max_batch_requests"`
-	MaxClientBatchSize    int                          `json:"max_client_batch_size"`
+	ModelID               string         `json:"model_id"`
+	ModelSHA              *string        `json:"model_sha"`
+	ModelDType            string         `json:"model_dtype"` // float32, bfloat16 or int8
+	ModelType             map[string]any `json:"model_type"`  // {"embedding": {"pooling": …}}, or {"classifier"|"reranker": {"id2label", "label2id"}} (tei.go)
+	Pooling               string         `json:"pooling"`     // pooler (the model's, RoFormer-Sim) or mean
+	MaxConcurrentRequests int            `json:"max_concurrent_requests"`
+	MaxInputLength        int            `json:"max_input_length"`
+	MaxBatchTokens        int            `json:"max_batch_tokens"`
+	MaxBatchRequests      int            `json:"max_batch_requests"`
+	MaxClientBatchSize    int            `json:"max_client_batch_size"`
+	Routes                []string       `json:"routes"` // the routes that answer for this model, as GET /v1/model lists them
 }
 
 // TEIInfo describes the model and the limits as TEI's GET /info does.
@@ -250,9 +251,10 @@ func (s *Server) TEIInfo() TEIInfo {
 	if s.model.Encoder.Pooler != nil {
 		pooling = "pooler"
 	}
-	return TEIInfo{ModelID: s.opts.Name, ModelDType: dtype, ModelType: map[string]map[string]string{"embedding": {"pooling": pooling}},
+	return TEIInfo{ModelID: s.opts.Name, ModelDType: dtype, ModelType: s.teiModelType(pooling),
 		Pooling: pooling, MaxConcurrentRequests: s.opts.MaxConcurrentRequests, MaxInputLength: s.opts.MaxLength,
-		MaxBatchTokens: s.opts.MaxBatchTokens, MaxBatchRequests: s.opts.MaxBatchRequests, MaxClientBatchSize: s.opts.MaxInputs}
+		MaxBatchTokens: s.opts.MaxBatchTokens, MaxBatchRequests: s.opts.MaxBatchRequests, MaxClientBatchSize: s.opts.MaxInputs,
+		Routes: s.Info().Endpoints}
 }
 
 func (s *Server) teiInfo(w http.ResponseWriter, r *http.Request) {

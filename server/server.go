@@ -169,6 +169,11 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 		{"GET", "/info", s.teiInfo},
 		{"POST", "/embed", s.teiEmbed},
 		{"POST", "/v1/embeddings", s.openAIEmbeddings},
+		{"POST", "/predict", s.teiPredict}, // tei.go
+		{"POST", "/rerank", s.teiRerank},
+		{"POST", "/similarity", s.teiSimilarity},
+		{"POST", "/tokenize", s.teiTokenize},
+		{"POST", "/decode", s.teiDecode},
 	} {
 		s.mux.HandleFunc(e.method+" "+e.path, e.h)
 		methods[e.path] = e.method
@@ -248,6 +253,7 @@ func (s *Server) Info() ModelInfo {
 	if s.model.LM != nil {
 		mi.Endpoints = append(mi.Endpoints, "POST /v1/fill-mask")
 	}
+	mi.Endpoints = append(mi.Endpoints, s.teiRoutes()...)
 	return mi
 }
 

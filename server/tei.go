@@ -1,0 +1,540 @@
+package server
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+
+	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/tokenizer"
+)
+
+// The rest of TEI's routes (text-embeddings-inference, router/src/http):
+// POST /predict and /rerank for sequence-classification models, /similarity
+// for every model, /tokenize and /decode. The forward passes of /predict,
+// /rerank and /similarity go through the batching queue (batch.go) with the
+// embedding requests: a classification row asks the scheduler for the
+// head's logits instead of a pooled vector, and a batch that holds one runs
+// the model with its head (its last hidden state serves the embedding rows
+// of the same batch). Errors are TEI's {"error", "error_type"} with TEI's
+// statuses: 413 for validation (too many inputs, too long without
+// "truncate"), 400 for an empty batch, 422 for a body that does not parse
+// or a tokenizer error, 424 for a route the loaded model cannot serve (as
+// TEI answers /predict or /rerank on an embedding model), 429 when the queue
+// is full.
+
+// classifier says whether the model has a sequence-classification head
+// (/predict answers), reranker whether it has one label (/rerank answers).
+func (s *Server) classifier() bool { return s.model.Head == roformer.HeadSequenceCls }
+func (s *Server) reranker() bool   { return s.classifier() && s.model.Config.NumLabels == 1 }
+
+// teiRoutes are the TEI routes that answer for this model, beside GET
+// /health, GET /info, POST /embed and POST /v1/embeddings.
+func (s *Server) teiRoutes() []string {
+	var out []string
+	if s.classifier() {
+		out = append(out, "POST /predict")
+	}
+	if s.reranker() {
+		out = append(out, "POST /rerank")
+	}
+	return append(out, "POST /similarity", "POST /tokenize", "POST /decode")
+}
+
+// teiModelType is TEI's model_type of GET /info: {"classifier": {id2label,
+// label2id}} for a sequence-classification model ("reranker" with one
+// label), {"embedding": {"pooling": …}} otherwise.
+func (s *Server) teiModelType(pooling string) map[string]any {
+	if !s.classifier() {
+		return map[string]any{"embedding": map[string]string{"pooling": pooling}}
+	}
+	id2label, label2id := map[string]string{}, map[string]int{}
+	for i, l := range s.model.Config.Labels() {
+		id2label[fmt.Sprint(i)], label2id[l] = l, i
+	}
+	kind := "classifier"
+	if s.reranker() {
+		kind = "reranker"
+	}
+	return map[string]any{kind: map[string]any{"id2label": id2label, "label2id": label2id}}
+}
+
+// truncationDirection reads TEI's truncation_direction: "Right" (default,
+// the text's first tokens stay) or "Left" (its last ones).
+func truncationDirection(s string) (left bool, e *apiError) {
+	switch s {
+	case "", "Right", "right":
+		return false, nil
+	case "Left", "left":
+		return true, nil
+	}
+	return false, errorf(http.StatusUnprocessableEntity, "Validation", "truncation_direction", `truncation_direction %q: want "Right" or "Left"`, s)
+}
+
+// fit cuts an encoding (a text or a pair, with its special tokens) to n
+// tokens as HF's longest_first does, one token at a time from the longer
+// text (the second on a tie), at its end (right) or its start (left); the
+// added special tokens stay. It fails when only they would be left.
+func fit(enc *tokenizer.Encoding, n int, left bool) (ids, types []int32, ok bool) {
+	var pos [2][]int // the positions of each text's tokens
+	for i, q := range enc.SequenceIDs {
+		if q == 0 || q == 1 {
+			pos[q] = append(pos[q], i)
+		}
+	}
+	var cut [2]int
+	for excess := len(enc.IDs) - n; excess > 0; excess-- {
+		k := 1
+		if len(pos[0])-cut[0] > len(pos[1])-cut[1] {
+			k = 0
+		}
+		if len(pos[k]) == cut[k] {
+			return nil, nil, false
+		}
+		cut[k]++
+	}
+	drop := make([]bool, len(enc.IDs))
+	for k := range pos {
+		gone := pos[k][len(pos[k])-cut[k]:]
+		if left {
+			gone = pos[k][:cut[k]]
+		}
+		for _, i := range gone {
+			drop[i] = true
+		}
+	}
+	for i, id := range enc.IDs {
+		if !drop[i] {
+			ids, types = append(ids, int32(id)), append(types, int32(enc.TypeIDs[i]))
+		}
+	}
+	return ids, types, true
+}
+
+// classifyRows tokenizes texts (pairs where TextPair is set) into rows of
+// the classification head, truncated when asked to.
+func (s *Server) classifyRows(in []Input, truncate, left bool, field string) ([]embedRow, *apiError) {
+	rows := make([]embedRow, len(in))
+	for i, x := range in {
+		enc, err := s.encode(x, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
+		if err != nil {
+			return nil, errorf(http.StatusUnprocessableEntity, "Tokenizer", field, "input %d: %v", i, err)
+		}
+		ids, types := int32s(enc.IDs), int32s(enc.TypeIDs)
+		if n := len(ids); n > s.opts.MaxLength {
+			if !truncate {
+				return nil, errorf(http.StatusRequestEntityTooLarge, "Validation", field,
+					"input %d has %d tokens; the limit is %d (max_input_length); ask for truncation with \"truncate\": true", i, n, s.opts.MaxLength)
+			}
+			var ok bool
+			if ids, types, ok = fit(enc, s.opts.MaxLength, left); !ok {
+				return nil, errorf(http.StatusRequestEntityTooLarge, "Validation", field, "input %d cannot be truncated to %d tokens", i, s.opts.MaxLength)
+			}
+		}
+		rows[i] = embedRow{ids: ids, types: types, pool: poolLogits}
+	}
+	return rows, nil
+}
+
+// runRows runs the rows of an admitted request through the batcher (setting
+// *submitted) and maps its failure to TEI's errors.
+func (s *Server) runRows(r *http.Request, rows []embedRow, submitted *bool) *apiError {
+	*submitted = true
+	err := s.submit(r.Context(), rows)
+	if err == nil {
+		return nil
+	}
+	if embedStatus(r.Context(), err) == http.StatusServiceUnavailable {
+		return errorf(http.StatusServiceUnavailable, "Unhealthy", "", "%v", err)
+	}
+	s.opts.Log.Printf("server: %s %s: %v", r.Method, r.URL.Path, err)
+	return errorf(http.StatusFailedDependency, "Backend", "", "%v", err)
+}
+
+// scores turns a row's logits into TEI's scores: as they are with raw, else
+// a softmax over the labels for single-label classification and a sigmoid
+// of each for multi-label classification and regression (HF's
+// text-classification pipeline: the config's problem_type, else sigmoid for
+// one label and softmax for more).
+func (s *Server) scores(logits []float32, raw bool) ([]float64, *apiError) {
+	out := make([]float64, len(logits))
+	for i, x := range logits {
+		out[i] = float64(x)
+		if math.IsNaN(out[i]) {
+			return nil, errorf(http.StatusFailedDependency, "Backend", "", "score is NaN")
+		}
+	}
+	if raw {
+		return out, nil
+	}
+	cfg := &s.model.Config
+	sigmoid := cfg.ProblemType == "multi_label_classification" || cfg.ProblemType == "regression" ||
+		(cfg.ProblemType == "" && cfg.NumLabels == 1)
+	if sigmoid {
+		for i, x := range out {
+			out[i] = 1 / (1 + math.Exp(-x))
+		}
+		return out, nil
+	}
+	top := slices.Max(out)
+	sum := 0.0
+	for i, x := range out {
+		out[i] = math.Exp(x - top)
+		sum += out[i]
+	}
+	for i := range out {
+		out[i] /= sum
+	}
+	return out, nil
+}
+
+// predictInputs reads /predict's "inputs" as TEI does: a string; an array
+// of one or two strings (a text, a pair); or a batch, an array of such
+// arrays. It says whether it was a batch.
+func predictInputs(raw json.RawMessage) ([]Input, bool, *apiError) {
+	bad := func(format string, args ...any) ([]Input, bool, *apiError) {
+		return nil, false, errorf(http.StatusUnprocessableEntity, "Validation", "inputs", "\"inputs\": "+format+
+			`; want a string, a pair of strings ["a", "b"], or a batch [["a"], ["a", "b"], …]`, args...)
+	}
+	if len(raw) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return bad("missing")
+	}
+	seq := func(xs []string) (Input, bool) {
+		switch len(xs) {
+		case 1:
+			return Input{Text: xs[0]}, true
+		case 2:
+			return Input{Text: xs[0], TextPair: &xs[1]}, true
+		}
+		return Input{}, false
+	}
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		return []Input{{Text: one}}, false, nil
+	}
+	var strs []string
+	if json.Unmarshal(raw, &strs) == nil {
+		if len(strs) == 0 {
+			return nil, true, errorf(http.StatusBadRequest, "Empty", "inputs", "batch is empty")
+		}
+		in, ok := seq(strs)
+		if !ok {
+			return bad("an array of %d strings", len(strs))
+		}
+		return []Input{in}, false, nil
+	}
+	var batch [][]string
+	if err := json.Unmarshal(raw, &batch); err != nil {
+		return bad("%v", err)
+	}
+	out := make([]Input, len(batch))
+	for i, xs := range batch {
+		var ok bool
+		if out[i], ok = seq(xs); !ok {
+			return bad("batch element %d has %d strings", i, len(xs))
+		}
+	}
+	return out, true, nil
+}
+
+// TEIPredictRequest is the body of POST /predict.
+type TEIPredictRequest struct {
+	Inputs              json.RawMessage `json:"inputs"`
+	RawScores           bool            `json:"raw_scores,omitempty"`           // the logits, without softmax or sigmoid
+	Truncate            bool            `json:"truncate,omitempty"`             // default false: too long is a 413
+	TruncationDirection string          `json:"truncation_direction,omitempty"` // "Right" (default) or "Left"
+}
+
+// TEIPrediction is one label's score in /predict's answer.
+type TEIPrediction struct {
+	Score float64 `json:"score"`
+	Label string  `json:"label"`
+}
+
+// teiPredict answers POST /predict: per input, every label's score, best
+// first; a list of such lists for a batch.
+func (s *Server) teiPredict(w http.ResponseWriter, r *http.Request) {
+	s.admitted(w, r, writeTEIError, func(submitted *bool) *apiError {
+		if !s.classifier() {
+			return errorf(http.StatusFailedDependency, "Backend", "", "model is not a classifier: /predict needs a sequence-classification model (%s); this one is %s",
+				roformer.HeadSequenceCls.HFClass(), s.model.Head.HFClass())
+		}
+		var req TEIPredictRequest
+		if e := s.decodeCompat(w, r, &req); e != nil {
+			return e
+		}
+		in, batch, e := predictInputs(req.Inputs)
+		if e != nil {
+			return e
+		}
+		left, e := truncationDirection(req.TruncationDirection)
+		if e != nil {
+			return e
+		}
+		if len(in) > s.opts.MaxInputs {
+			return errorf(http.StatusRequestEntityTooLarge, "Validation", "inputs", "batch size %d > maximum allowed batch size %d", len(in), s.opts.MaxInputs)
+		}
+		rows, e := s.classifyRows(in, req.Truncate, left, "inputs")
+		if e != nil {
+			return e
+		}
+		if e := s.runRows(r, rows, submitted); e != nil {
+			return e
+		}
+		labels := s.model.Config.Labels()
+		out := make([][]TEIPrediction, len(rows))
+		for i, row := range rows {
+			sc, e := s.scores(row.vec, req.RawScores)
+			if e != nil {
+				return e
+			}
+			out[i] = make([]TEIPrediction, len(sc))
+			for k, x := range sc {
+				out[i][k] = TEIPrediction{Score: x, Label: labels[k]}
+			}
+			slices.SortStableFunc(out[i], func(a, b TEIPrediction) int { return cmp.Compare(b.Score, a.Score) })
+		}
+		if batch {
+			writeJSON(w, http.StatusOK, out)
+		} else {
+			writeJSON(w, http.StatusOK, out[0])
+		}
+		return nil
+	})
+}
+
+// TEIRerankRequest is the body of POST /rerank.
+type TEIRerankRequest struct {
+	Query               *string  `json:"query"`
+	Texts               []string `json:"texts"`
+	ReturnText          bool     `json:"return_text,omitempty"`
+	RawScores           bool     `json:"raw_scores,omitempty"` // the logit, without the sigmoid
+	Truncate            bool     `json:"truncate,omitempty"`
+	TruncationDirection string   `json:"truncation_direction,omitempty"`
+}
+
+// TEIRank is one text's place in /rerank's answer.
+type TEIRank struct {
+	Index int     `json:"index"`
+	Text  *string `json:"text,omitempty"` // with return_text
+	Score float64 `json:"score"`
+}
+
+// teiRerank answers POST /rerank: each (query, text) pair through the
+// cross-encoder, the texts best first.
+func (s *Server) teiRerank(w http.ResponseWriter, r *http.Request) {
+	s.admitted(w, r, writeTEIError, func(submitted *bool) *apiError {
+		if !s.reranker() {
+			what := s.model.Head.HFClass()
+			if s.classifier() {
+				what = fmt.Sprintf("a classifier with %d labels (use /predict)", s.model.Config.NumLabels)
+			}
+			return errorf(http.StatusFailedDependency, "Backend", "", "model is not a re-ranker model: /rerank needs a sequence-classification model with one label (a cross-encoder); this one is %s", what)
+		}
+		var req TEIRerankRequest
+		if e := s.decodeCompat(w, r, &req); e != nil {
+			return e
+		}
+		switch {
+		case req.Query == nil:
+			return errorf(http.StatusUnprocessableEntity, "Validation", "query", `"query" is missing`)
+		case len(req.Texts) == 0:
+			return errorf(http.StatusBadRequest, "Empty", "texts", "`texts` cannot be empty")
+		case len(req.Texts) > s.opts.MaxInputs:
+			return errorf(http.StatusRequestEntityTooLarge, "Validation", "texts", "batch size %d > maximum allowed batch size %d", len(req.Texts), s.opts.MaxInputs)
+		}
+		left, e := truncationDirection(req.TruncationDirection)
+		if e != nil {
+			return e
+		}
+		in := make([]Input, len(req.Texts))
+		for i := range req.Texts {
+			in[i] = Input{Text: *req.Query, TextPair: &req.Texts[i]}
+		}
+		rows, e := s.classifyRows(in, req.Truncate, left, "texts")
+		if e != nil {
+			return e
+		}
+		if e := s.runRows(r, rows, submitted); e != nil {
+			return e
+		}
+		out := make([]TEIRank, len(rows))
+		for i, row := range rows {
+			sc, e := s.scores(row.vec, req.RawScores)
+			if e != nil {
+				return e
+			}
+			out[i] = TEIRank{Index: i, Score: sc[0]}
+			if req.ReturnText {
+				out[i].Text = &req.Texts[i]
+			}
+		}
+		slices.SortStableFunc(out, func(a, b TEIRank) int { return cmp.Compare(b.Score, a.Score) })
+		writeJSON(w, http.StatusOK, out)
+		return nil
+	})
+}
+
+// TEISimilarityRequest is the body of POST /similarity.
+type TEISimilarityRequest struct {
+	Inputs struct {
+		SourceSentence *string  `json:"source_sentence"`
+		Sentences      []string `json:"sentences"`
+	} `json:"inputs"`
+	Truncate            bool   `json:"truncate,omitempty"`
+	TruncationDirection string `json:"truncation_direction,omitempty"`
+}
+
+// teiSimilarity answers POST /similarity: the cosine of the source
+// sentence's embedding with each sentence's, pooled as /embed pools.
+func (s *Server) teiSimilarity(w http.ResponseWriter, r *http.Request) {
+	s.admitted(w, r, writeTEIError, func(submitted *bool) *apiError {
+		var req TEISimilarityRequest
+		if e := s.decodeCompat(w, r, &req); e != nil {
+			return e
+		}
+		switch {
+		case req.Inputs.SourceSentence == nil:
+			return errorf(http.StatusUnprocessableEntity, "Validation", "inputs", `"inputs.source_sentence" is missing`)
+		case len(req.Inputs.Sentences) == 0:
+			return errorf(http.StatusBadRequest, "Empty", "inputs", "`inputs.sentences` cannot be empty")
+		case len(req.Inputs.Sentences)+1 > s.opts.MaxInputs:
+			return errorf(http.StatusRequestEntityTooLarge, "Validation", "inputs", "batch size %d (the source sentence and the sentences) > maximum allowed batch size %d",
+				len(req.Inputs.Sentences)+1, s.opts.MaxInputs)
+		}
+		left, e := truncationDirection(req.TruncationDirection)
+		if e != nil {
+			return e
+		}
+		texts := append([]string{*req.Inputs.SourceSentence}, req.Inputs.Sentences...)
+		vecs, _, e := s.embedTexts(r, texts, embedOptions{truncate: req.Truncate, left: left, normalize: true}, "inputs", submitted)
+		if e != nil {
+			return e
+		}
+		out := make([]float64, len(vecs)-1)
+		for i, v := range vecs[1:] {
+			for j, x := range v {
+				out[i] += float64(x) * float64(vecs[0][j])
+			}
+		}
+		writeJSON(w, http.StatusOK, out)
+		return nil
+	})
+}
+
+// TEITokenizeRequest is the body of POST /tokenize.
+type TEITokenizeRequest struct {
+	Inputs           json.RawMessage `json:"inputs"`                       // a string or an array of strings
+	AddSpecialTokens *bool           `json:"add_special_tokens,omitempty"` // default true
+	PromptName       *string         `json:"prompt_name,omitempty"`        // ignored: this server has no prompts
+}
+
+// TEIToken is one token of /tokenize's answer. Start and Stop are byte
+// offsets into the input (Text is input[start:stop]); null for the added
+// special tokens, whose Text is the token.
+type TEIToken struct {
+	ID      int    `json:"id"`
+	Text    string `json:"text"`
+	Special bool   `json:"special"`
+	Start   *int   `json:"start"`
+	Stop    *int   `json:"stop"`
+}
+
+// teiTokenize answers POST /tokenize with a list of tokens per input.
+func (s *Server) teiTokenize(w http.ResponseWriter, r *http.Request) {
+	var req TEITokenizeRequest
+	if e := s.decodeCompat(w, r, &req); e != nil {
+		writeTEIError(w, e)
+		return
+	}
+	in, e := texts(req.Inputs, "inputs")
+	switch {
+	case e != nil:
+	case len(in) == 0:
+		e = errorf(http.StatusBadRequest, "Empty", "inputs", "`inputs` cannot be empty")
+	case len(in) > s.opts.MaxInputs:
+		e = errorf(http.StatusRequestEntityTooLarge, "Validation", "inputs", "batch size %d > maximum allowed batch size %d", len(in), s.opts.MaxInputs)
+	}
+	if e != nil {
+		writeTEIError(w, e)
+		return
+	}
+	opts := tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone, NoSpecialTokens: req.AddSpecialTokens != nil && !*req.AddSpecialTokens}
+	out := make([][]TEIToken, len(in))
+	for i, text := range in {
+		enc, err := s.tok.Encode(text, opts)
+		if err != nil {
+			writeTEIError(w, errorf(http.StatusUnprocessableEntity, "Tokenizer", "inputs", "input %d: %v", i, err))
+			return
+		}
+		out[i] = make([]TEIToken, len(enc.IDs))
+		for k, id := range enc.IDs {
+			t := TEIToken{ID: id, Text: enc.Tokens[k], Special: true}
+			if enc.SpecialTokensMask[k] == 0 {
+				start, stop := enc.Offsets[k][0], enc.Offsets[k][1]
+				t = TEIToken{ID: id, Text: text[start:stop], Start: &start, Stop: &stop}
+			}
+			out[i][k] = t
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// TEIDecodeRequest is the body of POST /decode.
+type TEIDecodeRequest struct {
+	IDs               json.RawMessage `json:"ids"`                           // [id, …] or [[id, …], …]
+	SkipSpecialTokens *bool           `json:"skip_special_tokens,omitempty"` // default true
+}
+
+// teiDecode answers POST /decode with one string per list of ids.
+func (s *Server) teiDecode(w http.ResponseWriter, r *http.Request) {
+	fail := func(e *apiError) { writeTEIError(w, e) }
+	var req TEIDecodeRequest
+	if e := s.decodeCompat(w, r, &req); e != nil {
+		fail(e)
+		return
+	}
+	if len(req.IDs) == 0 || bytes.Equal(bytes.TrimSpace(req.IDs), []byte("null")) {
+		fail(errorf(http.StatusUnprocessableEntity, "Validation", "ids", `"ids" is missing`))
+		return
+	}
+	var batch [][]int
+	var one []int // [] is one empty list, as TEI reads it
+	if json.Unmarshal(req.IDs, &one) == nil {
+		batch = [][]int{one}
+	} else if err := json.Unmarshal(req.IDs, &batch); err != nil {
+		fail(errorf(http.StatusUnprocessableEntity, "Validation", "ids", `"ids": want a list of token ids or a list of such lists`))
+		return
+	}
+	if len(batch) > s.opts.MaxInputs {
+		fail(errorf(http.StatusRequestEntityTooLarge, "Validation", "ids", "batch size %d > maximum allowed batch size %d", len(batch), s.opts.MaxInputs))
+		return
+	}
+	skip := req.SkipSpecialTokens == nil || *req.SkipSpecialTokens
+	out := make([]string, len(batch))
+	for i, ids := range batch {
+		for _, id := range ids {
+			if id < 0 || id >= s.tok.VocabSize() {
+				fail(errorf(http.StatusUnprocessableEntity, "Tokenizer", "ids", "list %d: id %d is outside the vocabulary [0, %d)", i, id, s.tok.VocabSize()))
+				return
+			}
+		}
+		out[i] = s.tok.Decode(ids, skip)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// forwardModel is the model a batch runs with: the encoder alone, or the
+// model with its head when a row of the batch asks for the logits.
+func (s *Server) forwardModel(batch []pendingRow) *roformer.Model {
+	for _, p := range batch {
+		if p.j.rows[p.i].pool == poolLogits {
+			return s.model
+		}
+	}
+	return s.encoder
+}
