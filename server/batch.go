@@ -57,6 +57,11 @@ type embedJob struct {
 	err      error
 	finished bool
 	done     chan struct{}
+	// Times for the timing headers (metrics.go): from queueing to the
+	// first batch its rows ran in, and the forward passes they ran in.
+	queuedAt             time.Time
+	started              bool
+	queueTime, inferTime time.Duration
 }
 
 // pendingRow is row i of job j, waiting for a batch.
@@ -100,12 +105,20 @@ func (s *Server) leave() {
 // the rows that have not run), and the forward pass's error when it fails.
 // The slot goes back when the scheduler is done with the job.
 func (s *Server) submit(ctx context.Context, rows []embedRow) error {
-	j := &embedJob{ctx: ctx, rows: rows, left: len(rows), done: make(chan struct{})}
+	t, tokens := timingOf(ctx), 0
+	for _, r := range rows {
+		tokens += len(r.ids)
+	}
+	t.queued(tokens)
+	j := &embedJob{ctx: ctx, rows: rows, left: len(rows), done: make(chan struct{}), queuedAt: time.Now()}
 	s.startScheduler.Do(func() { go s.schedule() })
 	s.queue <- j // never blocks: the queue has a place for every slot
 	s.preparing.Add(-1)
 	select {
 	case <-j.done:
+		if j.err == nil {
+			t.ran(j)
+		}
 		return j.err
 	case <-ctx.Done():
 		return ctx.Err()
@@ -180,11 +193,13 @@ func (s *Server) schedule() {
 		drain() // what came while another forward ran
 		pending = s.dropGone(pending)
 		if len(pending) == 0 {
+			s.metrics.queueSize.Set(0)
 			<-s.gate
 			continue
 		}
 		var batch []pendingRow
 		batch, pending = s.pick(pending)
+		s.metrics.queueSize.Set(float64(len(pending)))
 		s.runBatch(batch) // releases the gate
 	}
 }
@@ -284,6 +299,13 @@ func (s *Server) runBatch(batch []pendingRow) {
 			}
 		}
 	}
+	tokens := 0
+	for _, p := range batch {
+		tokens += p.len()
+	}
+	s.metrics.batchSize.Observe(float64(B))
+	s.metrics.batchTokens.Observe(float64(tokens))
+	start := time.Now()
 	out, err := func() (out *roformer.Output, err error) {
 		defer func() {
 			<-s.gate
@@ -293,6 +315,15 @@ func (s *Server) runBatch(batch []pendingRow) {
 		}()
 		return s.forwardModel(batch).Forward(context.Background(), b, nil, roformer.Options{})
 	}()
+	took := time.Since(start)
+	for i, p := range batch {
+		if !p.j.started {
+			p.j.started, p.j.queueTime = true, start.Sub(p.j.queuedAt)
+		}
+		if i == 0 || !slices.ContainsFunc(batch[:i], func(q pendingRow) bool { return q.j == p.j }) {
+			p.j.inferTime += took // once per job and batch
+		}
+	}
 	if s.afterForward != nil {
 		s.afterForward(B, T)
 	}

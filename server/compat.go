@@ -89,6 +89,7 @@ func (s *Server) decodeCompat(w http.ResponseWriter, r *http.Request, v any) *ap
 	if _, err := dec.Token(); err != io.EOF {
 		return errorf(http.StatusUnprocessableEntity, "Validation", "", "request body: more than one JSON value, or data after it")
 	}
+	markRead(r)
 	return nil
 }
 
@@ -138,6 +139,7 @@ func (s *Server) embedTexts(r *http.Request, texts []string, o embedOptions, fie
 	}
 	rows := make([]embedRow, len(texts))
 	tokens := 0
+	noteChars(r.Context(), texts...)
 	for i, text := range texts {
 		enc, err := s.tok.Encode(text, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
 		if err != nil {

@@ -131,6 +131,8 @@ type Server struct {
 	// after each forward pass with its rows and length.
 	beforeBatch  func()
 	afterForward func(rows, tokens int)
+
+	metrics *metrics // metrics.go
 }
 
 // New serves m with tok. Fill-mask needs the masked-LM head; tokenize and
@@ -154,7 +156,7 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 	enc.Head = roformer.HeadBase
 	s := &Server{model: m, encoder: &enc, tok: tok, opts: opts, gate: make(chan struct{}, 1), mux: http.NewServeMux(),
 		slots: make(chan struct{}, opts.MaxConcurrentRequests), queue: make(chan *embedJob, opts.MaxConcurrentRequests),
-		quit: make(chan struct{})}
+		quit: make(chan struct{}), metrics: newMetrics()}
 	methods := map[string]string{}
 	for _, e := range []struct {
 		method, path string
@@ -174,6 +176,7 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 		{"POST", "/similarity", s.teiSimilarity},
 		{"POST", "/tokenize", s.teiTokenize},
 		{"POST", "/decode", s.teiDecode},
+		{"GET", "/metrics", s.serveMetrics},
 	} {
 		s.mux.HandleFunc(e.method+" "+e.path, e.h)
 		methods[e.path] = e.method
@@ -214,18 +217,21 @@ func Load(dir string, opts Options) (*Server, error) {
 }
 
 // ServeHTTP answers one request. A panic while answering becomes a 500
-// with a JSON error, and is logged.
+// with a JSON error, and is logged. Every request is counted and timed
+// (metrics.go).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	defer func() {
-		if v := recover(); v != nil {
-			if v == http.ErrAbortHandler {
-				panic(v)
+	s.instrument(w, r, func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.opts.Log.Printf("server: %s %s: panic: %v", r.Method, r.URL.Path, v)
+				writeError(w, http.StatusInternalServerError, "internal error: %v", v)
 			}
-			s.opts.Log.Printf("server: %s %s: panic: %v", r.Method, r.URL.Path, v)
-			writeError(w, http.StatusInternalServerError, "internal error: %v", v)
-		}
-	}()
-	s.mux.ServeHTTP(w, r)
+		}()
+		s.mux.ServeHTTP(w, r)
+	})
 }
 
 // ModelInfo is what GET /v1/model returns.
@@ -249,7 +255,7 @@ func (s *Server) Info() ModelInfo {
 		HiddenSize: c.HiddenSize, Layers: c.NumHiddenLayers, VocabSize: c.VocabSize,
 		MaxLength: s.opts.MaxLength, MaxInputs: s.opts.MaxInputs,
 		Endpoints: []string{"GET /healthz", "GET /v1/model", "POST /v1/tokenize", "POST /v1/embed",
-			"GET /health", "GET /info", "POST /embed", "POST /v1/embeddings"}}
+			"GET /health", "GET /info", "POST /embed", "POST /v1/embeddings", "GET /metrics"}}
 	if s.model.LM != nil {
 		mi.Endpoints = append(mi.Endpoints, "POST /v1/fill-mask")
 	}
@@ -431,6 +437,10 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		rows[i] = embedRow{ids: int32s(enc.IDs), types: int32s(enc.TypeIDs), pool: pool}
+		noteChars(r.Context(), x.Text)
+		if x.TextPair != nil {
+			noteChars(r.Context(), *x.TextPair)
+		}
 	}
 	submitted = true
 	if err := s.submit(r.Context(), rows); err != nil {
@@ -570,6 +580,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		writeError(w, http.StatusBadRequest, "request body: more than one JSON value, or data after it")
 		return false
 	}
+	markRead(r)
 	return true
 }
 

@@ -69,36 +69,68 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return runServe(ctx, o, ln, stderr)
 }
 
-// runServe serves until ctx is cancelled (SIGINT, SIGTERM), then lets the
-// requests in flight finish (up to 30 s, then it closes them).
+// loadServer loads the model; a test replaces it to hold the loading.
+var loadServer = server.Load
+
+// runServe listens at once and loads the model in the background: until it
+// is loaded, GET /health and every model route answer 503 (so orchestrators
+// can probe the server); when loading fails, runServe returns its error. It
+// serves until ctx is cancelled (SIGINT, SIGTERM), then lets the requests
+// in flight finish (up to 30 s, then it closes them).
 func runServe(ctx context.Context, o serveOptions, ln net.Listener, stderr io.Writer) error {
 	o.srv.Log = log.New(stderr, "", log.LstdFlags)
 	prec, err := roformer.ParsePrecision(o.precision)
 	if err != nil {
+		ln.Close()
 		return usagef("--precision: %v", err)
 	}
 	o.srv.Precision = prec
-	s, err := server.Load(o.model, o.srv)
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	info := s.Info()
-	fmt.Fprintf(stderr, "serving %s (%s, %d layers, hidden %d) on http://%s\n", o.model, info.Architecture, info.Layers, info.HiddenSize, ln.Addr())
-	fmt.Fprintf(stderr, "endpoints: %s\n", strings.Join(info.Endpoints, ", "))
-	defer s.Close()
+	loading := server.NewLoading()
 	// A client has 30 s to send a request; an idle connection is closed
 	// after 2 minutes. Answers have no deadline: a request may wait behind
 	// others for the model.
-	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+	hs := &http.Server{Handler: loading, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute, ErrorLog: o.srv.Log}
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
+	fmt.Fprintf(stderr, "listening on http://%s, loading %s (GET /health answers 503 until it is ready)\n", ln.Addr(), o.model)
+	type result struct {
+		s   *server.Server
+		err error
+	}
+	loaded := make(chan result, 1)
+	go func() {
+		s, err := loadServer(o.model, o.srv)
+		loaded <- result{s, err}
+	}()
+	select {
+	case res := <-loaded:
+		if res.err != nil {
+			hs.Close()
+			return res.err
+		}
+		s := res.s
+		defer s.Close()
+		loading.Ready(s)
+		info := s.Info()
+		fmt.Fprintf(stderr, "serving %s (%s, %d layers, hidden %d) on http://%s\n", o.model, info.Architecture, info.Layers, info.HiddenSize, ln.Addr())
+		fmt.Fprintf(stderr, "endpoints: %s\n", strings.Join(info.Endpoints, ", "))
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return shutdown(hs, done, stderr)
+	}
 	select {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
 	}
+	return shutdown(hs, done, stderr)
+}
+
+// shutdown stops hs, whose Serve reports to done, letting the requests in
+// flight finish for up to 30 s.
+func shutdown(hs *http.Server, done <-chan error, stderr io.Writer) error {
 	fmt.Fprintln(stderr, "shutting down: waiting for requests in flight")
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

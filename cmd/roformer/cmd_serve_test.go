@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/roformer-go/roformer/server"
 )
 
 // syncBuffer is a bytes.Buffer safe for the server's log and the test.
@@ -46,13 +49,8 @@ func TestServeCLI(t *testing.T) {
 		done <- runServe(ctx, serveOptions{model: dir}, ln, &logs)
 	}()
 	url := "http://" + ln.Addr().String()
-	var resp *http.Response
-	for i := 0; i < 100; i++ { // the model loads before the first answer
-		if resp, err = http.Post(url+"/v1/fill-mask", "application/json", strings.NewReader(`{"inputs": "the [MASK] was good", "top_k": 2}`)); err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitReady(t, url)
+	resp, err := http.Post(url+"/v1/fill-mask", "application/json", strings.NewReader(`{"inputs": "the [MASK] was good", "top_k": 2}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,13 +116,8 @@ func TestServeCLIBatchFlags(t *testing.T) {
 	o.srv.MaxBatchTokens, o.srv.MaxConcurrentRequests, o.srv.MaxBatchRequests = 999, 3, 4
 	done := make(chan error, 1)
 	go func() { done <- runServe(ctx, o, ln, io.Discard) }()
-	var resp *http.Response
-	for i := 0; i < 100; i++ {
-		if resp, err = http.Get("http://" + ln.Addr().String() + "/info"); err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitReady(t, "http://"+ln.Addr().String())
+	resp, err := http.Get("http://" + ln.Addr().String() + "/info")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,5 +139,91 @@ func TestServeCLIBatchFlags(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("serve returned %v", err)
+	}
+}
+
+// waitReady waits until GET /health answers 200: the model loads after the
+// server starts listening.
+func waitReady(t *testing.T, url string) {
+	t.Helper()
+	for i := 0; i < 600; i++ {
+		resp, err := http.Get(url + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			if resp.StatusCode != http.StatusServiceUnavailable {
+				t.Fatalf("GET /health: %d", resp.StatusCode)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("the model did not load within 30 s")
+}
+
+// serve listens before the model is loaded: /health and the model routes
+// answer 503 until it is, 200 after; a model that fails to load ends serve
+// with its error.
+func TestServeCLILoading(t *testing.T) {
+	dir := ftModel(t)
+	release := make(chan struct{})
+	loadServer = func(dir string, o server.Options) (*server.Server, error) {
+		<-release
+		return server.Load(dir, o)
+	}
+	defer func() { loadServer = server.Load }()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skip("cannot listen on localhost:", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- runServe(ctx, serveOptions{model: dir}, ln, &logs) }()
+	url := "http://" + ln.Addr().String()
+	for _, c := range []struct{ method, path, body string }{{"GET", "/health", ""}, {"POST", "/embed", `{"inputs": "good"}`}, {"POST", "/v1/fill-mask", `{"inputs": "the [MASK]"}`}} {
+		req, _ := http.NewRequest(c.method, url+c.path, strings.NewReader(c.body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct {
+			Error     string `json:"error"`
+			ErrorType string `json:"error_type"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != 503 || err != nil || e.Error != "model is loading" || e.ErrorType != "Unhealthy" {
+			t.Errorf("%s %s while loading: %d %+v %v", c.method, c.path, resp.StatusCode, e, err)
+		}
+	}
+	close(release)
+	waitReady(t, url)
+	resp, err := http.Post(url+"/embed", "application/json", strings.NewReader(`{"inputs": "good"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("x-inference-time") == "" {
+		t.Errorf("POST /embed once loaded: %d %v", resp.StatusCode, resp.Header)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve returned %v", err)
+	}
+	if l := logs.String(); !strings.Contains(l, "listening on") || !strings.Contains(l, "serving ") {
+		t.Errorf("start-up lines: %q", l)
+	}
+
+	// Loading fails while the server listens: serve returns the error.
+	loadServer = func(string, server.Options) (*server.Server, error) { return nil, errors.New("no such model") }
+	ln, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runServe(context.Background(), serveOptions{model: dir}, ln, io.Discard); err == nil || err.Error() != "no such model" {
+		t.Errorf("serve with a failed load returned %v", err)
 	}
 }
