@@ -140,6 +140,9 @@ type benchResult struct {
 }
 
 func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) error {
+	if err := resolveModel(&o.model); err != nil {
+		return err
+	}
 	head, prec, err := o.check()
 	if err != nil {
 		return err

@@ -152,6 +152,9 @@ func (ft *fineTuned) evaluate(ctx context.Context, ds *finetune.Dataset) (*finet
 }
 
 func runEval(ctx context.Context, o evalOptions, stdout, stderr io.Writer) error {
+	if err := resolveModel(&o.model); err != nil {
+		return err
+	}
 	ft, err := loadFineTuned(o.model, o.maxLength, o.batch, o.precision)
 	if err != nil {
 		return err

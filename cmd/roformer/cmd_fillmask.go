@@ -52,6 +52,9 @@ func cmdFillMask(ctx context.Context, args []string, stdout, stderr io.Writer) e
 }
 
 func runFillMask(ctx context.Context, o fillMaskOptions, texts []string, w io.Writer) error {
+	if err := resolveModel(&o.model); err != nil {
+		return err
+	}
 	prec, err := roformer.ParsePrecision(o.precision)
 	if err != nil {
 		return usagef("--precision: %v", err)

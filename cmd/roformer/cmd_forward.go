@@ -137,6 +137,9 @@ func jsonKind(v any) string {
 }
 
 func runForward(ctx context.Context, o forwardOptions, w io.Writer) error {
+	if err := resolveModel(&o.model); err != nil {
+		return err
+	}
 	head, err := roformer.ParseHead(o.head)
 	if err != nil {
 		return usageError{err}

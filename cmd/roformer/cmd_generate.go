@@ -115,6 +115,9 @@ func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := setupCompute(*th, stderr, o.quiet); err != nil {
 		return err
 	}
+	if err := resolveModel(&o.model); err != nil {
+		return err
+	}
 	m, err := loadGenerator(o.model, stderr, o.quiet)
 	if err != nil {
 		return err
@@ -280,6 +283,9 @@ func cmdSimilar(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if err := setupCompute(*th, stderr, true); err != nil {
+		return err
+	}
+	if err := resolveModel(&o.model); err != nil {
 		return err
 	}
 	gen, err := loadGenerator(o.model, stderr, true)

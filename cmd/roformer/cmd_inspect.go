@@ -41,6 +41,9 @@ func cmdInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func runInspect(_ context.Context, o inspectOptions, w io.Writer) error {
+	if err := resolveModel(&o.model); err != nil {
+		return err
+	}
 	cfg, err := roformer.LoadConfig(filepath.Join(o.model, "config.json"))
 	if err != nil {
 		return err

@@ -60,6 +60,9 @@ func cmdPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 const predictChunk = 1024
 
 func runPredict(ctx context.Context, o predictOptions, w io.Writer) error {
+	if err := resolveModel(&o.model); err != nil {
+		return err
+	}
 	ft, err := loadFineTuned(o.model, o.maxLength, o.batch, o.precision)
 	if err != nil {
 		return err

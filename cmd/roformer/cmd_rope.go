@@ -47,6 +47,9 @@ type ropeResult struct {
 }
 
 func runRope(o ropeOptions, w io.Writer) error {
+	if err := resolveModel(&o.model); err != nil {
+		return err
+	}
 	cfg, err := roformer.LoadConfig(filepath.Join(o.model, "config.json"))
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 
 	"github.com/roformer-go/roformer/blas"
+	"github.com/roformer-go/roformer/hub"
 	"github.com/roformer-go/roformer/kernels"
 )
 
@@ -62,4 +63,30 @@ func applyBLASEnv() error {
 // precisionFlag registers --precision on fs.
 func precisionFlag(fs *flag.FlagSet, p *string) {
 	fs.StringVar(p, "precision", "fp32", "number format of the linear layers' products: fp32 (on oneDNN with the weights repacked once for its matmul), bf16 (needs AVX512_BF16 or AMX) or int8 (dynamic quantization; needs oneDNN)")
+}
+
+// resolveModel replaces a --model value that names a Hugging Face model
+// (org/name or org/name@revision) and is no folder with its snapshot folder
+// in the Hugging Face cache (see hub.Resolve); a folder path, or an empty
+// value, stays as it is.
+func resolveModel(model *string) error {
+	if *model == "" {
+		return nil
+	}
+	dir, err := hub.Resolve(*model)
+	if err != nil {
+		return err
+	}
+	*model = dir
+	return nil
+}
+
+// loadResolved resolves a --model value as resolveModel does and loads the
+// folder with load.
+func loadResolved[T any](model string, load func(dir string) (T, error)) (T, error) {
+	if err := resolveModel(&model); err != nil {
+		var zero T
+		return zero, err
+	}
+	return load(model)
 }

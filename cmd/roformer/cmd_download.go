@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/roformer-go/roformer/hub"
+)
+
+func init() {
+	register(&command{name: "download", summary: "fetch a model from the Hugging Face Hub into the Hugging Face cache (then --model org/name finds it)", run: cmdDownload})
+}
+
+type downloadOptions struct {
+	repo, revision, cache string
+	quiet                 bool
+}
+
+func cmdDownload(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("download", "org/name [--revision R] [--cache DIR]", stderr)
+	var o downloadOptions
+	fs.StringVar(&o.revision, "revision", hub.DefaultRevision, "branch, tag or commit hash to fetch")
+	fs.StringVar(&o.cache, "cache", "", "hub cache folder (default $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub)")
+	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	// The model id may come before the flags: parse what follows it too.
+	if fs.NArg() > 0 {
+		o.repo = fs.Arg(0)
+		if err := parseFlags(fs, fs.Args()[1:]); err != nil {
+			return err
+		}
+	}
+	switch {
+	case o.repo == "":
+		return usagef("the model id (org/name) is required")
+	case fs.NArg() > 0:
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	if repo, rev, ok := hub.ParseRef(o.repo); ok && rev != hub.DefaultRevision {
+		o.repo, o.revision = repo, rev // org/name@rev
+	} else if !ok {
+		return usagef("%q is not a model id of the form org/name", o.repo)
+	}
+	return runDownload(ctx, o, stdout, stderr)
+}
+
+// runDownload fetches the model and prints its snapshot folder.
+func runDownload(ctx context.Context, o downloadOptions, stdout, stderr io.Writer) error {
+	opts := hub.Options{CacheDir: o.cache}
+	if !o.quiet {
+		opts.Progress = stderr
+	}
+	dir, err := hub.Download(ctx, o.repo, o.revision, opts)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, dir)
+	return nil
+}
