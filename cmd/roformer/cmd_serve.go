@@ -100,7 +100,7 @@ func runServe(ctx context.Context, o serveOptions, ln net.Listener, stderr io.Wr
 	}
 	loaded := make(chan result, 1)
 	go func() {
-		s, err := loadServer(o.model, o.srv)
+		s, err := loadResolved(o.model, func(dir string) (*server.Server, error) { return loadServer(dir, o.srv) })
 		loaded <- result{s, err}
 	}()
 	select {
