@@ -176,6 +176,7 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 		{"POST", "/similarity", s.teiSimilarity},
 		{"POST", "/tokenize", s.teiTokenize},
 		{"POST", "/decode", s.teiDecode},
+		{"POST", "/generate", s.generate}, // generate.go
 		{"GET", "/metrics", s.serveMetrics},
 	} {
 		s.mux.HandleFunc(e.method+" "+e.path, e.h)
@@ -260,6 +261,7 @@ func (s *Server) Info() ModelInfo {
 		mi.Endpoints = append(mi.Endpoints, "POST /v1/fill-mask")
 	}
 	mi.Endpoints = append(mi.Endpoints, s.teiRoutes()...)
+	mi.Endpoints = append(mi.Endpoints, s.taskRoutes()...)
 	return mi
 }
 
