@@ -182,6 +182,7 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 		s.mux.HandleFunc(e.method+" "+e.path, e.h)
 		methods[e.path] = e.method
 	}
+	s.registerWeb() // GET /: the page (web.go)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if m, ok := methods[r.URL.Path]; ok {
 			w.Header().Set("Allow", m)

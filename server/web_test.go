@@ -1,0 +1,222 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/roformer-go/roformer/model/roformer"
+)
+
+// TestWebPageFiles checks that GET / answers the page and GET /web/… its
+// files, and that the rest of / stays with the JSON catch-all.
+func TestWebPageFiles(t *testing.T) {
+	s, _, _ := newServer(t, roformer.HeadMaskedLM, nil, Options{})
+	for _, c := range []struct {
+		method, path string
+		status       int
+		ctype, body  string
+	}{
+		{"GET", "/", 200, "text/html", `<script src="/web/app.js">`},
+		{"HEAD", "/", 200, "text/html", ""},
+		{"GET", "/web/app.js", 200, "javascript", "/v1/fill-mask"},
+		{"GET", "/web/style.css", 200, "text/css", ".panel"},
+		{"GET", "/web/", 404, "application/json", `"error"`},
+		{"GET", "/web/nothing.js", 404, "", ""},
+		{"POST", "/", 404, "application/json", `"error"`},
+		{"GET", "/index.html", 404, "application/json", `"error"`},
+	} {
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, httptest.NewRequest(c.method, c.path, nil))
+		if rec.Code != c.status || !strings.Contains(rec.Header().Get("Content-Type"), c.ctype) || !strings.Contains(rec.Body.String(), c.body) {
+			t.Errorf("%s %s: %d %q %.80q; want %d %q containing %q", c.method, c.path, rec.Code, rec.Header().Get("Content-Type"), rec.Body.String(), c.status, c.ctype, c.body)
+		}
+	}
+	// No CDN, no external fonts or scripts: the page loads nothing but its own files.
+	for _, name := range []string{"index.html", "app.js", "style.css"} {
+		b, err := webFiles.ReadFile("web/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, bad := range []string{"http://", "https://", "//cdn", "@import"} {
+			if strings.Contains(string(b), bad) {
+				t.Errorf("web/%s refers to %q", name, bad)
+			}
+		}
+	}
+}
+
+// chromium finds a Chromium binary: $ROFORMER_CHROMIUM, or one of the
+// usual names on PATH ("" when none).
+func chromium() string {
+	if p := os.Getenv("ROFORMER_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "chromium-headless-shell", "headless_shell", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// browser starts headless Chromium for the test; it skips the test when
+// no Chromium is installed.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	bin := chromium()
+	if bin == "" {
+		t.Skip("no Chromium found (apt-get install chromium, or set ROFORMER_CHROMIUM)")
+	}
+	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
+		chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.WindowSize(1280, 900),
+		chromedp.Flag("disable-dev-shm-usage", true))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	ctx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancelBrowser := chromedp.NewContext(ctx)
+	t.Cleanup(cancelBrowser)
+	if err := chromedp.Run(ctx); err != nil {
+		t.Skipf("cannot start Chromium %s: %v", bin, err)
+	}
+	return ctx
+}
+
+// serve starts s on a loopback port for the browser.
+func serve(t *testing.T, s http.Handler) string {
+	t.Helper()
+	ts := httptest.NewServer(s) // 127.0.0.1
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// typeInto empties the input sel and types text into it, key by key.
+func typeInto(sel, text string) chromedp.Tasks {
+	return chromedp.Tasks{
+		chromedp.Evaluate(`document.querySelector(`+strconv.Quote(sel)+`).value = ""`, nil),
+		chromedp.SendKeys(sel, text, chromedp.ByQuery),
+	}
+}
+
+// visiblePanels is the ids of the page's panels that are shown.
+const visiblePanels = `Array.from(document.querySelectorAll("section.panel")).filter(s => !s.hidden).map(s => s.id)`
+
+// TestWebPageBrowser opens the page in headless Chromium against a live
+// server with a masked-LM model: the panels the model serves are shown
+// (fill-mask, not classification), fill-mask's results appear, and an
+// error answer's message is shown. With ROFORMER_SCREENSHOT=path, it
+// writes a PNG of the page there (docs/serve-page.png).
+func TestWebPageBrowser(t *testing.T) {
+	ctx := browser(t)
+	s, _, _ := newServer(t, roformer.HeadMaskedLM, nil, Options{Name: "roformer-tiny-mlm"})
+	url := serve(t, s)
+
+	var panels []string
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(url+"/"),
+		chromedp.WaitVisible(`body[data-ready="true"]`),
+		chromedp.Evaluate(visiblePanels, &panels),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"fill-mask", "similarity", "embed", "tokenize"}; !slices.Equal(panels, want) {
+		t.Errorf("panels shown %v; want %v", panels, want)
+	}
+
+	// An error answer: a text without [MASK] is a 400, its message shown.
+	var msg string
+	if err := chromedp.Run(ctx,
+		typeInto(`#fill-mask input[name=text]`, "the whale sails"),
+		chromedp.Click(`#fill-mask button`),
+		chromedp.WaitVisible(`#fill-mask .error`),
+		chromedp.Text(`#fill-mask .error`, &msg),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(msg, "no [MASK] token") {
+		t.Errorf("error shown %q; want the API's message (no [MASK] token)", msg)
+	}
+
+	// Fill-mask: type a text, click, the top 3 appear and the error goes.
+	var n int
+	var first string
+	var errHidden bool
+	if err := chromedp.Run(ctx,
+		typeInto(`#fill-mask input[name=text]`, "the [MASK] sails the sea ."),
+		typeInto(`#fill-mask input[name=top_k]`, "3"),
+		chromedp.Click(`#fill-mask button`),
+		chromedp.WaitVisible(`#fill-mask ol.results li`),
+		chromedp.Evaluate(`document.querySelectorAll("#fill-mask ol.results li").length`, &n),
+		chromedp.Text(`#fill-mask ol.results li .label`, &first),
+		chromedp.Evaluate(`document.querySelector("#fill-mask .error").hidden`, &errHidden),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 || first == "" || !errHidden {
+		t.Errorf("fill-mask: %d results (first %q), error hidden %v; want 3, a token, true", n, first, errHidden)
+	}
+
+	// The other panels answer too (and fill the screenshot).
+	for _, id := range []string{"similarity", "embed", "tokenize"} {
+		sel := "ol.results li"
+		if id == "tokenize" {
+			sel = ".tokens .tok"
+		}
+		if err := chromedp.Run(ctx,
+			chromedp.Click(`#`+id+` button`),
+			chromedp.WaitVisible(`#`+id+` `+sel),
+		); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+	}
+
+	if path := os.Getenv("ROFORMER_SCREENSHOT"); path != "" {
+		var png []byte
+		if err := chromedp.Run(ctx, chromedp.FullScreenshot(&png, 100)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s (%d bytes)", path, len(png))
+	}
+}
+
+// TestWebPageBrowserClassifier: with a one-label classifier (a reranker),
+// the page shows classification and rerank, not fill-mask, and both answer.
+func TestWebPageBrowserClassifier(t *testing.T) {
+	ctx := browser(t)
+	s, _, _ := newServer(t, roformer.HeadSequenceCls, []string{"relevant"}, Options{})
+	url := serve(t, s)
+	var panels []string
+	var label string
+	var ranks int
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(url+"/"),
+		chromedp.WaitVisible(`body[data-ready="true"]`),
+		chromedp.Evaluate(visiblePanels, &panels),
+		chromedp.Click(`#predict button`),
+		chromedp.WaitVisible(`#predict ol.results li`),
+		chromedp.Text(`#predict ol.results li .label`, &label),
+		chromedp.Click(`#rerank button`),
+		chromedp.WaitVisible(`#rerank ol.results li`),
+		chromedp.Evaluate(`document.querySelectorAll("#rerank ol.results li").length`, &ranks),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"similarity", "rerank", "predict", "embed", "tokenize"}; !slices.Equal(panels, want) {
+		t.Errorf("panels shown %v; want %v", panels, want)
+	}
+	if label != "relevant" || ranks != 3 {
+		t.Errorf("predict's first label %q, rerank's %d rows; want relevant, 3", label, ranks)
+	}
+}
