@@ -298,5 +298,8 @@ func (s *Server) taskRoutes() []string {
 	if s.generator() {
 		out = append(out, "POST /generate")
 	}
+	if s.tokenClassifier() {
+		out = append(out, "POST /v1/token-classification")
+	}
 	return out
 }

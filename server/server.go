@@ -176,7 +176,8 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 		{"POST", "/similarity", s.teiSimilarity},
 		{"POST", "/tokenize", s.teiTokenize},
 		{"POST", "/decode", s.teiDecode},
-		{"POST", "/generate", s.generate}, // generate.go
+		{"POST", "/generate", s.generate},                           // generate.go
+		{"POST", "/v1/token-classification", s.tokenClassification}, // tasks.go
 		{"GET", "/metrics", s.serveMetrics},
 	} {
 		s.mux.HandleFunc(e.method+" "+e.path, e.h)
