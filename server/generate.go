@@ -301,5 +301,8 @@ func (s *Server) taskRoutes() []string {
 	if s.tokenClassifier() {
 		out = append(out, "POST /v1/token-classification")
 	}
+	if s.questionAnswerer() {
+		out = append(out, "POST /v1/question-answering")
+	}
 	return out
 }

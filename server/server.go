@@ -178,6 +178,7 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 		{"POST", "/decode", s.teiDecode},
 		{"POST", "/generate", s.generate},                           // generate.go
 		{"POST", "/v1/token-classification", s.tokenClassification}, // tasks.go
+		{"POST", "/v1/question-answering", s.questionAnswering},     // qa.go
 		{"GET", "/metrics", s.serveMetrics},
 	} {
 		s.mux.HandleFunc(e.method+" "+e.path, e.h)
