@@ -220,3 +220,104 @@ func TestWebPageBrowserClassifier(t *testing.T) {
 		t.Errorf("predict's first label %q, rerank's %d rows; want relevant, 3", label, ranks)
 	}
 }
+
+// TestWebPageBrowserGenerate: with a causal-LM model, the page shows the
+// generation panel, which streams POST /generate's events into the page
+// token by token; their texts join to the generated text of the same
+// request not streamed.
+func TestWebPageBrowserGenerate(t *testing.T) {
+	ctx := browser(t)
+	s, _, _ := newServer(t, roformer.HeadCausalLM, nil, Options{})
+	var want GenerateResponse
+	if code, kind := teiCall(t, s, "/generate", `{"inputs": "the whale", "parameters": {"max_new_tokens": 5}}`, &want); code != 200 {
+		t.Fatalf("POST /generate: %d %s", code, kind)
+	}
+	url := serve(t, s)
+	var panels []string
+	var toks int
+	var got, shown, prompt string
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(url+"/"),
+		chromedp.WaitVisible(`body[data-ready="true"]`),
+		chromedp.Evaluate(visiblePanels, &panels),
+		typeInto(`#generate input[name=text]`, "the whale"),
+		typeInto(`#generate input[name=max_new_tokens]`, "5"),
+		chromedp.Click(`#generate button`),
+		chromedp.WaitVisible(`#generate .generated:not(.streaming) .gen-tok`),
+		chromedp.Evaluate(`document.querySelectorAll("#generate .gen-tok").length`, &toks),
+		chromedp.Evaluate(`Array.from(document.querySelectorAll("#generate .gen-tok")).map(e => e.textContent).join("")`, &got),
+		chromedp.Evaluate(`document.querySelector("#generate .generated").textContent`, &shown),
+		chromedp.Text(`#generate .generated .prompt`, &prompt),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(panels, "generate") {
+		t.Errorf("panels shown %v; want generate among them", panels)
+	}
+	if toks < 1 || toks > 5 || got != want.GeneratedText || prompt != "the whale" || shown != "the whale"+want.GeneratedText {
+		t.Errorf("%d tokens shown joining to %q (prompt %q, all %q); want 1–5 joining to %q after the prompt", toks, got, prompt, shown, want.GeneratedText)
+	}
+	// An error answer before the stream (no text: 422) is shown.
+	var msg string
+	if err := chromedp.Run(ctx,
+		chromedp.Evaluate(`document.querySelector("#generate input[name=text]").value = ""`, nil),
+		chromedp.Click(`#generate button`),
+		chromedp.WaitVisible(`#generate .error`),
+		chromedp.Text(`#generate .error`, &msg),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if msg == "" {
+		t.Error("no error shown for an empty prompt")
+	}
+}
+
+// TestWebPageBrowserTokenClassification: with a token classifier, the
+// page shows the entities panel; with "Ignore O" off and aggregation none,
+// every token is an entity, marked in the text at its character offsets
+// with its label, as POST /v1/token-classification answers.
+func TestWebPageBrowserTokenClassification(t *testing.T) {
+	ctx := browser(t)
+	s, _, _ := newServer(t, roformer.HeadTokenCls, []string{"O", "B-PER", "I-PER", "B-LOC", "I-LOC"}, Options{})
+	var want []struct {
+		Entity     string
+		Start, End int
+	}
+	const text = "the whales sail the sea ."
+	if code, kind := teiCall(t, s, "/v1/token-classification", `{"inputs": "`+text+`", "ignore_labels": [], "aggregation_strategy": "none"}`, &want); code != 200 || len(want) == 0 {
+		t.Fatalf("POST /v1/token-classification: %d %s %v", code, kind, want)
+	}
+	url := serve(t, s)
+	var panels []string
+	var marks []map[string]string
+	var para string
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(url+"/"),
+		chromedp.WaitVisible(`body[data-ready="true"]`),
+		chromedp.Evaluate(visiblePanels, &panels),
+		typeInto(`#token-classification input[name=text]`, text),
+		chromedp.SetValue(`#token-classification select[name=aggregation]`, "none", chromedp.ByQuery),
+		chromedp.Click(`#token-classification input[name=ignore_o]`),
+		chromedp.Click(`#token-classification button`),
+		chromedp.WaitVisible(`#token-classification mark.ent`),
+		chromedp.Evaluate(`Array.from(document.querySelectorAll("#token-classification mark.ent")).map(m => ({label: m.dataset.label, text: m.firstChild.textContent}))`, &marks),
+		chromedp.Evaluate(`Array.from(document.querySelector("#token-classification .tagged").childNodes).map(n => n.nodeType === 3 ? n.textContent : n.firstChild.textContent).join("")`, &para),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(panels, "token-classification") || slices.Contains(panels, "generate") {
+		t.Errorf("panels shown %v; want token-classification, not generate", panels)
+	}
+	if len(marks) != len(want) {
+		t.Fatalf("%d entities marked %v; want %d %v", len(marks), marks, len(want), want)
+	}
+	runes := []rune(text)
+	for i, w := range want {
+		if marks[i]["label"] != w.Entity || marks[i]["text"] != string(runes[w.Start:w.End]) {
+			t.Errorf("mark %d: %v; want %s %q", i, marks[i], w.Entity, string(runes[w.Start:w.End]))
+		}
+	}
+	if para != text {
+		t.Errorf("the marked paragraph reads %q; want the text %q", para, text)
+	}
+}

@@ -21,18 +21,84 @@ async function api(path, body) {
   const text = await res.text();
   let data = null;
   try { data = JSON.parse(text); } catch (e) { /* not JSON */ }
-  if (!res.ok) {
-    let msg = res.status + " " + res.statusText;
-    const err = data && data.error;
-    if (typeof err === "string") msg = err;
-    else if (err && typeof err.message === "string") msg = err.message;
-    else if (text) msg += ": " + text.slice(0, 300);
-    const e = new Error(msg);
-    e.status = res.status;
-    throw e;
-  }
+  if (!res.ok) throw answerError(res, text, data);
   if (data === null) throw new Error("the answer is not JSON: " + text.slice(0, 300));
   return data;
+}
+
+// answerError is the Error of an error answer: the server's message, else
+// the status and the start of the body.
+function answerError(res, text, data) {
+  let msg = res.status + " " + res.statusText;
+  const err = data && data.error;
+  if (typeof err === "string") msg = err;
+  else if (err && typeof err.message === "string") msg = err.message;
+  else if (text) msg += ": " + text.slice(0, 300);
+  const e = new Error(msg);
+  e.status = res.status;
+  return e;
+}
+
+// generate posts a streaming POST /generate and shows each token as its
+// server-sent event arrives: the prompt, then the new tokens one by one
+// (out's paragraph has the class "streaming" until the last). An error
+// answer (JSON) or an error event throws.
+async function generate(f, out) {
+  const body = {
+    inputs: f.text.value,
+    parameters: {max_new_tokens: Number(f.max_new_tokens.value) || 20, do_sample: f.do_sample.checked},
+    stream: true,
+  };
+  out.replaceChildren();
+  let res;
+  try {
+    res = await fetch("/generate", {
+      method: "POST",
+      headers: {"Content-Type": "application/json", "Accept": "text/event-stream"},
+      body: JSON.stringify(body),
+    });
+  } catch (e) {
+    throw new Error("cannot reach the server: " + e.message);
+  }
+  if (!res.ok || !(res.headers.get("Content-Type") || "").startsWith("text/event-stream")) {
+    const text = await res.text();
+    let data = null;
+    try { data = JSON.parse(text); } catch (e) { /* not JSON */ }
+    throw answerError(res, text, data);
+  }
+  const p = el("p", "generated streaming", el("span", "prompt", body.inputs));
+  out.append(p);
+  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "", n = 0, whole = null;
+  for (;;) {
+    const {value, done} = await reader.read();
+    if (done) break;
+    buf += value.replace(/\r\n/g, "\n");
+    for (let i; (i = buf.indexOf("\n\n")) >= 0;) {
+      const data = buf.slice(0, i).split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trimStart()).join("\n");
+      buf = buf.slice(i + 2);
+      if (!data) continue;
+      const ev = JSON.parse(data);
+      if (ev.error) {
+        p.classList.remove("streaming");
+        throw new Error(typeof ev.error === "string" ? ev.error : JSON.stringify(ev.error));
+      }
+      const t = ev.token || {};
+      const span = el("span", t.special ? "gen-tok special" : "gen-tok", t.text ?? "");
+      span.title = "id " + t.id;
+      p.append(span);
+      n++;
+      if (typeof ev.generated_text === "string") whole = ev.generated_text;
+    }
+  }
+  p.classList.remove("streaming");
+  p.title = whole ?? "";
+  out.append(el("p", "muted", n + (n === 1 ? " token" : " tokens")));
+}
+
+// entityLabel is an entity's label: entity_group when aggregated, else entity.
+function entityLabel(e) {
+  return e.entity_group ?? e.entity ?? "";
 }
 
 // el makes an element with a class and text, or children.
@@ -109,6 +175,43 @@ const panels = {
       out.append(ol);
     },
   },
+  "generate": {
+    stream: generate,
+  },
+  "token-classification": {
+    path: "/v1/token-classification",
+    body: (f) => {
+      const b = {inputs: f.text.value, aggregation_strategy: f.aggregation.value};
+      if (!f.ignore_o.checked) b.ignore_labels = [];
+      return b;
+    },
+    show: (out, data, f, body) => {
+      // Offsets are in characters (code points), as Array.from splits.
+      const chars = Array.from(body.inputs);
+      const ents = data.slice().sort((a, b) => a.start - b.start);
+      const p = el("p", "tagged");
+      let at = 0;
+      for (const e of ents) {
+        if (e.start < at) continue;
+        p.append(chars.slice(at, e.start).join(""));
+        const label = entityLabel(e);
+        const m = el("mark", "ent", chars.slice(e.start, e.end).join(""), el("span", "ent-label", label));
+        m.title = label + " " + Number(e.score).toFixed(4);
+        m.dataset.label = label;
+        p.append(m);
+        at = e.end;
+      }
+      p.append(chars.slice(at).join(""));
+      out.append(p);
+      if (ents.length === 0) {
+        out.append(el("p", "muted", "No entities."));
+        return;
+      }
+      const ol = el("ol", "results");
+      for (const e of ents) ol.append(bar(entityLabel(e) + ": " + e.word, e.score));
+      out.append(ol);
+    },
+  },
   "embed": {
     path: "/embed",
     body: (f) => ({inputs: lines(f.texts.value), normalize: f.normalize.checked}),
@@ -154,12 +257,17 @@ function wire(section, spec) {
     section.classList.add("busy");
     try {
       const t0 = performance.now();
-      const data = await api(spec.path, spec.body(form));
-      out.replaceChildren();
-      spec.show(out, data, form);
+      if (spec.stream) {
+        await spec.stream(form, out);
+      } else {
+        const body = spec.body(form);
+        const data = await api(spec.path, body);
+        out.replaceChildren();
+        spec.show(out, data, form, body);
+      }
       out.append(el("p", "muted timing", (performance.now() - t0).toFixed(0) + " ms"));
     } catch (e) {
-      out.replaceChildren();
+      if (!spec.stream) out.replaceChildren();
       err.textContent = e.message;
       err.hidden = false;
     } finally {
