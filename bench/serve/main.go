@@ -62,6 +62,7 @@ var (
 	soakClients = flag.Int("soak-clients", 32, "clients during the soak")
 	stallWait   = flag.Duration("stall-wait", 45*time.Second, "longest wait for the server to cut a stalled body")
 	maxRequests = flag.Int("max-requests", 2_000_000, "cap on the requests of one load run")
+	phases      = flag.String("phases", "load,soak,faults,sigterm", "the parts to run, comma-separated")
 )
 
 var failed bool
@@ -125,6 +126,42 @@ func run() error {
 	cpu := cpuName()
 	fmt.Printf("CPU: %s, %d logical CPUs visible; server --threads %d; %s per level\n\n", cpu, numCPU(), *threads, *dur)
 
+	s, err := startServer(*model)
+	if err != nil {
+		return err
+	}
+	defer s.kill()
+	g0, fd0 := s.atRest()
+	if has("load") {
+		if err := loadLevels(s, levels); err != nil {
+			return err
+		}
+	}
+	if has("soak") {
+		soakRSS(s)
+	}
+	if has("faults") {
+		faults(s)
+	}
+
+	g1, fd1 := s.atRest()
+	fmt.Printf("\nat rest: goroutines %d before the load, %d after everything; open files %d before, %d after\n", g0, g1, fd0, fd1)
+	if g1 > g0+2 || fd1 > fd0+2 {
+		fail("goroutines or open files grew: %d→%d, %d→%d", g0, g1, fd0, fd1)
+	}
+
+	if has("sigterm") {
+		sigterm(s)
+	}
+	return nil
+}
+
+func has(phase string) bool { return slices.Contains(strings.Split(*phases, ","), phase) }
+
+// loadLevels runs the levels on /predict (a server of the classification
+// folder, started and stopped here) and on /embed of s, and prints the
+// table and the targets.
+func loadLevels(s *server, levels []int) error {
 	bare, err := bareForward(*model)
 	if err != nil {
 		return err
@@ -142,12 +179,6 @@ func run() error {
 	ps.stop()
 
 	// /embed, soak and faults on the masked-LM folder.
-	s, err := startServer(*model)
-	if err != nil {
-		return err
-	}
-	defer s.kill()
-	g0, fd0 := s.atRest()
 	embed := map[int]result{}
 	for _, c := range levels {
 		embed[c] = load(s.url+"/embed", body(), c, *dur, *maxRequests)
@@ -181,6 +212,11 @@ func run() error {
 	}
 	fmt.Printf("  non-2xx answers or errors under load (none wanted): %d: %s\n", bad, met(bad == 0))
 
+	return nil
+}
+
+// soakRSS loads s for -soak and checks its RSS stays flat.
+func soakRSS(s *server) {
 	// Soak. The RSS it is judged on is the first sample, taken after a
 	// warm-up of a tenth of the soak (at most a minute), when the heap has
 	// grown to the soak's concurrency; the one before the soak is shown too.
@@ -230,16 +266,6 @@ func run() error {
 		fail("soak: RSS drift %.1f%%, %d non-2xx, %d errors", 100*drift, sr.non2xx, sr.errs)
 	}
 
-	faults(s)
-
-	g1, fd1 := s.atRest()
-	fmt.Printf("\nat rest: goroutines %d before the load, %d after everything; open files %d before, %d after\n", g0, g1, fd0, fd1)
-	if g1 > g0+2 || fd1 > fd0+2 {
-		fail("goroutines or open files grew: %d→%d, %d→%d", g0, g1, fd0, fd1)
-	}
-
-	sigterm(s)
-	return nil
 }
 
 func met(ok bool) string {
@@ -284,7 +310,7 @@ func faults(s *server) {
 	}
 	wg.Wait()
 	r := <-bg
-	fmt.Printf("  beside them: %d requests, %d non-2xx, %d errors; dial errors of the leavers: %d\n", r.n, r.non2xx, r.errs, dialErrs.Load())
+	fmt.Printf("  beside them: %d requests, %d non-2xx %v, %d errors; dial errors of the leavers: %d\n", r.n, r.non2xx, r.codes, r.errs, dialErrs.Load())
 	if r.non2xx+r.errs+int(dialErrs.Load()) > 0 {
 		fail("disconnecting clients disturbed the others")
 	}
@@ -599,6 +625,7 @@ func (s *server) atRest() (goroutines, fds int) {
 
 type result struct {
 	n, non2xx, errs int
+	codes           map[int]int // the non-2xx answers by status
 	took            time.Duration
 	lat             []time.Duration
 }
@@ -627,6 +654,7 @@ func load(url, b string, c int, d time.Duration, maxN int) result {
 	var count atomic.Int64
 	lats := make([][]time.Duration, c)
 	non2xx := make([]int, c)
+	codes := make([]map[int]int, c)
 	errs := make([]int, c)
 	start := time.Now()
 	deadline := start.Add(d)
@@ -648,20 +676,27 @@ func load(url, b string, c int, d time.Duration, maxN int) result {
 				lats[k] = append(lats[k], time.Since(t))
 				if resp.StatusCode/100 != 2 {
 					non2xx[k]++
+					if codes[k] == nil {
+						codes[k] = map[int]int{}
+					}
+					codes[k][resp.StatusCode]++
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	r := result{took: time.Since(start)}
+	r := result{took: time.Since(start), codes: map[int]int{}}
 	for k := range c {
+		for code, n := range codes[k] {
+			r.codes[code] += n
+		}
 		r.lat = append(r.lat, lats[k]...)
 		r.non2xx += non2xx[k]
 		r.errs += errs[k]
 	}
 	r.n = len(r.lat)
 	slices.Sort(r.lat)
-	step("%s c=%d: %d requests, %s req/s, p50 %s, p99 %s, non-2xx %d, errors %d", url, c, r.n, thousands(r.rps()), ms(r.p(50)), ms(r.p(99)), r.non2xx, r.errs)
+	step("%s c=%d: %d requests, %s req/s, p50 %s, p99 %s, non-2xx %d %v, errors %d", url, c, r.n, thousands(r.rps()), ms(r.p(50)), ms(r.p(99)), r.non2xx, r.codes, r.errs)
 	return r
 }
 
