@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/roformer-go/roformer/model/roformer"
@@ -57,6 +58,10 @@ type embedJob struct {
 	err      error
 	finished bool
 	done     chan struct{}
+	// slot gives the request's slot back once: when the scheduler finishes
+	// the job, or as soon as its client leaves (a crowd of clients that
+	// leave must not hold the slots until the next batch is formed).
+	slot sync.Once
 	// Times for the timing headers (metrics.go): from queueing to the
 	// first batch its rows ran in, and the forward passes they ran in.
 	queuedAt             time.Time
@@ -112,7 +117,7 @@ func (s *Server) submit(ctx context.Context, rows []embedRow) error {
 	t.queued(tokens)
 	j := &embedJob{ctx: ctx, rows: rows, left: len(rows), done: make(chan struct{}), queuedAt: time.Now()}
 	s.startScheduler.Do(func() { go s.schedule() })
-	s.queue <- j // never blocks: the queue has a place for every slot
+	s.queue <- j // blocks only while 2×MaxConcurrentRequests jobs, live or left, wait to be drained
 	s.preparing.Add(-1)
 	select {
 	case <-j.done:
@@ -121,6 +126,7 @@ func (s *Server) submit(ctx context.Context, rows []embedRow) error {
 		}
 		return j.err
 	case <-ctx.Done():
+		j.slot.Do(func() { <-s.slots }) // the scheduler drops the rows later
 		return ctx.Err()
 	case <-s.quit:
 		return errClosed
@@ -135,7 +141,7 @@ func (s *Server) finish(j *embedJob, err error) {
 	}
 	j.finished, j.err = true, err
 	close(j.done)
-	<-s.slots
+	j.slot.Do(func() { <-s.slots })
 }
 
 // schedule is the scheduler's loop; it ends when the server is closed.

@@ -537,3 +537,34 @@ func maxDiff(a, b []float32) float64 {
 	}
 	return w
 }
+
+// A client that leaves gives its slot back at once, not when the scheduler
+// next forms a batch: clients that leave in a crowd must not fill the queue
+// and turn live requests away with 429 (bench/serve's disconnect check).
+func TestLeftClientsFreeTheirSlots(t *testing.T) {
+	s, _, _ := newServer(t, roformer.HeadBase, nil, Options{MaxConcurrentRequests: 2})
+	release := make(chan struct{})
+	var once sync.Once
+	s.beforeBatch = func() { once.Do(func() { <-release }) } // the scheduler is busy
+	for i := 0; i < 5; i++ {                                 // more leavers than slots
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan int)
+		go func() {
+			rec := httptest.NewRecorder()
+			s.ServeHTTP(rec, httptest.NewRequest("POST", "/embed", strings.NewReader(`{"inputs": "the sea"}`)).WithContext(ctx))
+			done <- rec.Code
+		}()
+		waitFor(t, func() bool { return s.preparing.Load() == 0 && len(s.slots) >= 1 })
+		cancel()
+		if code := <-done; code != http.StatusServiceUnavailable {
+			t.Fatalf("leaver %d: status %d, want 503", i, code)
+		}
+		if n := len(s.slots); n != 0 {
+			t.Fatalf("leaver %d: %d slots still held while the scheduler is busy", i, n)
+		}
+	}
+	close(release)
+	if code, _, body := post(t, s, "/embed", `{"inputs": "the whale"}`); code != 200 {
+		t.Errorf("a live request after the leavers: %d %s", code, body)
+	}
+}

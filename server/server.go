@@ -155,7 +155,7 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 	enc := *m
 	enc.Head = roformer.HeadBase
 	s := &Server{model: m, encoder: &enc, tok: tok, opts: opts, gate: make(chan struct{}, 1), mux: http.NewServeMux(),
-		slots: make(chan struct{}, opts.MaxConcurrentRequests), queue: make(chan *embedJob, opts.MaxConcurrentRequests),
+		slots: make(chan struct{}, opts.MaxConcurrentRequests), queue: make(chan *embedJob, 2*opts.MaxConcurrentRequests),
 		quit: make(chan struct{}), metrics: newMetrics()}
 	methods := map[string]string{}
 	for _, e := range []struct {
