@@ -191,6 +191,9 @@ func cmdFinetune(ctx context.Context, args []string, stdout, stderr io.Writer) e
 }
 
 func runFinetune(ctx context.Context, o finetuneOptions, stdout, stderr io.Writer) error {
+	if err := resolveModel(&o.model); err != nil {
+		return err
+	}
 	progress := stderr
 	if o.quiet {
 		progress = io.Discard

@@ -81,6 +81,9 @@ type tokenizeInputLine struct {
 // attention_mask, tokens and offsets (byte offsets into the input text the
 // token came from; [0, 0] for added special tokens and padding).
 func runTokenize(ctx context.Context, o tokenizeOptions, w io.Writer) error {
+	if err := resolveModel(&o.model); err != nil {
+		return err
+	}
 	tok, opts, err := tokenizeSetup(o)
 	if err != nil {
 		return err
