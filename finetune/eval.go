@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/roformer-go/roformer/kernels"
 	"math"
 
 	"github.com/roformer-go/roformer/metrics"
@@ -231,7 +232,7 @@ func decode(spec *Spec, feats []*feature, logits []float32, T int) []Prediction 
 		p := Prediction{Problem: spec.Problem}
 		switch spec.Problem {
 		case SingleLabel:
-			probs := softmax(logits[r*NL : r*NL+NL])
+			probs := kernels.Softmax64(logits[r*NL : r*NL+NL])
 			p.Scores = make(map[string]float64, NL)
 			for k, v := range probs {
 				p.Scores[spec.Labels[k]] = v
@@ -266,7 +267,7 @@ func decode(spec *Spec, feats []*feature, logits []float32, T int) []Prediction 
 			for w, j := range f.wordTok {
 				id, sc := def, 0.0
 				if j >= 0 {
-					probs := softmax(logits[(r*T+j)*NL : (r*T+j)*NL+NL])
+					probs := kernels.Softmax64(logits[(r*T+j)*NL : (r*T+j)*NL+NL])
 					id = 0
 					for k, v := range probs {
 						if v > probs[id] {
@@ -279,24 +280,6 @@ func decode(spec *Spec, feats []*feature, logits []float32, T int) []Prediction 
 			}
 		}
 		out[r] = p
-	}
-	return out
-}
-
-// softmax returns exp(z−max)/Σexp(z−max) in float64.
-func softmax(z []float32) []float64 {
-	mx := math.Inf(-1)
-	for _, v := range z {
-		mx = math.Max(mx, float64(v))
-	}
-	out := make([]float64, len(z))
-	s := 0.0
-	for i, v := range z {
-		out[i] = math.Exp(float64(v) - mx)
-		s += out[i]
-	}
-	for i := range out {
-		out[i] /= s
 	}
 	return out
 }

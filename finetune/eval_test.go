@@ -25,13 +25,6 @@ func TestReportNaN(t *testing.T) {
 	}
 }
 
-func TestSoftmax(t *testing.T) {
-	p := softmax([]float32{-2, -2 + float32(math.Log(3))}) // shifted logits, same probabilities
-	if math.Abs(p[0]-0.25) > 1e-7 || math.Abs(p[1]-0.75) > 1e-7 {
-		t.Errorf("softmax = %v, want [0.25 0.75]", p)
-	}
-}
-
 // score on hand-made predictions: the same numbers as package metrics.
 func TestScoreSingleLabel(t *testing.T) {
 	spec := Spec{Problem: SingleLabel, Labels: []string{"no", "yes"}, Metric: "f1"}

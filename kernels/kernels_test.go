@@ -583,3 +583,22 @@ func TestRMSNorm(t *testing.T) {
 	RMSNormBackward(dinp, proj, inp, rstd, BT, C)
 	testutil.GradCheck(t, "dinp", inp, dinp, loss, 1e-2, 2e-3)
 }
+
+func TestSoftmax64(t *testing.T) {
+	p := Softmax64([]float32{-2, -2 + float32(math.Log(3))}) // shifted logits, same probabilities
+	if math.Abs(p[0]-0.25) > 1e-7 || math.Abs(p[1]-0.75) > 1e-7 {
+		t.Errorf("softmax = %v, want [0.25 0.75]", p)
+	}
+	if p := Softmax64([]float32{float32(math.Inf(-1)), 0}); p[0] != 0 || p[1] != 1 {
+		t.Errorf("softmax with −Inf = %v, want [0 1]", p)
+	}
+}
+
+func TestCosine(t *testing.T) {
+	if c := Cosine([]float32{1, 0}, []float32{1, 1}); math.Abs(c-math.Sqrt(0.5)) > 1e-12 {
+		t.Errorf("cosine = %v, want √½", c)
+	}
+	if c := Cosine([]float32{0, 0}, []float32{1, 1}); c != 0 {
+		t.Errorf("cosine with a zero vector = %v, want 0", c)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/roformer-go/roformer/kernels"
 	"slices"
 
 	"github.com/roformer-go/roformer/model/roformer"
@@ -240,7 +241,7 @@ func qaProbs(start, end []float32, ok []bool) (ps, pe []float64, null float64) {
 		}
 		return out
 	}
-	ps, pe = softmax64(mask(start)), softmax64(mask(end))
+	ps, pe = kernels.Softmax64(mask(start)), kernels.Softmax64(mask(end))
 	null = ps[0] * pe[0]
 	ps[0], pe[0] = 0, 0
 	return ps, pe, null

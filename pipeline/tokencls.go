@@ -3,7 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"math"
+	"github.com/roformer-go/roformer/kernels"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -109,7 +109,7 @@ func TokenClassification(ctx context.Context, m *roformer.Model, tok *tokenizer.
 		if id == tok.UnkID() { // HF: the text's characters, a word of its own
 			word, sub = text[o[0]:o[1]], false
 		}
-		pre = append(pre, PreEntity{Word: word, Scores: softmax64(out.Logits.Data[i*N : i*N+N]),
+		pre = append(pre, PreEntity{Word: word, Scores: kernels.Softmax64(out.Logits.Data[i*N : i*N+N]),
 			Start: chars[o[0]], End: chars[o[1]], Index: i, IsSubword: sub})
 	}
 	ignore := opts.IgnoreLabels
@@ -279,23 +279,6 @@ func charIndex(text string) []int {
 	}
 	idx[len(text)] = c
 	return idx
-}
-
-func softmax64(z []float32) []float64 {
-	mx := math.Inf(-1)
-	for _, v := range z {
-		mx = math.Max(mx, float64(v))
-	}
-	out := make([]float64, len(z))
-	sum := 0.0
-	for i, v := range z {
-		out[i] = math.Exp(float64(v) - mx)
-		sum += out[i]
-	}
-	for i := range out {
-		out[i] /= sum
-	}
-	return out
 }
 
 // argmax64 is the first index of the largest value (numpy's argmax).

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"github.com/roformer-go/roformer/kernels"
 	"math"
 	"reflect"
 	"testing"
@@ -146,7 +147,7 @@ func TestTokenClassificationAgreesWithForward(t *testing.T) {
 	}
 	for k, e := range got {
 		i := k + 1
-		p := softmax64(out.Logits.Data[i*5 : i*5+5])
+		p := kernels.Softmax64(out.Logits.Data[i*5 : i*5+5])
 		best := argmax64(p)
 		if *e.Index != i || e.Entity != nerLabels[best] || math.Abs(e.Score-p[best]) > 1e-9 ||
 			e.Word != wantWords[k] || e.Start != wantSpans[k][0] || e.End != wantSpans[k][1] {

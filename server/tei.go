@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"github.com/roformer-go/roformer/kernels"
 	"math"
 	"net/http"
 	"slices"
@@ -180,16 +181,7 @@ func (s *Server) scores(logits []float32, raw bool) ([]float64, *apiError) {
 		}
 		return out, nil
 	}
-	top := slices.Max(out)
-	sum := 0.0
-	for i, x := range out {
-		out[i] = math.Exp(x - top)
-		sum += out[i]
-	}
-	for i := range out {
-		out[i] /= sum
-	}
-	return out, nil
+	return kernels.Softmax64(logits), nil
 }
 
 // predictInputs reads /predict's "inputs" as TEI does: a string; an array

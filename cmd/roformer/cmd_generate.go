@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/roformer-go/roformer/kernels"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -382,21 +382,8 @@ func similar(ctx context.Context, gen *roformer.Loaded, tok *tokenizer.Tokenizer
 	H := len(z) / B
 	res := make([]similarResult, 0, B-1)
 	for i := 1; i < B; i++ {
-		res = append(res, similarResult{texts[i], cosine(z[:H], z[i*H:i*H+H])})
+		res = append(res, similarResult{texts[i], kernels.Cosine(z[:H], z[i*H:i*H+H])})
 	}
 	sort.SliceStable(res, func(a, b int) bool { return res[a].Score > res[b].Score })
 	return res, nil
-}
-
-func cosine(a, b []float32) float64 {
-	var ab, aa, bb float64
-	for i := range a {
-		ab += float64(a[i]) * float64(b[i])
-		aa += float64(a[i]) * float64(a[i])
-		bb += float64(b[i]) * float64(b[i])
-	}
-	if aa == 0 || bb == 0 {
-		return 0
-	}
-	return ab / math.Sqrt(aa*bb)
 }

@@ -529,7 +529,7 @@ func warp(row []float32, opts *GenerateOptions) {
 	if opts.TopP < 1 {
 		// TopPLogitsWarper: sort ascending, remove the ids whose
 		// cumulative probability is ≤ 1 − top_p, keep at least the best.
-		probs := softmax64(row)
+		probs := kernels.Softmax64(row)
 		order := make([]int, len(row))
 		for i := range order {
 			order[i] = i
@@ -545,27 +545,9 @@ func warp(row []float32, opts *GenerateOptions) {
 	}
 }
 
-// softmax64 returns softmax(row) in float64 (−Inf entries get 0).
-func softmax64(row []float32) []float64 {
-	mx := math.Inf(-1)
-	for _, v := range row {
-		mx = max(mx, float64(v))
-	}
-	p := make([]float64, len(row))
-	sum := 0.0
-	for i, v := range row {
-		p[i] = math.Exp(float64(v) - mx)
-		sum += p[i]
-	}
-	for i := range p {
-		p[i] /= sum
-	}
-	return p
-}
-
 // drawToken draws an id from softmax(row) with rng.
 func drawToken(row []float32, rng *rand.Rand) int {
-	p := softmax64(row)
+	p := kernels.Softmax64(row)
 	u := rng.Float64()
 	cum, last := 0.0, 0
 	for i, q := range p {

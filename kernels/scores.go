@@ -1,0 +1,38 @@
+package kernels
+
+import "math"
+
+// Softmax64 returns exp(z − max)/Σ exp(z − max) in float64: the
+// probabilities that pipelines and evaluations report from a row of logits
+// (−Inf logits get 0). It allocates; it is not the attention's softmax.
+func Softmax64(z []float32) []float64 {
+	mx := math.Inf(-1)
+	for _, v := range z {
+		mx = max(mx, float64(v))
+	}
+	p := make([]float64, len(z))
+	sum := 0.0
+	for i, v := range z {
+		p[i] = math.Exp(float64(v) - mx)
+		sum += p[i]
+	}
+	for i := range p {
+		p[i] /= sum
+	}
+	return p
+}
+
+// Cosine returns the cosine of the angle between a and b in float64, 0
+// when either is the zero vector.
+func Cosine(a, b []float32) float64 {
+	var ab, aa, bb float64
+	for i := range a {
+		ab += float64(a[i]) * float64(b[i])
+		aa += float64(a[i]) * float64(a[i])
+		bb += float64(b[i]) * float64(b[i])
+	}
+	if aa == 0 || bb == 0 {
+		return 0
+	}
+	return ab / math.Sqrt(aa*bb)
+}
