@@ -319,7 +319,7 @@ func (s *Server) runBatch(batch []pendingRow) {
 				err = fmt.Errorf("panic in the forward pass: %v", v)
 			}
 		}()
-		return s.forwardModel(batch).Forward(context.Background(), b, nil, roformer.Options{})
+		return s.model.Forward(context.Background(), b, nil, roformer.Options{SkipHead: !wantsLogits(batch)})
 	}()
 	took := time.Since(start)
 	for i, p := range batch {

@@ -110,14 +110,10 @@ func (o *Options) defaults(cfg *roformer.Config) {
 // whose client has gone stops waiting.
 type Server struct {
 	model *roformer.Model
-	// encoder is model without its head (a copy sharing the weights), for
-	// the embedding endpoints: they need the last hidden state and the
-	// pooler, not a masked-LM head's logits over the vocabulary.
-	encoder *roformer.Model
-	tok     *tokenizer.Tokenizer
-	opts    Options
-	gate    chan struct{}
-	mux     *http.ServeMux
+	tok   *tokenizer.Tokenizer
+	opts  Options
+	gate  chan struct{}
+	mux   *http.ServeMux
 
 	// Batching (batch.go): a slot per admitted embedding request, the
 	// queue of tokenized ones, how many are admitted but not yet queued.
@@ -152,9 +148,7 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 		return nil, fmt.Errorf("server: max length %d is past the model's learned position table (max_position_embeddings %d)",
 			opts.MaxLength, m.Config.MaxPositionEmbeddings)
 	}
-	enc := *m
-	enc.Head = roformer.HeadBase
-	s := &Server{model: m, encoder: &enc, tok: tok, opts: opts, gate: make(chan struct{}, 1), mux: http.NewServeMux(),
+	s := &Server{model: m, tok: tok, opts: opts, gate: make(chan struct{}, 1), mux: http.NewServeMux(),
 		slots: make(chan struct{}, opts.MaxConcurrentRequests), queue: make(chan *embedJob, 2*opts.MaxConcurrentRequests),
 		quit: make(chan struct{}), metrics: newMetrics()}
 	methods := map[string]string{}

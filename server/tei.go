@@ -520,13 +520,13 @@ func (s *Server) teiDecode(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// forwardModel is the model a batch runs with: the encoder alone, or the
-// model with its head when a row of the batch asks for the logits.
-func (s *Server) forwardModel(batch []pendingRow) *roformer.Model {
+// wantsLogits says whether a row of the batch asks for the head's logits;
+// otherwise the batch runs the encoder alone.
+func wantsLogits(batch []pendingRow) bool {
 	for _, p := range batch {
 		if p.j.rows[p.i].pool == poolLogits {
-			return s.model
+			return true
 		}
 	}
-	return s.encoder
+	return false
 }

@@ -341,7 +341,7 @@ func TestTEIPredictBatchedWithEmbed(t *testing.T) {
 		t.Errorf("%d forward passes, want 1", forwards.Load())
 	}
 	checkPredictions(t, "batched", pred, []string{"a", "b"}, logitsAlone(t, m, tok, "a ship . the sea", nil))
-	if d := maxDiff(vecs[0], alone(t, s.encoder, tok, "the whale", poolMean)); d > 1e-4 {
+	if d := maxDiff(vecs[0], alone(t, m, tok, "the whale", poolMean)); d > 1e-4 {
 		t.Errorf("embedding differs by %g from the text alone", d)
 	}
 }

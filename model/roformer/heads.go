@@ -31,6 +31,9 @@ type Options struct {
 	// NumChoices is the number of choices per example for the multiple-choice
 	// head: the batch rows are examples × choices, choice-major within an example.
 	NumChoices int
+	// SkipHead runs the encoder (and the pooler) only: the head's outputs
+	// stay nil and labels are not read. Embedding servers use it.
+	SkipHead bool
 	// OutputHiddenStates and OutputAttentions return HF's hidden_states
 	// (num_layers+1 tensors [B, T, H]) and attentions ([B, NH, T, T] per layer).
 	OutputHiddenStates, OutputAttentions bool
@@ -124,6 +127,9 @@ func (m *Model) forward(ctx context.Context, se *Session, b *Batch, labels *Labe
 		out.LastHiddenState = &tensor.Tensor{Shape: []int{B, T, H}, Data: append([]float32(nil), x...)}
 	}
 	out.PoolerOutput = m.poolerForward(x, B, T)
+	if opts.SkipHead {
+		return out, nil
+	}
 	if err := m.headForward(out, x, b, labels, opts, se); err != nil {
 		return nil, err
 	}

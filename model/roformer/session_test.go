@@ -39,3 +39,22 @@ func TestSessionReuses(t *testing.T) {
 	}
 	t.Logf("warm session: %.0f allocations, %d bytes per call", allocs, bytes)
 }
+
+// Options.SkipHead runs the encoder only: the same hidden states, no logits.
+func TestSkipHead(t *testing.T) {
+	ctx := context.Background()
+	m := randomModel(t, tinyConfig(nil), HeadMaskedLM, 32)
+	b := &Batch{InputIDs: []int32{2, 5, 7, 3}, B: 1, T: 4}
+	full, err := m.Forward(ctx, b, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := m.Forward(ctx, b, &Labels{IDs: []int32{1, 2, 3, 4}}, Options{SkipHead: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if enc.Logits != nil || enc.HasLoss {
+		t.Errorf("SkipHead gave logits %v, loss %v", enc.Logits != nil, enc.HasLoss)
+	}
+	testutil.AssertClose(t, "hidden", enc.LastHiddenState.Data, full.LastHiddenState.Data, 0, 0)
+}
