@@ -290,19 +290,3 @@ func ints(xs []int32) []int {
 	}
 	return out
 }
-
-// taskRoutes are the routes of the task heads that answer for this model:
-// POST /generate, /v1/token-classification, /v1/question-answering.
-func (s *Server) taskRoutes() []string {
-	var out []string
-	if s.generator() {
-		out = append(out, "POST /generate")
-	}
-	if s.tokenClassifier() {
-		out = append(out, "POST /v1/token-classification")
-	}
-	if s.questionAnswerer() {
-		out = append(out, "POST /v1/question-answering")
-	}
-	return out
-}

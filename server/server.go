@@ -109,11 +109,12 @@ func (o *Options) defaults(cfg *roformer.Config) {
 // batched together (see batch.go), fill-mask requests queue, and a request
 // whose client has gone stops waiting.
 type Server struct {
-	model *roformer.Model
-	tok   *tokenizer.Tokenizer
-	opts  Options
-	gate  chan struct{}
-	mux   *http.ServeMux
+	model  *roformer.Model
+	tok    *tokenizer.Tokenizer
+	opts   Options
+	gate   chan struct{}
+	mux    *http.ServeMux
+	routes []route
 
 	// Batching (batch.go): a slot per admitted embedding request, the
 	// queue of tokenized ones, how many are admitted but not yet queued.
@@ -151,30 +152,29 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 	s := &Server{model: m, tok: tok, opts: opts, gate: make(chan struct{}, 1), mux: http.NewServeMux(),
 		slots: make(chan struct{}, opts.MaxConcurrentRequests), queue: make(chan *embedJob, 2*opts.MaxConcurrentRequests),
 		quit: make(chan struct{}), metrics: newMetrics()}
+	lm := func() bool { return m.LM != nil }
+	s.routes = []route{ // in the order GET /v1/model lists them
+		{"GET", "/healthz", s.healthz, nil},
+		{"GET", "/v1/model", s.info, nil},
+		{"POST", "/v1/tokenize", s.tokenize, nil},
+		{"POST", "/v1/embed", s.embed, nil},
+		{"GET", "/health", s.health, nil},
+		{"GET", "/info", s.teiInfo, nil},
+		{"POST", "/embed", s.teiEmbed, nil},
+		{"POST", "/v1/embeddings", s.openAIEmbeddings, nil},
+		{"GET", "/metrics", s.serveMetrics, nil},
+		{"POST", "/v1/fill-mask", s.fillMask, lm},
+		{"POST", "/predict", s.teiPredict, s.classifier}, // tei.go
+		{"POST", "/rerank", s.teiRerank, s.reranker},
+		{"POST", "/similarity", s.teiSimilarity, nil},
+		{"POST", "/tokenize", s.teiTokenize, nil},
+		{"POST", "/decode", s.teiDecode, nil},
+		{"POST", "/generate", s.generate, s.generator},                                 // generate.go
+		{"POST", "/v1/token-classification", s.tokenClassification, s.tokenClassifier}, // tasks.go
+		{"POST", "/v1/question-answering", s.questionAnswering, s.questionAnswerer},    // qa.go
+	}
 	methods := map[string]string{}
-	for _, e := range []struct {
-		method, path string
-		h            http.HandlerFunc
-	}{
-		{"GET", "/healthz", s.healthz},
-		{"GET", "/v1/model", s.info},
-		{"POST", "/v1/tokenize", s.tokenize},
-		{"POST", "/v1/embed", s.embed},
-		{"POST", "/v1/fill-mask", s.fillMask},
-		{"GET", "/health", s.health},
-		{"GET", "/info", s.teiInfo},
-		{"POST", "/embed", s.teiEmbed},
-		{"POST", "/v1/embeddings", s.openAIEmbeddings},
-		{"POST", "/predict", s.teiPredict}, // tei.go
-		{"POST", "/rerank", s.teiRerank},
-		{"POST", "/similarity", s.teiSimilarity},
-		{"POST", "/tokenize", s.teiTokenize},
-		{"POST", "/decode", s.teiDecode},
-		{"POST", "/generate", s.generate},                           // generate.go
-		{"POST", "/v1/token-classification", s.tokenClassification}, // tasks.go
-		{"POST", "/v1/question-answering", s.questionAnswering},     // qa.go
-		{"GET", "/metrics", s.serveMetrics},
-	} {
+	for _, e := range s.routes {
 		s.mux.HandleFunc(e.method+" "+e.path, e.h)
 		methods[e.path] = e.method
 	}
@@ -251,15 +251,22 @@ func (s *Server) Info() ModelInfo {
 	c := &s.model.Config
 	mi := ModelInfo{Name: s.opts.Name, Architecture: s.model.Head.HFClass(), Head: string(s.model.Head), Precision: string(s.model.Precision()),
 		HiddenSize: c.HiddenSize, Layers: c.NumHiddenLayers, VocabSize: c.VocabSize,
-		MaxLength: s.opts.MaxLength, MaxInputs: s.opts.MaxInputs,
-		Endpoints: []string{"GET /healthz", "GET /v1/model", "POST /v1/tokenize", "POST /v1/embed",
-			"GET /health", "GET /info", "POST /embed", "POST /v1/embeddings", "GET /metrics"}}
-	if s.model.LM != nil {
-		mi.Endpoints = append(mi.Endpoints, "POST /v1/fill-mask")
+		MaxLength: s.opts.MaxLength, MaxInputs: s.opts.MaxInputs}
+	for _, e := range s.routes {
+		if e.answers == nil || e.answers() {
+			mi.Endpoints = append(mi.Endpoints, e.method+" "+e.path)
+		}
 	}
-	mi.Endpoints = append(mi.Endpoints, s.teiRoutes()...)
-	mi.Endpoints = append(mi.Endpoints, s.taskRoutes()...)
 	return mi
+}
+
+// route is one endpoint: its handler and, when not every model serves it,
+// whether the loaded one does (GET /v1/model and GET /info list the routes
+// that answer).
+type route struct {
+	method, path string
+	h            http.HandlerFunc
+	answers      func() bool
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {

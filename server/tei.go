@@ -33,19 +33,6 @@ import (
 func (s *Server) classifier() bool { return s.model.Head == roformer.HeadSequenceCls }
 func (s *Server) reranker() bool   { return s.classifier() && s.model.Config.NumLabels == 1 }
 
-// teiRoutes are the TEI routes that answer for this model, beside GET
-// /health, GET /info, POST /embed and POST /v1/embeddings.
-func (s *Server) teiRoutes() []string {
-	var out []string
-	if s.classifier() {
-		out = append(out, "POST /predict")
-	}
-	if s.reranker() {
-		out = append(out, "POST /rerank")
-	}
-	return append(out, "POST /similarity", "POST /tokenize", "POST /decode")
-}
-
 // teiModelType is TEI's model_type of GET /info: {"classifier": {id2label,
 // label2id}} for a sequence-classification model ("reranker" with one
 // label), {"embedding": {"pooling": …}} otherwise.
