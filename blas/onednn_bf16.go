@@ -177,15 +177,16 @@ func BF16Supported() error {
 	return nil
 }
 
-// BF16Linear is a linear layer's weight W [n, k] (PyTorch nn.Linear layout:
-// n outputs, k inputs), stored once in bfloat16 for oneDNN's matmul.
+// PackedLinear is a linear layer's weight W [n, k] (PyTorch nn.Linear layout:
+// n outputs, k inputs), stored once for oneDNN's matmul: in bfloat16
+// (NewBF16Linear), float32 (NewF32Linear) or int8 (NewS8Linear).
 //
 // oneDNN picks the weights' memory layout for its fastest kernel (a blocked
 // one, for its brgemm kernels) and W is reordered into it once. A primitive
 // is created on first use for each number of rows m and each beta (about
 // 0.3–0.7 ms each for BERT-sized layers) and kept for the life of the
-// BF16Linear; a fixed m gives faster kernels than a run-time m.
-type BF16Linear struct {
+// PackedLinear; a fixed m gives faster kernels than a run-time m.
+type PackedLinear struct {
 	n, k int
 	dt   uintptr // weights: dnnlBF16, dnnlF32 (NewF32Linear) or dnnlS8 (NewS8Linear)
 	d    *dnnlMatmul
@@ -203,9 +204,9 @@ type bf16Key struct {
 	beta float32
 }
 
-// bf16Resources owns the C objects of one BF16Linear; a cleanup destroys
-// them when the BF16Linear is garbage collected. It must not point back to
-// the BF16Linear.
+// bf16Resources owns the C objects of one PackedLinear; a cleanup destroys
+// them when the PackedLinear is garbage collected. It must not point back to
+// the PackedLinear.
 type bf16Resources struct {
 	d       *dnnlMatmul
 	mu      sync.Mutex
@@ -264,7 +265,7 @@ type bf16Exec struct {
 // outputs, k inputs), to bfloat16 (to nearest, ties to even) and stores it;
 // w is not retained. It returns an error if BF16Supported does, if the
 // dimensions do not match w, or if oneDNN fails to create the primitive.
-func NewBF16Linear(w []float32, n, k int) (*BF16Linear, error) {
+func NewBF16Linear(w []float32, n, k int) (*PackedLinear, error) {
 	return newPackedLinear("NewBF16Linear", unsafe.Pointer(unsafe.SliceData(w)), len(w), dnnlF32, n, k, dnnlBF16)
 }
 
@@ -272,7 +273,7 @@ func NewBF16Linear(w []float32, n, k int) (*BF16Linear, error) {
 // layout oneDNN's float32 matmul prefers (blocked for its brgemm kernels)
 // instead of being packed again by every product, as dnnl_sgemm does.
 // Forward computes in float32. It needs only oneDNN.
-func NewF32Linear(w []float32, n, k int) (*BF16Linear, error) {
+func NewF32Linear(w []float32, n, k int) (*PackedLinear, error) {
 	return newPackedLinear("NewF32Linear", unsafe.Pointer(unsafe.SliceData(w)), len(w), dnnlF32, n, k, dnnlF32)
 }
 
@@ -280,7 +281,7 @@ func NewF32Linear(w []float32, n, k int) (*BF16Linear, error) {
 // oneDNN's int8 matmul, in the layout it prefers: ForwardU8 then computes
 // int32 products of uint8 inputs with them (VNNI where the processor has
 // it). Scales and zero points are the caller's business.
-func NewS8Linear(w []int8, n, k int) (*BF16Linear, error) {
+func NewS8Linear(w []int8, n, k int) (*PackedLinear, error) {
 	return newPackedLinear("NewS8Linear", unsafe.Pointer(unsafe.SliceData(w)), len(w), dnnlS8, n, k, dnnlS8)
 }
 
@@ -296,14 +297,14 @@ func checkLinearDims(fn string, lw, n, k int) error {
 }
 
 // srcDT and dstDT are the data types of a layer's input and output.
-func (l *BF16Linear) srcDT() uintptr {
+func (l *PackedLinear) srcDT() uintptr {
 	if l.dt == dnnlS8 {
 		return dnnlU8
 	}
 	return l.dt
 }
 
-func (l *BF16Linear) dstDT() uintptr {
+func (l *PackedLinear) dstDT() uintptr {
 	if l.dt == dnnlS8 {
 		return dnnlS32
 	}
@@ -313,7 +314,7 @@ func (l *BF16Linear) dstDT() uintptr {
 // newPackedLinear checks the dimensions of w (lw elements of type wdt),
 // loads oneDNN, and stores w for matmuls with weights of type dt; fn names
 // the caller in errors.
-func newPackedLinear(fn string, w unsafe.Pointer, lw int, wdt uintptr, n, k int, dt uintptr) (*BF16Linear, error) {
+func newPackedLinear(fn string, w unsafe.Pointer, lw int, wdt uintptr, n, k int, dt uintptr) (*PackedLinear, error) {
 	if err := checkLinearDims(fn, lw, n, k); err != nil {
 		return nil, err
 	}
@@ -326,7 +327,7 @@ func newPackedLinear(fn string, w unsafe.Pointer, lw int, wdt uintptr, n, k int,
 	if err != nil {
 		return nil, err
 	}
-	l := &BF16Linear{n: n, k: k, dt: dt, d: d, res: &bf16Resources{d: d}}
+	l := &PackedLinear{n: n, k: k, dt: dt, d: d, res: &bf16Resources{d: d}}
 	runtime.AddCleanup(l, func(r *bf16Resources) { r.destroy() }, l.res)
 	// Create the primitive for one row now, which stores the weights, so
 	// that errors surface here rather than in Forward.
@@ -342,10 +343,10 @@ func newPackedLinear(fn string, w unsafe.Pointer, lw int, wdt uintptr, n, k int,
 }
 
 // N returns the number of outputs, the rows of W.
-func (l *BF16Linear) N() int { return l.n }
+func (l *PackedLinear) N() int { return l.n }
 
 // K returns the number of inputs, the columns of W.
-func (l *BF16Linear) K() int { return l.k }
+func (l *PackedLinear) K() int { return l.k }
 
 // Forward computes out = beta·out + inp·Wᵀ for m rows: inp [m, k] float32
 // (converted to bfloat16, round to nearest even, inside), out [m, n] float32
@@ -355,21 +356,21 @@ func (l *BF16Linear) K() int { return l.k }
 // Any finite beta works; each distinct value gets its own primitive.
 // Forward panics if a slice is too short for m, if beta is NaN, or if
 // oneDNN fails, which after construction indicates a bug.
-func (l *BF16Linear) Forward(out, inp []float32, m int, beta float32) {
+func (l *PackedLinear) Forward(out, inp []float32, m int, beta float32) {
 	if m < 0 {
-		panic(fmt.Sprintf("blas: BF16Linear.Forward: negative m = %d", m))
+		panic(fmt.Sprintf("blas: PackedLinear.Forward: negative m = %d", m))
 	}
 	if beta != beta {
-		panic("blas: BF16Linear.Forward: beta is NaN")
+		panic("blas: PackedLinear.Forward: beta is NaN")
 	}
 	if l.dt == dnnlS8 {
 		panic("blas: Forward on an int8 layer: use ForwardU8")
 	}
 	if len(inp) < m*l.k {
-		panic(fmt.Sprintf("blas: BF16Linear.Forward: len(inp) = %d < m·k = %d·%d", len(inp), m, l.k))
+		panic(fmt.Sprintf("blas: PackedLinear.Forward: len(inp) = %d < m·k = %d·%d", len(inp), m, l.k))
 	}
 	if len(out) < m*l.n {
-		panic(fmt.Sprintf("blas: BF16Linear.Forward: len(out) = %d < m·n = %d·%d", len(out), m, l.n))
+		panic(fmt.Sprintf("blas: PackedLinear.Forward: len(out) = %d < m·n = %d·%d", len(out), m, l.n))
 	}
 	if m == 0 {
 		return
@@ -399,7 +400,7 @@ func (l *BF16Linear) Forward(out, inp []float32, m int, beta float32) {
 // context returns the primitive for m rows and beta and an execution
 // context of it; it panics where oneDNN fails, which after construction is
 // a bug.
-func (l *BF16Linear) context(m int, beta float32) (*bf16Plan, *bf16Exec) {
+func (l *PackedLinear) context(m int, beta float32) (*bf16Plan, *bf16Exec) {
 	p, err := l.plan(m, beta)
 	if err != nil {
 		panic(err.Error())
@@ -413,7 +414,7 @@ func (l *BF16Linear) context(m int, beta float32) (*bf16Plan, *bf16Exec) {
 
 // convertInput rounds the float32 input of e to bfloat16 in e's source
 // buffer.
-func (l *BF16Linear) convertInput(p *bf16Plan, e *bf16Exec) {
+func (l *PackedLinear) convertInput(p *bf16Plan, e *bf16Exec) {
 	d := l.d
 	// Round the input to bfloat16 with oneDNN's reorder (vectorised; a Go
 	// loop takes 10% of the product's time at k=3072). The other handles
@@ -426,7 +427,7 @@ func (l *BF16Linear) convertInput(p *bf16Plan, e *bf16Exec) {
 // layer made by NewS8Linear: inp [m, k], out [m, n], row-major and
 // contiguous. It is safe to call from several goroutines at once with
 // different out/inp, and panics as Forward does.
-func (l *BF16Linear) ForwardU8(out []int32, inp []uint8, m int) {
+func (l *PackedLinear) ForwardU8(out []int32, inp []uint8, m int) {
 	if l.dt != dnnlS8 {
 		panic("blas: ForwardU8 on a layer that is not int8")
 	}
@@ -474,7 +475,7 @@ func (e *bf16Exec) execute(d *dnnlMatmul, prim uintptr, args []dnnlExecArg, what
 }
 
 // plan returns the primitive for m rows and beta, creating it if needed.
-func (l *BF16Linear) plan(m int, beta float32) (*bf16Plan, error) {
+func (l *PackedLinear) plan(m int, beta float32) (*bf16Plan, error) {
 	if beta == 0 {
 		beta = 0 // -0 → 0
 	}
@@ -494,7 +495,7 @@ func (l *BF16Linear) plan(m int, beta float32) (*bf16Plan, error) {
 // dst [m, n] f32, with a sum post-op scaled by beta when beta ≠ 0, and
 // reorders the weights into the layout it asks for if no earlier primitive
 // did. l.mu is held.
-func (l *BF16Linear) newPlan(key bf16Key) (p *bf16Plan, err error) {
+func (l *PackedLinear) newPlan(key bf16Key) (p *bf16Plan, err error) {
 	d := l.d
 	m, beta := key.m, key.beta
 	p = &bf16Plan{m: m, f32: l.dt != dnnlBF16}
@@ -610,7 +611,7 @@ func copyMD(md *dnnlMemDesc, d *dnnlMatmul, pd uintptr, what uintptr) error {
 // weights returns W in the layout md, converting it the first time: from
 // l.init, W in float32 during NewBF16Linear, or else from the bfloat16
 // copy made then. l.mu is held.
-func (l *BF16Linear) weights(md *dnnlMemDesc) (*bf16Weights, error) {
+func (l *PackedLinear) weights(md *dnnlMemDesc) (*bf16Weights, error) {
 	d := l.d
 	l.res.mu.Lock()
 	have := l.res.weights
@@ -634,7 +635,7 @@ func (l *BF16Linear) weights(md *dnnlMemDesc) (*bf16Weights, error) {
 	} else if len(have) > 0 {
 		err = d.reorder(&have[0].md, unsafe.Pointer(&have[0].buf[0]), &w.md, unsafe.Pointer(&w.buf[0]))
 	} else {
-		err = errors.New("blas: BF16Linear has no weights (NewBF16Linear failed?)")
+		err = errors.New("blas: PackedLinear has no weights (NewBF16Linear failed?)")
 	}
 	if err != nil {
 		return nil, err
@@ -791,7 +792,7 @@ func (r *bf16Resources) destroy() {
 
 // impl returns the name of the implementation oneDNN chose for m rows and
 // beta, e.g. "brg:avx512_core_bf16", for tests and benchmarks.
-func (l *BF16Linear) impl(m int, beta float32) string {
+func (l *PackedLinear) impl(m int, beta float32) string {
 	p, err := l.plan(m, beta)
 	if err != nil {
 		return err.Error()

@@ -6,32 +6,32 @@ import (
 	"github.com/roformer-go/roformer/blas"
 )
 
-// BF16Linear is a linear layer's weight held in bfloat16 for inference:
-// the products run in oneDNN's bfloat16 matmul with float32 accumulation,
-// the activations rounded to bfloat16 on the way in. NewPackedLinear makes
-// the float32 kind: the same matmul with float32 weights in oneDNN's
-// blocked layout.
-type BF16Linear struct {
+// PackedLinear is a linear layer's weight stored once for oneDNN's matmul,
+// for inference: in bfloat16 (NewBF16Linear: float32 accumulation, the
+// activations rounded to bfloat16 on the way in) or in float32
+// (NewPackedLinear: oneDNN's blocked layout, not packed again by every
+// product).
+type PackedLinear struct {
 	OC, C int
-	l     *blas.BF16Linear
+	l     *blas.PackedLinear
 }
 
 // NewPackedLinear stores w [OC, C] once in the blocked layout of oneDNN's
 // float32 matmul; Forward then computes in float32 without packing the
 // weights again on every product (as dnnl_sgemm does). It fails when
 // oneDNN is missing.
-func NewPackedLinear(w []float32, OC, C int) (*BF16Linear, error) {
+func NewPackedLinear(w []float32, OC, C int) (*PackedLinear, error) {
 	l, err := blas.NewF32Linear(w[:OC*C], OC, C)
 	if err != nil {
 		return nil, err
 	}
-	return &BF16Linear{OC: OC, C: C, l: l}, nil
+	return &PackedLinear{OC: OC, C: C, l: l}, nil
 }
 
 // NewBF16Linear converts w [OC, C] (PyTorch's nn.Linear layout) once. It
 // fails when the processor has neither AVX512_BF16 nor AMX-BF16, or
 // oneDNN is missing.
-func NewBF16Linear(w []float32, OC, C int) (*BF16Linear, error) {
+func NewBF16Linear(w []float32, OC, C int) (*PackedLinear, error) {
 	if err := blas.BF16Supported(); err != nil {
 		return nil, err
 	}
@@ -39,7 +39,7 @@ func NewBF16Linear(w []float32, OC, C int) (*BF16Linear, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &BF16Linear{OC: OC, C: C, l: l}, nil
+	return &PackedLinear{OC: OC, C: C, l: l}, nil
 }
 
 // Forward computes out = res + inp·Wᵀ + bias in bfloat16 products.
@@ -48,7 +48,7 @@ func NewBF16Linear(w []float32, OC, C int) (*BF16Linear, error) {
 //	inp  [BT, C]
 //	bias [OC] or nil
 //	res  [BT, OC] or nil
-func (q *BF16Linear) Forward(out, inp, bias, res []float32, BT int) {
+func (q *PackedLinear) Forward(out, inp, bias, res []float32, BT int) {
 	C, OC := q.C, q.OC
 	parallelFor(BT, 16, func(lo, hi int) {
 		beta := float32(0)
@@ -71,6 +71,6 @@ func (q *BF16Linear) Forward(out, inp, bias, res []float32, BT int) {
 }
 
 // String describes the layer.
-func (q *BF16Linear) String() string {
+func (q *PackedLinear) String() string {
 	return fmt.Sprintf("bf16 linear [%d, %d]", q.OC, q.C)
 }
