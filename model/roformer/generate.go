@@ -132,6 +132,9 @@ type kvCache struct {
 	// pending is the attention mask [B·T] of the tokens being stored (nil:
 	// all real), set by decodeStep.
 	pending []int32
+	// step is the workspace of the one-token steps, reused from step to
+	// step (a new State a token allocated every layer's buffers again).
+	step *State
 }
 
 func (m *Model) newKVCache(B, capacity int) *kvCache {
@@ -765,7 +768,13 @@ func logSoftmax(row []float32) []float64 {
 // The first step (an empty cache) runs the prompt with the causal mask or
 // without, pads masked; later ones see every cached unpadded token.
 func (m *Model) decodeStep(ctx context.Context, c *kvCache, b *Batch, causal bool) ([]float32, error) {
-	s := m.NewState(b.B, b.T, false)
+	s := c.step
+	if s == nil || s.B != b.B || s.T != b.T {
+		s = m.NewState(b.B, b.T, false)
+		if b.T == 1 {
+			c.step = s
+		}
+	}
 	s.cache = c
 	c.pending = b.AttentionMask
 	m.setInputs(s, b, causal)
