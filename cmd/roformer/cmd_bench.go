@@ -397,6 +397,13 @@ func printBench(stdout io.Writer, o benchOptions, res benchResult, rssOK bool) e
 	fmt.Fprintf(stdout, "job:        %s %s %s, batch %d × seq %d, %d threads, %s, %s vector kernels\n", res.Size, res.Head, o.mode, o.batch, o.seq, res.Threads, res.BLAS, res.Vector)
 	fmt.Fprintf(stdout, "steps:      %d timed after %d warm-up: median %.1f ms (min %.1f, max %.1f, spread %.1f%%)\n",
 		o.steps, o.warmup, med, res.MsMin, res.MsMax, 100*(res.MsMax-res.MsMin)/med)
+	return printBenchTail(stdout, o, res, rssOK)
+}
+
+// printBenchTail prints what every job reports after its timings:
+// throughput, MFU, peak memory, the loss of a training job, the note and,
+// with --json, the JSON line.
+func printBenchTail(stdout io.Writer, o benchOptions, res benchResult, rssOK bool) error {
 	fmt.Fprintf(stdout, "throughput: %.1f tokens/s, %.2f GFLOP/s (%.3g GFLOP per step)\n", res.TokensPerSec, res.GFLOPS, res.FLOPsPerStep/1e9)
 	fmt.Fprintf(stdout, "MFU:        %.1f%% of %.1f GFLOP/s, %s\n", 100*res.MFU, res.PeakGFLOPS, res.PeakSource)
 	if rssOK {
@@ -599,20 +606,7 @@ func runDecodeBench(ctx context.Context, o benchOptions, head roformer.Head, pre
 	fmt.Fprintf(stdout, "job:        %s decode, batch %d, context %d, %d new tokens, %d threads, %s, %s vector kernels\n", res.Size, o.batch, o.seq, o.newTokens, threads, res.BLAS, res.Vector)
 	fmt.Fprintf(stdout, "prefill:    median %.1f ms over %d runs (prompt pass and first new token)\n", res.PrefillMs, o.steps)
 	fmt.Fprintf(stdout, "per token:  median %.2f ms over %d new tokens (min %.2f, max %.2f), timed %s\n", med, len(tokens), res.MsMin, res.MsMax, timing)
-	fmt.Fprintf(stdout, "throughput: %.1f tokens/s, %.2f GFLOP/s (%.3g GFLOP per step)\n", res.TokensPerSec, res.GFLOPS, flops/1e9)
-	fmt.Fprintf(stdout, "MFU:        %.1f%% of %.1f GFLOP/s, %s\n", 100*res.MFU, res.PeakGFLOPS, res.PeakSource)
-	if rssOK {
-		fmt.Fprintf(stdout, "peak RSS:   %.1f MiB (%.1f MiB at start)\n", float64(res.PeakRSS)/(1<<20), float64(res.StartRSS)/(1<<20))
-	}
-	fmt.Fprintf(stdout, "note:       %s\n", res.Note)
-	if o.json {
-		b, err := json.Marshal(res)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "%s\n", b)
-	}
-	return nil
+	return printBenchTail(stdout, o, res, rssOK)
 }
 
 // Ways timeGenerate times the steps of a run.
