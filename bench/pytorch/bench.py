@@ -76,27 +76,10 @@ def parse_args(argv):
 
 
 ARGS = parse_args(sys.argv[1:])
-for _k, _v in (("OMP_NUM_THREADS", str(ARGS.threads)), ("OPENBLAS_NUM_THREADS", str(ARGS.threads)),
-               ("OMP_WAIT_POLICY", "PASSIVE"), ("OPENBLAS_THREAD_TIMEOUT", "4")):
-    os.environ.setdefault(_k, _v)
+import torch_env  # noqa: E402  (bench/pytorch, the script's folder)
 
+torch_env.prepare(ARGS.threads)
 
-def zen4():
-    """True on AMD family 19h with AVX-512F (Zen 4), where OpenBLAS's Zen kernels measured fastest for PyTorch too."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            info = f.read().split("\n\n")[0]
-    except OSError:
-        return False
-    fields = dict((k.strip(), v.strip()) for k, _, v in (line.partition(":") for line in info.splitlines()))
-    return (fields.get("vendor_id") == "AuthenticAMD" and fields.get("cpu family") == "25"
-            and "avx512f" in fields.get("flags", "").split())
-
-
-if zen4():
-    os.environ.setdefault("OPENBLAS_CORETYPE", "Zen")
-
-import resource  # noqa: E402
 import statistics  # noqa: E402
 import json  # noqa: E402
 
@@ -105,38 +88,6 @@ import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import roformer_torch as rt  # noqa: E402
-
-
-def peak_rss():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
-
-
-def blas_name():
-    cfg = torch.__config__.show()
-    info = next((s.split("=", 1)[1] for s in cfg.replace(",", " ").split() if s.startswith("BLAS_INFO=")), "?")
-    lib = ""
-    for cand in ("/usr/lib/x86_64-linux-gnu/libblas.so.3", "/usr/lib/aarch64-linux-gnu/libblas.so.3"):
-        if os.path.exists(cand):
-            lib = " -> " + os.path.realpath(cand)
-            break
-    return f"torch {torch.__version__} BLAS_INFO={info}{lib}"
-
-
-def probe_peak(threads):
-    """torch.mm of [threads*512, 1024] x [1024, 1024] (the same work as the Go probe), best round of ~0.4 s."""
-    g = torch.Generator().manual_seed(7)
-    a = torch.rand(threads * 512, 1024, generator=g) - 0.5
-    b = torch.rand(1024, 1024, generator=g) - 0.5
-    c = torch.empty(threads * 512, 1024)
-    torch.mm(a, b, out=c)
-    best, reps, t_end = float("inf"), 0, time.perf_counter() + 0.4
-    while reps < 3 or (time.perf_counter() < t_end and reps < 50):
-        t0 = time.perf_counter()
-        torch.mm(a, b, out=c)
-        best = min(best, time.perf_counter() - t0)
-        reps += 1
-    flops = 2.0 * threads * 512 * 1024 * 1024
-    return flops / best / 1e9, f"measured: best of {reps} rounds of torch.mm [{threads * 512}x1024]x[1024x1024] on {threads} threads"
 
 
 def quantize_int8(model, ids):
@@ -162,7 +113,7 @@ def quantize_int8(model, ids):
 
 def main(a):
     torch.set_num_threads(a.threads)
-    start_rss = peak_rss()
+    start_rss = torch_env.peak_rss()
     torch.manual_seed(a.seed)
     if a.model:
         model, _ = rt.load_mlm(a.model)
@@ -195,7 +146,7 @@ def main(a):
     if a.peak_gflops:
         peak, peak_src = a.peak_gflops, "given (--peak-gflops)"
     else:
-        peak, peak_src = probe_peak(a.threads)
+        peak, peak_src = torch_env.probe_peak(a.threads)
     print(f"pytorch bench: {size} {a.head} {a.mode} {a.precision}, batch {B} x seq {T}, {torch.get_num_threads()} threads; "
           f"{n_params / 1e6:.1f}M parameters" + (f"; int8 engine {quant_engine}" if quant_engine else ""), file=sys.stderr)
 
@@ -240,11 +191,11 @@ def main(a):
     med = statistics.median(times)
     res = dict(
         impl="pytorch", mode=a.mode, size=size, head=a.head, precision=a.precision, batch=B, seq=T,
-        threads=torch.get_num_threads(), blas=blas_name(), quant_engine=quant_engine, int8_vs_fp32=int8_check,
+        threads=torch.get_num_threads(), blas=torch_env.blas_name(), quant_engine=quant_engine, int8_vs_fp32=int8_check,
         params=n_params, steps=a.steps, warmup=a.warmup,
         tokens_per_sec=BT / (med / 1e3), ms_per_step=med, ms_min=min(times), ms_max=max(times), ms_steps=times,
         flops_per_step=flops, gflops=flops / (med / 1e3) / 1e9, peak_gflops=peak, peak_source=peak_src,
-        peak_rss_bytes=peak_rss(), start_rss_bytes=start_rss,
+        peak_rss_bytes=torch_env.peak_rss(), start_rss_bytes=start_rss,
         head_rows=BT if (a.mode == "train" and a.head_rows == "all") else head_rows,
         env={k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT",
                                               "OPENBLAS_CORETYPE")},

@@ -54,30 +54,14 @@ def parse_args(argv):
 
 
 ARGS = parse_args(sys.argv[1:])
-# As bench.py: before torch is imported (see its docstring for why each matters on 2 cores).
-for _k, _v in (("OMP_NUM_THREADS", str(ARGS.threads)), ("OPENBLAS_NUM_THREADS", str(ARGS.threads)),
-               ("OMP_WAIT_POLICY", "PASSIVE"), ("OPENBLAS_THREAD_TIMEOUT", "4")):
-    os.environ.setdefault(_k, _v)
+import torch_env  # noqa: E402  (bench/pytorch, the script's folder)
+
+torch_env.prepare(ARGS.threads)
 for _d in reversed([d for d in ARGS.hf_src.split(os.pathsep) if d]):
     sys.path.insert(0, os.path.abspath(_d))
 
 
-def zen4():
-    try:
-        with open("/proc/cpuinfo") as f:
-            info = f.read().split("\n\n")[0]
-    except OSError:
-        return False
-    fields = dict((k.strip(), v.strip()) for k, _, v in (line.partition(":") for line in info.splitlines()))
-    return (fields.get("vendor_id") == "AuthenticAMD" and fields.get("cpu family") == "25"
-            and "avx512f" in fields.get("flags", "").split())
-
-
-if zen4():
-    os.environ.setdefault("OPENBLAS_CORETYPE", "Zen")
-
 import json  # noqa: E402
-import resource  # noqa: E402
 import statistics  # noqa: E402
 
 import torch  # noqa: E402
@@ -91,38 +75,6 @@ try:
 except ImportError as e:
     sys.exit(f"decode.py: cannot import Hugging Face transformers ({e}); give its src folder with --hf-src "
              f"(bench/pytorch/README.md, 'Decoding')")
-
-
-def peak_rss():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def blas_name():
-    cfg = torch.__config__.show()
-    info = next((s.split("=", 1)[1] for s in cfg.replace(",", " ").split() if s.startswith("BLAS_INFO=")), "?")
-    lib = ""
-    for cand in ("/usr/lib/x86_64-linux-gnu/libblas.so.3", "/usr/lib/aarch64-linux-gnu/libblas.so.3"):
-        if os.path.exists(cand):
-            lib = " -> " + os.path.realpath(cand)
-            break
-    return f"torch {torch.__version__} BLAS_INFO={info}{lib}"
-
-
-def probe_peak(threads):
-    """torch.mm of [threads*512, 1024] x [1024, 1024] (bench.py's probe), best round of ~0.4 s."""
-    g = torch.Generator().manual_seed(7)
-    a = torch.rand(threads * 512, 1024, generator=g) - 0.5
-    b = torch.rand(1024, 1024, generator=g) - 0.5
-    c = torch.empty(threads * 512, 1024)
-    torch.mm(a, b, out=c)
-    best, reps, t_end = float("inf"), 0, time.perf_counter() + 0.4
-    while reps < 3 or (time.perf_counter() < t_end and reps < 50):
-        t0 = time.perf_counter()
-        torch.mm(a, b, out=c)
-        best = min(best, time.perf_counter() - t0)
-        reps += 1
-    return 2.0 * threads * 512 * 1024 * 1024 / best / 1e9, \
-        f"measured: best of {reps} rounds of torch.mm [{threads * 512}x1024]x[1024x1024] on {threads} threads"
 
 
 def decode_flops(layers, H, I, E, V, B, T, n):
@@ -146,7 +98,7 @@ class StepClock(LogitsProcessor):
 
 def main(a):
     torch.set_num_threads(a.threads)
-    start_rss = peak_rss()
+    start_rss = torch_env.peak_rss()
     layers, hidden, heads, inter, vocab = SIZES[a.size]
     B, T, N = a.batch, a.seq, a.new_tokens
     cfg = RoFormerConfig(vocab_size=vocab, embedding_size=hidden, hidden_size=hidden, num_hidden_layers=layers,
@@ -166,7 +118,7 @@ def main(a):
     if a.peak_gflops:
         peak, peak_src = a.peak_gflops, "given (--peak-gflops)"
     else:
-        peak, peak_src = probe_peak(a.threads)
+        peak, peak_src = torch_env.probe_peak(a.threads)
     print(f"pytorch decode: {a.size}, batch {B}, context {T}, {N} new tokens, {torch.get_num_threads()} threads; "
           f"{n_params / 1e6:.1f}M parameters; transformers {transformers.__version__}", file=sys.stderr)
 
@@ -192,10 +144,10 @@ def main(a):
     med = statistics.median(tokens)
     res = dict(
         impl="pytorch", mode="decode", size=a.size, head="causal-lm", precision="fp32", batch=B, seq=T,
-        threads=torch.get_num_threads(), blas=blas_name(), params=n_params, steps=a.steps, warmup=a.warmup,
+        threads=torch.get_num_threads(), blas=torch_env.blas_name(), params=n_params, steps=a.steps, warmup=a.warmup,
         tokens_per_sec=B / (med / 1e3), ms_per_step=med, ms_min=min(tokens), ms_max=max(tokens), ms_steps=tokens,
         flops_per_step=flops, gflops=flops / (med / 1e3) / 1e9, peak_gflops=peak, peak_source=peak_src,
-        peak_rss_bytes=peak_rss(), start_rss_bytes=start_rss, head_rows=B,
+        peak_rss_bytes=torch_env.peak_rss(), start_rss_bytes=start_rss, head_rows=B,
         new_tokens=N, context=T, prefill_ms=statistics.median(prefills), prefill_ms_runs=prefills, ms_per_token=med,
         decode_timing="per step (a LogitsProcessor's timestamps)",
         transformers=transformers.__version__,
