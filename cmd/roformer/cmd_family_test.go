@@ -13,16 +13,6 @@ import (
 // head and RoFormer-Sim's pooler_output, within 1e-4 of the reference.
 func TestForwardCLIFamily(t *testing.T) {
 	family := testutil.Shared(t, "fixtures", "roformer-family")
-	read := func(path string, v any) {
-		t.Helper()
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(raw, v); err != nil {
-			t.Fatal(err)
-		}
-	}
 	forward := func(model, head string, inputs any) map[string]jsonTensor {
 		t.Helper()
 		in := filepath.Join(t.TempDir(), "in.json")
@@ -54,7 +44,7 @@ func TestForwardCLIFamily(t *testing.T) {
 			Outputs map[string]jsonTensor `json:"outputs"`
 		} `json:"heads"`
 	}
-	read(filepath.Join(family, "v2_a", "fixture.json"), &v2)
+	testutil.ReadJSON(t, filepath.Join(family, "v2_a", "fixture.json"), &v2)
 	for head, h := range v2.Heads {
 		got := forward(filepath.Join(family, "v2_a", head), head, v2.Inputs)
 		for name, want := range h.Outputs {
@@ -72,7 +62,7 @@ func TestForwardCLIFamily(t *testing.T) {
 			Outputs map[string]jsonTensor `json:"outputs"`
 		} `json:"pooler"`
 	}
-	read(filepath.Join(family, "sim_a", "fixture.json"), &sim)
+	testutil.ReadJSON(t, filepath.Join(family, "sim_a", "fixture.json"), &sim)
 	// The reference encodes the pooler's batch bidirectionally: a copy of
 	// the folder with is_decoder false.
 	dir := t.TempDir()

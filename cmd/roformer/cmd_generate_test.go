@@ -24,16 +24,10 @@ type genFixture struct {
 func loadGenFixture(t *testing.T, name string) (string, genFixture) {
 	t.Helper()
 	dir := testutil.Shared(t, "fixtures", "roformer-family", name)
-	raw, err := os.ReadFile(filepath.Join(dir, "fixture.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var f struct {
 		Generate genFixture `json:"generate"`
 	}
-	if err := json.Unmarshal(raw, &f); err != nil {
-		t.Fatal(err)
-	}
+	testutil.ReadJSON(t, filepath.Join(dir, "fixture.json"), &f)
 	return filepath.Join(dir, "model"), f.Generate
 }
 

@@ -2,9 +2,7 @@ package roformer
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,20 +11,37 @@ import (
 	"github.com/roformer-go/roformer/internal/testutil"
 )
 
+// fixtureInputs are a family fixture's inputs, [B][L] each.
+type fixtureInputs struct {
+	InputIDs      [][]int32 `json:"input_ids"`
+	AttentionMask [][]int32 `json:"attention_mask"`
+	TokenTypeIDs  [][]int32 `json:"token_type_ids"`
+}
+
+// batch flattens the inputs into a Batch.
+func (in *fixtureInputs) batch() *Batch {
+	b := &Batch{B: len(in.InputIDs), T: len(in.InputIDs[0])}
+	for r := range in.InputIDs {
+		b.InputIDs = append(b.InputIDs, in.InputIDs[r]...)
+		b.AttentionMask = append(b.AttentionMask, in.AttentionMask[r]...)
+		b.TokenTypeIDs = append(b.TokenTypeIDs, in.TokenTypeIDs[r]...)
+	}
+	return b
+}
+
+// fixtureTensor is a fixture's output tensor.
+type fixtureTensor struct {
+	Shape []int     `json:"shape"`
+	Data  []float32 `json:"data"`
+}
+
 // familyFixture is ../shared/fixtures/roformer-family/<case>/fixture.json
 // (the RoFormer-V2 part).
 type familyFixture struct {
-	Inputs struct {
-		InputIDs      [][]int32 `json:"input_ids"`
-		AttentionMask [][]int32 `json:"attention_mask"`
-		TokenTypeIDs  [][]int32 `json:"token_type_ids"`
-	} `json:"inputs"`
-	Heads map[string]struct {
-		Folder  string `json:"folder"`
-		Outputs map[string]struct {
-			Shape []int     `json:"shape"`
-			Data  []float32 `json:"data"`
-		} `json:"outputs"`
+	Inputs fixtureInputs `json:"inputs"`
+	Heads  map[string]struct {
+		Folder  string                   `json:"folder"`
+		Outputs map[string]fixtureTensor `json:"outputs"`
 	} `json:"heads"`
 }
 
@@ -36,21 +51,9 @@ type familyFixture struct {
 // summed in another order).
 func TestRoFormerV2Fixture(t *testing.T) {
 	dir := testutil.Shared(t, "fixtures", "roformer-family", "v2_a")
-	raw, err := os.ReadFile(filepath.Join(dir, "fixture.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var f familyFixture
-	if err := json.Unmarshal(raw, &f); err != nil {
-		t.Fatal(err)
-	}
-	B, T := len(f.Inputs.InputIDs), len(f.Inputs.InputIDs[0])
-	b := &Batch{B: B, T: T}
-	for r := 0; r < B; r++ {
-		b.InputIDs = append(b.InputIDs, f.Inputs.InputIDs[r]...)
-		b.AttentionMask = append(b.AttentionMask, f.Inputs.AttentionMask[r]...)
-		b.TokenTypeIDs = append(b.TokenTypeIDs, f.Inputs.TokenTypeIDs[r]...)
-	}
+	testutil.ReadJSON(t, filepath.Join(dir, "fixture.json"), &f)
+	b := f.Inputs.batch()
 	if len(f.Heads) != 3 {
 		t.Fatalf("fixture has %d heads, want 3", len(f.Heads))
 	}
@@ -95,33 +98,14 @@ func TestRoFormerV2Fixture(t *testing.T) {
 // against the reference's pooler_output for a padded batch (1e-4).
 func TestRoFormerSimPooler(t *testing.T) {
 	dir := testutil.Shared(t, "fixtures", "roformer-family", "sim_a")
-	raw, err := os.ReadFile(filepath.Join(dir, "fixture.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var f struct {
 		Pooler struct {
-			Inputs struct {
-				InputIDs      [][]int32 `json:"input_ids"`
-				AttentionMask [][]int32 `json:"attention_mask"`
-				TokenTypeIDs  [][]int32 `json:"token_type_ids"`
-			} `json:"inputs"`
-			Outputs map[string]struct {
-				Shape []int     `json:"shape"`
-				Data  []float32 `json:"data"`
-			} `json:"outputs"`
+			Inputs  fixtureInputs            `json:"inputs"`
+			Outputs map[string]fixtureTensor `json:"outputs"`
 		} `json:"pooler"`
 	}
-	if err := json.Unmarshal(raw, &f); err != nil {
-		t.Fatal(err)
-	}
-	in := f.Pooler.Inputs
-	b := &Batch{B: len(in.InputIDs), T: len(in.InputIDs[0])}
-	for r := range in.InputIDs {
-		b.InputIDs = append(b.InputIDs, in.InputIDs[r]...)
-		b.AttentionMask = append(b.AttentionMask, in.AttentionMask[r]...)
-		b.TokenTypeIDs = append(b.TokenTypeIDs, in.TokenTypeIDs[r]...)
-	}
+	testutil.ReadJSON(t, filepath.Join(dir, "fixture.json"), &f)
+	b := f.Pooler.Inputs.batch()
 	want := f.Pooler.Outputs["pooler_output"]
 	if len(want.Data) == 0 {
 		t.Fatal("no pooler_output in the fixture")
@@ -164,16 +148,10 @@ func TestGenerateFixtures(t *testing.T) {
 	for _, name := range []string{"sim_a", "causal_a"} {
 		t.Run(name, func(t *testing.T) {
 			dir := testutil.Shared(t, "fixtures", "roformer-family", name)
-			raw, err := os.ReadFile(filepath.Join(dir, "fixture.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
 			var f struct {
 				Generate generateFixture `json:"generate"`
 			}
-			if err := json.Unmarshal(raw, &f); err != nil {
-				t.Fatal(err)
-			}
+			testutil.ReadJSON(t, filepath.Join(dir, "fixture.json"), &f)
 			g := f.Generate
 			l, err := Load(filepath.Join(dir, "model"), HeadCausalLM, LoadOptions{})
 			if err != nil {
