@@ -1,0 +1,116 @@
+package seq2seq
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/roformer-go/roformer/kernels"
+)
+
+// Position encodings of Config.Position.
+const (
+	Rotary     = "rotary"     // RoPE on encoder and decoder self-attention queries and keys
+	Sinusoidal = "sinusoidal" // Vaswani et al.'s sinusoids added to the √C-scaled embeddings
+)
+
+// Config is the model's config.json.
+type Config struct {
+	VocabSize     int     `json:"vocab_size"`      // shared source/target vocabulary V
+	DModel        int     `json:"d_model"`         // C; 512 in Transformer-base
+	Heads         int     `json:"num_heads"`       // NH; 8 in Transformer-base
+	FFN           int     `json:"ffn_size"`        // I; 2048 in Transformer-base
+	EncoderLayers int     `json:"encoder_layers"`  // 6 in Transformer-base
+	DecoderLayers int     `json:"decoder_layers"`  // 6 in Transformer-base
+	Position      string  `json:"position"`        // "rotary" or "sinusoidal"
+	RopeBase      float64 `json:"rope_theta"`      // rotary base; 0 means 10000
+	Dropout       float64 `json:"dropout"`         // residual and embedding dropout; 0.1 in Transformer-base
+	LabelSmooth   float64 `json:"label_smoothing"` // ε of the loss; 0.1 in Transformer-base
+	PadID         int     `json:"pad_token_id"`
+	BOSID         int     `json:"bos_token_id"` // the decoder's first input
+	EOSID         int     `json:"eos_token_id"` // ends sources and targets
+	LayerNormEps  float64 `json:"layer_norm_eps"`
+	// Activation of the feed-forward block: "relu" (Vaswani et al.; the
+	// default when empty) or any name kernels.ParseActivation knows.
+	Activation string `json:"activation,omitempty"`
+}
+
+// activation returns the feed-forward activation (ReLU when unset).
+func (c Config) activation() (kernels.Activation, error) {
+	if c.Activation == "" {
+		return kernels.ReLU, nil
+	}
+	a, err := kernels.ParseActivation(c.Activation)
+	if err != nil {
+		return 0, fmt.Errorf("seq2seq: activation: %w", err)
+	}
+	return a, nil
+}
+
+// Validate checks the numbers, naming the field.
+func (c Config) Validate() error {
+	switch {
+	case c.VocabSize < 2:
+		return fmt.Errorf("seq2seq: vocab_size %d must be at least 2", c.VocabSize)
+	case c.DModel <= 0 || c.Heads <= 0 || c.DModel%c.Heads != 0:
+		return fmt.Errorf("seq2seq: d_model %d must be a positive multiple of num_heads %d", c.DModel, c.Heads)
+	case (c.DModel/c.Heads)%2 != 0:
+		return fmt.Errorf("seq2seq: head size %d (d_model %d / num_heads %d) must be even", c.DModel/c.Heads, c.DModel, c.Heads)
+	case c.FFN <= 0:
+		return fmt.Errorf("seq2seq: ffn_size %d must be positive", c.FFN)
+	case c.EncoderLayers < 1 || c.DecoderLayers < 1:
+		return fmt.Errorf("seq2seq: encoder_layers %d and decoder_layers %d must be at least 1", c.EncoderLayers, c.DecoderLayers)
+	case c.Position != Rotary && c.Position != Sinusoidal:
+		return fmt.Errorf("seq2seq: position %q is not %q or %q", c.Position, Rotary, Sinusoidal)
+	case !(c.Dropout >= 0 && c.Dropout < 1):
+		return fmt.Errorf("seq2seq: dropout %v must lie in [0, 1)", c.Dropout)
+	case !(c.LabelSmooth >= 0 && c.LabelSmooth < 1):
+		return fmt.Errorf("seq2seq: label_smoothing %v must lie in [0, 1)", c.LabelSmooth)
+	case !(c.LayerNormEps > 0) || math.IsInf(c.LayerNormEps, 0):
+		return fmt.Errorf("seq2seq: layer_norm_eps %v must be positive", c.LayerNormEps)
+	case c.RopeBase != 0 && !(c.RopeBase > 1):
+		return fmt.Errorf("seq2seq: rope_theta %v must be above 1", c.RopeBase)
+	}
+	if _, err := c.activation(); err != nil {
+		return err
+	}
+	for _, id := range []struct {
+		name string
+		v    int
+	}{{"pad_token_id", c.PadID}, {"bos_token_id", c.BOSID}, {"eos_token_id", c.EOSID}} {
+		if id.v < 0 || id.v >= c.VocabSize {
+			return fmt.Errorf("seq2seq: %s %d is outside the vocabulary [0, %d)", id.name, id.v, c.VocabSize)
+		}
+	}
+	return nil
+}
+
+// HeadSize is C/NH.
+func (c Config) HeadSize() int { return c.DModel / c.Heads }
+
+// BaseConfig returns Vaswani et al.'s Transformer-base (C 512, 8 heads, I
+// 2048, 6 + 6 layers, dropout 0.1, ε 0.1) over a vocabulary of v tokens with
+// the given position encoding; pad 0, BOS 1, EOS 2.
+func BaseConfig(v int, position string) Config {
+	return Config{VocabSize: v, DModel: 512, Heads: 8, FFN: 2048, EncoderLayers: 6, DecoderLayers: 6,
+		Position: position, Dropout: 0.1, LabelSmooth: 0.1, PadID: 0, BOSID: 1, EOSID: 2, LayerNormEps: 1e-5}
+}
+
+// ReadConfig reads dir/config.json; unknown keys are ignored.
+func ReadConfig(dir string) (Config, error) {
+	path := filepath.Join(dir, "config.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("seq2seq: %w", err)
+	}
+	var c Config
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return Config{}, fmt.Errorf("seq2seq: %s: %w", path, err)
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%w (in %s)", err, path)
+	}
+	return c, nil
+}

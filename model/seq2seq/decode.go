@@ -1,0 +1,401 @@
+package seq2seq
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/roformer-go/roformer/kernels"
+)
+
+// Encoded is the encoder's output for a set of sources, with every decoder
+// layer's cross-attention keys and values computed once.
+type Encoded struct {
+	B, S int
+	Len  []int       // each source's length with its EOS
+	Mask []float32   // [B, S] 1 for a real token
+	Out  []float32   // [B, S, C] LN_enc(x_L)
+	K, V [][]float32 // per decoder layer [B, S, C]
+}
+
+// Encode runs the encoder (no dropout) on the sources (EOS is appended).
+func (m *Model) Encode(src [][]int32) (*Encoded, error) {
+	b, err := NewBatch(m.Cfg, src, nil)
+	if err != nil {
+		return nil, err
+	}
+	c := m.Cfg
+	p := &Pass{m: m, b: b, es: dims{b.B, b.S, c.DModel, c.Heads, c.HeadSize()}, rotS: m.rotation(0, b.S)}
+	m.encodeForward(p)
+	e := &Encoded{B: b.B, S: b.S, Mask: b.SrcMask, Out: p.encLN.out}
+	for _, s := range src {
+		e.Len = append(e.Len, len(s)+1)
+	}
+	for l := range m.Dec {
+		k, v := m.crossKV(&m.Dec[l], e.Out, b.B*b.S)
+		e.K, e.V = append(e.K, k), append(e.V, v)
+	}
+	return e, nil
+}
+
+// State is a decoder's key/value cache: for R rows, each decoder layer's
+// self-attention keys (rotated) and values of the tokens fed so far, and the
+// source row each decoder row reads through cross-attention (beams of one
+// source share its encoder keys and values).
+type State struct {
+	enc  *Encoded
+	rows []int
+	n    int         // tokens fed so far
+	cap  int         // cache capacity in tokens
+	k, v [][]float32 // per layer [R, cap, C]
+}
+
+// NewState starts decoding rows that read the given source rows of enc,
+// with room for capacity tokens (it grows when needed).
+func (m *Model) NewState(enc *Encoded, rows []int, capacity int) (*State, error) {
+	for i, r := range rows {
+		if r < 0 || r >= enc.B {
+			return nil, fmt.Errorf("seq2seq: decoder row %d reads source row %d of %d", i, r, enc.B)
+		}
+	}
+	st := &State{enc: enc, rows: append([]int(nil), rows...)}
+	st.grow(m, max(capacity, 1))
+	return st, nil
+}
+
+// Len is the number of tokens fed so far.
+func (st *State) Len() int { return st.n }
+
+func (st *State) grow(m *Model, capacity int) {
+	C, R := m.Cfg.DModel, len(st.rows)
+	k, v := make([][]float32, len(m.Dec)), make([][]float32, len(m.Dec))
+	for l := range m.Dec {
+		k[l], v[l] = make([]float32, R*capacity*C), make([]float32, R*capacity*C)
+		for i := 0; i < R && st.k != nil; i++ {
+			copy(k[l][i*capacity*C:], st.k[l][i*st.cap*C:(i*st.cap+st.n)*C])
+			copy(v[l][i*capacity*C:], st.v[l][i*st.cap*C:(i*st.cap+st.n)*C])
+		}
+	}
+	st.k, st.v, st.cap = k, v, capacity
+}
+
+// Reorder makes row i a copy of old row idx[i] (beam search's selection).
+func (st *State) Reorder(idx []int) {
+	R, C := len(idx), len(st.k[0])/(len(st.rows)*st.cap)
+	rows := make([]int, R)
+	for i, j := range idx {
+		rows[i] = st.rows[j]
+	}
+	for l := range st.k {
+		k, v := make([]float32, R*st.cap*C), make([]float32, R*st.cap*C)
+		for i, j := range idx {
+			copy(k[i*st.cap*C:(i*st.cap+st.n)*C], st.k[l][j*st.cap*C:(j*st.cap+st.n)*C])
+			copy(v[i*st.cap*C:(i*st.cap+st.n)*C], st.v[l][j*st.cap*C:(j*st.cap+st.n)*C])
+		}
+		st.k[l], st.v[l] = k, v
+	}
+	st.rows = rows
+}
+
+// Step feeds one token per row at position st.Len() and returns the next
+// token's logits [R, V]: the decoder of Forward for that position, with the
+// earlier positions read from the cache.
+func (m *Model) Step(st *State, tokens []int32) ([]float32, error) {
+	c := m.Cfg
+	R, C, NH, HS, S := len(st.rows), c.DModel, c.Heads, c.HeadSize(), st.enc.S
+	if len(tokens) != R {
+		return nil, fmt.Errorf("seq2seq: %d tokens for %d decoder rows", len(tokens), R)
+	}
+	if err := checkIDs(c, "decoder input", 0, tokens); err != nil {
+		return nil, err
+	}
+	if st.n == st.cap {
+		st.grow(m, 2*st.cap)
+	}
+	t, eps := st.n, float32(c.LayerNormEps)
+	// x = √C·E[token] (+ PE(t))
+	x := make([]float32, R*C)
+	kernels.EmbeddingForward(x, tokens, nil, m.Embed.Data, nil, R, C)
+	sc := float32(math.Sqrt(float64(C)))
+	var pe []float32
+	if m.rot == nil {
+		pe = make([]float32, C)
+		sinusoid(pe, t, 1, C)
+	}
+	for i := range x {
+		x[i] *= sc
+		if pe != nil {
+			x[i] += pe[i%C]
+		}
+	}
+	rot := m.rotation(t, 1)
+	ln, att, o := make([]float32, R*C), make([]float32, R*C), make([]float32, R*C)
+	qkv, q, k, v := make([]float32, R*3*C), make([]float32, R*C), make([]float32, R*C), make([]float32, R*C)
+	h := make([]float32, R*c.FFN)
+	for l := range m.Dec {
+		L := &m.Dec[l]
+		// Self-attention over the cache and this token.
+		kernels.LayerNormForward(ln, nil, nil, x, L.SelfNorm.W.Data, L.SelfNorm.B.Data, eps, R, C)
+		kernels.MatmulForward(qkv, ln, L.QKV.W.Data, L.QKV.B.Data, R, C, 3*C)
+		kernels.SplitQKV(q, k, v, qkv, R, C)
+		if rot != nil {
+			for i := 0; i < R; i++ {
+				m.rot.Forward(q[i*C:i*C+C], rot.sin, rot.cos, 1, 1, NH)
+				m.rot.Forward(k[i*C:i*C+C], rot.sin, rot.cos, 1, 1, NH)
+			}
+		}
+		for i := 0; i < R; i++ {
+			ck, cv := st.k[l][i*st.cap*C:], st.v[l][i*st.cap*C:]
+			copy(ck[t*C:t*C+C], k[i*C:i*C+C])
+			copy(cv[t*C:t*C+C], v[i*C:i*C+C])
+			kernels.CrossAttentionForward(att[i*C:i*C+C], nil, q[i*C:i*C+C], ck[:(t+1)*C], cv[:(t+1)*C], nil, 1, 1, t+1, NH, HS)
+		}
+		kernels.MatmulForward(o, att, L.SelfOut.W.Data, L.SelfOut.B.Data, R, C, C)
+		kernels.AddForward(x, x, o, R*C)
+		// Cross-attention over the row's source.
+		kernels.LayerNormForward(ln, nil, nil, x, L.CrossNorm.W.Data, L.CrossNorm.B.Data, eps, R, C)
+		kernels.MatmulForward(q, ln, L.Q.W.Data, L.Q.B.Data, R, C, C)
+		for i, r := range st.rows {
+			kernels.CrossAttentionForward(att[i*C:i*C+C], nil, q[i*C:i*C+C], st.enc.K[l][r*S*C:(r+1)*S*C], st.enc.V[l][r*S*C:(r+1)*S*C], st.enc.Mask[r*S:(r+1)*S], 1, 1, S, NH, HS)
+		}
+		kernels.MatmulForward(o, att, L.CrossOut.W.Data, L.CrossOut.B.Data, R, C, C)
+		kernels.AddForward(x, x, o, R*C)
+		// Feed-forward.
+		kernels.LayerNormForward(ln, nil, nil, x, L.FFNNorm.W.Data, L.FFNNorm.B.Data, eps, R, C)
+		kernels.MatmulForward(h, ln, L.FC1.W.Data, L.FC1.B.Data, R, C, c.FFN)
+		kernels.ActivationForward(h, h, m.act, R*c.FFN)
+		kernels.MatmulForward(o, h, L.FC2.W.Data, L.FC2.B.Data, R, c.FFN, C)
+		kernels.AddForward(x, x, o, R*C)
+	}
+	kernels.LayerNormForward(ln, nil, nil, x, m.DecNorm.W.Data, m.DecNorm.B.Data, eps, R, C)
+	logits := make([]float32, R*c.VocabSize)
+	kernels.MatmulForward(logits, ln, m.Embed.Data, nil, R, C, c.VocabSize)
+	st.n++
+	return logits, nil
+}
+
+// DecodeOptions configure Translate.
+type DecodeOptions struct {
+	// Beam is the beam width; 1 or less decodes greedily. Vaswani et al.: 4.
+	Beam int
+	// Alpha is the length penalty's exponent: a finished hypothesis Y scores
+	// log P(Y)/((5+|Y|)/6)^α (Wu et al. 2016, GNMT), |Y| counting its EOS.
+	// Vaswani et al.: 0.6.
+	Alpha float64
+	// MaxExtra bounds the output at the source's length + MaxExtra tokens
+	// (EOS included). Vaswani et al.: 50.
+	MaxExtra int
+}
+
+// DefaultDecode is Vaswani et al.'s beam search: beam 4, α 0.6, source
+// length + 50.
+var DefaultDecode = DecodeOptions{Beam: 4, Alpha: 0.6, MaxExtra: 50}
+
+// Translate decodes every source (ids without EOS) and returns the output
+// ids without BOS and EOS: greedy for Beam ≤ 1, batched over the sources,
+// else beam search one source at a time. ctx is checked between steps.
+func (m *Model) Translate(ctx context.Context, src [][]int32, o DecodeOptions) ([][]int32, error) {
+	if o.MaxExtra < 1 {
+		return nil, fmt.Errorf("seq2seq: MaxExtra %d must be at least 1", o.MaxExtra)
+	}
+	out := make([][]int32, len(src))
+	const chunk = 64
+	for lo := 0; lo < len(src); lo += chunk {
+		hi := min(lo+chunk, len(src))
+		enc, err := m.Encode(src[lo:hi])
+		if err != nil {
+			return nil, err
+		}
+		if o.Beam <= 1 {
+			got, err := m.greedy(ctx, enc, o.MaxExtra)
+			if err != nil {
+				return nil, err
+			}
+			copy(out[lo:], got)
+			continue
+		}
+		for r := 0; r < enc.B; r++ {
+			if out[lo+r], err = m.beamSearch(ctx, enc, r, o); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// greedy decodes every row of enc by taking the most probable token (the
+// lowest id among ties) until EOS or the row's length limit.
+func (m *Model) greedy(ctx context.Context, enc *Encoded, maxExtra int) ([][]int32, error) {
+	R := enc.B
+	rows := make([]int, R)
+	limit := 0
+	for i := range rows {
+		rows[i] = i
+		limit = max(limit, enc.Len[i]-1+maxExtra)
+	}
+	st, err := m.NewState(enc, rows, 32)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]int32, R)
+	done := make([]bool, R)
+	tok := make([]int32, R)
+	for i := range tok {
+		tok[i] = int32(m.Cfg.BOSID)
+	}
+	V := m.Cfg.VocabSize
+	for step := 0; step < limit; step++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		logits, err := m.Step(st, tok)
+		if err != nil {
+			return nil, err
+		}
+		left := 0
+		for i := 0; i < R; i++ {
+			if done[i] {
+				tok[i] = int32(m.Cfg.PadID)
+				continue
+			}
+			best := argmax(logits[i*V : i*V+V])
+			tok[i] = int32(best)
+			if best == m.Cfg.EOSID {
+				done[i] = true
+				continue
+			}
+			out[i] = append(out[i], int32(best))
+			if len(out[i]) >= enc.Len[i]-1+maxExtra { // the length limit
+				done[i] = true
+				continue
+			}
+			left++
+		}
+		if left == 0 {
+			break
+		}
+	}
+	return out, nil
+}
+
+func argmax(z []float32) int {
+	best := 0
+	for j, v := range z {
+		if v > z[best] {
+			best = j
+		}
+	}
+	return best
+}
+
+// logSoftmax returns log softmax(z) in float64.
+func logSoftmax(z []float32) []float64 {
+	mx := math.Inf(-1)
+	for _, v := range z {
+		mx = math.Max(mx, float64(v))
+	}
+	s := 0.0
+	for _, v := range z {
+		s += math.Exp(float64(v) - mx)
+	}
+	lse := mx + math.Log(s)
+	out := make([]float64, len(z))
+	for j, v := range z {
+		out[j] = float64(v) - lse
+	}
+	return out
+}
+
+// lengthPenalty is GNMT's ((5+n)/6)^α.
+func lengthPenalty(n int, alpha float64) float64 {
+	return math.Pow((5+float64(n))/6, alpha)
+}
+
+type hyp struct {
+	ids   []int32
+	logp  float64
+	score float64
+}
+
+// beamSearch decodes source row r of enc with o.Beam beams, following
+// fairseq's sequence generator: each step scores every continuation of the
+// k live hypotheses, keeps the 2k best, finishes those that end in EOS when
+// they are among the k best candidates (scored log P/lp(|Y|)), carries the
+// k best others on, and stops when k hypotheses are finished or at the
+// length limit (where the live ones are finished as they stand). With k = 1
+// this is greedy decoding exactly.
+func (m *Model) beamSearch(ctx context.Context, enc *Encoded, r int, o DecodeOptions) ([]int32, error) {
+	k, V, eos := o.Beam, m.Cfg.VocabSize, int32(m.Cfg.EOSID)
+	limit := enc.Len[r] - 1 + o.MaxExtra
+	st, err := m.NewState(enc, []int{r}, 32)
+	if err != nil {
+		return nil, err
+	}
+	alive := []hyp{{}}
+	tok := []int32{int32(m.Cfg.BOSID)}
+	var fin []hyp
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		logits, err := m.Step(st, tok)
+		if err != nil {
+			return nil, err
+		}
+		type cand struct {
+			from int
+			id   int32
+			logp float64
+		}
+		var cands []cand
+		for i, h := range alive {
+			lp := logSoftmax(logits[i*V : i*V+V])
+			for j, v := range lp {
+				cands = append(cands, cand{i, int32(j), h.logp + v})
+			}
+		}
+		sort.SliceStable(cands, func(a, b int) bool { return cands[a].logp > cands[b].logp })
+		cands = cands[:min(2*k, len(cands))]
+		var next []hyp
+		var idx []int
+		for ci, c := range cands {
+			n := len(alive[c.from].ids) + 1 // tokens with this one
+			if c.id == eos || n >= limit {
+				if ci < k && len(fin) < k {
+					ids := alive[c.from].ids
+					if c.id != eos {
+						ids = append(append([]int32(nil), ids...), c.id)
+					}
+					fin = append(fin, hyp{ids: ids, logp: c.logp, score: c.logp / lengthPenalty(n, o.Alpha)})
+				}
+				continue
+			}
+			if len(next) < k {
+				ids := append(append([]int32(nil), alive[c.from].ids...), c.id)
+				next = append(next, hyp{ids: ids, logp: c.logp})
+				idx = append(idx, c.from)
+			}
+		}
+		if len(fin) >= k || len(next) == 0 {
+			if len(fin) == 0 { // the limit cut every hypothesis
+				for _, h := range next {
+					fin = append(fin, hyp{ids: h.ids, logp: h.logp, score: h.logp / lengthPenalty(len(h.ids), o.Alpha)})
+				}
+			}
+			break
+		}
+		st.Reorder(idx)
+		alive, tok = next, make([]int32, len(next))
+		for i, h := range next {
+			tok[i] = h.ids[len(h.ids)-1]
+		}
+	}
+	best := 0
+	for i, h := range fin {
+		if h.score > fin[best].score {
+			best = i
+		}
+	}
+	return fin[best].ids, nil
+}

@@ -1,0 +1,186 @@
+package seq2seq
+
+import (
+	"fmt"
+
+	"github.com/roformer-go/roformer/kernels"
+	"github.com/roformer-go/roformer/rope"
+)
+
+// Dropout sites, mixed into each dropout mask's seed with the layer index.
+const (
+	siteSrcEmbed = iota + 1
+	siteTgtEmbed
+	siteEncAttn
+	siteEncFFN
+	siteDecSelf
+	siteDecCross
+	siteDecFFN
+)
+
+type encLayerAct struct {
+	attn selfAttnAct
+	x1   []float32 // after self-attention [B, S, C]
+	ffn  ffnAct
+	x2   []float32 // the layer's output [B, S, C]
+}
+
+type decLayerAct struct {
+	self  selfAttnAct
+	x1    []float32
+	cross crossAttnAct
+	x2    []float32
+	ffn   ffnAct
+	x3    []float32
+}
+
+// Pass is one forward pass over a Batch, holding what Backward needs.
+type Pass struct {
+	m          *Model
+	b          *Batch
+	train      bool
+	drop       kernels.Dropout
+	es, ds     dims
+	rotS, rotT *rotation
+
+	srcX  []float32 // embedded source [B, S, C]
+	enc   []encLayerAct
+	encLN normAct // the encoder's output LN_enc(x_L) [B, S, C]
+	tgtX  []float32
+	dec   []decLayerAct
+	decLN normAct
+
+	// Logits [B·T, V] of the decoder; after a forward with labels and
+	// training, it holds the loss gradient instead (Backward's input).
+	Logits []float32
+	// Loss is the mean label-smoothed cross-entropy over the target tokens
+	// (labels ≠ −1), NLL the mean plain negative log-likelihood, Tokens
+	// their number.
+	Loss, NLL float64
+	Tokens    int
+}
+
+// Forward runs the model on b. With train, dropout is on (masks drawn from
+// seed) and, when b has labels, Logits is replaced by the gradient of Loss
+// for Backward. Without train (evaluation, the uncached reference of
+// decoding) dropout is off and Logits are kept.
+func (m *Model) Forward(b *Batch, train bool, seed uint64) (*Pass, error) {
+	if b.DecIn == nil {
+		return nil, fmt.Errorf("seq2seq: Forward needs a batch with targets")
+	}
+	if len(b.Src) != b.B*b.S || len(b.SrcMask) != b.B*b.S || len(b.DecIn) != b.B*b.T || (b.Labels != nil && len(b.Labels) != b.B*b.T) {
+		return nil, fmt.Errorf("seq2seq: batch B %d S %d T %d does not match its slices (%d, %d, %d, %d)", b.B, b.S, b.T, len(b.Src), len(b.SrcMask), len(b.DecIn), len(b.Labels))
+	}
+	c := m.Cfg
+	p := &Pass{m: m, b: b, train: train}
+	if train {
+		p.drop = kernels.Dropout{P: float32(c.Dropout), Seed: seed}
+	}
+	C, NH, HS := c.DModel, c.Heads, c.HeadSize()
+	p.es, p.ds = dims{b.B, b.S, C, NH, HS}, dims{b.B, b.T, C, NH, HS}
+	p.rotS, p.rotT = m.rotation(0, b.S), m.rotation(0, b.T)
+	m.encodeForward(p)
+	enc := p.encLN.out
+
+	BT := b.B * b.T
+	p.tgtX = make([]float32, BT*C)
+	m.embedForward(p.tgtX, b.DecIn, p.drop.Derive(siteTgtEmbed), b.B, b.T)
+	x := p.tgtX
+	p.dec = make([]decLayerAct, len(m.Dec))
+	for l := range m.Dec {
+		L, a := &m.Dec[l], &p.dec[l]
+		a.x1, a.x2, a.x3 = make([]float32, BT*C), make([]float32, BT*C), make([]float32, BT*C)
+		m.selfAttnForward(&a.self, a.x1, x, L.SelfNorm, L.QKV, L.SelfOut, p.rotT, nil, true, p.drop.Derive(siteDecSelf, uint64(l)), p.ds)
+		m.crossAttnForward(&a.cross, a.x2, a.x1, enc, b.SrcMask, L, p.drop.Derive(siteDecCross, uint64(l)), p.ds, b.S)
+		m.ffnForward(&a.ffn, a.x3, a.x2, L.FFNNorm, L.FC1, L.FC2, p.drop.Derive(siteDecFFN, uint64(l)), BT)
+		x = a.x3
+	}
+	p.decLN = newNormAct(BT, C)
+	kernels.LayerNormForward(p.decLN.out, p.decLN.mean, p.decLN.rstd, x, m.DecNorm.W.Data, m.DecNorm.B.Data, float32(c.LayerNormEps), BT, C)
+	// logits = LN_dec(y)·Eᵀ (the output projection tied to the embedding)
+	p.Logits = make([]float32, BT*c.VocabSize)
+	kernels.MatmulForward(p.Logits, p.decLN.out, m.Embed.Data, nil, BT, C, c.VocabSize)
+	if b.Labels != nil {
+		var grad []float32
+		if train {
+			grad = p.Logits
+		}
+		p.Loss, p.NLL, p.Tokens = smoothedCrossEntropy(grad, p.Logits, b.Labels, c.LabelSmooth, BT, c.VocabSize)
+	}
+	return p, nil
+}
+
+// encodeForward runs the encoder of p's batch into p.encLN.
+func (m *Model) encodeForward(p *Pass) {
+	b, C := p.b, m.Cfg.DModel
+	BS := b.B * b.S
+	p.srcX = make([]float32, BS*C)
+	m.embedForward(p.srcX, b.Src, p.drop.Derive(siteSrcEmbed), b.B, b.S)
+	x := p.srcX
+	p.enc = make([]encLayerAct, len(m.Enc))
+	for l := range m.Enc {
+		L, a := &m.Enc[l], &p.enc[l]
+		a.x1, a.x2 = make([]float32, BS*C), make([]float32, BS*C)
+		m.selfAttnForward(&a.attn, a.x1, x, L.AttnNorm, L.QKV, L.Out, p.rotS, b.SrcMask, false, p.drop.Derive(siteEncAttn, uint64(l)), p.es)
+		m.ffnForward(&a.ffn, a.x2, a.x1, L.FFNNorm, L.FC1, L.FC2, p.drop.Derive(siteEncFFN, uint64(l)), BS)
+		x = a.x2
+	}
+	p.encLN = newNormAct(BS, C)
+	kernels.LayerNormForward(p.encLN.out, p.encLN.mean, p.encLN.rstd, x, m.EncNorm.W.Data, m.EncNorm.B.Data, float32(m.Cfg.LayerNormEps), BS, C)
+}
+
+// rotation returns the sin/cos of positions offset … offset+T−1, or nil
+// without RoPE.
+func (m *Model) rotation(offset, T int) *rotation {
+	if m.rot == nil {
+		return nil
+	}
+	h := m.Cfg.HeadSize() / 2
+	r := &rotation{make([]float32, T*h), make([]float32, T*h)}
+	m.rot.SinCos(r.sin, r.cos, rope.Positions(T, offset))
+	return r
+}
+
+// Backward adds the gradient of p.Loss to every parameter's Grad (+=). p
+// must come from Forward with train and labels.
+func (p *Pass) Backward() error {
+	if !p.train || p.b.Labels == nil {
+		return fmt.Errorf("seq2seq: Backward needs a training forward pass with labels")
+	}
+	m, b, c := p.m, p.b, p.m.Cfg
+	C := c.DModel
+	BT, BS := b.B*b.T, b.B*b.S
+	// logits = y·Eᵀ
+	dy := make([]float32, BT*C)
+	kernels.MatmulBackward(dy, m.Embed.Grad, nil, p.Logits, p.decLN.out, m.Embed.Data, BT, C, c.VocabSize)
+	// y = LN_dec(x_L): LayerNormBackward adds, so dx starts at zero.
+	dx := make([]float32, BT*C)
+	last := p.tgtX
+	if n := len(p.dec); n > 0 {
+		last = p.dec[n-1].x3
+	}
+	kernels.LayerNormBackward(dx, m.DecNorm.W.Grad, m.DecNorm.B.Grad, dy, last, m.DecNorm.W.Data, p.decLN.mean, p.decLN.rstd, BT, C)
+	denc := make([]float32, BS*C)
+	enc := p.encLN.out
+	for l := len(m.Dec) - 1; l >= 0; l-- {
+		L, a := &m.Dec[l], &p.dec[l]
+		m.ffnBackward(dx, &a.ffn, L.FFNNorm, L.FC1, L.FC2, BT)
+		m.crossAttnBackward(dx, denc, &a.cross, enc, b.SrcMask, L, p.ds, b.S)
+		m.selfAttnBackward(dx, &a.self, L.SelfNorm, L.QKV, L.SelfOut, p.rotT, nil, true, p.ds)
+	}
+	m.embedBackward(dx, b.DecIn, p.drop.Derive(siteTgtEmbed), b.B, b.T)
+	// enc = LN_enc(x_L)
+	dxs := make([]float32, BS*C)
+	lastS := p.srcX
+	if n := len(p.enc); n > 0 {
+		lastS = p.enc[n-1].x2
+	}
+	kernels.LayerNormBackward(dxs, m.EncNorm.W.Grad, m.EncNorm.B.Grad, denc, lastS, m.EncNorm.W.Data, p.encLN.mean, p.encLN.rstd, BS, C)
+	for l := len(m.Enc) - 1; l >= 0; l-- {
+		L, a := &m.Enc[l], &p.enc[l]
+		m.ffnBackward(dxs, &a.ffn, L.FFNNorm, L.FC1, L.FC2, BS)
+		m.selfAttnBackward(dxs, &a.attn, L.AttnNorm, L.QKV, L.Out, p.rotS, b.SrcMask, false, p.es)
+	}
+	m.embedBackward(dxs, b.Src, p.drop.Derive(siteSrcEmbed), b.B, b.S)
+	return nil
+}
