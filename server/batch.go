@@ -117,6 +117,9 @@ func (s *Server) submit(ctx context.Context, rows []embedRow) error {
 	t.queued(tokens)
 	j := &embedJob{ctx: ctx, rows: rows, left: len(rows), done: make(chan struct{}), queuedAt: time.Now()}
 	s.startScheduler.Do(func() { go s.schedule() })
+	// te_queue_size counts the rows from here until a batch takes them (or
+	// they are dropped).
+	s.metrics.queueSize.Add(float64(len(rows)))
 	s.queue <- j // blocks only while 2×MaxConcurrentRequests jobs, live or left, wait to be drained
 	s.preparing.Add(-1)
 	select {
@@ -199,13 +202,12 @@ func (s *Server) schedule() {
 		drain() // what came while another forward ran
 		pending = s.dropGone(pending)
 		if len(pending) == 0 {
-			s.metrics.queueSize.Set(0)
 			<-s.gate
 			continue
 		}
 		var batch []pendingRow
 		batch, pending = s.pick(pending)
-		s.metrics.queueSize.Set(float64(len(pending)))
+		s.metrics.queueSize.Sub(float64(len(batch)))
 		s.runBatch(batch) // releases the gate
 	}
 }
@@ -216,10 +218,12 @@ func (s *Server) failPending(pending []pendingRow) {
 	for _, p := range pending {
 		s.finish(p.j, errClosed)
 	}
+	s.metrics.queueSize.Sub(float64(len(pending)))
 	for {
 		select {
 		case j := <-s.queue:
 			s.finish(j, errClosed)
+			s.metrics.queueSize.Sub(float64(len(j.rows)))
 		default:
 			return
 		}
@@ -238,12 +242,15 @@ func (s *Server) full(pending []pendingRow) bool {
 // dropGone ends the jobs whose client has left (and those already ended by
 // a failed forward pass) and returns the rows still to run, in order.
 func (s *Server) dropGone(pending []pendingRow) []pendingRow {
-	return slices.DeleteFunc(pending, func(p pendingRow) bool {
+	n := len(pending)
+	pending = slices.DeleteFunc(pending, func(p pendingRow) bool {
 		if !p.j.finished && p.j.ctx.Err() != nil {
 			s.finish(p.j, p.j.ctx.Err())
 		}
 		return p.j.finished
 	})
+	s.metrics.queueSize.Sub(float64(n - len(pending)))
+	return pending
 }
 
 // pick chooses the next batch from the pending rows (oldest first): the

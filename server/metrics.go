@@ -24,7 +24,7 @@ import (
 //	te_tokenization_duration                  histogram (s): per answered model request
 //	te_queue_duration                         histogram (s): per answered model request
 //	te_inference_duration                     histogram (s): per answered model request
-//	te_queue_size                             gauge: inputs waiting for a batch
+//	te_queue_size                             gauge: inputs queued, not yet in a forward pass
 //	te_batch_next_size                        histogram: inputs per forward pass
 //	te_batch_next_tokens                      histogram: tokens per forward pass (without padding)
 //
@@ -72,7 +72,7 @@ func newMetrics() *metrics {
 		queue:        hist("te_queue_duration", "Seconds a request's inputs waited for their first batch.", durationBuckets),
 		inference:    hist("te_inference_duration", "Seconds of the forward passes a request's inputs ran in.", durationBuckets),
 		queueSize: prometheus.NewGauge(prometheus.GaugeOpts{Name: "te_queue_size",
-			Help: "Inputs waiting for a batch, as of the last batch formed."}),
+			Help: "Inputs queued for a batch and not yet in a forward pass (raised on enqueue, lowered as they are batched or dropped)."}),
 		batchSize:   hist("te_batch_next_size", "Inputs (rows) per batched forward pass.", prometheus.ExponentialBuckets(1, 2, 11)),
 		batchTokens: hist("te_batch_next_tokens", "Tokens (without padding) per batched forward pass.", prometheus.ExponentialBuckets(4, 2, 16)),
 	}

@@ -1,11 +1,13 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -195,5 +197,53 @@ func TestLoading(t *testing.T) {
 	}
 	if l.Server() != s {
 		t.Error("Server() is not the server handed to Ready")
+	}
+}
+
+// queueSize reads the te_queue_size gauge.
+func queueSize(t *testing.T, s *Server) float64 {
+	t.Helper()
+	m := metric(scrape(t, s), "te_queue_size")
+	if m == nil {
+		t.Fatal("no te_queue_size")
+	}
+	return m.GetGauge().GetValue()
+}
+
+// The metrics' queue gauge follows every enqueue and dequeue: up as inputs
+// queue, down as a batch takes them or their client leaves.
+func TestQueueSizeGauge(t *testing.T) {
+	s, _, _ := newServer(t, roformer.HeadBase, nil, Options{MaxBatchRequests: 2})
+	release := make(chan struct{})
+	var once sync.Once
+	s.beforeBatch = func() { once.Do(func() { <-release }) }
+	var batches []int
+	var mu sync.Mutex
+	s.afterForward = func(rows, _ int) { mu.Lock(); batches = append(batches, rows); mu.Unlock() }
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i, body := range []string{`{"inputs": ["the", "a", "the sea"]}`, `{"inputs": "the whale"}`} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := httptest.NewRequest("POST", "/embed", strings.NewReader(body))
+			if i == 1 {
+				r = r.WithContext(ctx)
+			}
+			s.ServeHTTP(httptest.NewRecorder(), r)
+		}()
+		waitFor(t, func() bool { return queueSize(t, s) == float64(3+i) })
+	}
+	cancel() // the second client leaves: its input is dropped, not run
+	waitFor(t, func() bool { return len(s.slots) == 1 })
+	close(release)
+	wg.Wait()
+	if got := queueSize(t, s); got != 0 {
+		t.Errorf("te_queue_size after every request: %v", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(batches) != 2 || batches[0]+batches[1] != 3 {
+		t.Errorf("batches of %v rows, want 2 batches of the first request's 3 inputs", batches)
 	}
 }
