@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -76,14 +75,18 @@ func writeOpenAIError(w http.ResponseWriter, e *apiError) {
 }
 
 // decodeCompat reads a compatible route's JSON body into v (unknown fields
-// ignored).
+// ignored): 413 over the size limit, 408 when the body stalls (body.go),
+// 422 when it is not JSON of v's shape.
 func (s *Server) decodeCompat(w http.ResponseWriter, r *http.Request, v any) *apiError {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
-	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return errorf(http.StatusRequestEntityTooLarge, "Validation", "", "request body over %d bytes", tooBig.Limit)
+	b, e := s.readBody(w, r)
+	if e != nil {
+		if e.status == http.StatusBadRequest { // the body broke off: TEI's 422 for a body it cannot read
+			e.status = http.StatusUnprocessableEntity
 		}
+		return e
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(v); err != nil {
 		return errorf(http.StatusUnprocessableEntity, "Validation", "", "request body: %v", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {

@@ -22,10 +22,11 @@
 // An input is a string, or {"text": …, "text_pair": …} where pairs make
 // sense (tokenize, embed). Every error of the /v1 routes is a JSON object {"error": "…"} with status 400 (bad
 // request: the message names the input and the numbers), 404 (no such
-// endpoint, or not for this model), 413 (body too large), 503 (the client
-// went away while waiting), 429 (too many requests queued, with
+// endpoint, or not for this model), 408 (the body stalled past
+// Options.BodyTimeout), 413 (body too large), 503 (the client went away
+// while waiting, or the server drains), 429 (too many requests queued, with
 // Retry-After) or 500; the TEI routes answer {"error", "error_type"} with
-// 400/413/422/424/429/503 as TEI does, /v1/embeddings OpenAI's {"error":
+// 400/408/413/422/424/429/503 and TEI's error_type values, /v1/embeddings OpenAI's {"error":
 // {"message", "type", "param", "code"}}. Limits (body size, inputs per
 // request, tokens per input, top_k, the queue) are Options.
 //
@@ -33,7 +34,10 @@
 // embedding routes batch concurrent requests into one forward pass by a
 // token budget (see batch.go); fill-mask requests run one after another.
 //
-// Classification is not served yet: its prediction code lives in package
-// finetune, with the training code, and this package stays clear of
-// training (optim, train, data).
+// Server.Drain stops a server gracefully without closing its port: new
+// requests get 503 while those in flight finish (drain.go).
+//
+// The task routes (sequence and token classification, question answering,
+// generation) take their prediction code from package pipeline; this
+// package stays clear of training (optim, train, data).
 package server

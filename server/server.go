@@ -54,15 +54,21 @@ type Options struct {
 	// MaxConcurrentRequests bounds the embedding requests being read,
 	// queued or run; beyond it they get 429 with Retry-After. Default 512.
 	MaxConcurrentRequests int
+	// BodyTimeout bounds the time a client has to send a request's body
+	// once its headers are in; a body that stalls gets 408 and its
+	// connection is closed. Default 10 s.
+	BodyTimeout time.Duration
 	// Log receives one line per request that failed on the server's side
 	// (a panic, a forward pass error); nil discards them.
 	Log *log.Logger
 }
 
-// The defaults of Options.MaxBodyBytes and Options.MaxInputs.
+// The defaults of Options.MaxBodyBytes, Options.MaxInputs and
+// Options.BodyTimeout.
 const (
 	DefaultMaxBodyBytes = 1 << 20
 	DefaultMaxInputs    = 64
+	DefaultBodyTimeout  = 10 * time.Second
 )
 
 // The defaults of the batching options.
@@ -79,6 +85,9 @@ func (o *Options) defaults(cfg *roformer.Config) {
 	}
 	if o.MaxInputs <= 0 {
 		o.MaxInputs = DefaultMaxInputs
+	}
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = DefaultBodyTimeout
 	}
 	if o.MaxLength <= 0 {
 		o.MaxLength = cfg.MaxPositionEmbeddings
@@ -130,6 +139,7 @@ type Server struct {
 	afterForward func(rows, tokens int)
 
 	metrics *metrics // metrics.go
+	flight  flight   // the requests in flight, and whether the server drains (drain.go)
 }
 
 // New serves m with tok. Fill-mask needs the masked-LM head; tokenize and
@@ -218,6 +228,15 @@ func Load(dir string, opts Options) (*Server, error) {
 // with a JSON error, and is logged. Every request is counted and timed
 // (metrics.go).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.flight.enter() { // draining (drain.go)
+		if !passesDrain(r) {
+			_, r.Pattern = s.mux.Handler(r) // counted under its route
+			s.instrument(w, r, refuseDraining)
+			return
+		}
+	} else {
+		defer s.flight.leave()
+	}
 	s.instrument(w, r, func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if v := recover(); v != nil {
@@ -270,6 +289,10 @@ type route struct {
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	if s.Draining() {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "draining"})
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
@@ -567,18 +590,18 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, fn func(context.Con
 	return true
 }
 
-// decode reads the JSON body into v; on failure it answers 400 or 413 and
-// returns false. Unknown fields are errors, so a misspelt option is not
+// decode reads the JSON body into v; on failure it answers 400, 408 or 413
+// and returns false. Unknown fields are errors, so a misspelt option is not
 // silently ignored.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	b, e := s.readBody(w, r)
+	if e != nil {
+		writeError(w, e.status, "%s", e.msg)
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, "request body over %d bytes", tooBig.Limit)
-			return false
-		}
 		writeError(w, http.StatusBadRequest, "request body: %v", err)
 		return false
 	}

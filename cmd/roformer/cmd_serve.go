@@ -24,6 +24,8 @@ type serveOptions struct {
 	precision   string
 	srv         server.Options
 	threads     int
+	// drainTimeout bounds the drain after SIGTERM (30 s when zero).
+	drainTimeout time.Duration
 }
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -34,6 +36,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.srv.MaxInputs, "max-inputs", server.DefaultMaxInputs, "texts per request")
 	fs.IntVar(&o.srv.MaxLength, "max-length", 0, "tokens per input with [CLS] and [SEP] (default: the config's max_position_embeddings)")
 	fs.Int64Var(&o.srv.MaxBodyBytes, "max-body", server.DefaultMaxBodyBytes, "bytes per request body")
+	fs.DurationVar(&o.srv.BodyTimeout, "body-timeout", server.DefaultBodyTimeout, "time a client has to send a request's body once its headers are in; beyond: 408")
+	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM or Ctrl-C, how long requests in flight may run on (new ones get 503 meanwhile)")
 	fs.IntVar(&o.srv.MaxBatchTokens, "max-batch-tokens", server.DefaultMaxBatchTokens, "padded tokens (rows × longest row) per batched forward pass of the embedding endpoints")
 	fs.IntVar(&o.srv.MaxBatchRequests, "max-batch-requests", server.DefaultMaxBatchRequests, "inputs per batched forward pass")
 	fs.DurationVar(&o.srv.MaxBatchWait, "max-batch-wait", server.DefaultMaxBatchWait, "longest wait for requests on their way to join a batch (0: none)")
@@ -55,6 +59,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef("--max-batch-tokens, --max-batch-requests and --max-concurrent-requests must be at least 1")
 	case o.srv.MaxBatchWait < 0:
 		return usagef("--max-batch-wait %v must not be negative", o.srv.MaxBatchWait)
+	case o.srv.BodyTimeout <= 0 || o.drainTimeout <= 0:
+		return usagef("--body-timeout %v and --drain-timeout %v must be positive", o.srv.BodyTimeout, o.drainTimeout)
 	}
 	if o.srv.MaxBatchWait == 0 {
 		o.srv.MaxBatchWait = -1 // server.Options: negative is no wait, 0 the default
@@ -75,8 +81,9 @@ var loadServer = server.Load
 // runServe listens at once and loads the model in the background: until it
 // is loaded, GET /health and every model route answer 503 (so orchestrators
 // can probe the server); when loading fails, runServe returns its error. It
-// serves until ctx is cancelled (SIGINT, SIGTERM), then lets the requests
-// in flight finish (up to 30 s, then it closes them).
+// serves until ctx is cancelled (SIGINT, SIGTERM), then drains: new
+// requests get 503 while the requests in flight finish (up to
+// o.drainTimeout, then it closes them), and the listener closes after.
 func runServe(ctx context.Context, o serveOptions, ln net.Listener, stderr io.Writer) error {
 	o.srv.Log = log.New(stderr, "", log.LstdFlags)
 	prec, err := roformer.ParsePrecision(o.precision)
@@ -86,10 +93,14 @@ func runServe(ctx context.Context, o serveOptions, ln net.Listener, stderr io.Wr
 	}
 	o.srv.Precision = prec
 	loading := server.NewLoading()
-	// A client has 30 s to send a request; an idle connection is closed
-	// after 2 minutes. Answers have no deadline: a request may wait behind
-	// others for the model.
-	hs := &http.Server{Handler: loading, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+	// A client has 10 s to send a request's headers and --body-timeout for
+	// its body: the handlers set that deadline themselves when they read
+	// the body, so that a stalled one gets a 408 answer rather than a cut
+	// connection. ReadTimeout is only the backstop for a body no handler
+	// reads (net/http reads what is left of it after the answer). An idle
+	// connection is closed after 2 minutes. Answers have no deadline: a
+	// request may wait behind others for the model.
+	hs := &http.Server{Handler: loading, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 10*time.Second + o.srv.BodyTimeout,
 		IdleTimeout: 2 * time.Minute, ErrorLog: o.srv.Log}
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
@@ -118,25 +129,37 @@ func runServe(ctx context.Context, o serveOptions, ln net.Listener, stderr io.Wr
 	case err := <-done:
 		return err
 	case <-ctx.Done():
-		return shutdown(hs, done, stderr)
+		return shutdown(hs, nil, done, o.drainTimeout, stderr)
 	}
 	select {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
 	}
-	return shutdown(hs, done, stderr)
+	return shutdown(hs, loading.Server(), done, o.drainTimeout, stderr)
 }
 
-// shutdown stops hs, whose Serve reports to done, letting the requests in
-// flight finish for up to 30 s.
-func shutdown(hs *http.Server, done <-chan error, stderr io.Writer) error {
-	fmt.Fprintln(stderr, "shutting down: waiting for requests in flight")
-	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+// shutdown stops hs, whose Serve reports to done. With a loaded server s it
+// drains first: the listener stays open and new requests get 503 while the
+// requests in flight run to their answers; then it closes the listener.
+// Requests still running after timeout (30 s when zero) are cut off.
+func shutdown(hs *http.Server, s *server.Server, done <-chan error, timeout time.Duration, stderr io.Writer) error {
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	if s != nil {
+		fmt.Fprintf(stderr, "draining: %d requests in flight; new requests get 503\n", s.InFlight())
+		if err := s.Drain(sctx); err != nil {
+			hs.Close()
+			return fmt.Errorf("requests still running after %v were cut off: %w", timeout, err)
+		}
+	}
+	fmt.Fprintln(stderr, "shutting down")
 	if err := hs.Shutdown(sctx); err != nil {
 		hs.Close()
-		return fmt.Errorf("requests still running after 30 s were cut off: %w", err)
+		return fmt.Errorf("requests still running after %v were cut off: %w", timeout, err)
 	}
 	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
 		return err

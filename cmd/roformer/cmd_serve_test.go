@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -98,6 +100,8 @@ func TestServeCLIBatchFlags(t *testing.T) {
 		{[]string{"--max-batch-tokens", "0"}, "--max-batch-tokens"},
 		{[]string{"--max-concurrent-requests", "-1"}, "--max-concurrent-requests"},
 		{[]string{"--max-batch-wait", "-1ms"}, "--max-batch-wait"},
+		{[]string{"--body-timeout", "0s"}, "--body-timeout"},
+		{[]string{"--drain-timeout", "-1s"}, "--drain-timeout"},
 	} {
 		args := append([]string{"serve", "--model", t.TempDir()}, c.args...)
 		if code, _, stderr := runCLI(t, args...); code != 2 || !strings.Contains(stderr, c.msg) {
@@ -225,5 +229,101 @@ func TestServeCLILoading(t *testing.T) {
 	}
 	if err := runServe(context.Background(), serveOptions{model: dir}, ln, io.Discard); err == nil || err.Error() != "no such model" {
 		t.Errorf("serve with a failed load returned %v", err)
+	}
+}
+
+// On SIGTERM (its context ending) serve drains: the listener stays open and
+// new requests get 503 (TEI's Unhealthy), /health too, while the request in
+// flight (here a client still sending its body) gets its 200; then the
+// listener closes and serve returns nil.
+func TestServeCLIDrain(t *testing.T) {
+	dir := ftModel(t)
+	loaded := make(chan *server.Server, 1)
+	loadServer = func(dir string, o server.Options) (*server.Server, error) {
+		s, err := server.Load(dir, o)
+		if err == nil {
+			loaded <- s
+		}
+		return s, err
+	}
+	defer func() { loadServer = server.Load }()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skip("cannot listen on localhost:", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- runServe(ctx, serveOptions{model: dir}, ln, &logs) }()
+	addr := ln.Addr().String()
+	url := "http://" + addr
+	waitReady(t, url)
+	s := <-loaded
+
+	// In flight: headers and half of the body sent.
+	body := `{"inputs": ["the film was good", "bad"]}`
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /embed HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(body), body[:12])
+	for i := 0; s.InFlight() == 0; i++ {
+		if i == 1000 {
+			t.Fatal("the request never came in")
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	cancel() // SIGTERM
+	for i := 0; !s.Draining(); i++ {
+		if i == 1000 {
+			t.Fatal("serve did not start draining")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for _, c := range []struct{ method, path, body string }{{"GET", "/health", ""}, {"POST", "/embed", `{"inputs": "good"}`}} {
+		req, _ := http.NewRequest(c.method, url+c.path, strings.NewReader(c.body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s while draining: %v (want a 503, not a refused connection)", c.method, c.path, err)
+		}
+		var e struct {
+			Error     string `json:"error"`
+			ErrorType string `json:"error_type"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != 503 || err != nil || e.ErrorType != "Unhealthy" || !resp.Close {
+			t.Errorf("%s %s while draining: %d %+v %v", c.method, c.path, resp.StatusCode, e, err)
+		}
+	}
+
+	fmt.Fprint(c, body[12:]) // the in-flight request completes
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("the request in flight: %v", err)
+	}
+	var vecs [][]float32
+	if err := json.NewDecoder(resp.Body).Decode(&vecs); err != nil || resp.StatusCode != 200 || len(vecs) != 2 {
+		t.Errorf("the request in flight: %d %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve returned %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not stop after the drain")
+	}
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Error("the listener is still open after serve returned")
+	}
+	if l := logs.String(); !strings.Contains(l, "draining: 1 requests in flight") {
+		t.Errorf("shutdown lines: %q", l)
 	}
 }
