@@ -321,3 +321,58 @@ func TestWebPageBrowserTokenClassification(t *testing.T) {
 		t.Errorf("the marked paragraph reads %q; want the text %q", para, text)
 	}
 }
+
+// TestWebPageBrowserQuestionAnswering: with a question-answering model the
+// page shows its panel (and not the others' model panels); the answers
+// appear best first as POST /v1/question-answering gives them, and the best
+// one is marked in the context at its character offsets.
+func TestWebPageBrowserQuestionAnswering(t *testing.T) {
+	ctx := browser(t)
+	s, _, _ := newServer(t, roformer.HeadQA, nil, Options{})
+	const question, context = "where is the whale?", "the whale sails the sea . a ship . the whales"
+	var want []struct {
+		Score      float64
+		Start, End int
+		Answer     string
+	}
+	body := `{"question": "` + question + `", "context": "` + context + `", "top_k": 2}`
+	if code, kind := teiCall(t, s, "/v1/question-answering", body, &want); code != 200 || len(want) != 2 {
+		t.Fatalf("POST /v1/question-answering: %d %s %v", code, kind, want)
+	}
+	url := serve(t, s)
+	var panels, labels []string
+	var marked, para string
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(url+"/"),
+		chromedp.WaitVisible(`body[data-ready="true"]`),
+		chromedp.Evaluate(visiblePanels, &panels),
+		typeInto(`#question-answering input[name=question]`, question),
+		chromedp.SetValue(`#question-answering textarea[name=context]`, context, chromedp.ByQuery),
+		typeInto(`#question-answering input[name=top_k]`, "2"),
+		chromedp.Click(`#question-answering button`),
+		chromedp.WaitVisible(`#question-answering ol.results li`),
+		chromedp.Evaluate(`Array.from(document.querySelectorAll("#question-answering ol.results li .label")).map(e => e.textContent)`, &labels),
+		chromedp.Evaluate(`(document.querySelector("#question-answering mark.answer") || {}).textContent || ""`, &marked),
+		chromedp.Evaluate(`document.querySelector("#question-answering .tagged").textContent`, &para),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(panels, "question-answering") || slices.Contains(panels, "fill-mask") || slices.Contains(panels, "token-classification") {
+		t.Errorf("panels shown %v; want question-answering, not fill-mask or token-classification", panels)
+	}
+	for i, w := range want {
+		label := w.Answer
+		if label == "" {
+			label = "(no answer)"
+		}
+		if i >= len(labels) || labels[i] != label {
+			t.Errorf("answers shown %q; want %q at %d", labels, label, i)
+		}
+	}
+	if runes := []rune(context); marked != string(runes[want[0].Start:want[0].End]) || marked == "" {
+		t.Errorf("marked %q; want the best answer %q at %d–%d", marked, want[0].Answer, want[0].Start, want[0].End)
+	}
+	if para != context {
+		t.Errorf("the marked context reads %q; want %q", para, context)
+	}
+}

@@ -212,6 +212,35 @@ const panels = {
       out.append(ol);
     },
   },
+  "question-answering": {
+    path: "/v1/question-answering",
+    body: (f) => ({question: f.question.value, context: f.context.value, top_k: Number(f.top_k.value) || 1,
+      handle_impossible_answer: f.impossible.checked}),
+    show: (out, data, f, body) => {
+      // One answer is an object, more a list, best first; start and end
+      // are in characters (code points) of the context, as Array.from
+      // splits it; the answer "" (start = end) is "no answer".
+      const answers = Array.isArray(data) ? data : [data];
+      const chars = Array.from(body.context);
+      const best = answers[0];
+      const p = el("p", "tagged");
+      if (best && best.end > best.start) {
+        const m = el("mark", "ent answer", chars.slice(best.start, best.end).join(""));
+        m.title = Number(best.score).toFixed(4);
+        p.append(chars.slice(0, best.start).join(""), m, chars.slice(best.end).join(""));
+      } else {
+        p.append(body.context);
+      }
+      out.append(p);
+      const ol = el("ol", "results");
+      for (const a of answers) {
+        const li = bar(a.answer === "" ? "(no answer)" : a.answer, a.score);
+        li.title = "characters " + a.start + "–" + a.end;
+        ol.append(li);
+      }
+      out.append(ol);
+    },
+  },
   "embed": {
     path: "/embed",
     body: (f) => ({inputs: lines(f.texts.value), normalize: f.normalize.checked}),
