@@ -5,13 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/pipeline"
 )
 
 // Dynamic batching. Every embedding request (POST /v1/embed, /embed,
@@ -364,49 +364,28 @@ func (s *Server) runBatch(batch []pendingRow) {
 	}
 }
 
-// poolRow reads row i's vector from a forward pass over T positions, with
-// sums in float64 over the positions in order, so padding changes nothing.
+// poolRow reads row i's vector from a forward pass over T positions: the
+// head's logits for poolLogits, else pipeline.Pool's vector (sums in float64
+// over the positions in order, so padding changes nothing). runBatch has
+// checked that a row pooled by the pooler has one.
 func poolRow(out *roformer.Output, mask []int32, i, T, H int, pool pooling) []float32 {
-	v := make([]float32, H)
-	hs := out.LastHiddenState.Data[i*T*H : (i+1)*T*H]
+	var p pipeline.Pooling
 	switch pool {
 	case poolLogits:
 		NL := out.Logits.Shape[1]
 		return append([]float32(nil), out.Logits.Data[i*NL:(i+1)*NL]...)
 	case poolCLS:
-		copy(v, hs[:H])
+		p = pipeline.PoolCLS
 	case poolPooler:
-		copy(v, out.PoolerOutput.Data[i*H:(i+1)*H])
+		p = pipeline.PoolPooler
 	case poolMean:
-		sum := make([]float64, H)
-		n := 0
-		for t := range T {
-			if mask[t] == 0 {
-				continue
-			}
-			n++
-			for j, x := range hs[t*H : t*H+H] {
-				sum[j] += float64(x)
-			}
-		}
-		for j := range v {
-			v[j] = float32(sum[j] / float64(n))
-		}
+		p = pipeline.PoolMean
+	}
+	v, err := pipeline.Pool(out, mask, i, p)
+	if err != nil {
+		panic(fmt.Sprintf("server: row %d of %d×%d×%d: %v", i, out.LastHiddenState.Shape[0], T, H, err)) // a bug: runBatch checks the pooler, every row has a token
 	}
 	return v
-}
-
-// normalize scales v to unit length (a zero vector stays zero).
-func normalize(v []float32) {
-	norm := 0.0
-	for _, x := range v {
-		norm += float64(x) * float64(x)
-	}
-	if norm = math.Sqrt(norm); norm > 0 {
-		for j := range v {
-			v[j] = float32(float64(v[j]) / norm)
-		}
-	}
 }
 
 // embedStatus maps an error of submit to an HTTP status.

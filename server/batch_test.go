@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/pipeline"
 	"github.com/roformer-go/roformer/tokenizer"
 )
 
@@ -226,7 +227,7 @@ func TestTEIEmbed(t *testing.T) {
 	}
 	for i, text := range []string{"the whale", "a ship"} {
 		want := alone(t, m, tok, text, poolMean)
-		normalize(want)
+		pipeline.Normalize(want)
 		for j := range want {
 			if got[i][j] != want[j] {
 				t.Fatalf("input %d dim %d: %g, want %g", i, j, got[i][j], want[j])
@@ -249,7 +250,7 @@ func TestTEIEmbed(t *testing.T) {
 	if code, _, body := post(t, s, "/embed", `{"inputs": "the whale", "dimensions": 4}`); code != 200 || json.Unmarshal(body, &cut) != nil {
 		t.Fatalf("status %d %s", code, body)
 	}
-	normalize(want[:4])
+	pipeline.Normalize(want[:4])
 	if math.Abs(norm(cut[0])-1) > 1e-6 || cut[0][2] != want[2] {
 		t.Errorf("dimensions 4, normalized: %v, want %v", cut[0], want[:4])
 	}
@@ -262,7 +263,7 @@ func TestTEIEmbed(t *testing.T) {
 			t.Fatalf("%s: status %d %s", c.dir, code, body)
 		}
 		want := alone(t, m, tok, c.kept, poolMean)
-		normalize(want)
+		pipeline.Normalize(want)
 		if v[0][0] != want[0] || v[0][15] != want[15] {
 			t.Errorf("truncation %s: %v, want the vector of %q %v", c.dir, v[0][:2], c.kept, want[:2])
 		}
@@ -414,7 +415,7 @@ func TestOpenAIEmbeddings(t *testing.T) {
 		t.Errorf("answer %s", body)
 	}
 	want := alone(t, m, tok, "a ship . good", poolMean)
-	normalize(want)
+	pipeline.Normalize(want)
 	if fmt.Sprint(got.Data[1].Embedding) != fmt.Sprint(want) {
 		t.Errorf("vector %v, want %v", got.Data[1].Embedding[:3], want[:3])
 	}
@@ -428,7 +429,7 @@ func TestOpenAIEmbeddings(t *testing.T) {
 		t.Fatalf("base64 %q: %v, %d bytes", b64.Data[0].Embedding, err, len(raw))
 	}
 	want = alone(t, m, tok, "a ship . good", poolMean)[:5]
-	normalize(want)
+	pipeline.Normalize(want)
 	for j := range want {
 		if x := math.Float32frombits(binary.LittleEndian.Uint32(raw[4*j:])); x != want[j] {
 			t.Errorf("base64 value %d: %g, want %g", j, x, want[j])

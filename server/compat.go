@@ -11,6 +11,7 @@ import (
 	"net/http"
 
 	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/pipeline"
 	"github.com/roformer-go/roformer/tokenizer"
 )
 
@@ -154,7 +155,7 @@ func (s *Server) embedTexts(r *http.Request, texts []string, o embedOptions, fie
 				return nil, 0, errorf(http.StatusRequestEntityTooLarge, "Validation", field,
 					"input %d has %d tokens; the limit is %d (max_input_length); ask for truncation with \"truncate\": true", i, n, s.opts.MaxLength)
 			}
-			ids, types = truncate(enc, s.opts.MaxLength, o.left)
+			ids, types = pipeline.Truncate(enc, s.opts.MaxLength, o.left)
 		}
 		rows[i] = embedRow{ids: ids, types: types, pool: pool}
 		tokens += len(ids)
@@ -176,36 +177,11 @@ func (s *Server) embedTexts(r *http.Request, texts []string, o embedOptions, fie
 			v = v[:o.dims]
 		}
 		if o.normalize {
-			normalize(v)
+			pipeline.Normalize(v)
 		}
 		out[i] = v
 	}
 	return out, tokens, nil
-}
-
-// truncate cuts an encoding to n tokens, its added special tokens ([CLS],
-// [SEP]) kept: the text's first tokens stay (right truncation, HF's), or its
-// last ones (left).
-func truncate(enc *tokenizer.Encoding, n int, left bool) (ids, types []int32) {
-	special := enc.SpecialTokensMask
-	lead, trail := 0, 0
-	for lead < len(special) && special[lead] == 1 {
-		lead++
-	}
-	for trail < len(special)-lead && special[len(special)-1-trail] == 1 {
-		trail++
-	}
-	keep := max(n-lead-trail, 0)
-	from, to := lead, lead+keep
-	if left {
-		from, to = len(enc.IDs)-trail-keep, len(enc.IDs)-trail
-	}
-	pick := func(xs []int) []int32 {
-		out := int32s(xs[:lead])
-		out = append(out, int32s(xs[from:to])...)
-		return append(out, int32s(xs[len(xs)-trail:])...)
-	}
-	return pick(enc.IDs), pick(enc.TypeIDs)
 }
 
 // admitted runs h for an embedding request once it has a slot, and answers

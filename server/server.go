@@ -479,7 +479,7 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request) {
 	res := EmbedResponse{Embeddings: make([][]float32, len(rows)), Dim: s.model.Config.HiddenSize, Truncated: truncated}
 	for i, row := range rows {
 		if req.Normalize {
-			normalize(row.vec)
+			pipeline.Normalize(row.vec)
 		}
 		res.Embeddings[i] = row.vec
 	}

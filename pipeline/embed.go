@@ -1,0 +1,357 @@
+package pipeline
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/tokenizer"
+)
+
+// Pooling names how one vector per input is read from the encoder's output.
+// The zero value, PoolDefault, is what TEI's POST /embed does: the model's
+// pooler when it has one (RoFormer-Sim), the mean otherwise.
+type Pooling string
+
+// The poolings.
+const (
+	PoolDefault Pooling = ""       // PoolPooler when the model has a pooler, else PoolMean
+	PoolMean    Pooling = "mean"   // the mean of the last hidden state over the attention mask ([CLS] and [SEP] included)
+	PoolCLS     Pooling = "cls"    // the last hidden state at the first position ([CLS])
+	PoolPooler  Pooling = "pooler" // the model's pooler on the first position (Output.PoolerOutput; RoFormer-Sim)
+)
+
+// ParsePooling returns the pooling named s: "mean", "cls", "pooler", or ""
+// for PoolDefault. Another name is an error that lists the valid ones.
+func ParsePooling(s string) (Pooling, error) {
+	switch p := Pooling(s); p {
+	case PoolDefault, PoolMean, PoolCLS, PoolPooler:
+		return p, nil
+	}
+	return "", fmt.Errorf(`pipeline: pooling %q: want "mean", "cls" or "pooler"`, s)
+}
+
+// Resolve returns the pooling p means for m: PoolDefault becomes PoolPooler
+// when m has a pooler and PoolMean otherwise. PoolPooler on a model without
+// a pooler is an error.
+func (p Pooling) Resolve(m *roformer.Model) (Pooling, error) {
+	hasPooler := m.Encoder.Pooler != nil
+	switch {
+	case p == PoolDefault && hasPooler:
+		return PoolPooler, nil
+	case p == PoolDefault:
+		return PoolMean, nil
+	case p == PoolPooler && !hasPooler:
+		return "", errors.New("pipeline: pooling \"pooler\": the model has no pooler (no roformer.pooler.dense tensors); use \"mean\" or \"cls\"")
+	}
+	return ParsePooling(string(p))
+}
+
+// Pool returns row i's vector [H] of a forward pass over B rows of T
+// positions (out.LastHiddenState [B, T, H]; mask [T], row i's attention
+// mask). p must be resolved (see Pooling.Resolve). Mean pooling sums in
+// float64 over the positions in order and divides by their number, so the
+// padding of a row changes nothing:
+//
+//	v[j] = Σ_{t: mask[t]=1} h[i, t, j] / |{t: mask[t]=1}|
+func Pool(out *roformer.Output, mask []int32, i int, p Pooling) ([]float32, error) {
+	hs := out.LastHiddenState
+	T, H := hs.Shape[1], hs.Shape[2]
+	row := hs.Data[i*T*H : (i+1)*T*H]
+	v := make([]float32, H)
+	switch p {
+	case PoolCLS:
+		copy(v, row[:H])
+	case PoolPooler:
+		if out.PoolerOutput == nil {
+			return nil, errors.New("pipeline: the model has no pooler")
+		}
+		copy(v, out.PoolerOutput.Data[i*H:(i+1)*H])
+	case PoolMean:
+		sum := make([]float64, H)
+		n := 0
+		for t := range T {
+			if mask[t] == 0 {
+				continue
+			}
+			n++
+			for j, x := range row[t*H : t*H+H] {
+				sum[j] += float64(x)
+			}
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("pipeline: mean pooling of row %d, whose attention mask is all 0", i)
+		}
+		for j := range v {
+			v[j] = float32(sum[j] / float64(n))
+		}
+	default:
+		return nil, fmt.Errorf("pipeline: pooling %q is not resolved", p)
+	}
+	return v, nil
+}
+
+// Normalize scales v to unit Euclidean length, v / ‖v‖₂, with the norm
+// summed in float64; a zero vector stays zero.
+func Normalize(v []float32) {
+	norm := 0.0
+	for _, x := range v {
+		norm += float64(x) * float64(x)
+	}
+	if norm = math.Sqrt(norm); norm > 0 {
+		for j := range v {
+			v[j] = float32(float64(v[j]) / norm)
+		}
+	}
+}
+
+// Truncate cuts an encoding to n tokens, its added special tokens ([CLS],
+// [SEP]) kept: the text's first tokens stay (right truncation, HF's), or
+// its last ones (left). For one text it gives what the tokenizer's
+// TruncateLongestFirst gives.
+func Truncate(enc *tokenizer.Encoding, n int, left bool) (ids, types []int32) {
+	special := enc.SpecialTokensMask
+	lead, trail := 0, 0
+	for lead < len(special) && special[lead] == 1 {
+		lead++
+	}
+	for trail < len(special)-lead && special[len(special)-1-trail] == 1 {
+		trail++
+	}
+	keep := max(n-lead-trail, 0)
+	from, to := lead, lead+keep
+	if left {
+		from, to = len(enc.IDs)-trail-keep, len(enc.IDs)-trail
+	}
+	pick := func(xs []int) []int32 {
+		out := make([]int32, 0, lead+keep+trail)
+		for _, x := range xs[:lead] {
+			out = append(out, int32(x))
+		}
+		for _, x := range xs[from:to] {
+			out = append(out, int32(x))
+		}
+		for _, x := range xs[len(xs)-trail:] {
+			out = append(out, int32(x))
+		}
+		return out
+	}
+	return pick(enc.IDs), pick(enc.TypeIDs)
+}
+
+// EmbedInput is one input of Embed: a text, or a pair of texts (encoded
+// together, [CLS] a [SEP] b [SEP], the second with token type 1).
+type EmbedInput struct {
+	Text     string
+	TextPair *string
+}
+
+// EmbedOptions says how Embed encodes, batches and pools. The zero value of
+// a field means its default.
+type EmbedOptions struct {
+	// Pooling (default: the model's pooler when it has one, else the mean;
+	// as TEI's POST /embed).
+	Pooling Pooling
+	// Normalize scales each vector to unit length.
+	Normalize bool
+	// MaxLength bounds the tokens of an input, [CLS] and [SEP] included
+	// (default: the config's max_position_embeddings).
+	MaxLength int
+	// Truncate cuts longer inputs to MaxLength (HF's longest_first,
+	// keeping the start of the text); without it they are an error.
+	Truncate bool
+	// MaxBatch bounds the rows of one forward pass (default 32).
+	MaxBatch int
+	// MaxBatchTokens bounds the padded tokens of one forward pass (rows ×
+	// the longest row; default 16384); a longer input runs alone.
+	MaxBatchTokens int
+}
+
+// The defaults of EmbedOptions.MaxBatch and EmbedOptions.MaxBatchTokens
+// (those of the server's batching).
+const (
+	DefaultMaxBatch       = 32
+	DefaultMaxBatchTokens = 16384
+)
+
+// WithDefaults returns o with its defaults for m filled in and its pooling
+// resolved; it checks o against m.
+func (o EmbedOptions) WithDefaults(m *roformer.Model) (EmbedOptions, error) {
+	var err error
+	if o.Pooling, err = o.Pooling.Resolve(m); err != nil {
+		return o, err
+	}
+	if o.MaxLength == 0 {
+		o.MaxLength = m.Config.MaxPositionEmbeddings
+	}
+	if o.MaxBatch == 0 {
+		o.MaxBatch = DefaultMaxBatch
+	}
+	if o.MaxBatchTokens == 0 {
+		o.MaxBatchTokens = DefaultMaxBatchTokens
+	}
+	switch {
+	case o.MaxLength < 3:
+		return o, fmt.Errorf("pipeline: max length %d leaves no room for a token between [CLS] and [SEP]", o.MaxLength)
+	case m.Config.PositionEmbeddingType == roformer.PosLearned && o.MaxLength > m.Config.MaxPositionEmbeddings:
+		return o, fmt.Errorf("pipeline: max length %d is past the model's learned position table (max_position_embeddings %d)",
+			o.MaxLength, m.Config.MaxPositionEmbeddings)
+	case o.MaxBatch < 0 || o.MaxBatchTokens < 0:
+		return o, fmt.Errorf("pipeline: max batch %d and max batch tokens %d must not be negative", o.MaxBatch, o.MaxBatchTokens)
+	}
+	return o, nil
+}
+
+// EmbedRow is one encoded input: its token ids and token types.
+type EmbedRow struct {
+	IDs, TypeIDs []int32
+	Truncated    bool // the input was longer than MaxLength and was cut
+}
+
+// EncodeEmbedInput encodes in for Embed: whole, and again with HF's
+// longest_first truncation to o.MaxLength when it is longer and
+// o.Truncate is set; a longer input without o.Truncate is an error that
+// gives its length. o must have its defaults (EmbedOptions.WithDefaults).
+func EncodeEmbedInput(tok *tokenizer.Tokenizer, in EmbedInput, o EmbedOptions) (EmbedRow, error) {
+	enc, err := encodeInput(tok, in, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
+	if err != nil {
+		return EmbedRow{}, err
+	}
+	truncated := false
+	if n := len(enc.IDs); n > o.MaxLength {
+		if !o.Truncate {
+			return EmbedRow{}, fmt.Errorf("pipeline: the input has %d tokens; the limit is %d (max length); ask for truncation", n, o.MaxLength)
+		}
+		if enc, err = encodeInput(tok, in, tokenizer.EncodeOptions{MaxLength: o.MaxLength, Truncation: tokenizer.TruncateLongestFirst}); err != nil {
+			return EmbedRow{}, err
+		}
+		truncated = true
+	}
+	return EmbedRow{IDs: int32s(enc.IDs), TypeIDs: int32s(enc.TypeIDs), Truncated: truncated}, nil
+}
+
+func encodeInput(tok *tokenizer.Tokenizer, in EmbedInput, opts tokenizer.EncodeOptions) (*tokenizer.Encoding, error) {
+	if in.TextPair != nil {
+		return tok.EncodePair(in.Text, *in.TextPair, opts)
+	}
+	return tok.Encode(in.Text, opts)
+}
+
+func int32s(xs []int) []int32 {
+	out := make([]int32, len(xs))
+	for i, x := range xs {
+		out[i] = int32(x)
+	}
+	return out
+}
+
+// EmbedStats counts the work of Embed.
+type EmbedStats struct {
+	Rows, Batches int
+	Tokens        int // tokens of the rows, [CLS] and [SEP] included
+	PaddedTokens  int // rows × the longest row, summed over the batches
+}
+
+// Add adds the counts of t to s.
+func (s *EmbedStats) Add(t EmbedStats) {
+	s.Rows += t.Rows
+	s.Batches += t.Batches
+	s.Tokens += t.Tokens
+	s.PaddedTokens += t.PaddedTokens
+}
+
+// Embed returns one vector [H] per input, in the inputs' order, read from
+// m's encoder (its head is not run) as o.Pooling says and normalized when
+// o.Normalize is set.
+//
+// The inputs are sorted by length (ties in input order) and run in batches
+// of neighbours in that order, each as many rows as fit o.MaxBatch and
+// o.MaxBatchTokens padded tokens, so little of the work goes to padding.
+// The batches depend only on the inputs and o, so the same inputs give the
+// same bits on every run (with the same threads and matrix-product backend).
+// A row's vector in a batch equals its vector alone within float32 rounding:
+// padding is masked out, but the products split their work by the number
+// of rows. ctx is checked between batches.
+func Embed(ctx context.Context, m *roformer.Model, tok *tokenizer.Tokenizer, inputs []EmbedInput, o EmbedOptions) ([][]float32, EmbedStats, error) {
+	o, err := o.WithDefaults(m)
+	if err != nil {
+		return nil, EmbedStats{}, err
+	}
+	rows := make([]EmbedRow, len(inputs))
+	for i, in := range inputs {
+		if rows[i], err = EncodeEmbedInput(tok, in, o); err != nil {
+			return nil, EmbedStats{}, fmt.Errorf("input %d: %w", i, err)
+		}
+	}
+	return EmbedRows(ctx, m, int32(tok.PadID()), rows, o)
+}
+
+// EmbedRows is Embed on encoded rows; pad is the tokenizer's padding id.
+// o must have its defaults (EmbedOptions.WithDefaults).
+func EmbedRows(ctx context.Context, m *roformer.Model, pad int32, rows []EmbedRow, o EmbedOptions) ([][]float32, EmbedStats, error) {
+	var st EmbedStats
+	order := make([]int, len(rows))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(len(rows[a].IDs), len(rows[b].IDs)) })
+	vecs := make([][]float32, len(rows))
+	for lo := 0; lo < len(order); {
+		if err := ctx.Err(); err != nil {
+			return nil, st, err
+		}
+		// Sorted by length, the last row of a batch is its longest.
+		hi := lo + 1
+		for hi < len(order) && hi-lo < o.MaxBatch && (hi-lo+1)*len(rows[order[hi]].IDs) <= o.MaxBatchTokens {
+			hi++
+		}
+		batch := order[lo:hi]
+		if err := embedBatch(ctx, m, pad, rows, batch, vecs, o, &st); err != nil {
+			return nil, st, err
+		}
+		lo = hi
+	}
+	return vecs, st, nil
+}
+
+// embedBatch runs rows[batch] (sorted by length) in one forward pass and
+// sets their vectors.
+func embedBatch(ctx context.Context, m *roformer.Model, pad int32, rows []EmbedRow, batch []int, vecs [][]float32, o EmbedOptions, st *EmbedStats) error {
+	B, T := len(batch), len(rows[batch[len(batch)-1]].IDs)
+	b := &roformer.Batch{InputIDs: make([]int32, B*T), TokenTypeIDs: make([]int32, B*T), AttentionMask: make([]int32, B*T), B: B, T: T}
+	for i, r := range batch {
+		row := rows[r]
+		copy(b.InputIDs[i*T:], row.IDs)
+		copy(b.TokenTypeIDs[i*T:], row.TypeIDs)
+		for t := range T {
+			if t < len(row.IDs) {
+				b.AttentionMask[i*T+t] = 1
+			} else {
+				b.InputIDs[i*T+t] = pad
+			}
+		}
+		st.Tokens += len(row.IDs)
+	}
+	out, err := m.Forward(ctx, b, nil, roformer.Options{SkipHead: true})
+	if err != nil {
+		return err
+	}
+	for i, r := range batch {
+		v, err := Pool(out, b.AttentionMask[i*T:(i+1)*T], i, o.Pooling)
+		if err != nil {
+			return err
+		}
+		if o.Normalize {
+			Normalize(v)
+		}
+		vecs[r] = v
+	}
+	st.Rows += B
+	st.Batches++
+	st.PaddedTokens += B * T
+	return nil
+}
