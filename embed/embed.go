@@ -1,0 +1,458 @@
+package embed
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/roformer-go/roformer/internal/atomicfile"
+	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/pipeline"
+	"github.com/roformer-go/roformer/tokenizer"
+)
+
+// Group is the process group a run is sharded over: package dist's Comm
+// (an MPI job) has these methods. Every rank calls Run with the same
+// arguments.
+type Group interface {
+	// Rank is this process's index, 0 ≤ Rank < Size.
+	Rank() int
+	// Size is the number of processes.
+	Size() int
+	// Gather returns, on root, every rank's buf in rank order; nil on the
+	// other ranks.
+	Gather(buf []byte, root int) ([][]byte, error)
+}
+
+// DefaultWindow is the default of Options.Window.
+const DefaultWindow = 1024
+
+// Options says how Run embeds. The zero value of a field means its default.
+type Options struct {
+	// Embedding: pooling, normalization, max length and truncation, batch
+	// bounds (see pipeline.EmbedOptions; the defaults are the server's).
+	pipeline.EmbedOptions
+	// Window is the lines of a part: sorted by length together, written
+	// together, the unit of resuming and of sharding. Default DefaultWindow.
+	Window int
+	// WorkDir is the folder of the parts (default: the output path with
+	// ".parts" appended).
+	WorkDir string
+	// Group shards the run over its ranks (nil: this process alone).
+	Group Group
+	// Progress, when not nil, is called on each rank after each part it
+	// writes.
+	Progress func(Progress)
+	// NoSync skips fsync (for tests; see atomicfile.Options.NoSync).
+	NoSync bool
+}
+
+// Progress is where a rank stands, after one of its parts.
+type Progress struct {
+	Rank, Ranks int
+	Parts       int // parts of this rank, done before the run included
+	Done        int // of them, done
+	Lines       int // lines embedded by this rank in this run
+	Tokens      int // their tokens, [CLS] and [SEP] included
+	Elapsed     time.Duration
+}
+
+// Stats is what a run did: on rank 0, for every rank together; on the
+// other ranks, for their own work.
+type Stats struct {
+	Lines   int // lines of the input
+	Tokens  int // their tokens, [CLS] and [SEP] included (with truncation: after it)
+	Parts   int // parts of the input
+	Resumed int // parts found done when the run started
+	Ranks   int
+	// Embedded counts the work of this run (rows, batches, tokens, padded
+	// tokens), summed over the ranks on rank 0.
+	Embedded pipeline.EmbedStats
+	// Embedding is the time the ranks spent embedding their parts, from
+	// after the check of the input to their last part (on rank 0 the
+	// longest of the ranks').
+	Embedding time.Duration
+}
+
+// Run embeds every line of the file input with m and tok (see the package
+// documentation) and writes the vectors to the file output, in order. It
+// returns when the output is written, or with the error that stopped the
+// run: ctx's when it was cancelled, after which a Run with the same
+// arguments continues where this one stopped. Under a Group, every rank
+// returns the first error of any rank (rank 0 names the rank), and only
+// rank 0 writes the output.
+func Run(ctx context.Context, m *roformer.Model, tok *tokenizer.Tokenizer, input, output string, o Options) (Stats, error) {
+	g := o.Group
+	if g == nil {
+		g = local{}
+	}
+	j := &job{m: m, tok: tok, input: input, output: output, o: o, rank: g.Rank(), ranks: g.Size(),
+		af: atomicfile.Options{NoSync: o.NoSync}}
+	st, err := j.work(ctx)
+	// Every rank reports to rank 0, whatever happened, so that no rank
+	// waits for one that failed.
+	rep := report{Stats: st, Embedding: st.Embedding.Seconds()}
+	if err != nil {
+		rep.Err = err.Error()
+		rep.Canceled = errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+	}
+	buf, merr := json.Marshal(rep)
+	if merr != nil {
+		return st, merr
+	}
+	all, gerr := g.Gather(buf, 0)
+	if gerr != nil {
+		return st, errors.Join(err, fmt.Errorf("embed: rank %d reporting to rank 0: %w", j.rank, gerr))
+	}
+	if j.rank != 0 {
+		return st, err
+	}
+	if err != nil {
+		return st, err
+	}
+	total := st
+	total.Embedded = pipeline.EmbedStats{}
+	total.Embedding = 0
+	for r, b := range all {
+		var rr report
+		if e := json.Unmarshal(b, &rr); e != nil {
+			return st, fmt.Errorf("embed: rank %d's report: %w", r, e)
+		}
+		if rr.Err != "" {
+			if rr.Canceled {
+				return st, fmt.Errorf("embed: rank %d was interrupted: %w", r, context.Canceled)
+			}
+			return st, fmt.Errorf("embed: rank %d: %s", r, rr.Err)
+		}
+		total.Embedded.Add(rr.Stats.Embedded)
+		total.Embedding = max(total.Embedding, time.Duration(rr.Embedding*float64(time.Second)))
+	}
+	if err := j.merge(); err != nil {
+		return total, err
+	}
+	return total, nil
+}
+
+// report is what a rank tells rank 0 at the end.
+type report struct {
+	Stats     Stats
+	Embedding float64 // seconds
+	Err       string
+	Canceled  bool
+}
+
+// local is the group of this process alone.
+type local struct{}
+
+func (local) Rank() int                                  { return 0 }
+func (local) Size() int                                  { return 1 }
+func (local) Gather(buf []byte, _ int) ([][]byte, error) { return [][]byte{buf}, nil }
+
+// job is one rank's run.
+type job struct {
+	m             *roformer.Model
+	tok           *tokenizer.Tokenizer
+	input, output string
+	o             Options
+	rank, ranks   int
+	af            atomicfile.Options
+	dir           string
+	info          inputInfo
+}
+
+// manifest is what a work folder was made for: a folder whose manifest
+// differs (but for the input's path) belongs to another run.
+type manifest struct {
+	Format         int    `json:"format"`
+	Input          string `json:"input"`
+	InputBytes     int64  `json:"input_bytes"`
+	InputSHA256    string `json:"input_sha256"`
+	Lines          int    `json:"lines"`
+	Window         int    `json:"window"`
+	Parts          int    `json:"parts"`
+	ModelSHA256    string `json:"model_sha256"` // config and parameters, see modelHash
+	Precision      string `json:"precision"`
+	Pooling        string `json:"pooling"`
+	Normalize      bool   `json:"normalize"`
+	MaxLength      int    `json:"max_length"`
+	Truncate       bool   `json:"truncate"`
+	MaxBatch       int    `json:"max_batch"`
+	MaxBatchTokens int    `json:"max_batch_tokens"`
+}
+
+const manifestName = "manifest.json"
+
+func (j *job) work(ctx context.Context) (Stats, error) {
+	o := &j.o
+	var err error
+	if o.EmbedOptions, err = o.EmbedOptions.WithDefaults(j.m); err != nil {
+		return Stats{}, fmt.Errorf("embed: %w", err)
+	}
+	if o.Window == 0 {
+		o.Window = DefaultWindow
+	}
+	if o.Window < 1 {
+		return Stats{}, fmt.Errorf("embed: window %d must be at least 1", o.Window)
+	}
+	if j.tok.VocabSize() > j.m.Config.VocabSize {
+		return Stats{}, fmt.Errorf("embed: the tokenizer has %d tokens, the model only %d", j.tok.VocabSize(), j.m.Config.VocabSize)
+	}
+	if j.info, err = scan(j.input, j.tok, o.EmbedOptions, o.Window); err != nil {
+		return Stats{}, err
+	}
+	st := Stats{Lines: j.info.lines, Tokens: j.info.tokens, Parts: len(j.info.starts), Ranks: j.ranks}
+	j.dir = o.WorkDir
+	if j.dir == "" {
+		j.dir = j.output + ".parts"
+	}
+	if err := j.prepare(); err != nil {
+		return st, err
+	}
+	// This rank's parts, and which of them are done.
+	var todo []int
+	mine := 0
+	for p := range st.Parts {
+		_, err := os.Stat(j.partPath(p))
+		if err == nil {
+			st.Resumed++
+		}
+		if p%j.ranks != j.rank {
+			continue
+		}
+		mine++
+		if errors.Is(err, fs.ErrNotExist) {
+			todo = append(todo, p)
+		} else if err != nil {
+			return st, fmt.Errorf("embed: %w", err)
+		}
+	}
+	start := time.Now()
+	pg := Progress{Rank: j.rank, Ranks: j.ranks, Parts: mine, Done: mine - len(todo)}
+	for _, p := range todo {
+		es, err := j.part(ctx, p)
+		st.Embedded.Add(es)
+		st.Embedding = time.Since(start)
+		if err != nil {
+			return st, err
+		}
+		pg.Done++
+		pg.Lines, pg.Tokens, pg.Elapsed = st.Embedded.Rows, st.Embedded.Tokens, st.Embedding
+		if err := j.writeProgress(pg); err != nil {
+			return st, err
+		}
+		if o.Progress != nil {
+			o.Progress(pg)
+		}
+	}
+	return st, nil
+}
+
+// prepare makes the work folder and checks its manifest, or writes it.
+// Ranks may do this at the same time: they write the same bytes.
+func (j *job) prepare() error {
+	want := manifest{Format: 1, Input: j.input, InputBytes: j.info.bytes, InputSHA256: j.info.sha256,
+		Lines: j.info.lines, Window: j.o.Window, Parts: len(j.info.starts), ModelSHA256: modelHash(j.m),
+		Precision: string(j.m.Precision()), Pooling: string(j.o.Pooling), Normalize: j.o.Normalize,
+		MaxLength: j.o.MaxLength, Truncate: j.o.Truncate, MaxBatch: j.o.MaxBatch, MaxBatchTokens: j.o.MaxBatchTokens}
+	if err := os.MkdirAll(j.dir, 0o755); err != nil {
+		return fmt.Errorf("embed: %w", err)
+	}
+	path := filepath.Join(j.dir, manifestName)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if parts, _ := filepath.Glob(filepath.Join(j.dir, "part-*.jsonl")); len(parts) > 0 {
+			return fmt.Errorf("embed: %s holds %d parts but no %s: it is not this run's folder; remove it, or give another --work folder", j.dir, len(parts), manifestName)
+		}
+		b, err := json.MarshalIndent(want, "", "  ")
+		if err != nil {
+			return err
+		}
+		return j.af.WriteFile(path, append(b, '\n'))
+	}
+	if err != nil {
+		return fmt.Errorf("embed: %w", err)
+	}
+	var got manifest
+	if err := json.Unmarshal(b, &got); err != nil {
+		return fmt.Errorf("embed: %s: %w", path, err)
+	}
+	if diff := manifestDiff(got, want); diff != "" {
+		return fmt.Errorf("embed: %s was made for another run (%s); run with the same input, model and options to continue it, or remove %s to start again",
+			path, diff, j.dir)
+	}
+	return nil
+}
+
+// manifestDiff names the fields in which got and want differ, but for the
+// input's path.
+func manifestDiff(got, want manifest) string {
+	var diffs []string
+	gv, wv := reflect.ValueOf(got), reflect.ValueOf(want)
+	for i := range gv.NumField() {
+		f := gv.Type().Field(i)
+		if f.Name == "Input" {
+			continue
+		}
+		if g, w := gv.Field(i).Interface(), wv.Field(i).Interface(); g != w {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			diffs = append(diffs, fmt.Sprintf("%s %v, now %v", name, g, w))
+		}
+	}
+	return strings.Join(diffs, "; ")
+}
+
+// modelHash is the SHA-256 of m's config (as JSON) and of the shape and the
+// float32 bits of every parameter, in Params' order.
+func modelHash(m *roformer.Model) string {
+	h := sha256.New()
+	cfg, _ := json.Marshal(m.Config)
+	h.Write(cfg)
+	buf := make([]byte, 0, 1<<16)
+	for _, p := range m.Params() {
+		for _, d := range p.Shape {
+			buf = binary.LittleEndian.AppendUint64(buf, uint64(d))
+		}
+		for _, x := range p.Data {
+			if len(buf) == cap(buf) {
+				h.Write(buf)
+				buf = buf[:0]
+			}
+			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(x))
+		}
+	}
+	h.Write(buf)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func (j *job) partPath(p int) string {
+	return filepath.Join(j.dir, fmt.Sprintf("part-%06d.jsonl", p))
+}
+
+// partLines returns the number of lines of part p.
+func (j *job) partLines(p int) int {
+	return min(j.o.Window, j.info.lines-p*j.o.Window)
+}
+
+// part embeds part p and writes it.
+func (j *job) part(ctx context.Context, p int) (pipeline.EmbedStats, error) {
+	ins, err := readPart(j.input, j.info.starts[p], j.partLines(p))
+	if err != nil {
+		return pipeline.EmbedStats{}, err
+	}
+	rows := make([]pipeline.EmbedRow, len(ins))
+	first := p * j.o.Window
+	for i, in := range ins {
+		if rows[i], err = pipeline.EncodeEmbedInput(j.tok, in.EmbedInput, j.o.EmbedOptions); err != nil {
+			return pipeline.EmbedStats{}, fmt.Errorf("embed: %s:%d: %w", j.input, first+i+1, err)
+		}
+	}
+	vecs, st, err := pipeline.EmbedRows(ctx, j.m, int32(j.tok.PadID()), rows, j.o.EmbedOptions)
+	if err != nil {
+		return st, fmt.Errorf("embed: part %d (lines %d to %d): %w", p, first+1, first+len(ins), err)
+	}
+	var buf []byte
+	for i, v := range vecs {
+		if buf, err = appendLine(buf, first+i, ins[i].ID, v); err != nil {
+			return st, fmt.Errorf("embed: %s:%d: %w", j.input, first+i+1, err)
+		}
+	}
+	return st, j.af.WriteFile(j.partPath(p), buf)
+}
+
+// appendLine appends output line index to b.
+func appendLine(b []byte, index int, id json.RawMessage, v []float32) ([]byte, error) {
+	b = append(b, `{"index":`...)
+	b = strconv.AppendInt(b, int64(index), 10)
+	if id != nil {
+		b = append(b, `,"id":`...)
+		b = append(b, id...)
+	}
+	b = append(b, `,"embedding":[`...)
+	for k, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return b, fmt.Errorf("the vector has %v at %d", x, k)
+		}
+		if k > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendFloat(b, float64(x), 'g', -1, 32)
+	}
+	return append(b, "]}\n"...), nil
+}
+
+// writeProgress writes this rank's progress record.
+func (j *job) writeProgress(pg Progress) error {
+	b, err := json.Marshal(map[string]any{"rank": pg.Rank, "ranks": pg.Ranks, "parts": pg.Parts, "done": pg.Done,
+		"lines": pg.Lines, "tokens": pg.Tokens, "seconds": pg.Elapsed.Seconds()})
+	if err != nil {
+		return err
+	}
+	return j.af.WriteFile(filepath.Join(j.dir, fmt.Sprintf("progress-%d.json", j.rank)), append(b, '\n'))
+}
+
+// merge writes the output from the parts, in order, once every part is
+// there with its lines, and then removes the work folder's files (and the
+// folder, when nothing else is left in it).
+func (j *job) merge() error {
+	parts := len(j.info.starts)
+	for p := range parts {
+		if _, err := os.Stat(j.partPath(p)); err != nil {
+			return fmt.Errorf("embed: every rank is done but part %d is missing: %w", p, err)
+		}
+	}
+	err := j.af.Write(j.output, func(w io.Writer) error {
+		for p := range parts {
+			b, err := os.ReadFile(j.partPath(p))
+			if err != nil {
+				return fmt.Errorf("embed: %w", err)
+			}
+			if n, want := strings.Count(string(b), "\n"), j.partLines(p); n != want {
+				return fmt.Errorf("embed: %s has %d lines, want %d: remove it and run again to redo it", j.partPath(p), n, want)
+			}
+			if _, err := w.Write(b); err != nil {
+				return fmt.Errorf("embed: writing %s: %w", j.output, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return j.clean()
+}
+
+// clean removes what the run wrote into its work folder.
+func (j *job) clean() error {
+	ents, err := os.ReadDir(j.dir)
+	if err != nil {
+		return fmt.Errorf("embed: %w", err)
+	}
+	for _, e := range ents {
+		n := e.Name()
+		ours := n == manifestName || strings.HasPrefix(n, atomicfile.TempPrefix) ||
+			(strings.HasPrefix(n, "part-") && strings.HasSuffix(n, ".jsonl")) ||
+			(strings.HasPrefix(n, "progress-") && strings.HasSuffix(n, ".json"))
+		if ours && !e.IsDir() {
+			if err := os.Remove(filepath.Join(j.dir, n)); err != nil {
+				return fmt.Errorf("embed: %s is written; cleaning up: %w", j.output, err)
+			}
+		}
+	}
+	if ents, err := os.ReadDir(j.dir); err == nil && len(ents) == 0 {
+		os.Remove(j.dir)
+	}
+	return nil
+}
