@@ -19,19 +19,31 @@ import (
 type CharLMVariant struct {
 	Attention roformer.AttentionKind    `json:"attention"`
 	Position  roformer.PositionEncoding `json:"position"`
+	// ScaleEmbedding multiplies the word embeddings by √E (config key
+	// scale_embedding, as Vaswani et al. do before adding sinusoids).
+	ScaleEmbedding bool `json:"scale_embedding,omitempty"`
 }
 
-// Name is "attention-position", e.g. "performer-rotary".
-func (v CharLMVariant) Name() string { return string(v.Attention) + "-" + string(v.Position) }
+// Name is "attention-position", e.g. "performer-rotary", with "-scaled"
+// appended for ScaleEmbedding ("linear-sinusoidal-scaled").
+func (v CharLMVariant) Name() string {
+	n := string(v.Attention) + "-" + string(v.Position)
+	if v.ScaleEmbedding {
+		n += "-scaled"
+	}
+	return n
+}
 
-// ParseCharLMVariants reads a comma-separated list of ATTENTION-POSITION names.
+// ParseCharLMVariants reads a comma-separated list of
+// ATTENTION-POSITION[-scaled] names.
 func ParseCharLMVariants(s string) ([]CharLMVariant, error) {
 	var out []CharLMVariant
 	for _, f := range strings.Split(s, ",") {
 		a, p, ok := strings.Cut(strings.TrimSpace(f), "-")
 		if !ok {
-			return nil, fmt.Errorf("experiment: variant %q is not ATTENTION-POSITION (e.g. performer-rotary)", f)
+			return nil, fmt.Errorf("experiment: variant %q is not ATTENTION-POSITION[-scaled] (e.g. performer-rotary, linear-sinusoidal-scaled)", f)
 		}
+		p, scaled := strings.CutSuffix(p, "-scaled")
 		at, err := roformer.ParseAttentionKind(a)
 		if err != nil {
 			return nil, err
@@ -40,7 +52,7 @@ func ParseCharLMVariants(s string) ([]CharLMVariant, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, CharLMVariant{at, pe})
+		out = append(out, CharLMVariant{Attention: at, Position: pe, ScaleEmbedding: scaled})
 	}
 	return out, nil
 }
@@ -81,37 +93,45 @@ type CharLMOptions struct {
 }
 
 // DefaultCharLMVariants are linear attention and Performer, each with
-// learned absolute positions and with RoPE (eq. 19), and softmax with RoPE.
+// learned absolute positions, with Vaswani's sinusoids added to word
+// embeddings scaled by √E, and with RoPE (eq. 19); and softmax with RoPE as
+// the reference.
 var DefaultCharLMVariants = []CharLMVariant{
-	{roformer.AttnLinear, roformer.PosLearned}, {roformer.AttnLinear, roformer.PosRotary},
-	{roformer.AttnPerformer, roformer.PosLearned}, {roformer.AttnPerformer, roformer.PosRotary},
-	{roformer.AttnSoftmax, roformer.PosRotary},
+	{Attention: roformer.AttnLinear, Position: roformer.PosLearned},
+	{Attention: roformer.AttnLinear, Position: roformer.PosSinusoidal, ScaleEmbedding: true},
+	{Attention: roformer.AttnLinear, Position: roformer.PosRotary},
+	{Attention: roformer.AttnPerformer, Position: roformer.PosLearned},
+	{Attention: roformer.AttnPerformer, Position: roformer.PosSinusoidal, ScaleEmbedding: true},
+	{Attention: roformer.AttnPerformer, Position: roformer.PosRotary},
+	{Attention: roformer.AttnSoftmax, Position: roformer.PosRotary},
 }
 
-// DefaultCharLM returns the settings of the recorded run: the small model
-// (2 layers, hidden 128, 4 heads; no dropout), 600 steps of 8 windows of
-// 256 bytes, peak rate 1e-3 with 60 warm-up steps and cosine decay, weight
-// decay 0.01, clipping at 1; performer features (M = 112 per head of 32)
-// redrawn every 100 steps; validation on 64 windows every 50 steps, test on
-// 256 windows.
+// DefaultCharLM returns the settings of the recorded run: 2 layers of
+// hidden 64 (2 heads of 32, feed-forward 256; no dropout), 600 steps of 8
+// windows of 128 bytes, peak rate 1e-3 with 60 warm-up steps and cosine
+// decay, weight decay 0.01, clipping at 1; performer features (M = 112 per
+// head of 32) redrawn every 100 steps; validation on 64 windows every 50
+// steps, test on 256 windows; seeds 1–3.
 func DefaultCharLM(out string) CharLMOptions {
 	m := smallModel()
+	m.HiddenSize, m.EmbeddingSize, m.NumAttentionHeads, m.IntermediateSize = 64, 64, 2, 256
 	m.HiddenDropoutProb, m.AttentionProbsDropoutProb = 0, 0
 	m.FeatureRedrawInterval = 100
 	return CharLMOptions{
-		Variants: DefaultCharLMVariants, Seeds: []uint64{1}, Model: m,
+		Variants: DefaultCharLMVariants, Seeds: []uint64{1, 2, 3}, Model: m,
 		Schedule: Schedule{Steps: 600, Warmup: 60, LR: 1e-3, WeightDecay: 0.01, Clip: 1},
-		Batch:    8, SeqLen: 256, EvalEvery: 50, EvalWindows: 64, TestWindows: 256, Out: out,
+		Batch:    8, SeqLen: 128, EvalEvery: 50, EvalWindows: 64, TestWindows: 256, Out: out,
 	}
 }
 
-// QuickCharLM is DefaultCharLM shrunk to a few minutes on two cores: one
-// layer of width 64, 150 steps of 8 windows of 128 bytes.
+// QuickCharLM is DefaultCharLM shrunk to under a minute on two cores: one
+// layer, 150 steps, one seed.
 func QuickCharLM(out string) CharLMOptions {
 	o := DefaultCharLM(out)
-	o.Model.NumHiddenLayers, o.Model.HiddenSize, o.Model.EmbeddingSize, o.Model.NumAttentionHeads, o.Model.IntermediateSize = 1, 64, 64, 2, 256
+	o.Model.NumHiddenLayers, o.Model.IntermediateSize = 1, 256
 	o.Model.FeatureRedrawInterval = 50
-	o.Steps, o.Warmup, o.SeqLen, o.EvalEvery, o.EvalWindows, o.TestWindows = 150, 15, 128, 25, 32, 64
+	o.Steps, o.Warmup, o.EvalEvery, o.EvalWindows, o.TestWindows = 150, 15, 25, 32, 64
+	o.Seeds = []uint64{1}
 	return o
 }
 
@@ -137,6 +157,7 @@ type CharLMResult struct {
 	Source      string        `json:"source"`
 	Bytes       [3]int        `json:"split_bytes"` // train, validation, test
 	Runs        []CharLMRun   `json:"runs"`
+	Paired      []CharLMPair  `json:"paired"` // rotary against the other variants of its attention, by seed
 	WallSeconds float64       `json:"wall_seconds"`
 }
 
@@ -208,7 +229,7 @@ func CharLM(ctx context.Context, opts CharLMOptions) (*CharLMResult, error) {
 func charLMRun(ctx context.Context, o CharLMOptions, v CharLMVariant, seed uint64, trainB, valB, testB []byte) (*CharLMRun, error) {
 	cfg := o.Model
 	cfg.VocabSize, cfg.TypeVocabSize, cfg.PadTokenID = 256, 1, nil
-	cfg.AttentionType, cfg.PositionEmbeddingType = v.Attention, v.Position
+	cfg.AttentionType, cfg.PositionEmbeddingType, cfg.ScaleEmbedding = v.Attention, v.Position, v.ScaleEmbedding
 	cfg.MaxPositionEmbeddings, cfg.IsDecoder = o.SeqLen, true
 	m, err := roformer.New(cfg, roformer.HeadCausalLM)
 	if err != nil {
@@ -315,6 +336,7 @@ func charBPB(ctx context.Context, m *roformer.Model, text []byte, n, B, T int) (
 }
 
 func writeCharLM(dir string, res *CharLMResult) error {
+	res.Paired = charLMPairs(res)
 	if err := writeJSON(dir, "results.json", res); err != nil {
 		return err
 	}
@@ -344,7 +366,11 @@ func writeCharLM(dir string, res *CharLMResult) error {
 		}
 		ss = append(ss, s)
 	}
-	p, err := linePlot(fmt.Sprintf("Character LM: validation bits per byte (%d seed(s)); dashed: without RoPE", len(o.Seeds)), "step", "bits per byte", ss)
+	title := fmt.Sprintf("Character LM: validation bits per byte, mean ± sd over %d seeds (band); dashed: without RoPE", len(o.Seeds))
+	if len(o.Seeds) == 1 {
+		title = "Character LM: validation bits per byte (1 seed); dashed: without RoPE"
+	}
+	p, err := linePlot(title, "step", "bits per byte", ss)
 	if err != nil {
 		return err
 	}
@@ -355,23 +381,81 @@ func writeCharLM(dir string, res *CharLMResult) error {
 	var md strings.Builder
 	fmt.Fprintf(&md, "Byte-level causal LM, %d layers × hidden %d (%d heads of %d), %d steps of %d × %d bytes, seeds %v. Text: %s; %d/%d/%d bytes train/validation/test. Not comparable with enwik8. Wall time %.0f s.\n\n",
 		o.Model.NumHiddenLayers, o.Model.HiddenSize, o.Model.NumAttentionHeads, o.Model.HeadSize(), o.Steps, o.Batch, o.SeqLen, o.Seeds, res.Source, res.Bytes[0], res.Bytes[1], res.Bytes[2], res.WallSeconds)
-	md.WriteString("| attention | position | parameters | test bits/byte | final validation bits/byte | train bytes/s | s per run |\n|---|---|---|---|---|---|---|\n")
+	md.WriteString("Test bits/byte: mean ± sample sd over the seeds, t-based 95% confidence interval of the mean, and each seed's value.\n\n")
+	md.WriteString("| variant | attention | position | parameters | test bits/byte | 95% CI | per seed | final validation bits/byte | train bytes/s | s per run |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	test := map[string][]float64{}
 	for _, v := range o.Variants {
-		var test, val, bps, secs []float64
+		var val, bps, secs []float64
+		var per []string
 		params := 0
 		for _, r := range res.Runs {
 			if r.Variant == v.Name() {
-				test, val = append(test, r.TestBPB), append(val, r.ValBPB[len(r.ValBPB)-1])
+				test[v.Name()], val = append(test[v.Name()], r.TestBPB), append(val, r.ValBPB[len(r.ValBPB)-1])
 				bps, secs, params = append(bps, r.BytesPerS), append(secs, r.Seconds), r.Params
+				per = append(per, fmt.Sprintf("%.4f", r.TestBPB))
 			}
 		}
-		tm, ts := meanStd(test)
-		vm, vs := meanStd(val)
+		pos := string(v.Position)
+		if v.ScaleEmbedding {
+			pos += ", embeddings ×√E"
+		}
+		ts := SeedSpread(test[v.Name()])
 		bm, _ := meanStd(bps)
 		sm, _ := meanStd(secs)
-		fmt.Fprintf(&md, "| %s | %s | %d | %s | %s | %.0f | %.0f |\n", v.Attention, v.Position, params, fmtPM(tm, ts, 4), fmtPM(vm, vs, 4), bm, sm)
+		fmt.Fprintf(&md, "| %s | %s | %s | %d | %s | %s | %s | %s | %.0f | %.0f |\n", v.Name(), v.Attention, pos, params, ts.Format(4), ts.FormatCI(4),
+			strings.Join(per, ", "), SeedSpread(val).Format(4), bm, sm)
+	}
+	if pairs := res.Paired; len(pairs) > 0 {
+		md.WriteString("\nPaired by seed (a seed draws the same training windows for every variant): test bits/byte of the rotary variant minus each other variant with the same attention; negative favours RoPE.\n\n")
+		for _, pr := range pairs {
+			fmt.Fprintf(&md, "- %s − %s: %s\n", pr.A, pr.B, pr.Test.Format(4))
+		}
 	}
 	return writeFile(dir, "summary.md", []byte(md.String()))
+}
+
+// CharLMPair is the paired comparison of two variants' test bits per byte
+// over the seeds both ran.
+type CharLMPair struct {
+	A    string     `json:"a"`
+	B    string     `json:"b"`
+	Test PairedTest `json:"test_bpb"` // a − b
+}
+
+// charLMPairs compares, for each attention, its rotary variant with every
+// other variant of that attention, pairing the runs by seed; pairs with
+// fewer than 2 common seeds are left out.
+func charLMPairs(res *CharLMResult) []CharLMPair {
+	bySeed := map[string]map[uint64]float64{}
+	for _, r := range res.Runs {
+		if bySeed[r.Variant] == nil {
+			bySeed[r.Variant] = map[uint64]float64{}
+		}
+		bySeed[r.Variant][r.Seed] = r.TestBPB
+	}
+	var out []CharLMPair
+	for _, a := range res.Options.Variants {
+		if a.Position != roformer.PosRotary || a.ScaleEmbedding {
+			continue
+		}
+		for _, b := range res.Options.Variants {
+			if b.Attention != a.Attention || b.Name() == a.Name() {
+				continue
+			}
+			var xa, xb []float64
+			for _, seed := range res.Options.Seeds {
+				va, okA := bySeed[a.Name()][seed]
+				vb, okB := bySeed[b.Name()][seed]
+				if okA && okB {
+					xa, xb = append(xa, va), append(xb, vb)
+				}
+			}
+			if pt, err := PairedDiff(xa, xb); err == nil {
+				out = append(out, CharLMPair{A: a.Name(), B: b.Name(), Test: pt})
+			}
+		}
+	}
+	return out
 }
 
 // ResummarizeCharLM rewrites curves.csv, the plot and summary.md of the

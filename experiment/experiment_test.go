@@ -128,6 +128,7 @@ func TestMLMPETiny(t *testing.T) {
 	out := t.TempDir()
 	o := DefaultMLMPE(out)
 	o.Model, o.Corpus, o.VocabSize, o.Seeds, o.TargetLosses = tinyModel(), corpus, 300, []uint64{1, 2}, []float64{6, 5}
+	o.Encodings = roformer.PositionEncodings
 	o.Train.Steps, o.Train.BatchSize, o.Train.SeqLen, o.Train.Warmup, o.Train.LR = 6, 4, 16, 1, 3e-3
 	o.Train.EvalEvery, o.Train.EvalBatches, o.Train.LogEvery = 3, 2, 3
 	res, err := MLMPE(context.Background(), o)
@@ -167,6 +168,13 @@ func TestMLMPETiny(t *testing.T) {
 			t.Errorf("summary.md has no row for %s:\n%s", pe, raw)
 		}
 	}
+	// Every pair of the 5 encodings, over both seeds.
+	if len(res.Paired) != 10 || res.Paired[0].A != roformer.PosRotary || res.Paired[0].Loss.Diff.N != 2 {
+		t.Errorf("%d paired comparisons (want 10), first %+v", len(res.Paired), res.Paired[0])
+	}
+	if !strings.Contains(string(raw), "rotary − learned, loss: ") {
+		t.Errorf("summary.md lacks the paired tests:\n%s", raw)
+	}
 	var back MLMPEResult
 	b, _ := os.ReadFile(filepath.Join(out, "results.json"))
 	if err := json.Unmarshal(b, &back); err != nil || len(back.Runs) != 10 {
@@ -185,13 +193,35 @@ func TestCharLMTiny(t *testing.T) {
 	o.Text, o.TextName = opticks(t, 200000), "Opticks"
 	o.Steps, o.Warmup, o.LR, o.Batch, o.SeqLen = 8, 1, 1e-2, 2, 32
 	o.EvalEvery, o.EvalWindows, o.TestWindows = 4, 4, 4
+	o.Seeds = []uint64{1, 2}
 	res, err := CharLM(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mustExist(t, out, "results.json", "curves.csv", "val_bpb.png", "val_bpb.svg", "summary.md")
-	if len(res.Runs) != len(DefaultCharLMVariants) {
-		t.Fatalf("%d runs, want %d", len(res.Runs), len(DefaultCharLMVariants))
+	if len(res.Runs) != 2*len(DefaultCharLMVariants) {
+		t.Fatalf("%d runs, want %d", len(res.Runs), 2*len(DefaultCharLMVariants))
+	}
+	// Each attention's rotary variant is paired with its other variants.
+	wantPairs := 0
+	for _, a := range DefaultCharLMVariants {
+		for _, b := range DefaultCharLMVariants {
+			if a.Position == roformer.PosRotary && !a.ScaleEmbedding && b.Attention == a.Attention && b != a {
+				wantPairs++
+			}
+		}
+	}
+	if len(res.Paired) != wantPairs || wantPairs == 0 {
+		t.Errorf("%d paired comparisons, want %d", len(res.Paired), wantPairs)
+	}
+	for _, p := range res.Paired {
+		if p.Test.Diff.N != 2 || p.Test.DF != 1 {
+			t.Errorf("%s − %s: %d pairs, df %d; want 2 seeds", p.A, p.B, p.Test.Diff.N, p.Test.DF)
+		}
+	}
+	md, _ := os.ReadFile(filepath.Join(out, "summary.md"))
+	if strings.Contains(string(md), "± 0.0000") || !strings.Contains(string(md), "Paired by seed") {
+		t.Errorf("summary.md:\n%s", md)
 	}
 	for _, r := range res.Runs {
 		// 8 bits per byte is a uniform guess; a few steps at a high rate do better.
@@ -202,13 +232,18 @@ func TestCharLMTiny(t *testing.T) {
 			t.Errorf("%s: %d feature draws", r.Variant, r.FeatDraws)
 		}
 	}
-	if res.Runs[3].FeatDraws != 3 { // redraws at steps 3 and 6: draws 0, 1, 2
-		t.Errorf("performer with redraw interval 3 over 8 steps used %d draws, want 3", res.Runs[3].FeatDraws)
+	for _, r := range res.Runs {
+		if r.Attention == "performer" && r.FeatDraws != 3 { // redraws at steps 3 and 6: draws 0, 1, 2
+			t.Errorf("%s: performer with redraw interval 3 over 8 steps used %d draws, want 3", r.Variant, r.FeatDraws)
+		}
 	}
-	if _, err := ParseCharLMVariants("performer-rotary,linear-none"); err != nil {
+	vs, err := ParseCharLMVariants("performer-rotary,linear-none,linear-sinusoidal-scaled")
+	if err != nil {
 		t.Error(err)
+	} else if len(vs) != 3 || !vs[2].ScaleEmbedding || vs[2].Position != roformer.PosSinusoidal || vs[2].Name() != "linear-sinusoidal-scaled" || vs[0].ScaleEmbedding {
+		t.Errorf("parsed %+v", vs)
 	}
-	for _, bad := range []string{"performer", "flash-rotary", "linear-absolute"} {
+	for _, bad := range []string{"performer", "flash-rotary", "linear-absolute", "linear-scaled"} {
 		if _, err := ParseCharLMVariants(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}

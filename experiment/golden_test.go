@@ -31,7 +31,7 @@ func TestCharLMGolden(t *testing.T) {
 	o.Steps, o.Warmup, o.LR, o.Batch, o.SeqLen, o.Clip = 6, 2, 1e-2, 2, 32, 0.5
 	o.EvalEvery, o.EvalWindows, o.TestWindows = 1, 2, 2
 	var got []string
-	for _, v := range []CharLMVariant{{roformer.AttnPerformer, roformer.PosRotary}, {roformer.AttnSoftmax, roformer.PosRotary}} {
+	for _, v := range []CharLMVariant{{Attention: roformer.AttnPerformer, Position: roformer.PosRotary}, {Attention: roformer.AttnSoftmax, Position: roformer.PosRotary}} {
 		run, err := charLMRun(context.Background(), o, v, 3, trainB, valB, testB)
 		if err != nil {
 			t.Fatal(err)

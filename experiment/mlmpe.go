@@ -124,7 +124,52 @@ type MLMPEResult struct {
 	EvalSeqs    int          `json:"eval_sequences"`
 	Runs        []MLMRun     `json:"runs"`
 	Summary     []MLMSummary `json:"summary"`
+	Paired      []MLMPair    `json:"paired"` // every pair of encodings, by seed
 	WallSeconds float64      `json:"wall_seconds"`
+}
+
+// MLMPair compares two encodings trained on the same seeds (same
+// initialisation stream, batches, masks and held-out batches): the paired
+// differences a − b of the final held-out loss and accuracy.
+type MLMPair struct {
+	A        roformer.PositionEncoding `json:"a"`
+	B        roformer.PositionEncoding `json:"b"`
+	Loss     PairedTest                `json:"final_eval_loss"`
+	Accuracy PairedTest                `json:"final_accuracy"`
+}
+
+// mlmPairs compares every pair of encodings (in the order of encs) over
+// the seeds both ran; pairs with fewer than 2 common seeds are left out.
+func mlmPairs(runs []MLMRun, encs []roformer.PositionEncoding, seeds []uint64) []MLMPair {
+	type key struct {
+		pe   roformer.PositionEncoding
+		seed uint64
+	}
+	at := map[key]*MLMRun{}
+	for i := range runs {
+		at[key{runs[i].Encoding, runs[i].Seed}] = &runs[i]
+	}
+	var out []MLMPair
+	for i, a := range encs {
+		for _, b := range encs[i+1:] {
+			var la, lb, aa, ab []float64
+			for _, seed := range seeds {
+				ra, rb := at[key{a, seed}], at[key{b, seed}]
+				if ra == nil || rb == nil {
+					continue
+				}
+				la, lb = append(la, ra.EvalLoss[len(ra.EvalLoss)-1]), append(lb, rb.EvalLoss[len(rb.EvalLoss)-1])
+				aa, ab = append(aa, float64(ra.EvalAccuracy[len(ra.EvalAccuracy)-1])), append(ab, float64(rb.EvalAccuracy[len(rb.EvalAccuracy)-1]))
+			}
+			pl, err := PairedDiff(la, lb)
+			if err != nil {
+				continue
+			}
+			pa, _ := PairedDiff(aa, ab)
+			out = append(out, MLMPair{A: a, B: b, Loss: pl, Accuracy: pa})
+		}
+	}
+	return out
 }
 
 // MLMPE pretrains one masked-LM model per (encoding, seed) with package
@@ -195,6 +240,7 @@ func MLMPE(ctx context.Context, opts MLMPEOptions) (*MLMPEResult, error) {
 		}
 	}
 	res.Summary = summariseMLM(res.Runs, opts.Encodings, len(opts.TargetLosses))
+	res.Paired = mlmPairs(res.Runs, opts.Encodings, opts.Seeds)
 	res.WallSeconds = time.Since(start).Seconds()
 	return res, writeMLMPE(opts.Out, res)
 }
@@ -368,18 +414,50 @@ func writeMLMPE(dir string, res *MLMPEResult) error {
 	var md strings.Builder
 	fmt.Fprintf(&md, "MLM pretraining, %d layers × hidden %d (%d heads), %d steps of %d × %d tokens, seeds %v, corpus %s (%d tokens; %d/%d train/held-out sequences). Wall time %.0f s.\n\n",
 		o.Model.NumHiddenLayers, o.Model.HiddenSize, o.Model.NumAttentionHeads, o.Train.Steps, o.Train.BatchSize, o.Train.SeqLen, o.Seeds, res.Corpus, res.Tokens, res.TrainSeqs, res.EvalSeqs, res.WallSeconds)
-	fmt.Fprintf(&md, "| encoding | parameters | final held-out loss | final accuracy |")
+	md.WriteString("Final held-out loss and accuracy: mean ± sample sd over the seeds and the t-based 95% confidence interval of the mean; steps to a target: mean ± sd over the seeds that reach it (how many of them).\n\n")
+	fmt.Fprintf(&md, "| encoding | parameters | final held-out loss | 95%% CI | final accuracy |")
 	for _, t := range o.TargetLosses {
 		fmt.Fprintf(&md, " step to loss %.2f (seeds) |", t)
 	}
-	fmt.Fprintf(&md, " s per run |\n|---|---|---|---|%s---|\n", strings.Repeat("---|", len(o.TargetLosses)))
-	for _, s := range res.Summary {
-		fmt.Fprintf(&md, "| %s | %d | %s | %s |", s.Encoding, s.Params, fmtPM(float64(s.FinalEvalLoss), float64(s.FinalEvalLossStd), 3),
-			fmtPM(float64(s.FinalAccuracy), float64(s.FinalAccuracyStd), 3))
-		for k := range o.TargetLosses {
-			fmt.Fprintf(&md, " %s (%d/%d) |", fmtPM(float64(s.StepToTarget[k]), float64(s.StepToTargetStd[k]), 0), s.ReachedTarget[k], len(o.Seeds))
+	fmt.Fprintf(&md, " s per run |\n|---|---|---|---|---|%s---|\n", strings.Repeat("---|", len(o.TargetLosses)))
+	for _, pe := range o.Encodings {
+		var final, acc []float64
+		steps := make([][]float64, len(o.TargetLosses))
+		params, secs := 0, []float64(nil)
+		for _, r := range res.Runs {
+			if r.Encoding != pe {
+				continue
+			}
+			params, secs = r.Params, append(secs, r.Seconds)
+			final, acc = append(final, r.EvalLoss[len(r.EvalLoss)-1]), append(acc, float64(r.EvalAccuracy[len(r.EvalAccuracy)-1]))
+			for k := range steps {
+				if k < len(r.StepToTarget) {
+					steps[k] = append(steps[k], float64(r.StepToTarget[k]))
+				}
+			}
 		}
-		fmt.Fprintf(&md, " %.0f |\n", s.MeanSecondsPerRun)
+		fl := SeedSpread(final)
+		fmt.Fprintf(&md, "| %s | %d | %s | %s | %s |", pe, params, fl.Format(3), fl.FormatCI(3), SeedSpread(acc).Format(3))
+		for k := range o.TargetLosses {
+			st := SeedSpread(steps[k])
+			switch st.N {
+			case 0:
+				fmt.Fprintf(&md, " never (0/%d) |", len(final))
+			case 1:
+				fmt.Fprintf(&md, " %.0f (1/%d) |", float64(st.Mean), len(final))
+			default:
+				fmt.Fprintf(&md, " %.0f ± %.0f (%d/%d) |", float64(st.Mean), float64(st.SD), st.N, len(final))
+			}
+		}
+		sm, _ := meanStd(secs)
+		fmt.Fprintf(&md, " %.0f |\n", sm)
+	}
+	if len(res.Paired) > 0 {
+		md.WriteString("\nPaired by seed (the same batches, masks and held-out batches for every encoding of a seed): final held-out loss of a minus b (negative: a is lower), then final accuracy of a minus b.\n\n")
+		for _, pr := range res.Paired {
+			fmt.Fprintf(&md, "- %s − %s, loss: %s\n", pr.A, pr.B, pr.Loss.Format(3))
+			fmt.Fprintf(&md, "- %s − %s, accuracy: %s\n", pr.A, pr.B, pr.Accuracy.Format(3))
+		}
 	}
 	return writeFile(dir, "summary.md", []byte(md.String()))
 }
@@ -405,5 +483,6 @@ func ResummarizeMLMPE(dir string, targets []float64) (*MLMPEResult, error) {
 		}
 	}
 	res.Summary = summariseMLM(res.Runs, res.Options.Encodings, len(targets))
+	res.Paired = mlmPairs(res.Runs, res.Options.Encodings, res.Options.Seeds)
 	return &res, writeMLMPE(dir, &res)
 }

@@ -162,7 +162,11 @@ func (m *Model) encoderBackward(s *State, dx []float32) {
 	clear(g.dembSum)
 	emb.LN.backward(g.dembSum, demb, s.embSum, s.embMean, s.embRstd, BT, E)
 	m.positionsBackward(s, g.dembSum)
-	kernels.EmbeddingBackward(emb.Word.Grad, emb.TokenType.Grad, g.dembSum, s.ids, s.types, cfg.PadID(), BT, E)
+	if cfg.ScaleEmbedding {
+		m.scaledEmbeddingBackward(s, g.dembSum)
+	} else {
+		kernels.EmbeddingBackward(emb.Word.Grad, emb.TokenType.Grad, g.dembSum, s.ids, s.types, cfg.PadID(), BT, E)
+	}
 }
 
 // headBackward computes the head's loss on the last hidden state x [BT, H]

@@ -52,6 +52,13 @@ type Config struct {
 	RelativeMaxDistance   int              `json:"relative_max_distance,omitempty"`   // relative: Shaw et al.'s clipping distance k; default 16
 	PerformerFeatures     int              `json:"performer_features,omitempty"`      // performer: random features M (even); 0 means HS·ln HS rounded up to even
 	FeatureRedrawInterval int              `json:"feature_redraw_interval,omitempty"` // performer: training steps between redraws of the features; default 1000, 0 never
+	// ScaleEmbedding multiplies the word embeddings by √E before the token
+	// types and positions are added (Vaswani et al. 2017 §3.4; the key and
+	// meaning of HF's BART and Marian configs). With HF's N(0, 0.02²)
+	// initialisation an added sinusoid (entries of size 1) otherwise
+	// outweighs a word embedding by about 35 to 1 at E = 128, and the
+	// layer norm that follows all but erases the token. Default false.
+	ScaleEmbedding bool `json:"scale_embedding,omitempty"`
 
 	// Rotary settings with Hugging Face's key names for RoPE models (not
 	// RoFormerConfig keys; written only when set): the base θ (default

@@ -296,7 +296,11 @@ func (m *Model) encode(ctx context.Context, s *State, hook func(layer int, hidde
 	eps := float32(cfg.LayerNormEps)
 
 	// x = LayerNorm(word[ids] + type[types]); x = project(x) when E ≠ H
-	kernels.EmbeddingForward(s.embSum, s.ids, s.types, emb.Word.Data, emb.TokenType.Data, BT, E)
+	if cfg.ScaleEmbedding {
+		m.scaledEmbeddingForward(s) // √E·word[ids] + type[types]
+	} else {
+		kernels.EmbeddingForward(s.embSum, s.ids, s.types, emb.Word.Data, emb.TokenType.Data, BT, E)
+	}
 	m.addPositions(s) // sinusoidal or learned absolute positions; nothing for the others
 	emb.LN.forward(s.embLN, s.embMean, s.embRstd, s.embSum, eps, BT, E)
 	kernels.DropoutForward(s.embLN, s.dropAt(-1, siteEmbeddings, cfg.HiddenDropoutProb), BT*E)

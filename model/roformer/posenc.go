@@ -257,3 +257,51 @@ func (b *Batch) checkLearnedPositions(cfg *Config) error {
 	}
 	return nil
 }
+
+// embedScale is the factor of the word embeddings: √E with scale_embedding,
+// else 1.
+func (c *Config) embedScale() float32 {
+	if !c.ScaleEmbedding {
+		return 1
+	}
+	return float32(math.Sqrt(float64(c.EmbeddingSize)))
+}
+
+// scaledEmbeddingForward writes s.embSum [BT, E] = √E·word[ids] +
+// type[types] (scale_embedding; kernels.EmbeddingForward without it).
+func (m *Model) scaledEmbeddingForward(s *State) {
+	E, sc := m.Config.EmbeddingSize, m.Config.embedScale()
+	emb := &m.Encoder.Embeddings
+	for bt := 0; bt < s.B*s.T; bt++ {
+		o := s.embSum[bt*E : bt*E+E]
+		w := emb.Word.Data[int(s.ids[bt])*E : int(s.ids[bt])*E+E]
+		tt := emb.TokenType.Data[int(s.types[bt])*E : int(s.types[bt])*E+E]
+		for c := range o {
+			o[c] = sc*w[c] + tt[c]
+		}
+	}
+}
+
+// scaledEmbeddingBackward differentiates scaledEmbeddingForward,
+// accumulating into the word and token-type gradients; the padding row gets
+// none (as kernels.EmbeddingBackward).
+//
+//	dembSum [BT, E]
+func (m *Model) scaledEmbeddingBackward(s *State, dembSum []float32) {
+	E, sc, pad := m.Config.EmbeddingSize, m.Config.embedScale(), m.Config.PadID()
+	emb := &m.Encoder.Embeddings
+	for bt := 0; bt < s.B*s.T; bt++ {
+		d := dembSum[bt*E : bt*E+E]
+		// o = sc·w + tt
+		if id := int(s.ids[bt]); id != pad {
+			gw := emb.Word.Grad[id*E : id*E+E]
+			for c, v := range d {
+				gw[c] += sc * v
+			}
+		}
+		gt := emb.TokenType.Grad[int(s.types[bt])*E : int(s.types[bt])*E+E]
+		for c, v := range d {
+			gt[c] += v
+		}
+	}
+}

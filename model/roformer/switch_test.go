@@ -210,7 +210,7 @@ func TestSwitchConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"position_embedding_type", "attention_type", "relative_max_distance", "performer_features", "feature_redraw_interval"} {
+	for _, k := range []string{"position_embedding_type", "attention_type", "relative_max_distance", "performer_features", "feature_redraw_interval", "scale_embedding"} {
 		if strings.Contains(string(b), k) {
 			t.Errorf("default config.json mentions %s:\n%s", k, b)
 		}
@@ -223,6 +223,7 @@ func TestSwitchConfig(t *testing.T) {
 		{`{"attention_type": "performer", "performer_features": 8, "feature_redraw_interval": 0}`, `"feature_redraw_interval": 0`, "relative_max_distance"},
 		{`{"position_embedding_type": "learned", "attention_type": "linear"}`, `"attention_type": "linear"`, "performer_features"},
 		{`{"position_embedding_type": "rotary", "attention_type": "softmax"}`, `"model_type"`, "position_embedding_type"},
+		{`{"position_embedding_type": "sinusoidal", "scale_embedding": true}`, `"scale_embedding": true`, "attention_type"},
 	} {
 		cfg, err := ParseConfig([]byte(c.in), "in")
 		if err != nil {
@@ -351,5 +352,72 @@ func TestSinusoidRow(t *testing.T) {
 	sinusoidRow(odd, 0)
 	if odd[0] != 0 || odd[1] != 1 || odd[2] != 0 {
 		t.Errorf("PE(0) with E = 3: %v, want [0 1 0]", odd)
+	}
+}
+
+// scale_embedding: the model equals an unscaled one whose word embeddings
+// are √E times larger (forward), the padding row gets no lookup gradient,
+// and finite differences agree for every parameter with sinusoidal, learned
+// and rotary positions.
+func TestScaleEmbedding(t *testing.T) {
+	ctx := context.Background()
+	b := &Batch{InputIDs: []int32{2, 5, 7, 3, 2, 9, 1, 0}, AttentionMask: []int32{1, 1, 1, 1, 0, 1, 1, 1}, TokenTypeIDs: []int32{0, 0, 1, 1, 0, 0, 1, 1}, B: 2, T: 4}
+	for i, pe := range []PositionEncoding{PosSinusoidal, PosLearned, PosRotary} {
+		t.Run(string(pe), func(t *testing.T) {
+			cfg := tinyConfig(func(c *Config) { switchConfig(pe, AttnSoftmax)(c); c.ScaleEmbedding = true })
+			a := randomModel(t, cfg, HeadMaskedLM, uint64(700+i))
+			cfg.ScaleEmbedding = false
+			ref := randomModel(t, cfg, HeadMaskedLM, uint64(700+i))
+			sc := float32(math.Sqrt(float64(cfg.EmbeddingSize)))
+			for j, w := range a.Encoder.Embeddings.Word.Data {
+				ref.Encoder.Embeddings.Word.Data[j] = sc * w
+			}
+			got, err := a.Forward(ctx, b, nil, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := ref.Forward(ctx, b, nil, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			testutil.AssertClose(t, "last hidden state against √E·word", got.LastHiddenState.Data, want.LastHiddenState.Data, 1e-5, 1e-5)
+
+			lab := &Labels{IDs: []int32{1, 4, -100, 3, -100, 10, 1, 2}}
+			s := a.NewState(2, 4, true)
+			loss := func() float64 {
+				r, err := a.ForwardBackward(ctx, s, b, lab, StepOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r.Loss
+			}
+			a.ZeroGrad()
+			loss()
+			grads := map[string][]float32{}
+			for _, p := range a.Params() {
+				grads[p.Name] = append([]float32(nil), p.Grad...)
+			}
+			for _, p := range a.Params() {
+				testutil.GradCheck(t, p.Name, p.Data, grads[p.Name], loss, 3e-3, 2e-2)
+			}
+		})
+	}
+	// The padding row (id 10 in tinyConfig) gets no gradient from the
+	// lookup; a classifier has no tied decoder to give it one.
+	cfg := tinyConfig(func(c *Config) { c.ScaleEmbedding = true })
+	m := randomModel(t, cfg, HeadSequenceCls, 710)
+	pb := &Batch{InputIDs: []int32{2, 5, 10, 10, 3, 10, 1, 10}, B: 2, T: 4}
+	m.ZeroGrad()
+	if _, err := m.ForwardBackward(ctx, m.NewState(2, 4, true), pb, &Labels{IDs: []int32{2, 0}}, StepOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	E := cfg.EmbeddingSize
+	for c, g := range m.Encoder.Embeddings.Word.Grad[10*E : 11*E] {
+		if g != 0 {
+			t.Fatalf("padding row gradient [10][%d] = %v, want 0", c, g)
+		}
+	}
+	if g := m.Encoder.Embeddings.Word.Grad[2*E : 3*E]; g[0] == 0 && g[1] == 0 {
+		t.Errorf("row 2 got no gradient")
 	}
 }
