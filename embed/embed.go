@@ -37,8 +37,22 @@ type Group interface {
 	Gather(buf []byte, root int) ([][]byte, error)
 }
 
-// DefaultWindow is the default of Options.Window.
-const DefaultWindow = 1024
+// MaxDefaultWindow and MinDefaultWindow bound the default of
+// Options.Window: MaxDefaultWindow lines, or fewer so that the input has at
+// least 64 parts (for the ranks to share), but never fewer than
+// MinDefaultWindow (for the sort by length to have lines to sort).
+const (
+	MaxDefaultWindow = 1024
+	MinDefaultWindow = 64
+)
+
+// DefaultWindow returns the default of Options.Window for an input of n
+// lines: ⌈n/64⌉ within [MinDefaultWindow, MaxDefaultWindow]. It depends on
+// the input alone, so a run continued with another number of ranks has the
+// same parts.
+func DefaultWindow(n int) int {
+	return min(max((n+63)/64, MinDefaultWindow), MaxDefaultWindow)
+}
 
 // Options says how Run embeds. The zero value of a field means its default.
 type Options struct {
@@ -46,7 +60,8 @@ type Options struct {
 	// bounds (see pipeline.EmbedOptions; the defaults are the server's).
 	pipeline.EmbedOptions
 	// Window is the lines of a part: sorted by length together, written
-	// together, the unit of resuming and of sharding. Default DefaultWindow.
+	// together, the unit of resuming and of sharding. Default:
+	// DefaultWindow of the input's lines.
 	Window int
 	// WorkDir is the folder of the parts (default: the output path with
 	// ".parts" appended).
@@ -202,7 +217,11 @@ func (j *job) work(ctx context.Context) (Stats, error) {
 		return Stats{}, fmt.Errorf("embed: %w", err)
 	}
 	if o.Window == 0 {
-		o.Window = DefaultWindow
+		n, err := countLines(j.input)
+		if err != nil {
+			return Stats{}, err
+		}
+		o.Window = DefaultWindow(n)
 	}
 	if o.Window < 1 {
 		return Stats{}, fmt.Errorf("embed: window %d must be at least 1", o.Window)

@@ -158,6 +158,35 @@ func scan(path string, tok *tokenizer.Tokenizer, o pipeline.EmbedOptions, window
 	return info, nil
 }
 
+// countLines returns the number of lines of a file (a last line without
+// its end of line counts).
+func countLines(path string) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("embed: %w", err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	n, last := 0, byte('\n')
+	for {
+		k, err := f.Read(buf)
+		n += bytes.Count(buf[:k], []byte("\n"))
+		if k > 0 {
+			last = buf[k-1]
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, fmt.Errorf("embed: reading %s: %w", path, err)
+		}
+	}
+	if last != '\n' {
+		n++
+	}
+	return n, nil
+}
+
 // readPart returns the n lines of the input that start at byte off, parsed.
 func readPart(path string, off int64, n int) ([]Input, error) {
 	f, err := os.Open(path)

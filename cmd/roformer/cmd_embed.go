@@ -38,7 +38,7 @@ func embedFlags(fs *flag.FlagSet, o *embedOptions) {
 	fs.BoolVar(&o.run.Truncate, "truncate", false, "cut inputs longer than --max-length (HF's longest_first, keeping the start)")
 	fs.IntVar(&o.run.MaxBatch, "batch", pipeline.DefaultMaxBatch, "inputs per forward pass")
 	fs.IntVar(&o.run.MaxBatchTokens, "batch-tokens", pipeline.DefaultMaxBatchTokens, "padded tokens (inputs × the longest) per forward pass; a longer input runs alone")
-	fs.IntVar(&o.run.Window, "window", embed.DefaultWindow, "lines sorted by length together and written as one part (the unit of resuming and of sharding)")
+	fs.IntVar(&o.run.Window, "window", 0, "lines sorted by length together and written as one part, the unit of resuming and of sharding (default: 1024, or fewer to make at least 64 parts, but at least 64)")
 	fs.StringVar(&o.run.WorkDir, "work", "", "folder of the finished parts, for resuming (default: OUT.jsonl.parts)")
 	precisionFlag(fs, &o.precision)
 }
@@ -59,8 +59,8 @@ func cmdEmbed(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef("--model, --input and --output are required")
 	case o.input == "-" || o.output == "-":
 		return usagef("--input and --output must be files (a run is resumed from them)")
-	case o.run.MaxBatch < 1 || o.run.MaxBatchTokens < 1 || o.run.Window < 1:
-		return usagef("--batch %d, --batch-tokens %d and --window %d must be at least 1", o.run.MaxBatch, o.run.MaxBatchTokens, o.run.Window)
+	case o.run.MaxBatch < 1 || o.run.MaxBatchTokens < 1 || o.run.Window < 0:
+		return usagef("--batch %d and --batch-tokens %d must be at least 1, --window %d at least 0", o.run.MaxBatch, o.run.MaxBatchTokens, o.run.Window)
 	case o.run.MaxLength < 0:
 		return usagef("--max-length %d must not be negative", o.run.MaxLength)
 	}

@@ -153,7 +153,7 @@ func TestEmbedCLIErrors(t *testing.T) {
 		{"pooling", []string{"--model", dir, "--input", in, "--output", out, "--pooling", "max"}, true, `want "mean", "cls" or "pooler"`},
 		{"pooler", []string{"--model", dir, "--input", in, "--output", out, "--pooling", "pooler"}, false, "the model has no pooler"},
 		{"stdin", []string{"--model", dir, "--input", "-", "--output", out}, true, "must be files"},
-		{"window", []string{"--model", dir, "--input", in, "--output", out, "--window", "0"}, true, "--window 0"},
+		{"window", []string{"--model", dir, "--input", in, "--output", out, "--window", "-1"}, true, "--window -1"},
 		{"precision", []string{"--model", dir, "--input", in, "--output", out, "--precision", "fp8"}, true, "--precision"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
