@@ -689,13 +689,13 @@ func summariseExtrap(res *ExtrapolateResult) []ExtrapSummary {
 	return out
 }
 
-// fmtN formats mean ± std over n seeds: "n/a" for none, "x (n=1)" for one.
+// fmtN formats mean ± std over n seeds: "n/a" for none, "x (1 seed)" for one.
 func fmtN(mean, std Number, n, dec int) string {
 	switch {
 	case n == 0 || math.IsNaN(float64(mean)):
 		return "n/a"
 	case n == 1:
-		return fmt.Sprintf("%.*f (n=1)", dec, float64(mean))
+		return fmt.Sprintf("%.*f (1 seed)", dec, float64(mean))
 	}
 	return fmt.Sprintf("%.*f ± %.*f", dec, float64(mean), dec, float64(std))
 }

@@ -519,11 +519,9 @@ func writeLongText(dir string, res *LongTextResult) error {
 				fmt.Fprintf(&md, "| %s | %d | impossible | impossible: %s | – | – |\n", pe, L, strings.TrimPrefix(c.skipped, "roformer: "))
 				continue
 			}
-			vm, vs := meanStd(c.val)
-			tm, ts := meanStd(c.test)
 			cm, _ := meanStd(c.cov)
 			sm, _ := meanStd(c.secs)
-			fmt.Fprintf(&md, "| %s | %d | %s | %s | %.0f%% | %.0f |\n", pe, L, fmtPM(vm, vs, 3), fmtPM(tm, ts, 3), 100*cm, sm)
+			fmt.Fprintf(&md, "| %s | %d | %s | %s | %.0f%% | %.0f |\n", pe, L, SeedSpread(c.val).Format(3), SeedSpread(c.test).Format(3), 100*cm, sm)
 		}
 	}
 	return writeFile(dir, "summary.md", []byte(md.String()))
