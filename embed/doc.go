@@ -45,8 +45,9 @@
 // rank p mod N's. Each rank reads the whole input (to check it and find
 // the parts), embeds its parts and writes them into the work folder, which
 // must therefore be one folder for every rank (one host, or a shared file
-// system); then the ranks report to rank 0 (Group.Gather), and rank 0 writes
-// the output. The parts are those a single process writes, so N ranks give
+// system); then the ranks report to rank 0 (Group.Gather), rank 0 writes
+// the output and tells the others how the run ended (Group.Bcast), so every
+// rank returns at once, and with an error when any rank failed. The parts are those a single process writes, so N ranks give
 // the output of one process byte for byte (with the same threads per
 // process and matrix-product backend), and a run stopped with N ranks may
 // be continued with any other number.

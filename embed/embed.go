@@ -35,7 +35,15 @@ type Group interface {
 	// Gather returns, on root, every rank's buf in rank order; nil on the
 	// other ranks.
 	Gather(buf []byte, root int) ([][]byte, error)
+	// Bcast copies root's buf into every other rank's buf (of the same
+	// length).
+	Bcast(buf []byte, root int) error
 }
+
+// ErrOtherRank is wrapped by the error of Run on a rank whose own part
+// went well when the run failed on another rank (or in rank 0's writing
+// of the output).
+var ErrOtherRank = errors.New("embed: the run failed on another rank")
 
 // MaxDefaultWindow and MinDefaultWindow bound the default of
 // Options.Window: MaxDefaultWindow lines, or fewer so that the input has at
@@ -106,9 +114,14 @@ type Stats struct {
 // documentation) and writes the vectors to the file output, in order. It
 // returns when the output is written, or with the error that stopped the
 // run: ctx's when it was cancelled, after which a Run with the same
-// arguments continues where this one stopped. Under a Group, every rank
-// returns the first error of any rank (rank 0 names the rank), and only
-// rank 0 writes the output.
+// arguments continues where this one stopped.
+//
+// Under a Group, only rank 0 writes the output, and every rank returns at
+// the same time, with an error when the run failed anywhere: its own, or
+// on rank 0 the failing rank's (named), or on the others one that wraps
+// ErrOtherRank (and context.Canceled when the run was interrupted). Every
+// failure goes through the same two collectives (Gather, then Bcast), so no
+// rank is left waiting for another.
 func Run(ctx context.Context, m *roformer.Model, tok *tokenizer.Tokenizer, input, output string, o Options) (Stats, error) {
 	g := o.Group
 	if g == nil {
@@ -117,56 +130,103 @@ func Run(ctx context.Context, m *roformer.Model, tok *tokenizer.Tokenizer, input
 	j := &job{m: m, tok: tok, input: input, output: output, o: o, rank: g.Rank(), ranks: g.Size(),
 		af: atomicfile.Options{NoSync: o.NoSync}}
 	st, err := j.work(ctx)
-	// Every rank reports to rank 0, whatever happened, so that no rank
-	// waits for one that failed.
 	rep := report{Stats: st, Embedding: st.Embedding.Seconds()}
-	if err != nil {
-		rep.Err = err.Error()
-		rep.Canceled = errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-	}
+	rep.setErr(err)
 	buf, merr := json.Marshal(rep)
 	if merr != nil {
-		return st, merr
+		return st, merr // a bug: report holds nothing that cannot be marshalled
 	}
 	all, gerr := g.Gather(buf, 0)
 	if gerr != nil {
 		return st, errors.Join(err, fmt.Errorf("embed: rank %d reporting to rank 0: %w", j.rank, gerr))
 	}
-	if j.rank != 0 {
+	var out report // the outcome, rank 0's to say
+	if j.rank == 0 {
+		var total Stats
+		total, err = j.finish(st, err, all)
+		if err == nil {
+			st = total
+		}
+		out.setErr(err)
+	}
+	if g.Size() == 1 {
 		return st, err
 	}
+	if berr := bcastReport(g, &out); berr != nil {
+		return st, errors.Join(err, fmt.Errorf("embed: rank %d hearing from rank 0: %w", j.rank, berr))
+	}
+	switch {
+	case err != nil:
+		return st, err
+	case out.Canceled:
+		return st, fmt.Errorf("%w: %s: %w", ErrOtherRank, out.Err, context.Canceled)
+	case out.Err != "":
+		return st, fmt.Errorf("%w: %s", ErrOtherRank, out.Err)
+	}
+	return st, nil
+}
+
+// finish is rank 0's end of a run: with every rank's report, it writes the
+// output when every rank did its part, and returns the totals.
+func (j *job) finish(st Stats, err error, reports [][]byte) (Stats, error) {
 	if err != nil {
 		return st, err
 	}
 	total := st
 	total.Embedded = pipeline.EmbedStats{}
 	total.Embedding = 0
-	for r, b := range all {
+	for r, b := range reports {
 		var rr report
 		if e := json.Unmarshal(b, &rr); e != nil {
 			return st, fmt.Errorf("embed: rank %d's report: %w", r, e)
 		}
+		if rr.Canceled {
+			return st, fmt.Errorf("embed: rank %d was interrupted: %w", r, context.Canceled)
+		}
 		if rr.Err != "" {
-			if rr.Canceled {
-				return st, fmt.Errorf("embed: rank %d was interrupted: %w", r, context.Canceled)
-			}
 			return st, fmt.Errorf("embed: rank %d: %s", r, rr.Err)
 		}
 		total.Embedded.Add(rr.Stats.Embedded)
 		total.Embedding = max(total.Embedding, time.Duration(rr.Embedding*float64(time.Second)))
 	}
-	if err := j.merge(); err != nil {
-		return total, err
-	}
-	return total, nil
+	return total, j.merge()
 }
 
-// report is what a rank tells rank 0 at the end.
+// bcastReport gives rank 0's r to every rank: its length, then its JSON.
+func bcastReport(g Group, r *report) error {
+	var b []byte
+	if g.Rank() == 0 {
+		var err error
+		if b, err = json.Marshal(r); err != nil {
+			return err
+		}
+	}
+	n := binary.LittleEndian.AppendUint64(nil, uint64(len(b)))
+	if err := g.Bcast(n, 0); err != nil {
+		return err
+	}
+	if g.Rank() != 0 {
+		b = make([]byte, binary.LittleEndian.Uint64(n))
+	}
+	if err := g.Bcast(b, 0); err != nil {
+		return err
+	}
+	return json.Unmarshal(b, r)
+}
+
+// report is what a rank tells rank 0 at the end, and rank 0 the others.
 type report struct {
 	Stats     Stats
 	Embedding float64 // seconds
 	Err       string
 	Canceled  bool
+}
+
+func (r *report) setErr(err error) {
+	if err != nil {
+		r.Err = err.Error()
+		r.Canceled = errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+	}
 }
 
 // local is the group of this process alone.
@@ -175,6 +235,7 @@ type local struct{}
 func (local) Rank() int                                  { return 0 }
 func (local) Size() int                                  { return 1 }
 func (local) Gather(buf []byte, _ int) ([][]byte, error) { return [][]byte{buf}, nil }
+func (local) Bcast([]byte, int) error                    { return nil }
 
 // job is one rank's run.
 type job struct {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/roformer-go/roformer/internal/atomicfile"
@@ -281,69 +282,125 @@ func TestEmptyInput(t *testing.T) {
 	}
 }
 
-// fakeGroup is an in-process group whose ranks run one after the other:
-// Gather on a rank other than 0 leaves its report and returns.
-type fakeGroup struct {
-	rank, size int
-	reports    [][]byte // shared between the ranks
+// chanGroup is an in-process group whose ranks are goroutines.
+type chanGroup struct {
+	rank int
+	h    *hub
 }
 
-func (g *fakeGroup) Rank() int { return g.rank }
-func (g *fakeGroup) Size() int { return g.size }
-func (g *fakeGroup) Gather(buf []byte, root int) ([][]byte, error) {
-	g.reports[g.rank] = buf
+type hub struct{ gather, bcast []chan []byte }
+
+func newGroup(n int) []Group {
+	h := &hub{make([]chan []byte, n), make([]chan []byte, n)}
+	gs := make([]Group, n)
+	for r := range n {
+		h.gather[r], h.bcast[r] = make(chan []byte, 1), make(chan []byte, 1)
+		gs[r] = &chanGroup{r, h}
+	}
+	return gs
+}
+
+func (g *chanGroup) Rank() int { return g.rank }
+func (g *chanGroup) Size() int { return len(g.h.gather) }
+
+func (g *chanGroup) Gather(buf []byte, root int) ([][]byte, error) {
 	if g.rank != root {
+		g.h.gather[g.rank] <- append([]byte(nil), buf...)
 		return nil, nil
 	}
-	return g.reports, nil
+	all := make([][]byte, g.Size())
+	for r := range all {
+		if r == root {
+			all[r] = buf
+		} else {
+			all[r] = <-g.h.gather[r]
+		}
+	}
+	return all, nil
 }
 
-// Three ranks (the last two first) write the bytes of one process; a run
-// stopped with three ranks is finished by one.
+func (g *chanGroup) Bcast(buf []byte, root int) error {
+	if g.rank == root {
+		for r := range g.h.bcast {
+			if r != root {
+				g.h.bcast[r] <- append([]byte(nil), buf...)
+			}
+		}
+		return nil
+	}
+	b := <-g.h.bcast[g.rank]
+	if len(b) != len(buf) {
+		return fmt.Errorf("bcast of %d bytes into %d", len(b), len(buf))
+	}
+	copy(buf, b)
+	return nil
+}
+
+// runRanks runs Run on n ranks at once, each with its own copy of the
+// model; rank r gets ctxs[r] (when given) and inputs[r] (when given).
+func runRanks(t *testing.T, n int, in, out string, o Options, ctxs []context.Context, inputs []string) ([]Stats, []error) {
+	t.Helper()
+	gs := newGroup(n)
+	sts, errs := make([]Stats, n), make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		m, tok := tinyModel(t)
+		ctx, input := context.Background(), in
+		if ctxs != nil {
+			ctx = ctxs[r]
+		}
+		if inputs != nil {
+			input = inputs[r]
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ro := o
+			ro.Group = gs[r]
+			sts[r], errs[r] = Run(ctx, m, tok, input, out, ro)
+		}()
+	}
+	wg.Wait()
+	return sts, errs
+}
+
+// Three ranks write the bytes of one process; a run interrupted with three
+// ranks is finished by one; a failing rank fails the run on every rank.
 func TestRanks(t *testing.T) {
 	m, tok := tinyModel(t)
 	dir := t.TempDir()
 	in, _ := writeInput(t, dir, 26)
+	o := Options{Window: 3, NoSync: true}
 	one := filepath.Join(dir, "one.jsonl")
-	if _, err := Run(context.Background(), m, tok, in, one, Options{Window: 3, NoSync: true}); err != nil {
+	if _, err := Run(context.Background(), m, tok, in, one, o); err != nil {
 		t.Fatal(err)
 	}
 	want, _ := os.ReadFile(one)
 
 	out := filepath.Join(dir, "three.jsonl")
-	reports := make([][]byte, 3)
-	var total Stats
-	for _, r := range []int{2, 1, 0} {
-		st, err := Run(context.Background(), m, tok, in, out, Options{Window: 3, NoSync: true, Group: &fakeGroup{r, 3, reports}})
+	sts, errs := runRanks(t, 3, in, out, o, nil, nil)
+	for r, err := range errs {
 		if err != nil {
 			t.Fatalf("rank %d: %v", r, err)
 		}
-		if r != 0 {
-			if _, err := os.Stat(out); err == nil {
-				t.Fatalf("rank %d wrote the output", r)
-			}
-			if wantParts := []int{0, 3, 3}[r]; st.Embedded.Batches < wantParts {
-				t.Errorf("rank %d: %d batches for its %d parts", r, st.Embedded.Batches, wantParts)
-			}
-		}
-		total = st
 	}
 	if got, _ := os.ReadFile(out); !bytes.Equal(got, want) {
 		t.Errorf("three ranks' output differs from one process's")
 	}
-	if total.Embedded.Rows != 26 || total.Ranks != 3 {
-		t.Errorf("rank 0's stats %+v, want 26 rows over 3 ranks", total)
+	if sts[0].Embedded.Rows != 26 || sts[0].Ranks != 3 || sts[1].Embedded.Rows != 9 || sts[2].Embedded.Rows != 8 {
+		t.Errorf("stats of ranks 0, 1, 2: %+v, %+v, %+v; want 26 rows on rank 0 (all), 9 and 8 on ranks 1 and 2", sts[0], sts[1], sts[2])
 	}
 
-	// Ranks 1 and 2 of three finish; rank 0 is killed before it reports.
-	// One process then does rank 0's parts only.
+	// Rank 0 is interrupted before its first part; ranks 1 and 2 do
+	// theirs. One process then does rank 0's parts only.
 	out = filepath.Join(dir, "resumed.jsonl")
-	for _, r := range []int{2, 1} {
-		if _, err := Run(context.Background(), m, tok, in, out, Options{Window: 3, NoSync: true, Group: &fakeGroup{r, 3, reports}}); err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, errs = runRanks(t, 3, in, out, o, []context.Context{stopped, context.Background(), context.Background()}, nil)
+	if !errors.Is(errs[0], context.Canceled) || !errors.Is(errs[1], context.Canceled) || !errors.Is(errs[1], ErrOtherRank) || !errors.Is(errs[2], ErrOtherRank) {
+		t.Errorf("rank 0 interrupted: errors %v", errs)
 	}
-	st, err := Run(context.Background(), m, tok, in, out, Options{Window: 3, NoSync: true})
+	st, err := Run(context.Background(), m, tok, in, out, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,13 +411,15 @@ func TestRanks(t *testing.T) {
 		t.Errorf("output resumed with another number of ranks differs")
 	}
 
-	// A rank that fails is reported by rank 0.
-	reports = make([][]byte, 2)
+	// Rank 1 cannot read its input.
 	bad := filepath.Join(dir, "bad.jsonl")
-	reports[1], _ = json.Marshal(report{Err: "embed: disk full"})
-	_, err = Run(context.Background(), m, tok, in, bad, Options{Window: 3, NoSync: true, Group: &fakeGroup{0, 2, reports}})
-	if err == nil || !strings.Contains(err.Error(), "rank 1: embed: disk full") {
-		t.Errorf("error %v, want rank 1's", err)
+	_, errs = runRanks(t, 3, in, bad, o, nil, []string{in, filepath.Join(dir, "none.jsonl"), in})
+	if errs[0] == nil || !strings.Contains(errs[0].Error(), "rank 1: embed: open") ||
+		!errors.Is(errs[1], os.ErrNotExist) || !errors.Is(errs[2], ErrOtherRank) || !strings.Contains(errs[2].Error(), "rank 1") {
+		t.Errorf("rank 1 failing: errors %v", errs)
+	}
+	if _, err := os.Stat(bad); err == nil {
+		t.Error("a failed run wrote its output")
 	}
 }
 
