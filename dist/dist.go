@@ -1,6 +1,7 @@
 package dist
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 )
@@ -113,3 +114,38 @@ func Detect(getenv func(string) string) (Launch, bool, error) {
 	}
 	return l, true, nil
 }
+
+// Agree returns, on every rank of c, an error when any rank's err is not
+// nil: that rank's own err, and on the others an error naming the lowest
+// failing rank (whose own message says why). It lets every rank leave a
+// phase together when one of them fails, instead of the others waiting in
+// the next collective. It is itself a collective (one AllreduceSum64 of
+// Size values); with one rank it returns err.
+func Agree(c Comm, err error) error {
+	if c.Size() == 1 {
+		return err
+	}
+	failed := make([]float64, c.Size()) // failed[r] = 1 for each failing rank r
+	if err != nil {
+		failed[c.Rank()] = 1
+	}
+	if cerr := c.AllreduceSum64(failed); cerr != nil {
+		if err != nil {
+			return err
+		}
+		return cerr
+	}
+	if err != nil {
+		return err
+	}
+	for r, f := range failed {
+		if f != 0 {
+			return fmt.Errorf("%w: rank %d failed (its own message says why); rank %d stops too", ErrOtherRank, r, c.Rank())
+		}
+	}
+	return nil
+}
+
+// ErrOtherRank is wrapped by the errors of Agree on the ranks that did not
+// fail themselves.
+var ErrOtherRank = errors.New("dist: another rank failed")

@@ -12,6 +12,7 @@ import (
 	"github.com/roformer-go/roformer/checkpoint"
 	"github.com/roformer-go/roformer/data"
 	"github.com/roformer-go/roformer/data/corpus"
+	"github.com/roformer-go/roformer/dist"
 	"github.com/roformer-go/roformer/internal/atomicfile"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/tensor"
@@ -46,6 +47,11 @@ type Options struct {
 	EvalEvery1In int `json:"eval_1_in"`
 	// Train holds the loop's options (steps, batch, lr, seed, …, OutDir).
 	Train train.Options `json:"train"`
+	// Group, when it has more than one rank, makes this process one rank of
+	// a data-parallel run (train.Job.Group): every rank prepares the same
+	// corpus, vocabulary and model, and rank 0 writes the run folder. Nil:
+	// this process alone.
+	Group dist.Comm `json:"-"`
 }
 
 // DefaultOptions returns the main job's settings: the tiny preset on the
@@ -131,7 +137,7 @@ func Prepare(opts Options, progress io.Writer) (*Job, error) {
 	say("model: %d layers, hidden %d, %d heads, intermediate %d, vocabulary %d: %.2fM parameters", cfg.NumHiddenLayers, cfg.HiddenSize, cfg.NumAttentionHeads, cfg.IntermediateSize, cfg.VocabSize, float64(m.NumParams())/1e6)
 	j := &Job{Options: opts, Tokenizer: tok, Model: m, Tokens: packed.Tokens}
 	j.Train = train.Job{
-		Model: NewMLMModel(m), Train: trainSeqs, Eval: evalSeqs, Vocab: v, Options: opts.Train,
+		Model: NewMLMModel(m), Train: trainSeqs, Eval: evalSeqs, Vocab: v, Options: opts.Train, Group: opts.Group,
 		// vocab.txt, tokenizer_config.json (BertTokenizer, uncased),
 		// special_tokens_map.json and tokenizer.json beside the model.
 		SaveExtra: tok.Save,
@@ -220,25 +226,16 @@ func modelConfig(opts Options, vocabSize int) (roformer.Config, error) {
 
 // Start prepares a new run in opts.Train.OutDir, writes its options and
 // tokenizer there, and trains. out receives progress (a bar when terminal).
+//
+// With opts.Group, every rank calls Start with the same options; rank 0
+// writes the folder and alone prints (out is ignored on the others).
 func Start(ctx context.Context, opts Options, out io.Writer, terminal bool) (*Job, *train.Result, error) {
-	if opts.Train.OutDir == "" {
-		return nil, nil, errors.New("pretrain: no output folder")
+	g := group(opts.Group)
+	if g.Rank() != 0 {
+		out = nil
 	}
-	if _, err := os.Stat(filepath.Join(opts.Train.OutDir, train.LatestFile)); err == nil {
-		return nil, nil, fmt.Errorf("pretrain: %s already holds a run; continue it with --resume %s, or choose another --out", opts.Train.OutDir, opts.Train.OutDir)
-	}
-	j, err := Prepare(opts, out)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := os.MkdirAll(opts.Train.OutDir, 0o755); err != nil {
-		return nil, nil, fmt.Errorf("pretrain: %w", err)
-	}
-	b, _ := json.MarshalIndent(j.Options, "", "  ")
-	if err := atomicfile.WriteFile(filepath.Join(opts.Train.OutDir, RunFile), append(b, '\n')); err != nil {
-		return nil, nil, fmt.Errorf("pretrain: %w", err)
-	}
-	if err := j.Tokenizer.Save(filepath.Join(opts.Train.OutDir, "tokenizer")); err != nil {
+	j, err := start(opts, g.Rank() == 0, out)
+	if err := dist.Agree(g, err); err != nil {
 		return nil, nil, err
 	}
 	j.Train.Out, j.Train.IsTerminal = out, terminal
@@ -246,36 +243,81 @@ func Start(ctx context.Context, opts Options, out io.Writer, terminal bool) (*Jo
 	return j, res, err
 }
 
+func group(g dist.Comm) dist.Comm {
+	if g == nil {
+		return dist.Local()
+	}
+	return g
+}
+
+// start prepares the job of Start and, when write, the run folder.
+func start(opts Options, write bool, out io.Writer) (*Job, error) {
+	if opts.Train.OutDir == "" {
+		return nil, errors.New("pretrain: no output folder")
+	}
+	if _, err := os.Stat(filepath.Join(opts.Train.OutDir, train.LatestFile)); err == nil && write {
+		return nil, fmt.Errorf("pretrain: %s already holds a run; continue it with --resume %s, or choose another --out", opts.Train.OutDir, opts.Train.OutDir)
+	}
+	j, err := Prepare(opts, out)
+	if err != nil || !write {
+		return j, err
+	}
+	if err := os.MkdirAll(opts.Train.OutDir, 0o755); err != nil {
+		return nil, fmt.Errorf("pretrain: %w", err)
+	}
+	b, _ := json.MarshalIndent(j.Options, "", "  ")
+	if err := atomicfile.WriteFile(filepath.Join(opts.Train.OutDir, RunFile), append(b, '\n')); err != nil {
+		return nil, fmt.Errorf("pretrain: %w", err)
+	}
+	if err := j.Tokenizer.Save(filepath.Join(opts.Train.OutDir, "tokenizer")); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
 // Resume continues the run in dir from its latest checkpoint. steps > 0
 // extends the run to that many steps; threads is the thread count in use.
-func Resume(ctx context.Context, dir string, steps, threads int, out io.Writer, terminal bool) (*Job, *train.Result, error) {
-	raw, err := os.ReadFile(filepath.Join(dir, RunFile))
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil, fmt.Errorf("pretrain: %s is not a pretraining run folder (no %s)", dir, RunFile)
-		}
-		return nil, nil, fmt.Errorf("pretrain: %w", err)
+// g, when it has more than one rank, is the data-parallel group (nil: this
+// process alone); every rank reads dir, so it must be on a file system
+// they all see (see train.Resume for a number of ranks other than the
+// run's).
+func Resume(ctx context.Context, dir string, steps, threads int, g dist.Comm, out io.Writer, terminal bool) (*Job, *train.Result, error) {
+	g = group(g)
+	if g.Rank() != 0 {
+		out = nil
 	}
-	var opts Options
-	if err := json.Unmarshal(raw, &opts); err != nil {
-		return nil, nil, fmt.Errorf("pretrain: %s: %w", filepath.Join(dir, RunFile), err)
-	}
-	st, _, err := train.ReadLatestState(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	opts.Train = st.Options
-	opts.Train.OutDir = dir
-	opts.Train.Threads = threads
-	opts.Vocab = filepath.Join(dir, "tokenizer")
-	j, err := Prepare(opts, out)
-	if err != nil {
+	j, err := prepareResume(dir, threads, g, out)
+	if err := dist.Agree(g, err); err != nil {
 		return nil, nil, err
 	}
 	j.Train.Options.Steps = steps
 	j.Train.Out, j.Train.IsTerminal = out, terminal
 	res, err := train.Resume(ctx, j.Train)
 	return j, res, err
+}
+
+func prepareResume(dir string, threads int, g dist.Comm, out io.Writer) (*Job, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, RunFile))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("pretrain: %s is not a pretraining run folder (no %s)", dir, RunFile)
+		}
+		return nil, fmt.Errorf("pretrain: %w", err)
+	}
+	var opts Options
+	if err := json.Unmarshal(raw, &opts); err != nil {
+		return nil, fmt.Errorf("pretrain: %s: %w", filepath.Join(dir, RunFile), err)
+	}
+	st, _, err := train.ReadLatestState(dir)
+	if err != nil {
+		return nil, err
+	}
+	opts.Train = st.Options
+	opts.Train.OutDir = dir
+	opts.Train.Threads = threads
+	opts.Vocab = filepath.Join(dir, "tokenizer")
+	opts.Group = g
+	return Prepare(opts, out)
 }
 
 // NewMLMModel adapts a RoFormer with the masked-LM head to train.Model:

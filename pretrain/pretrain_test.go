@@ -136,7 +136,7 @@ func TestKillResumeIdentical(t *testing.T) {
 		t.Fatalf("after the kill: %v", err)
 	}
 	t.Logf("killed %v after the first checkpoint (%v); resuming from step %d", delay, state, st.Step)
-	if _, _, err := Resume(context.Background(), dir, 0, 2, nil, false); err != nil {
+	if _, _, err := Resume(context.Background(), dir, 0, 2, nil, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(filepath.Join(dir, "model.safetensors"))
@@ -150,11 +150,11 @@ func TestKillResumeIdentical(t *testing.T) {
 
 func TestResumeErrors(t *testing.T) {
 	dir := t.TempDir()
-	if _, _, err := Resume(context.Background(), dir, 0, 2, nil, false); err == nil {
+	if _, _, err := Resume(context.Background(), dir, 0, 2, nil, nil, false); err == nil {
 		t.Error("resume of an empty folder succeeded")
 	}
 	os.WriteFile(filepath.Join(dir, RunFile), []byte("{not json"), 0o644)
-	if _, _, err := Resume(context.Background(), dir, 0, 2, nil, false); err == nil {
+	if _, _, err := Resume(context.Background(), dir, 0, 2, nil, nil, false); err == nil {
 		t.Error("resume with a corrupt pretrain.json succeeded")
 	}
 }

@@ -37,6 +37,10 @@ type State struct {
 	Loader []byte `json:"loader"`
 	// ModelState is StatefulModel.TrainState, if the model has one.
 	ModelState []byte `json:"model_state,omitempty"`
+	// RankModelStates replaces ModelState in a data-parallel run: every
+	// rank's StatefulModel.TrainState, in rank order. (The loader state is
+	// the same on every rank, so Loader is every rank's.)
+	RankModelStates [][]byte `json:"rank_model_states,omitempty"`
 	// TrainData and EvalData are data.Fingerprint of the sequences.
 	TrainData string `json:"train_data"`
 	EvalData  string `json:"eval_data"`

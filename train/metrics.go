@@ -23,6 +23,11 @@ type Record struct {
 	EvalAccuracy *float64 `json:"eval_accuracy,omitempty"`  // share of held-out labelled tokens predicted right
 	EvalPPL      *float64 `json:"eval_perplexity,omitempty"`
 	EvalTokens   *int     `json:"eval_tokens,omitempty"` // labelled tokens evaluated
+	// WorldSize is the number of data-parallel ranks (1: one process).
+	WorldSize int `json:"world_size,omitempty"`
+	// AllreduceSec is the mean time per step spent in the gradient
+	// allreduce since the last record (several ranks only).
+	AllreduceSec *float64 `json:"allreduce_sec,omitempty"`
 }
 
 func f64(x float64) *float64 { return &x }
@@ -83,4 +88,9 @@ func (m *metricsLog) write(r Record) error {
 	return nil
 }
 
-func (m *metricsLog) close() error { return m.f.Close() }
+func (m *metricsLog) close() error {
+	if m == nil {
+		return nil
+	}
+	return m.f.Close()
+}

@@ -32,7 +32,10 @@ type Options struct {
 	LogEvery    int     `json:"log_every"`    // steps between log lines; default 10
 	Keep        int     `json:"keep"`         // checkpoints kept; default 2
 	OutDir      string  `json:"out_dir"`      // run folder; required
-	Threads     int     `json:"threads"`      // informational: the thread count the caller set
+	Threads     int     `json:"threads"`      // informational: the thread count the caller set (per rank)
+	// WorldSize is the number of data-parallel ranks (Job.Group); the loop
+	// sets it, and Resume compares it with the job's group.
+	WorldSize int `json:"world_size,omitempty"`
 }
 
 // DefaultOptions returns the recommended options for a small pre-training

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/roformer-go/roformer/data"
+	"github.com/roformer-go/roformer/dist"
 	"github.com/roformer-go/roformer/optim"
 	"github.com/roformer-go/roformer/tensor"
 )
@@ -33,6 +34,18 @@ type Job struct {
 	// configuration) into a model folder; it runs for every checkpoint, and
 	// the final model folder gets them too.
 	SaveExtra func(dir string) error
+	// Group, when it has more than one rank, makes the run one rank of a
+	// data-parallel job (see dist.go): every rank calls Train (or Resume)
+	// with the same Job but its own Group, each computes its share of the
+	// micro-batches of a step, and the result equals one process with
+	// accumulation Options.Accum × Group.Size() up to the order of the
+	// gradient sums. Rank 0 writes the run folder and alone prints to Out;
+	// the others need read access to it for Resume. An error in setup is
+	// returned on every rank; one in the middle of a step (a failed forward
+	// pass, a NaN loss) is returned on its rank while the others wait in the
+	// next collective, so the caller must then end the job (Comm.Abort), as
+	// cmd/roformer does. Nil: this process alone.
+	Group dist.Comm
 }
 
 // Result summarises a run.
@@ -57,33 +70,49 @@ var ErrNonFinite = errors.New("train: non-finite value")
 // Train starts a new run in job.Options.OutDir, which must not hold one.
 func Train(ctx context.Context, job Job) (*Result, error) {
 	o := job.Options.Defaults()
+	g := job.Group
+	if g == nil {
+		g = dist.Local()
+	}
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
-		return nil, fmt.Errorf("train: %w", err)
+	var err error
+	if g.Rank() == 0 {
+		err = newRunFolder(o.OutDir)
 	}
-	if _, err := os.Stat(filepath.Join(o.OutDir, LatestFile)); err == nil {
-		return nil, fmt.Errorf("train: %s already holds a training run; resume it or choose another folder", o.OutDir)
-	}
-	if steps, err := listCheckpoints(o.OutDir); err != nil {
-		return nil, err
-	} else if len(steps) > 0 {
-		return nil, fmt.Errorf("train: %s holds %s but no %s file (a run killed while saving its first checkpoint?); remove it or choose another folder",
-			o.OutDir, checkpointName(steps[0]), LatestFile)
-	}
-	if err := cleanTemp(o.OutDir); err != nil {
+	if err := agree(g, err); err != nil {
 		return nil, err
 	}
 	t, err := newTrainer(job, o)
-	if err != nil {
+	if err := agree(g, err); err != nil {
 		return nil, err
 	}
-	if t.metrics, t.records, err = openMetrics(o.OutDir, 0); err != nil {
+	if t.leader() {
+		t.metrics, t.records, err = openMetrics(o.OutDir, 0)
+	}
+	if err := agree(g, err); err != nil {
 		return nil, err
 	}
 	defer t.metrics.close()
 	return t.run(ctx)
+}
+
+// newRunFolder makes dir ready for a new run: created, holding no run.
+func newRunFolder(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, LatestFile)); err == nil {
+		return fmt.Errorf("train: %s already holds a training run; resume it or choose another folder", dir)
+	}
+	if steps, err := listCheckpoints(dir); err != nil {
+		return err
+	} else if len(steps) > 0 {
+		return fmt.Errorf("train: %s holds %s but no %s file (a run killed while saving its first checkpoint?); remove it or choose another folder",
+			dir, checkpointName(steps[0]), LatestFile)
+	}
+	return cleanTemp(dir)
 }
 
 // Resume continues the run in job.Options.OutDir from its latest
@@ -93,6 +122,44 @@ func Train(ctx context.Context, job Job) (*Result, error) {
 // carry the same model architecture and the same packed data as the
 // original run (ReadLatestState gives the options to rebuild them).
 func Resume(ctx context.Context, job Job) (*Result, error) {
+	g := job.Group
+	if g == nil {
+		g = dist.Local()
+	}
+	t, err := prepareResume(job, g)
+	if err := agree(g, err); err != nil {
+		return nil, err
+	}
+	if t.leader() {
+		t.metrics, t.records, err = openMetrics(t.o.OutDir, t.step)
+	}
+	if err := agree(g, err); err != nil {
+		return nil, err
+	}
+	defer t.metrics.close()
+	for _, r := range t.records {
+		if r.Loss != nil {
+			t.last.Loss = *r.Loss
+		}
+		if r.EvalLoss != nil {
+			t.last.EvalLoss, t.last.EvalAccuracy, t.last.EvalPerplexity = *r.EvalLoss, *r.EvalAccuracy, *r.EvalPPL
+		}
+	}
+	t.prog = newProgress(t.out(), false, 0, 0)
+	if th := job.Options.Threads; th != 0 && th != t.saved.Threads {
+		t.prog.printf("warning: resuming with %d threads, the run used %d; the result may differ in the last bits from an uninterrupted run", th, t.saved.Threads)
+	}
+	if old := max(t.saved.WorldSize, 1); old != g.Size() {
+		t.prog.printf("warning: resuming with %d ranks × accumulation %d, the run used %d × %d: the same micro-batches a step, but the gradients are summed in another order, so the result differs in the last bits from an uninterrupted run",
+			g.Size(), t.o.Accum, old, t.saved.Accum)
+	}
+	t.prog.printf("resuming from %s (step %d of %d)", t.lastCkpt, t.step, t.o.Steps)
+	return t.run(ctx)
+}
+
+// prepareResume builds the trainer of Resume from the latest checkpoint of
+// job.Options.OutDir; rank 0 also clears what a killed run left behind.
+func prepareResume(job Job, g dist.Comm) (*trainer, error) {
 	dir := job.Options.OutDir
 	st, ckpt, err := ReadLatestState(dir)
 	if err != nil {
@@ -102,6 +169,9 @@ func Resume(ctx context.Context, job Job) (*Result, error) {
 	o.OutDir = dir
 	if job.Options.Steps != 0 {
 		o.Steps = job.Options.Steps
+	}
+	if o.Accum, err = resumeAccum(ckpt, max(o.WorldSize, 1), max(o.Accum, 1), g.Size(), st.RankModelStates != nil); err != nil {
+		return nil, err
 	}
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -118,16 +188,19 @@ func Resume(ctx context.Context, job Job) (*Result, error) {
 	if fp := data.Fingerprint(job.Eval); fp != st.EvalData {
 		return nil, fmt.Errorf("train: the evaluation data differ from those of checkpoint %s (fingerprint %.12s, saved %.12s)", ckpt, fp, st.EvalData)
 	}
-	if err := cleanTemp(dir); err != nil {
-		return nil, err
-	}
-	if err := removeAfter(dir, st.Step); err != nil {
-		return nil, err
+	if g.Rank() == 0 {
+		if err := cleanTemp(dir); err != nil {
+			return nil, err
+		}
+		if err := removeAfter(dir, st.Step); err != nil {
+			return nil, err
+		}
 	}
 	t, err := newTrainer(job, o)
 	if err != nil {
 		return nil, err
 	}
+	t.saved = st.Options
 	if err := t.m.LoadModel(ckpt); err != nil {
 		return nil, fmt.Errorf("train: loading the model of %s: %w", ckpt, err)
 	}
@@ -144,32 +217,22 @@ func Resume(ctx context.Context, job Job) (*Result, error) {
 	if err := t.loader.UnmarshalBinary(st.Loader); err != nil {
 		return nil, fmt.Errorf("train: %s: %w", filepath.Join(ckpt, StateFile), err)
 	}
-	if sm, ok := t.m.(StatefulModel); ok && st.ModelState != nil {
-		if err := sm.SetTrainState(st.ModelState); err != nil {
+	modelState := st.ModelState
+	if st.RankModelStates != nil {
+		if len(st.RankModelStates) != g.Size() {
+			return nil, fmt.Errorf("train: %s holds the model state of %d ranks, this job has %d", filepath.Join(ckpt, StateFile), len(st.RankModelStates), g.Size())
+		}
+		modelState = st.RankModelStates[g.Rank()]
+	}
+	if sm, ok := t.m.(StatefulModel); ok && modelState != nil {
+		if err := sm.SetTrainState(modelState); err != nil {
 			return nil, fmt.Errorf("train: restoring the model's state from %s: %w", ckpt, err)
 		}
 	}
 	t.step, t.lastCkpt = st.Step, ckpt
 	t.logLoss, t.logSteps, t.logTokens = st.LogLossSum, st.LogSteps, st.LogTokens
 	t.elapsedBefore, t.tokens = st.ElapsedSec, st.TrainedToken
-	if t.metrics, t.records, err = openMetrics(dir, st.Step); err != nil {
-		return nil, err
-	}
-	defer t.metrics.close()
-	for _, r := range t.records {
-		if r.Loss != nil {
-			t.last.Loss = *r.Loss
-		}
-		if r.EvalLoss != nil {
-			t.last.EvalLoss, t.last.EvalAccuracy, t.last.EvalPerplexity = *r.EvalLoss, *r.EvalAccuracy, *r.EvalPPL
-		}
-	}
-	t.prog = newProgress(job.Out, false, 0, 0)
-	if th := job.Options.Threads; th != 0 && th != st.Options.Threads {
-		t.prog.printf("warning: resuming with %d threads, the run used %d; the result may differ in the last bits from an uninterrupted run", th, st.Options.Threads)
-	}
-	t.prog.printf("resuming from %s (step %d of %d)", ckpt, st.Step, o.Steps)
-	return t.run(ctx)
+	return t, nil
 }
 
 // trainer holds a run in progress.
@@ -181,6 +244,11 @@ type trainer struct {
 	stepper *Stepper // the optimizer update: AdamW, schedule, accumulation, clipping
 	loader  *data.Loader
 	eval    []*data.Batch
+	saved   Options // a resumed run's options as saved
+
+	g       dist.Comm     // the data-parallel group; dist.Local() alone
+	reducer *dist.Reducer // the gradient allreduce; nil alone
+	commSec float64       // seconds in the gradient allreduce since the last record
 
 	metrics *metricsLog
 	records []Record // metrics so far, for the plot
@@ -223,36 +291,69 @@ func newTrainer(job Job, o Options) (*trainer, error) {
 			return nil, fmt.Errorf("train: evaluation data: %w", err)
 		}
 	}
-	return &trainer{job: job, o: o, m: job.Model, params: params, stepper: stepper,
-		loader: loader, eval: eval, last: Result{EvalLoss: math.NaN(), EvalAccuracy: math.NaN(), EvalPerplexity: math.NaN()}}, nil
+	t := &trainer{job: job, o: o, m: job.Model, params: params, stepper: stepper,
+		loader: loader, eval: eval, last: Result{EvalLoss: math.NaN(), EvalAccuracy: math.NaN(), EvalPerplexity: math.NaN()}}
+	t.g = t.group()
+	t.o.WorldSize = t.g.Size()
+	if t.parallel() {
+		stepper.Reduce = t.newReduce()
+	}
+	return t, nil
+}
+
+// out is where this rank prints progress: Job.Out on rank 0, nowhere on
+// the others.
+func (t *trainer) out() io.Writer {
+	if t.g.Rank() != 0 {
+		return nil
+	}
+	return t.job.Out
 }
 
 // run trains from t.step to o.Steps, then saves and publishes the final
 // model.
 func (t *trainer) run(ctx context.Context) (*Result, error) {
 	o := t.o
-	t.prog = newProgress(t.job.Out, t.job.IsTerminal, t.step, o.Steps)
+	t.prog = newProgress(t.out(), t.job.IsTerminal, t.step, o.Steps)
 	defer t.prog.finish()
 	n := 0
 	for _, p := range t.params {
 		n += len(p.Data)
 	}
-	t.prog.printf("train: %d steps of %d×%d tokens (accumulation %d), %s lr %.2e warm-up %d, weight decay %g, clip %g, seed %d, threads %d, %d parameters, %d/%d train/eval sequences, out %s",
-		o.Steps, o.BatchSize, o.SeqLen, o.Accum, o.Schedule, o.LR, o.Warmup, o.WeightDecay, o.Clip, o.Seed, o.Threads,
+	ranks := ""
+	if t.parallel() {
+		ranks = fmt.Sprintf(" × %d ranks (%d sequences a step)", t.g.Size(), o.BatchSize*o.Accum*t.g.Size())
+	}
+	t.prog.printf("train: %d steps of %d×%d tokens (accumulation %d)%s, %s lr %.2e warm-up %d, weight decay %g, clip %g, seed %d, threads %d, %d parameters, %d/%d train/eval sequences, out %s",
+		o.Steps, o.BatchSize, o.SeqLen, o.Accum, ranks, o.Schedule, o.LR, o.Warmup, o.WeightDecay, o.Clip, o.Seed, o.Threads,
 		n, len(t.job.Train), len(t.job.Eval), o.OutDir)
+	if t.parallel() {
+		if err := sameOnAllRanks(t.g, "training data", []byte(data.Fingerprint(t.job.Train))); err != nil {
+			return nil, err
+		}
+		lb, err := t.loader.MarshalBinary()
+		if err := agree(t.g, err); err != nil {
+			return nil, err
+		}
+		if err := t.checkRanks(lb); err != nil {
+			return nil, err
+		}
+	}
 	t.start, t.startStep, t.logStart = time.Now(), t.step, time.Now()
 
 	for t.step < o.Steps {
-		if ctx.Err() != nil {
+		// With several ranks, an interruption is voted on at the end of
+		// each step (update), so that every rank stops at the same one.
+		if !t.parallel() && ctx.Err() != nil {
 			return t.interrupt(ctx)
 		}
 		boundary, err := t.snapshot()
 		if err != nil {
 			return nil, err
 		}
-		u, tokens, err := t.update(ctx)
+		u, tokens, stop, err := t.update(ctx)
 		if err != nil {
-			if ctx.Err() != nil && !errors.Is(err, ErrNonFinite) {
+			if !t.parallel() && ctx.Err() != nil && !errors.Is(err, ErrNonFinite) {
 				// Abandon the half-done step: the parameters are untouched,
 				// rewind the data and random state to the step boundary.
 				if rerr := t.restore(boundary); rerr != nil {
@@ -265,16 +366,22 @@ func (t *trainer) run(ctx context.Context) (*Result, error) {
 		if err := t.after(ctx, u, tokens); err != nil {
 			return nil, err
 		}
+		if stop {
+			return t.interrupt(ctx)
+		}
 	}
 	if t.lastCkpt != filepath.Join(o.OutDir, checkpointName(t.step)) {
 		if err := t.save(); err != nil {
 			return nil, err
 		}
 	}
-	if err := publishModel(t.lastCkpt, o.OutDir); err != nil {
-		return nil, err
+	var err error
+	if t.leader() {
+		if err = publishModel(t.lastCkpt, o.OutDir); err == nil {
+			err = t.plot()
+		}
 	}
-	if err := t.plot(); err != nil {
+	if err := agree(t.g, err); err != nil {
 		return nil, err
 	}
 	t.prog.finish()
@@ -285,23 +392,50 @@ func (t *trainer) run(ctx context.Context) (*Result, error) {
 
 // update does optimizer update number t.step+1 through t.stepper (see
 // Stepper for the order of its parts), drawing the micro-batches from the
-// loader, and returns it with the number of tokens trained on.
-func (t *trainer) update(ctx context.Context) (Update, int, error) {
-	n, tokens := t.step+1, 0
-	u, err := t.stepper.Step(t.step, func(int) (float64, error) {
+// loader, and returns it with the number of tokens trained on (by every
+// rank). With several ranks, each draws all Accum × ranks micro-batches of
+// the step and computes its own Accum of them (see dist.go); stop is then
+// true when any rank's ctx was cancelled, and the step is finished anyway.
+func (t *trainer) update(ctx context.Context) (u Update, tokens int, stop bool, err error) {
+	n := t.step + 1
+	accum, rank := max(1, t.o.Accum), t.g.Rank()
+	batches := make([]*data.Batch, 0, accum)
+	for k := 0; k < accum*t.g.Size(); k++ {
 		b := t.loader.Next()
-		l, err := t.m.ForwardBackward(ctx, b)
+		tokens += b.Tokens()
+		if k/accum == rank {
+			batches = append(batches, b)
+		}
+	}
+	mctx := ctx
+	if t.parallel() {
+		// A step cut short on one rank would leave the others waiting in
+		// the allreduce: the ranks finish it and stop together after it.
+		mctx = context.WithoutCancel(ctx)
+	}
+	u, err = t.stepper.Step(t.step, func(k int) (float64, error) {
+		l, err := t.m.ForwardBackward(mctx, batches[k])
 		if err != nil {
 			return 0, fmt.Errorf("train: step %d: %w", n, err)
 		}
-		tokens += b.Tokens()
 		return l, nil
 	})
 	if err != nil {
-		return Update{}, 0, err
+		return Update{}, 0, false, err
+	}
+	if t.parallel() {
+		// The mean loss over the ranks, and the vote to stop.
+		sums := []float64{u.Loss, 0}
+		if ctx.Err() != nil {
+			sums[1] = 1
+		}
+		if err := t.g.AllreduceSum64(sums); err != nil {
+			return Update{}, 0, false, fmt.Errorf("train: step %d: loss allreduce: %w", n, err)
+		}
+		u.Loss, stop = sums[0]/float64(t.g.Size()), sums[1] > 0
 	}
 	t.step = n
-	return u, tokens, nil
+	return u, tokens, stop, nil
 }
 
 // after does the bookkeeping of a finished step: log line and metrics,
@@ -324,12 +458,18 @@ func (t *trainer) after(ctx context.Context, u Update, tokens int) error {
 		t.prog.logLine(fmt.Sprintf("step %*d/%d | loss %.4f | lr %.3e | grad norm %.3f | %.0f tok/s | elapsed %s | eta %s",
 			len(fmt.Sprint(o.Steps)), n, o.Steps, mean, lr, norm, tokPerSec,
 			formatDuration(time.Duration(elapsed*float64(time.Second))), formatDuration(eta)))
-		if err := t.record(Record{Step: n, Loss: f64(mean), LR: f64(lr), GradNorm: f64(norm),
-			TokensPerSec: f64(tokPerSec), Elapsed: f64(elapsed)}); err != nil {
+		r := Record{Step: n, Loss: f64(mean), LR: f64(lr), GradNorm: f64(norm),
+			TokensPerSec: f64(tokPerSec), Elapsed: f64(elapsed), WorldSize: t.g.Size()}
+		if t.parallel() {
+			// Seconds per step in the gradient allreduce, over this
+			// session's part of the interval.
+			r.AllreduceSec = f64(t.commSec / float64(min(t.logSteps, n-t.startStep)))
+		}
+		if err := t.record(r); err != nil {
 			return err
 		}
 		t.last.Loss = mean
-		t.logLoss, t.logSteps, t.logTokens, t.logStart = 0, 0, 0, now
+		t.logLoss, t.logSteps, t.logTokens, t.logStart, t.commSec = 0, 0, 0, now, 0
 	}
 	if len(t.eval) > 0 && ((o.EvalEvery > 0 && n%o.EvalEvery == 0) || n == o.Steps) {
 		if err := t.evaluate(ctx); err != nil {
@@ -349,14 +489,23 @@ func (t *trainer) evaluate(ctx context.Context) error {
 	ctx = context.WithoutCancel(ctx)
 	var sum float64
 	var n, correct int
-	for i, b := range t.eval {
-		s, k, c, err := t.m.Evaluate(ctx, b)
+	// With several ranks, rank r scores batches r, r+ranks, … and the sums
+	// are added up.
+	for i := t.g.Rank(); i < len(t.eval); i += t.g.Size() {
+		s, k, c, err := t.m.Evaluate(ctx, t.eval[i])
 		if err != nil {
 			return fmt.Errorf("train: step %d: evaluating batch %d: %w", t.step, i, err)
 		}
 		sum += s
 		n += k
 		correct += c
+	}
+	if t.parallel() {
+		sums := []float64{sum, float64(n), float64(correct)}
+		if err := t.g.AllreduceSum64(sums); err != nil {
+			return fmt.Errorf("train: step %d: evaluation allreduce: %w", t.step, err)
+		}
+		sum, n, correct = sums[0], int(sums[1]), int(sums[2])
 	}
 	if n == 0 {
 		return nil
@@ -368,16 +517,18 @@ func (t *trainer) evaluate(ctx context.Context) error {
 	}
 	t.prog.printf("eval step %d | loss %.4f | accuracy %.4f | perplexity %.2f | %d tokens", t.step, loss, acc, ppl, n)
 	t.last.EvalLoss, t.last.EvalAccuracy, t.last.EvalPerplexity = loss, acc, ppl
-	if err := t.record(Record{Step: t.step, EvalLoss: f64(loss), EvalAccuracy: f64(acc), EvalPPL: f64(ppl), EvalTokens: &n}); err != nil {
+	if err := t.record(Record{Step: t.step, EvalLoss: f64(loss), EvalAccuracy: f64(acc), EvalPPL: f64(ppl), EvalTokens: &n, WorldSize: t.g.Size()}); err != nil {
 		return err
 	}
 	return t.plot()
 }
 
-// record appends r to metrics.jsonl and to the plot's history.
+// record appends r to metrics.jsonl (rank 0) and to the plot's history.
 func (t *trainer) record(r Record) error {
-	if err := t.metrics.write(r); err != nil {
-		return err
+	if t.metrics != nil {
+		if err := t.metrics.write(r); err != nil {
+			return err
+		}
 	}
 	t.records = append(t.records, r)
 	return nil
@@ -386,7 +537,7 @@ func (t *trainer) record(r Record) error {
 // plot redraws loss.png atomically when records were added since the last
 // drawing.
 func (t *trainer) plot() error {
-	if len(t.records) == t.plotted {
+	if !t.leader() || len(t.records) == t.plotted {
 		return nil
 	}
 	t.plotted = len(t.records)
@@ -426,23 +577,29 @@ func (t *trainer) restore(s boundaryState) error {
 	return nil
 }
 
-// save writes checkpoint-<step> with the state at the current step boundary.
+// save writes checkpoint-<step> with the state at the current step
+// boundary. With several ranks it is a collective: the ranks first check
+// that they agree (checkRanks), each rank's model state is gathered, and
+// rank 0 writes.
 func (t *trainer) save() error {
 	b, err := t.snapshot()
-	if err != nil {
+	if err := agree(t.g, err); err != nil {
 		return err
 	}
-	optState, err := t.stepper.Opt.MarshalBinary()
-	if err != nil {
-		return fmt.Errorf("train: %w", err)
+	if err := t.checkRanks(b.loader); err != nil {
+		return err
 	}
-	st := &State{
-		Step: t.step, Options: t.o, Loader: b.loader, ModelState: b.model,
-		TrainData: data.Fingerprint(t.job.Train), EvalData: data.Fingerprint(t.job.Eval), VocabSize: t.job.Vocab.Size,
-		LogLossSum: t.logLoss, LogSteps: t.logSteps, LogTokens: t.logTokens,
-		ElapsedSec: t.elapsedBefore + time.Since(t.start).Seconds(), TrainedToken: t.tokens,
+	var rankStates [][]byte
+	if _, ok := t.m.(StatefulModel); ok && t.parallel() {
+		if rankStates, err = t.g.Gather(b.model, 0); err != nil {
+			return fmt.Errorf("train: gathering the ranks' model states: %w", err)
+		}
+		b.model = nil
 	}
-	if err := saveCheckpoint(t.o.OutDir, st, t.m, t.job.SaveExtra, optState, t.o.Keep); err != nil {
+	if t.leader() {
+		err = t.write(b, rankStates)
+	}
+	if err := agree(t.g, err); err != nil {
 		return err
 	}
 	t.lastCkpt = filepath.Join(t.o.OutDir, checkpointName(t.step))
@@ -450,15 +607,34 @@ func (t *trainer) save() error {
 	return nil
 }
 
+// write writes the checkpoint of save.
+func (t *trainer) write(b boundaryState, rankStates [][]byte) error {
+	optState, err := t.stepper.Opt.MarshalBinary()
+	if err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	st := &State{
+		Step: t.step, Options: t.o, Loader: b.loader, ModelState: b.model, RankModelStates: rankStates,
+		TrainData: data.Fingerprint(t.job.Train), EvalData: data.Fingerprint(t.job.Eval), VocabSize: t.job.Vocab.Size,
+		LogLossSum: t.logLoss, LogSteps: t.logSteps, LogTokens: t.logTokens,
+		ElapsedSec: t.elapsedBefore + time.Since(t.start).Seconds(), TrainedToken: t.tokens,
+	}
+	return saveCheckpoint(t.o.OutDir, st, t.m, t.job.SaveExtra, optState, t.o.Keep)
+}
+
 // interrupt saves a checkpoint at the current step boundary and reports
 // the interruption.
 func (t *trainer) interrupt(ctx context.Context) (*Result, error) {
+	cause := context.Cause(ctx)
+	if cause == nil {
+		cause = errOtherRank
+	}
 	if err := t.save(); err != nil {
-		return nil, fmt.Errorf("%w (%w), and saving failed: %w", ErrInterrupted, context.Cause(ctx), err)
+		return nil, fmt.Errorf("%w (%w), and saving failed: %w", ErrInterrupted, cause, err)
 	}
 	t.last.Step, t.last.Checkpoint, t.last.Interrupted = t.step, t.lastCkpt, true
 	return &t.last, fmt.Errorf("%w (%w) at step %d of %d; checkpoint saved in %s, resume to continue",
-		ErrInterrupted, context.Cause(ctx), t.step, t.o.Steps, t.lastCkpt)
+		ErrInterrupted, cause, t.step, t.o.Steps, t.lastCkpt)
 }
 
 // failed adds to err where the last good checkpoint is.

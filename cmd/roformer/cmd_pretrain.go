@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/roformer-go/roformer/dist"
 	"github.com/roformer-go/roformer/pipeline"
 	"github.com/roformer-go/roformer/pretrain"
 	"github.com/roformer-go/roformer/train"
@@ -28,6 +29,7 @@ type pretrainOptions struct {
 	steps   int
 	threads int
 	quiet   bool
+	group   dist.Comm // the MPI job's ranks, or this process alone
 }
 
 func cmdPretrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -63,6 +65,7 @@ func cmdPretrain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&o.resume, "resume", "", "continue the run in this folder from its latest checkpoint")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress output")
 	th := threadsFlag(fs)
+	distributed := distributedFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -91,22 +94,36 @@ func cmdPretrain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		for name := range set {
 			switch name {
-			case "resume", "steps", "threads", "quiet":
+			case "resume", "steps", "threads", "quiet", "distributed":
 			default:
-				return usagef("--resume takes only --steps, --threads and --quiet: the run keeps the settings it started with (--%s given)", name)
+				return usagef("--resume takes only --steps, --threads, --distributed and --quiet: the run keeps the settings it started with (--%s given)", name)
 			}
 		}
 	}
-	if err := setupCompute(o.threads, stderr, o.quiet); err != nil {
+	g, err := joinGroup(*distributed, th, flagSet(fs, "threads"))
+	if err != nil {
 		return err
 	}
-	return runPretrain(ctx, o, stdout, stderr)
+	o.group, o.threads, p.Train.Threads = g, *th, *th
+	if err := setupCompute(o.threads, stderr, o.quiet || g.Rank() != 0); err != nil {
+		return leaveGroup(g, "pretrain", err, stderr)
+	}
+	return leaveGroup(g, "pretrain", runPretrain(ctx, o, stdout, stderr), stderr)
 }
 
 func runPretrain(ctx context.Context, o pretrainOptions, stdout, stderr io.Writer) error {
+	if o.group == nil {
+		o.group = dist.Local()
+	}
 	progress := stderr
-	if o.quiet {
+	if o.quiet || o.group.Rank() != 0 {
 		progress = io.Discard
+	}
+	if o.group.Rank() != 0 {
+		stdout = io.Discard
+	}
+	if o.group.Size() > 1 && o.group.Rank() == 0 {
+		fmt.Fprintf(progress, "roformer: %v\n", o.group)
 	}
 	terminal := false
 	if f, ok := progress.(*os.File); ok {
@@ -119,12 +136,17 @@ func runPretrain(ctx context.Context, o pretrainOptions, stdout, stderr io.Write
 	var dir string
 	if o.resume != "" {
 		dir = o.resume
-		job, res, err = pretrain.Resume(ctx, dir, o.steps, o.threads, progress, terminal)
+		job, res, err = pretrain.Resume(ctx, dir, o.steps, o.threads, o.group, progress, terminal)
 	} else {
 		if o.opts.Train.OutDir == "" {
 			o.opts.Train.OutDir = filepath.Join("runs", "pretrain-"+time.Now().Format("20060102-150405"))
+			// the ranks' clocks may turn a second apart: rank 0 names it
+			if o.opts.Train.OutDir, err = bcastString(o.group, o.opts.Train.OutDir); err != nil {
+				return err
+			}
 		}
 		dir = o.opts.Train.OutDir
+		o.opts.Group = o.group
 		job, res, err = pretrain.Start(ctx, o.opts, progress, terminal)
 	}
 	if err != nil {

@@ -129,6 +129,10 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 	case errors.Is(err, errHelp):
 		return 0
 	}
+	var quiet quietError
+	if errors.As(err, &quiet) {
+		stderr = io.Discard
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, errInterrupted) {
 		fmt.Fprintf(stderr, "roformer %s: %v\n", c.name, err)
 		return 130

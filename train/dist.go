@@ -1,0 +1,139 @@
+package train
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/roformer-go/roformer/dist"
+	"github.com/roformer-go/roformer/tensor"
+)
+
+// Data-parallel training (Job.Group with more than one rank).
+//
+// Every rank holds the whole model and runs the same loop. Step s of a run
+// with N ranks and accumulation A consumes A·N micro-batches, the ones a
+// single process with accumulation A·N consumes at that step: every rank
+// draws all A·N from its own copy of the loader, in the same order, and
+// keeps micro-batches r·A … r·A+A−1 (rank r); the masks come from the
+// loader's generator and the dropout streams from Batch.Seed, so they are
+// those of the single process too. Each rank averages the gradients of its
+// A micro-batches, the gradient allreduce (Stepper.Reduce, bucketed by
+// dist.Reducer) averages them over the ranks, and every rank then clips and
+// applies the same AdamW update: the parameters stay identical without
+// ever being sent. The loss of the step is averaged over the ranks with one
+// more (float64) allreduce, which also carries each rank's vote to stop, so
+// that an interruption (SIGINT, SIGTERM) stops every rank at the same step
+// boundary. Evaluation batches are shared out round-robin and their sums
+// added up. The loader's position and masking generator are therefore the
+// same on every rank, and a checkpoint's one loader state is every rank's;
+// a model with random state of its own (StatefulModel) has each rank's
+// state gathered into State.RankModelStates. Rank 0 alone writes the run
+// folder (checkpoints, metrics, plot, final model); before each checkpoint
+// the ranks compare a SHA-256 of their parameters and loader state, so a
+// drift between ranks is an error rather than a silent divergence.
+
+// group returns the run's group: job.Group, or this process alone.
+func (t *trainer) group() dist.Comm {
+	if t.job.Group == nil {
+		return dist.Local()
+	}
+	return t.job.Group
+}
+
+// parallel reports whether the run has more than one rank.
+func (t *trainer) parallel() bool { return t.g.Size() > 1 }
+
+// leader reports whether this rank writes the run folder.
+func (t *trainer) leader() bool { return t.g.Rank() == 0 }
+
+// agree is dist.Agree.
+func agree(g dist.Comm, err error) error { return dist.Agree(g, err) }
+
+// sameOnAllRanks checks that every rank's b is rank 0's, by SHA-256.
+func sameOnAllRanks(g dist.Comm, what string, b []byte) error {
+	if g.Size() == 1 {
+		return nil
+	}
+	mine := sha256.Sum256(b)
+	root := mine
+	if err := g.Bcast(root[:], 0); err != nil {
+		return fmt.Errorf("train: comparing %s between ranks: %w", what, err)
+	}
+	var err error
+	if !bytes.Equal(mine[:], root[:]) {
+		err = fmt.Errorf("train: rank %d's %s differ from rank 0's (sha256 %x, rank 0 %x)", g.Rank(), what, mine[:6], root[:6])
+	}
+	return agree(g, err)
+}
+
+// paramBytes returns the bits of every parameter, in order.
+func paramBytes(params []*tensor.Param) []byte {
+	n := 0
+	for _, p := range params {
+		n += 4 * len(p.Data)
+	}
+	b := make([]byte, 0, n)
+	for _, p := range params {
+		for _, x := range p.Data {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
+		}
+	}
+	return b
+}
+
+// checkRanks checks, at a step boundary, that every rank has rank 0's
+// parameters and loader state (loader: its MarshalBinary).
+func (t *trainer) checkRanks(loader []byte) error {
+	if !t.parallel() {
+		return nil
+	}
+	if err := sameOnAllRanks(t.g, fmt.Sprintf("parameters at step %d", t.step), paramBytes(t.params)); err != nil {
+		return err
+	}
+	return sameOnAllRanks(t.g, fmt.Sprintf("data position and masking state at step %d", t.step), loader)
+}
+
+// newReduce returns the Stepper.Reduce of the group: the bucketed gradient
+// average, timed into t.commSec.
+func (t *trainer) newReduce() func([]*tensor.Param) error {
+	red := dist.NewReducer(t.g, 0)
+	grads := make([][]float32, len(t.params))
+	for i, p := range t.params {
+		grads[i] = p.Grad
+	}
+	t.reducer = red
+	return func([]*tensor.Param) error {
+		start := time.Now()
+		err := red.AllreduceMean32(grads)
+		t.commSec += time.Since(start).Seconds()
+		if err != nil {
+			return fmt.Errorf("train: step %d: gradient allreduce: %w", t.step+1, err)
+		}
+		return nil
+	}
+}
+
+// errOtherRank is the cause of an interruption that another rank saw.
+var errOtherRank = errors.New("another rank was interrupted")
+
+// resumeAccum returns the accumulation that ranks new ranks need to go on
+// with the global batch of a run saved by old ranks with accumulation
+// accum, or an error when they cannot.
+func resumeAccum(ckpt string, old, accum, ranks int, perRankState bool) (int, error) {
+	if old == ranks {
+		return accum, nil
+	}
+	micro := old * accum
+	switch {
+	case perRankState:
+		return 0, fmt.Errorf("train: checkpoint %s was saved by %d ranks whose model keeps random state of its own per rank; resume it with %d ranks, not %d", ckpt, old, old, ranks)
+	case micro%ranks != 0:
+		return 0, fmt.Errorf("train: checkpoint %s was saved by %d ranks × accumulation %d = %d micro-batches a step; %d ranks cannot share them evenly: resume with a number of ranks that divides %d", ckpt, old, accum, micro, ranks, micro)
+	}
+	return micro / ranks, nil
+}
