@@ -13,11 +13,27 @@
 //     average ranks for ties), GLUE's STS-B metrics.
 //   - Confusion: a confusion matrix with per-class precision, recall and F1.
 //
+// and the translation metrics of sacreBLEU 2.6.0 (Post 2018) with its
+// defaults, checked against the cases of sacreBLEU's own tests:
+//
+//   - BLEU: corpus and sentence BLEU with mteval-v13a tokenization and
+//     exponential smoothing (other tokenizers: none, char; smoothing:
+//     floor, add-k, none), several references per segment.
+//   - CHRF: chrF2 (character 6-grams, β = 2, white space removed), chrF++
+//     with WordOrder 2.
+//   - Bootstrap and PairedBootstrap: confidence intervals and the paired
+//     bootstrap test of two systems (Koehn 2004), as sacreBLEU's
+//     n_bootstrap and --paired-bs, with a seeded generator.
+//
+// References come as sacreBLEU takes them: a list of reference streams,
+// refs[k][i] the k-th reference of segment i.
+//
 // Undefined ratios follow scikit-learn's zero_division=0 convention: a
 // precision, recall, F1 or Matthews coefficient whose denominator is 0 is 0.
 // A correlation of a constant series is NaN, as in SciPy.
 //
 // Class arguments are integer ids in [0, k). Slices of predictions and gold
 // values must have the same length; a mismatch is a programming error and
-// panics.
+// panics. The translation metrics read files' contents, so there a
+// mismatch of segment counts is an error that gives the numbers.
 package metrics

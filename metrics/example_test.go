@@ -25,3 +25,22 @@ func ExampleSpearman() {
 	fmt.Printf("pearson %.4f spearman %.4f\n", metrics.Pearson(x, y), metrics.Spearman(x, y))
 	// Output: pearson 0.9514 spearman 1.0000
 }
+
+func ExampleCorpusBLEU() {
+	hyps := []string{"The dog bit the man.", "It wasn't surprising.", "The man had just bitten him."}
+	refs := [][]string{ // two reference streams, one segment per hypothesis each
+		{"The dog bit the man.", "It was not unexpected.", "The man bit him first."},
+		{"The dog had bit the man.", "No one was surprised.", "The man had bitten the dog."},
+	}
+	bleu, err := metrics.CorpusBLEU(hyps, refs)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	chrf, _ := metrics.CorpusCHRF(hyps, refs)
+	fmt.Println("BLEU =", bleu)
+	fmt.Printf("%s = %.2f\n", chrf.Name(), chrf.Score)
+	// Output (as sacreBLEU's README prints for this example):
+	// BLEU = 48.53 82.4/50.0/45.5/37.5 (BP = 0.943 ratio = 0.944 hyp_len = 17 ref_len = 18)
+	// chrF2 = 59.73
+}
