@@ -144,6 +144,13 @@ func Archive(ctx context.Context, cache string, p Package, log io.Writer) (strin
 // Files returns the regular files of the npm package p by their path in
 // its tarball (package/...), fetching the tarball as Archive does.
 func Files(ctx context.Context, cache string, p Package, log io.Writer) (map[string][]byte, error) {
+	return FilesWhere(ctx, cache, p, nil, log)
+}
+
+// FilesWhere is Files keeping only the files whose tarball path keep
+// accepts (all when keep is nil): a large package is read without holding
+// all of it in memory.
+func FilesWhere(ctx context.Context, cache string, p Package, keep func(name string) bool, log io.Writer) (map[string][]byte, error) {
 	if err := p.check(); err != nil {
 		return nil, err
 	}
@@ -156,7 +163,7 @@ func Files(ctx context.Context, cache string, p Package, log io.Writer) (map[str
 	}
 	files := map[string][]byte{}
 	err = walkTgz(file, func(h *tar.Header, r io.Reader) error {
-		if h.Typeflag != tar.TypeReg {
+		if h.Typeflag != tar.TypeReg || keep != nil && !keep(h.Name) {
 			return nil
 		}
 		b, err := io.ReadAll(r)

