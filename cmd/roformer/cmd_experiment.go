@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "experiment", summary: "re-run the paper's experiments: relative, decay, mlm-pe, char-lm, long-text, extrapolate (results folder with JSON, CSV, plots)", run: cmdExperiment})
+	register(&command{name: "experiment", summary: "re-run the paper's experiments: relative, decay, mlm-pe, char-lm, long-text, long-text-zh, extrapolate (results folder with JSON, CSV, plots)", run: cmdExperiment})
 }
 
 // experiments are the sub-commands of `roformer experiment`.
@@ -25,6 +25,7 @@ var experiments = []struct{ name, summary string }{
 	{"mlm-pe", "Fig. 3 left: MLM pretraining with rotary, learned, sinusoidal, relative and no positions, several seeds"},
 	{"char-lm", "§3.3 eq. 19, Fig. 3 right: character LM with linear attention and Performer, with and without RoPE"},
 	{"long-text", "§4.5.4 Table 5: long-document classification at 512, 1024, 2048 tokens, RoPE vs a learned table"},
+	{"long-text-zh", "§4.5 in Chinese: Tang or Song poet? pretrained RoFormer fine-tuned at 512 and 1024 with an equal-token control"},
 	{"extrapolate", "issue #16: train at 128, evaluate at 128 … 4096 with no/linear/dynamic/yarn RoPE scaling, sinusoidal and learned, and after a short fine-tune"},
 }
 
@@ -44,11 +45,15 @@ type experimentOptions struct {
 	mlm      experiment.MLMPEOptions
 	charLM   experiment.CharLMOptions
 	longText experiment.LongTextOptions
+	longZh   experiment.LongTextZhOptions
 	extrap   experiment.ExtrapolateOptions
 }
 
 // experimentLists are the comma-separated flags, parsed after the others.
-type experimentLists struct{ seeds, encs, targets, variants, lengths, tasks string }
+type experimentLists struct {
+	seeds, encs, targets, variants, lengths, tasks string
+	pretrainSteps                                  int
+}
 
 func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
@@ -57,7 +62,7 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return errHelp
 		}
 		experimentUsage(stderr)
-		return usagef("name an experiment: relative, decay, mlm-pe, char-lm, long-text or extrapolate")
+		return usagef("name an experiment: relative, decay, mlm-pe, char-lm, long-text, long-text-zh or extrapolate")
 	}
 	name, args := args[0], args[1:]
 	o := experimentOptions{name: name}
@@ -66,7 +71,7 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 	lists, ok := o.flags(fs)
 	if !ok {
 		experimentUsage(stderr)
-		return usagef("unknown experiment %q (valid: relative, decay, mlm-pe, char-lm, long-text, extrapolate)", name)
+		return usagef("unknown experiment %q (valid: relative, decay, mlm-pe, char-lm, long-text, long-text-zh, extrapolate)", name)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -106,7 +111,7 @@ func (o *experimentOptions) flags(fs *flag.FlagSet) (*experimentLists, bool) {
 		}
 		fs.StringVar(&o.resum, "resummarize", "", help)
 	}
-	if fetched, ok := map[string]string{"char-lm": "text", "long-text": "corpus", "extrapolate": "char-lm text"}[name]; ok {
+	if fetched, ok := map[string]string{"char-lm": "text", "long-text": "corpus", "long-text-zh": "poetry", "extrapolate": "char-lm text"}[name]; ok {
 		fs.StringVar(&o.Cache, "cache", filepath.Join(".cache", "experiments"), "folder for the fetched "+fetched+" (npm tarball)")
 	}
 	switch name {
@@ -130,6 +135,8 @@ func (o *experimentOptions) flags(fs *flag.FlagSet) (*experimentLists, bool) {
 	case "long-text":
 		fs.StringVar(&l.lengths, "lengths", "", "comma-separated maximum lengths (default 512,1024; the quick form 128,256)")
 		fs.StringVar(&l.encs, "encodings", "", "comma-separated position encodings (default rotary,learned)")
+	case "long-text-zh":
+		fs.IntVar(&l.pretrainSteps, "pretrain-steps", 0, "masked-LM pretraining steps (default: the experiment's, 300; the quick form 100); --steps sets the fine-tuning steps")
 	case "extrapolate":
 		fs.StringVar(&l.lengths, "lengths", "", "comma-separated evaluation lengths, each at least the training length 128 (default 128,256,512,1024,2048,4096)")
 		fs.StringVar(&l.tasks, "tasks", "", "comma-separated tasks: char-lm, mlm (default both)")
@@ -176,6 +183,14 @@ func (o *experimentOptions) finish(l *experimentLists) error {
 		}
 		if o.longText.Encodings, err = parseEncodings(l.encs, o.longText.Encodings); err != nil {
 			return err
+		}
+	case "long-text-zh":
+		o.longZh = pick(o.quick, experiment.QuickLongTextZh, experiment.DefaultLongTextZh)(o.Out)
+		if l.pretrainSteps < 0 {
+			return usagef("--pretrain-steps %d must be positive", l.pretrainSteps)
+		}
+		if l.pretrainSteps > 0 {
+			o.longZh.Pretrain.Steps, o.longZh.Pretrain.Warmup = l.pretrainSteps, l.pretrainSteps/10
 		}
 	case "extrapolate":
 		o.extrap = pick(o.quick, experiment.QuickExtrapolate, experiment.DefaultExtrapolate)(o.Out)
@@ -266,6 +281,9 @@ func (o *experimentOptions) run(ctx context.Context) error {
 	case "long-text":
 		o.longText.Apply(o.Common)
 		_, err = experiment.LongText(ctx, o.longText)
+	case "long-text-zh":
+		o.longZh.Apply(o.Common)
+		_, err = experiment.LongTextZh(ctx, o.longZh)
 	case "extrapolate":
 		o.extrap.Apply(o.Common)
 		_, err = experiment.Extrapolate(ctx, o.extrap)
@@ -285,6 +303,8 @@ func (o *experimentOptions) resummarize() error {
 		_, err = experiment.ResummarizeCharLM(o.resum)
 	case "long-text":
 		_, err = experiment.ResummarizeLongText(o.resum)
+	case "long-text-zh":
+		_, err = experiment.ResummarizeLongTextZh(o.resum)
 	case "extrapolate":
 		_, err = experiment.ResummarizeExtrapolate(o.resum)
 	}

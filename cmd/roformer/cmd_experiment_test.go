@@ -47,7 +47,7 @@ func TestExperimentCLIErrors(t *testing.T) {
 		want string
 	}{
 		{"no name", []string{"experiment"}, 2, "name an experiment"},
-		{"unknown", []string{"experiment", "glue"}, 2, `unknown experiment "glue" (valid: relative, decay, mlm-pe, char-lm, long-text, extrapolate)`},
+		{"unknown", []string{"experiment", "glue"}, 2, `unknown experiment "glue" (valid: relative, decay, mlm-pe, char-lm, long-text, long-text-zh, extrapolate)`},
 		{"help", []string{"experiment", "mlm-pe", "-h"}, 0, "-encodings"},
 		{"list", []string{"experiment", "--help"}, 0, "long-text"},
 		{"bad encoding", []string{"experiment", "mlm-pe", "--encodings", "rotary,absolute"}, 2, `unknown position_embedding_type "absolute"`},
@@ -56,6 +56,8 @@ func TestExperimentCLIErrors(t *testing.T) {
 		{"bad variant", []string{"experiment", "char-lm", "--variants", "performer"}, 2, "ATTENTION-POSITION"},
 		{"bad length", []string{"experiment", "long-text", "--lengths", "512,-1"}, 2, "--lengths"},
 		{"short length", []string{"experiment", "long-text", "--lengths", "2"}, 2, "too short"},
+		{"long-text-zh help", []string{"experiment", "long-text-zh", "-h"}, 0, "-pretrain-steps"},
+		{"negative pretraining steps", []string{"experiment", "long-text-zh", "--pretrain-steps", "-1"}, 2, "--pretrain-steps -1 must be positive"},
 		{"extrapolate below the training length", []string{"experiment", "extrapolate", "--quick", "--lengths", "64,256", "--quiet", "--out", "OUT"}, 1, "below the training length 128"},
 		{"extrapolate unknown task", []string{"experiment", "extrapolate", "--quick", "--tasks", "foo", "--quiet", "--out", "OUT"}, 1, `unknown task "foo"`},
 		{"extrapolate help", []string{"experiment", "extrapolate", "-h"}, 0, "-tasks"},
@@ -89,7 +91,7 @@ func TestExperimentQuick(t *testing.T) {
 	if c := os.Getenv("ROFORMER_EXPERIMENT_CACHE"); c != "" {
 		cache = c
 	}
-	for _, name := range []string{"relative", "decay", "mlm-pe", "char-lm", "long-text"} {
+	for _, name := range []string{"relative", "decay", "mlm-pe", "char-lm", "long-text", "long-text-zh"} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			args := []string{"experiment", name, "--out", dir, "--quiet"}

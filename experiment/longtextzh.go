@@ -1,0 +1,844 @@
+package experiment
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/roformer-go/roformer/data"
+	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/tokenizer"
+)
+
+// ZhArm is one fine-tuning setting of the long-text-zh experiment: a
+// position encoding, a maximum length and the windows per step. Two arms
+// with MaxLen·Batch equal see the same number of training tokens in the
+// same number of steps (the equal-token control).
+type ZhArm struct {
+	Name     string                    `json:"name"`
+	Encoding roformer.PositionEncoding `json:"encoding"`
+	MaxLen   int                       `json:"max_len"`
+	Batch    int                       `json:"batch"` // windows of MaxLen tokens per step
+}
+
+// LongTextZhOptions configure the Chinese long-document experiment, the
+// paper's §4.5 (CAIL2019-SCM, RoFormer-512 against RoFormer-1024) on a task
+// that can be built here: is a document of classical Chinese shi by a Tang
+// or by a Song poet? Documents are an author's poems concatenated to at
+// least Docs.MinChars characters (PoetryDocOptions); the classes are
+// balanced and split by author (TrainShare of the authors train, the rest
+// test), so that the test authors are unseen (splitByGroup). The tokenizer is RoFormer's (jieba words +
+// characters, tokenizer.TrainChineseWords on the training documents). For
+// each encoding of the arms a small RoFormer is pretrained with masked LM on
+// the training documents (windows of PretrainLen tokens), then fine-tuned
+// once per arm and seed as a mean-pooled classifier (as LongText), and
+// scored on the first MaxLen−2 tokens of each held-out document.
+type LongTextZhOptions struct {
+	Docs PoetryDocOptions `json:"documents"`
+	// TrainShare of each class's authors train; ValShare are held out for
+	// validation (0: none; nothing is selected on it, so the default puts
+	// every held-out author into the test set) and the rest test.
+	TrainShare       float64         `json:"train_share"`
+	ValShare         float64         `json:"val_share"`
+	VocabSize        int             `json:"vocab_size"`
+	MinCharFrequency int             `json:"min_char_frequency"` // rarer characters become [UNK]
+	Model            roformer.Config `json:"model"`
+
+	// PretrainLen is the length of the masked-LM windows, and the rows of
+	// the learned encoding's table: a learned arm longer than it is
+	// recorded as impossible, with the model's own error.
+	PretrainLen   int      `json:"pretrain_len"`
+	PretrainBatch int      `json:"pretrain_batch"`
+	Pretrain      Schedule `json:"pretrain"`
+	PretrainSeed  uint64   `json:"pretrain_seed"` // one pretraining per encoding, shared by the fine-tuning seeds
+
+	Arms     []ZhArm  `json:"arms"`
+	Finetune Schedule `json:"finetune"`
+	Seeds    []uint64 `json:"seeds"` // fine-tuning seeds: head initialisation, data order, dropout
+	// Bootstrap is the number of resamples of the test authors behind the
+	// confidence intervals.
+	Bootstrap int `json:"bootstrap"`
+
+	// Corpus and Labels, when set, replace the poetry documents (tests);
+	// Corpus documents need a Group.
+	Corpus []LabelledDoc `json:"-"`
+	Labels []string      `json:"labels"`
+
+	Out      string    `json:"-"`
+	Cache    string    `json:"-"`
+	Threads  int       `json:"threads"`
+	Progress io.Writer `json:"-"`
+}
+
+// DefaultLongTextZh returns the settings of the recorded run: documents of
+// at least 2,000 characters, at most 4 an author, 70% of the authors
+// training and 30% test; an 8,000-token vocabulary; the small model (2
+// layers, hidden 128, dropout 0.1); masked-LM pretraining of 200 steps of 8
+// windows of 512 tokens (peak rate 1e-3, 20 warm-up steps, cosine decay);
+// fine-tuning for 150 steps (peak 2e-3, 15 warm-up steps) in four arms —
+// rotary at 512 with 4 windows a step, rotary at 1024 with 2 (the same
+// tokens), rotary at 512 with 2 (the same windows as at 1024, half the
+// tokens), learned at 512 with 4 — and seeds 1–3.
+func DefaultLongTextZh(out string) LongTextZhOptions {
+	m := smallModel()
+	m.NumLabels = 2
+	return LongTextZhOptions{
+		Docs: PoetryDocOptions{MinChars: 2000, PerAuthor: 4}, TrainShare: 0.7,
+		VocabSize: 8000, MinCharFrequency: 3, Model: m,
+		PretrainLen: 512, PretrainBatch: 8, PretrainSeed: 1,
+		Pretrain: Schedule{Steps: 200, Warmup: 20, LR: 1e-3, WeightDecay: 0.01, Clip: 1},
+		Arms: []ZhArm{
+			{"rotary-512-equal-tokens", roformer.PosRotary, 512, 4},
+			{"rotary-1024", roformer.PosRotary, 1024, 2},
+			{"rotary-512-equal-windows", roformer.PosRotary, 512, 2},
+			{"learned-512-equal-tokens", roformer.PosLearned, 512, 4},
+		},
+		Finetune:  Schedule{Steps: 150, Warmup: 15, LR: 2e-3, WeightDecay: 0.01, Clip: 1},
+		Seeds:     []uint64{1, 2, 3},
+		Bootstrap: 2000, Out: out,
+	}
+}
+
+// QuickLongTextZh is DefaultLongTextZh shrunk to a few minutes on two
+// cores: documents of at least 600 characters, one layer of width 64,
+// lengths 128 and 256 (the learned table 128 rows), 4,000 tokens, 100
+// pretraining and 60 fine-tuning steps, one seed.
+func QuickLongTextZh(out string) LongTextZhOptions {
+	o := DefaultLongTextZh(out)
+	o.Docs.MinChars = 600
+	o.Model.NumHiddenLayers, o.Model.HiddenSize, o.Model.EmbeddingSize, o.Model.NumAttentionHeads, o.Model.IntermediateSize = 1, 64, 64, 2, 256
+	o.VocabSize, o.PretrainLen, o.PretrainBatch = 4000, 128, 8
+	o.Pretrain.Steps, o.Pretrain.Warmup = 100, 10
+	o.Finetune.Steps, o.Finetune.Warmup = 60, 6
+	o.Arms = []ZhArm{
+		{"rotary-128-equal-tokens", roformer.PosRotary, 128, 8},
+		{"rotary-256", roformer.PosRotary, 256, 4},
+		{"rotary-128-equal-windows", roformer.PosRotary, 128, 4},
+		{"learned-128-equal-tokens", roformer.PosLearned, 128, 8},
+	}
+	o.Seeds = []uint64{1}
+	return o
+}
+
+// Apply sets the results folder, cache, threads and progress, and replaces
+// the fine-tuning seeds and steps when c says so (the pretraining keeps
+// its own).
+func (o *LongTextZhOptions) Apply(c Common) {
+	o.Out, o.Cache, o.Threads, o.Progress = c.Out, c.Cache, c.Threads, c.Progress
+	c.replace(&o.Seeds, &o.Finetune.Steps, &o.Finetune.Warmup)
+}
+
+// ZhPretrain is the masked-LM pretraining of one encoding.
+type ZhPretrain struct {
+	Encoding  roformer.PositionEncoding `json:"encoding"`
+	Params    int                       `json:"params"`
+	LogSteps  []int                     `json:"log_steps"`
+	TrainLoss []float64                 `json:"train_loss"` // mean since the previous entry
+	// HeldOutLoss and HeldOutAccuracy: masked-LM cross-entropy and
+	// accuracy on the first PretrainLen−2 tokens of every test document,
+	// masked once.
+	HeldOutLoss     Number  `json:"heldout_mlm_loss"`
+	HeldOutAccuracy Number  `json:"heldout_mlm_accuracy"`
+	Seconds         float64 `json:"seconds"`
+}
+
+// ZhRun is one (arm, seed) fine-tuning.
+type ZhRun struct {
+	Arm       string                    `json:"arm"`
+	Encoding  roformer.PositionEncoding `json:"encoding"`
+	MaxLen    int                       `json:"max_len"`
+	Batch     int                       `json:"batch"`
+	Seed      uint64                    `json:"seed"`
+	Skipped   string                    `json:"skipped,omitempty"`
+	Tokens    int                       `json:"train_tokens,omitempty"` // Steps × Batch × MaxLen
+	TrainLoss Number                    `json:"train_loss"`             // mean over the last tenth of the steps
+	ValAcc    Number                    `json:"val_accuracy"`
+	TestAcc   Number                    `json:"test_accuracy"`
+	// TestLo, TestHi: the Wilson 95% interval of TestAcc (binomial, the
+	// test documents taken as independent).
+	TestLo   Number  `json:"test_wilson_lo"`
+	TestHi   Number  `json:"test_wilson_hi"`
+	TestLoss Number  `json:"test_loss"`
+	Coverage float64 `json:"test_token_coverage,omitempty"`
+	Pred     []int32 `json:"test_predictions,omitempty"` // per test document, in ZhResult.Test order
+	Seconds  float64 `json:"seconds,omitempty"`
+}
+
+// ZhArmSummary is an arm over its seeds.
+type ZhArmSummary struct {
+	Arm      string    `json:"arm"`
+	Skipped  string    `json:"skipped,omitempty"`
+	Accs     []float64 `json:"test_accuracies"`
+	Mean     Number    `json:"test_mean"`
+	SD       Number    `json:"test_sd"`
+	ValMean  Number    `json:"val_mean"`
+	ValSD    Number    `json:"val_sd"`
+	Lo       Number    `json:"test_ci_lo"` // 95% bootstrap over test authors of the seed mean
+	Hi       Number    `json:"test_ci_hi"`
+	Coverage float64   `json:"test_token_coverage"`
+	Tokens   int       `json:"train_tokens"`
+	Seconds  float64   `json:"seconds_per_run"`
+}
+
+// ZhComparison is arm A minus arm B, paired by seed and test document.
+type ZhComparison struct {
+	A     string    `json:"a"`
+	B     string    `json:"b"`
+	Diffs []float64 `json:"diffs"` // per seed
+	Mean  Number    `json:"mean"`
+	SD    Number    `json:"sd"`
+	Lo    Number    `json:"ci_lo"` // 95% bootstrap over test authors of the seed-mean difference
+	Hi    Number    `json:"ci_hi"`
+	Wins  int       `json:"seeds_a_ahead"`
+}
+
+// ZhResult is results.json.
+type ZhResult struct {
+	Options     LongTextZhOptions `json:"options"`
+	Source      string            `json:"source"`
+	Documents   int               `json:"documents"` // made, before balancing
+	Split       [3][]int          `json:"split_documents_by_label"`
+	Authors     [3]int            `json:"split_authors"`
+	DocChars    [3]int            `json:"doc_chars"`  // min, median, max
+	DocTokens   [3]int            `json:"doc_tokens"` // min, median, max
+	Vocab       int               `json:"vocab"`
+	WordShare   float64           `json:"word_token_share"` // tokens that are jieba words of 2+ characters
+	UnkShare    float64           `json:"unk_share"`
+	Majority    float64           `json:"test_majority_rate"`
+	Test        []string          `json:"test_documents"`
+	TestGroups  []string          `json:"test_authors"`
+	TestLabels  []int32           `json:"test_labels"`
+	Pretrain    []ZhPretrain      `json:"pretrain"`
+	Runs        []ZhRun           `json:"runs"`
+	Arms        []ZhArmSummary    `json:"arms_summary"`
+	Comparisons []ZhComparison    `json:"comparisons"`
+	WallSeconds float64           `json:"wall_seconds"`
+}
+
+// LongTextZh runs the experiment and writes results.json, runs.csv,
+// accuracy.png/svg and summary.md to opts.Out.
+func LongTextZh(ctx context.Context, opts LongTextZhOptions) (*ZhResult, error) {
+	start := time.Now()
+	if opts.Out == "" {
+		return nil, fmt.Errorf("experiment: long-text-zh: no output folder")
+	}
+	if len(opts.Arms) == 0 || len(opts.Seeds) == 0 {
+		return nil, fmt.Errorf("experiment: long-text-zh: %d arms and %d seeds; need at least one of each", len(opts.Arms), len(opts.Seeds))
+	}
+	for _, a := range append([]ZhArm{{Name: "pretraining", MaxLen: opts.PretrainLen, Batch: opts.PretrainBatch}}, opts.Arms...) {
+		if a.MaxLen < 3 || a.Batch < 1 {
+			return nil, fmt.Errorf("experiment: long-text-zh: %s: maximum length %d and %d windows a step; need at least 3 and 1", a.Name, a.MaxLen, a.Batch)
+		}
+	}
+	docs, source := opts.Corpus, "test documents"
+	if docs == nil {
+		var err error
+		if docs, source, err = poetryDocs(ctx, opts.Cache, opts.Docs, opts.Progress); err != nil {
+			return nil, err
+		}
+		opts.Labels = PoetryLabels
+	}
+	if len(opts.Labels) < 2 {
+		return nil, fmt.Errorf("experiment: long-text-zh: %d labels; need at least 2", len(opts.Labels))
+	}
+	if !(opts.TrainShare > 0 && opts.ValShare >= 0 && opts.TrainShare+opts.ValShare < 1) {
+		return nil, fmt.Errorf("experiment: long-text-zh: train share %g and validation share %g of the authors leave no test set", opts.TrainShare, opts.ValShare)
+	}
+	trainD, valD, testD := splitByGroup(docs, len(opts.Labels), opts.TrainShare, opts.ValShare)
+	if len(trainD) == 0 || len(testD) == 0 || (opts.ValShare > 0 && len(valD) == 0) {
+		return nil, fmt.Errorf("experiment: long-text-zh: split of %d documents by author gives %d/%d/%d", len(docs), len(trainD), len(valD), len(testD))
+	}
+	vocab, err := tokenizer.TrainChineseWords(func(yield func(string) bool) {
+		for _, d := range trainD {
+			if !yield(d.Text) {
+				return
+			}
+		}
+	}, tokenizer.ChineseVocabOptions{VocabSize: opts.VocabSize, MinCharFrequency: opts.MinCharFrequency, Workers: max(opts.Threads, 1)})
+	if err != nil {
+		return nil, fmt.Errorf("experiment: long-text-zh: vocabulary: %w", err)
+	}
+	tok, err := tokenizer.New(vocab, tokenizer.DefaultConfig(tokenizer.RoFormer))
+	if err != nil {
+		return nil, fmt.Errorf("experiment: long-text-zh: %w", err)
+	}
+	res := &ZhResult{Source: source, Documents: len(docs), Vocab: tok.VocabSize()}
+	var words, unks, all int
+	enc := func(ds []LabelledDoc) [][]int32 {
+		out := make([][]int32, len(ds))
+		for i, d := range ds {
+			for _, id := range tok.EncodeIDs(d.Text) {
+				out[i] = append(out[i], int32(id))
+				s, _ := tok.IDToToken(id)
+				if id == tok.UnkID() {
+					unks++
+				} else if len([]rune(s)) > 1 {
+					words++
+				}
+				all++
+			}
+		}
+		return out
+	}
+	d := ltData{tok: tok, train: enc(trainD), val: enc(valD), test: enc(testD),
+		trainY: labelsOf(trainD), valY: labelsOf(valD), testY: labelsOf(testD)}
+	res.WordShare, res.UnkShare = float64(words)/float64(all), float64(unks)/float64(all)
+	var chars, toks []int
+	for i, set := range [][]LabelledDoc{trainD, valD, testD} {
+		res.Split[i] = make([]int, len(opts.Labels))
+		authors := map[string]bool{}
+		for _, doc := range set {
+			res.Split[i][doc.Label]++
+			authors[doc.Group] = true
+			chars = append(chars, len([]rune(doc.Text)))
+		}
+		res.Authors[i] = len(authors)
+	}
+	for _, s := range [][][]int32{d.train, d.val, d.test} {
+		for _, ids := range s {
+			toks = append(toks, len(ids))
+		}
+	}
+	sort.Ints(chars)
+	sort.Ints(toks)
+	res.DocChars = [3]int{chars[0], chars[len(chars)/2], chars[len(chars)-1]}
+	res.DocTokens = [3]int{toks[0], toks[len(toks)/2], toks[len(toks)-1]}
+	res.Majority = float64(slices.Max(res.Split[2])) / float64(len(testD))
+	for _, doc := range testD {
+		res.Test, res.TestGroups = append(res.Test, doc.Name), append(res.TestGroups, doc.Group)
+	}
+	res.TestLabels = d.testY
+	say(opts.Progress, "long-text-zh: %s; %d documents; %v/%v/%v train/validation/test by label, %d/%d/%d authors; %d–%d characters, %d–%d tokens (medians %d, %d); vocabulary %d (%.1f%% of tokens are words, %.2f%% [UNK])",
+		source, len(docs), res.Split[0], res.Split[1], res.Split[2], res.Authors[0], res.Authors[1], res.Authors[2],
+		res.DocChars[0], res.DocChars[2], res.DocTokens[0], res.DocTokens[2], res.DocChars[1], res.DocTokens[1], res.Vocab, 100*res.WordShare, 100*res.UnkShare)
+
+	// One pretraining per encoding.
+	pre := map[roformer.PositionEncoding]*roformer.Model{}
+	for _, a := range opts.Arms {
+		if pre[a.Encoding] != nil {
+			continue
+		}
+		p, pm, err := zhPretrain(ctx, opts, &d, a.Encoding)
+		if err != nil {
+			return nil, fmt.Errorf("experiment: long-text-zh: pretraining %s: %w", a.Encoding, err)
+		}
+		pre[a.Encoding] = pm
+		res.Pretrain = append(res.Pretrain, *p)
+	}
+	for _, seed := range opts.Seeds {
+		for _, a := range opts.Arms {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			run, err := zhFinetune(ctx, opts, &d, a, pre[a.Encoding], seed)
+			if err != nil {
+				return nil, fmt.Errorf("experiment: long-text-zh %s seed %d: %w", a.Name, seed, err)
+			}
+			res.Runs = append(res.Runs, *run)
+		}
+	}
+	opts.Corpus = nil
+	res.Options = opts
+	res.WallSeconds = time.Since(start).Seconds()
+	summarizeZh(res)
+	return res, writeLongTextZh(opts.Out, res)
+}
+
+// zhConfig is the model of an encoding: the rotary one takes any of the
+// arms' lengths, the learned one has PretrainLen rows.
+func zhConfig(o LongTextZhOptions, tok *tokenizer.Tokenizer, pe roformer.PositionEncoding) roformer.Config {
+	cfg := o.Model
+	cfg.VocabSize, cfg.PositionEmbeddingType, cfg.NumLabels = tok.VocabSize(), pe, len(o.Labels)
+	cfg.ID2Label, cfg.Label2ID = nil, nil
+	cfg.PadTokenID = new(int)
+	*cfg.PadTokenID = tok.PadID()
+	cfg.MaxPositionEmbeddings = o.PretrainLen
+	if pe != roformer.PosLearned {
+		for _, a := range o.Arms {
+			cfg.MaxPositionEmbeddings = max(cfg.MaxPositionEmbeddings, a.MaxLen)
+		}
+	}
+	return cfg
+}
+
+// zhPretrain trains a masked-LM model of encoding pe on random windows of
+// PretrainLen−2 training tokens (15% masked, 80/10/10) and returns its
+// model.
+func zhPretrain(ctx context.Context, o LongTextZhOptions, d *ltData, pe roformer.PositionEncoding) (*ZhPretrain, *roformer.Model, error) {
+	m, err := roformer.New(zhConfig(o, d.tok, pe), roformer.HeadMaskedLM)
+	if err != nil {
+		return nil, nil, err
+	}
+	m.Init(o.PretrainSeed)
+	p := &ZhPretrain{Encoding: pe, Params: m.NumParams(), HeldOutLoss: Number(math.NaN()), HeldOutAccuracy: Number(math.NaN())}
+	say(o.Progress, "long-text-zh: pretraining %s (%d parameters): %d steps of %d × %d tokens", pe, p.Params, o.Pretrain.Steps, o.PretrainBatch, o.PretrainLen)
+	st, err := newStepper(m, o.Pretrain)
+	if err != nil {
+		return nil, nil, err
+	}
+	B, L := o.PretrainBatch, o.PretrainLen
+	dv := data.Vocab{Size: d.tok.VocabSize(), CLS: d.tok.ClsID(), SEP: d.tok.SepID(), MASK: d.tok.MaskID(), PAD: d.tok.PadID()}
+	mk, err := data.NewMasker(dv, data.MaskOptions{}, o.PretrainSeed, 0x7a686d6c6d)
+	if err != nil {
+		return nil, nil, err
+	}
+	plain, mask := make([]int32, B*L), make([]int32, B*L)
+	ids, labels := make([]int32, B*L), make([]int32, B*L)
+	batch := &roformer.Batch{InputIDs: ids, AttentionMask: mask, B: B, T: L}
+	lab := &roformer.Labels{IDs: labels}
+	s := m.NewState(B, L, true)
+	rng := rand.New(rand.NewPCG(o.PretrainSeed, 0x7a6870726574))
+	t0 := time.Now()
+	sum, cnt, every := 0.0, 0, max(1, o.Pretrain.Steps/10)
+	for step := 0; step < o.Pretrain.Steps; step++ {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		for r := 0; r < B; r++ {
+			doc := d.train[rng.IntN(len(d.train))]
+			off := 0
+			if n := len(doc) - (L - 2); n > 0 {
+				off = rng.IntN(n + 1)
+			}
+			d.fill(plain, mask, r, L, doc, off)
+			mk.Mask(ids[r*L:(r+1)*L], labels[r*L:(r+1)*L], plain[r*L:(r+1)*L])
+		}
+		if !anyLabel(labels) { // a batch without a masked token has no loss: mask one
+			labels[1], ids[1] = plain[1], int32(dv.MASK)
+		}
+		loss, err := st.step(step, func() (float64, error) {
+			r, err := m.ForwardBackward(ctx, s, batch, lab, roformer.StepOptions{Dropout: true, Seed: o.PretrainSeed<<32 ^ uint64(step)})
+			if err != nil {
+				return 0, err
+			}
+			return r.Loss, nil
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		sum += loss
+		cnt++
+		if (step+1)%every == 0 || step+1 == o.Pretrain.Steps {
+			p.LogSteps, p.TrainLoss = append(p.LogSteps, step+1), append(p.TrainLoss, sum/float64(cnt))
+			say(o.Progress, "long-text-zh: pretraining %s step %d: MLM loss %.3f", pe, step+1, sum/float64(cnt))
+			sum, cnt = 0, 0
+		}
+	}
+	p.Seconds = time.Since(t0).Seconds()
+	// Held-out MLM: the start of every test document, masked once (the
+	// number is reported, nothing is chosen by it).
+	vm, err := data.NewMasker(dv, data.MaskOptions{}, 0x76616c, 0x7a68)
+	if err != nil {
+		return nil, nil, err
+	}
+	var lossSum float64
+	var n, correct int
+	for lo := 0; lo < len(d.test); lo += B {
+		rows := min(B, len(d.test)-lo)
+		vb := &roformer.Batch{InputIDs: ids[:rows*L], AttentionMask: mask[:rows*L], B: rows, T: L}
+		for r := 0; r < rows; r++ {
+			d.fill(plain, mask, r, L, d.test[lo+r], 0)
+			vm.Mask(ids[r*L:(r+1)*L], labels[r*L:(r+1)*L], plain[r*L:(r+1)*L])
+		}
+		l, c, k, err := m.EvaluateMLM(ctx, m.NewState(rows, L, false), vb, labels[:rows*L])
+		if err != nil {
+			return nil, nil, err
+		}
+		lossSum, n, correct = lossSum+l, n+c, correct+k
+	}
+	if n > 0 {
+		p.HeldOutLoss, p.HeldOutAccuracy = Number(lossSum/float64(n)), Number(float64(correct)/float64(n))
+	}
+	say(o.Progress, "long-text-zh: pretraining %s: held-out MLM loss %.3f, accuracy %.3f, %.0f s", pe, float64(p.HeldOutLoss), float64(p.HeldOutAccuracy), p.Seconds)
+	return p, m, nil
+}
+
+// zhFinetune fine-tunes the encoder of the pretrained model pm as a
+// mean-pooled classifier in arm a with the seed, and scores it.
+func zhFinetune(ctx context.Context, o LongTextZhOptions, d *ltData, a ZhArm, pm *roformer.Model, seed uint64) (*ZhRun, error) {
+	nan := Number(math.NaN())
+	run := &ZhRun{Arm: a.Name, Encoding: a.Encoding, MaxLen: a.MaxLen, Batch: a.Batch, Seed: seed,
+		TrainLoss: nan, ValAcc: nan, TestAcc: nan, TestLo: nan, TestHi: nan, TestLoss: nan}
+	m, err := roformer.New(zhConfig(o, d.tok, a.Encoding), roformer.HeadTokenCls)
+	if err != nil {
+		return nil, err
+	}
+	B, L := a.Batch, a.MaxLen
+	ids, mask := make([]int32, B*L), make([]int32, B*L)
+	batch := &roformer.Batch{InputIDs: ids, AttentionMask: mask, B: B, T: L}
+	if err := batch.Validate(&m.Config); err != nil {
+		run.Skipped = err.Error()
+		say(o.Progress, "long-text-zh: %s: impossible: %v", a.Name, err)
+		return run, nil
+	}
+	m.Init(seed)
+	if _, err := m.Bind(pm.StateDict(), roformer.BindOptions{AllowMissingHead: true}); err != nil {
+		return nil, err
+	}
+	st, err := newStepper(m, o.Finetune)
+	if err != nil {
+		return nil, err
+	}
+	run.Tokens = o.Finetune.Steps * B * L
+	say(o.Progress, "long-text-zh: %s seed %d: %d steps of %d × %d tokens", a.Name, seed, o.Finetune.Steps, B, L)
+	s := m.NewState(B, L, true)
+	labels := &roformer.Labels{IDs: make([]int32, B*L)}
+	// The documents and windows come from a stream of the seed alone, drawn
+	// document by document: the arms of a seed see the same documents in the
+	// same order, an arm with twice the windows twice as many of them.
+	rng := rand.New(rand.NewPCG(seed, 0x7a6866696e65))
+	t0 := time.Now()
+	sum, cnt, tail := 0.0, 0, max(1, o.Finetune.Steps/10)
+	for step := 0; step < o.Finetune.Steps; step++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		for r := 0; r < B; r++ {
+			i := rng.IntN(len(d.train))
+			doc := d.train[i]
+			u := rng.Float64() // the window's place in the document, as a fraction
+			off := 0
+			if n := len(doc) - (L - 2); n > 0 {
+				off = min(n, int(u*float64(n+1)))
+			}
+			d.fill(ids, mask, r, L, doc, off)
+			for t := 0; t < L; t++ {
+				labels.IDs[r*L+t] = -100
+				if mask[r*L+t] != 0 {
+					labels.IDs[r*L+t] = d.trainY[i]
+				}
+			}
+		}
+		loss, err := st.step(step, func() (float64, error) {
+			r, err := m.ForwardBackward(ctx, s, batch, labels, roformer.StepOptions{Dropout: true, Seed: seed<<32 ^ uint64(step)})
+			if err != nil {
+				return 0, err
+			}
+			return r.Loss, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if step >= o.Finetune.Steps-tail {
+			sum += loss
+			cnt++
+		}
+		if (step+1)%max(1, o.Finetune.Steps/5) == 0 {
+			say(o.Progress, "long-text-zh: %s seed %d step %d: loss %.3f", a.Name, seed, step+1, loss)
+		}
+	}
+	run.Seconds = time.Since(t0).Seconds()
+	run.TrainLoss = Number(sum / float64(cnt))
+	val := math.NaN()
+	if len(d.val) > 0 {
+		if val, _, _, err = classify(ctx, m, d, d.val, d.valY, B, L); err != nil {
+			return nil, err
+		}
+	}
+	preds, loss, cov, err := predictDocs(ctx, m, d, d.test, d.testY, B, L)
+	if err != nil {
+		return nil, err
+	}
+	k := 0
+	for i, p := range preds {
+		if p == d.testY[i] {
+			k++
+		}
+	}
+	lo, hi := wilson(k, len(preds))
+	run.ValAcc, run.TestAcc, run.TestLo, run.TestHi = Number(val), Number(float64(k)/float64(len(preds))), Number(lo), Number(hi)
+	run.TestLoss, run.Coverage, run.Pred = Number(loss), cov, preds
+	say(o.Progress, "long-text-zh: %s seed %d: train loss %.3f, validation %.3f, test %.3f [%.3f, %.3f], %.0f s", a.Name, seed, sum/float64(cnt), val, float64(run.TestAcc), lo, hi, run.Seconds)
+	return run, nil
+}
+
+// wilson is the Wilson score 95% interval of k successes in n trials.
+func wilson(k, n int) (lo, hi float64) {
+	if n == 0 {
+		return math.NaN(), math.NaN()
+	}
+	const z = 1.959963984540054
+	p, nn := float64(k)/float64(n), float64(n)
+	c := (p + z*z/(2*nn)) / (1 + z*z/nn)
+	h := z / (1 + z*z/nn) * math.Sqrt(p*(1-p)/nn+z*z/(4*nn*nn))
+	return c - h, c + h
+}
+
+// groupBootstrap returns the 2.5th and 97.5th percentiles of stat over
+// nBoot resamples of the groups (with replacement): stat receives, per
+// document, how many times its group was drawn.
+func groupBootstrap(groups []string, nBoot int, stat func(weight []float64) float64) (lo, hi float64) {
+	if nBoot < 1 || len(groups) == 0 {
+		return math.NaN(), math.NaN()
+	}
+	var names []string
+	members := map[string][]int{}
+	for i, g := range groups {
+		if members[g] == nil {
+			names = append(names, g)
+		}
+		members[g] = append(members[g], i)
+	}
+	r := rand.New(rand.NewPCG(0x626f6f74, 0x7a68))
+	w := make([]float64, len(groups))
+	vals := make([]float64, 0, nBoot)
+	for range nBoot {
+		clear(w)
+		for range names {
+			for _, i := range members[names[r.IntN(len(names))]] {
+				w[i]++
+			}
+		}
+		if v := stat(w); !math.IsNaN(v) {
+			vals = append(vals, v)
+		}
+	}
+	if len(vals) == 0 {
+		return math.NaN(), math.NaN()
+	}
+	sort.Float64s(vals)
+	q := func(p float64) float64 { return vals[min(len(vals)-1, int(p*float64(len(vals))))] }
+	return q(0.025), q(0.975)
+}
+
+// meanAccuracy is the accuracy of each prediction set under the document
+// weights w, averaged over the sets.
+func meanAccuracy(preds [][]int32, ys []int32, w []float64) float64 {
+	total := 0.0
+	for _, p := range preds {
+		k, n := 0.0, 0.0
+		for i, y := range ys {
+			n += w[i]
+			if p[i] == y {
+				k += w[i]
+			}
+		}
+		total += k / n
+	}
+	return total / float64(len(preds))
+}
+
+// summarizeZh fills res.Arms and res.Comparisons from res.Runs.
+func summarizeZh(res *ZhResult) {
+	o := res.Options
+	preds := map[string]map[uint64][]int32{}
+	res.Arms, res.Comparisons = nil, nil
+	for _, a := range o.Arms {
+		s := ZhArmSummary{Arm: a.Name, Mean: Number(math.NaN()), SD: Number(math.NaN()), ValMean: Number(math.NaN()), ValSD: Number(math.NaN()), Lo: Number(math.NaN()), Hi: Number(math.NaN())}
+		var vals, covs, secs []float64
+		var ps [][]int32
+		preds[a.Name] = map[uint64][]int32{}
+		for _, r := range res.Runs {
+			if r.Arm != a.Name {
+				continue
+			}
+			if r.Skipped != "" {
+				s.Skipped = r.Skipped
+				continue
+			}
+			s.Accs, vals = append(s.Accs, float64(r.TestAcc)), append(vals, float64(r.ValAcc))
+			covs, secs, s.Tokens = append(covs, r.Coverage), append(secs, r.Seconds), r.Tokens
+			ps = append(ps, r.Pred)
+			preds[a.Name][r.Seed] = r.Pred
+		}
+		if len(ps) > 0 {
+			s.Mean, s.SD = meanStdN(s.Accs)
+			s.ValMean, s.ValSD = meanStdN(vals)
+			s.Coverage, _ = meanStd(covs)
+			s.Seconds, _ = meanStd(secs)
+			lo, hi := groupBootstrap(res.TestGroups, o.Bootstrap, func(w []float64) float64 { return meanAccuracy(ps, res.TestLabels, w) })
+			s.Lo, s.Hi = Number(lo), Number(hi)
+		}
+		res.Arms = append(res.Arms, s)
+	}
+	// Every pair of arms: the longer minus the shorter, at equal lengths
+	// the one listed first minus the other.
+	for i, a := range o.Arms {
+		for _, b := range o.Arms[i+1:] {
+			var pa, pb [][]int32
+			c := ZhComparison{A: a.Name, B: b.Name, Mean: Number(math.NaN()), SD: Number(math.NaN()), Lo: Number(math.NaN()), Hi: Number(math.NaN())}
+			if b.MaxLen > a.MaxLen {
+				c.A, c.B = b.Name, a.Name
+			}
+			for _, seed := range o.Seeds {
+				x, y := preds[c.A][seed], preds[c.B][seed]
+				if x == nil || y == nil {
+					continue
+				}
+				pa, pb = append(pa, x), append(pb, y)
+				diff := meanAccuracy([][]int32{x}, res.TestLabels, ones(len(x))) - meanAccuracy([][]int32{y}, res.TestLabels, ones(len(y)))
+				c.Diffs = append(c.Diffs, diff)
+				if diff > 0 {
+					c.Wins++
+				}
+			}
+			if len(pa) == 0 {
+				continue
+			}
+			c.Mean, c.SD = meanStdN(c.Diffs)
+			lo, hi := groupBootstrap(res.TestGroups, o.Bootstrap, func(w []float64) float64 {
+				return meanAccuracy(pa, res.TestLabels, w) - meanAccuracy(pb, res.TestLabels, w)
+			})
+			c.Lo, c.Hi = Number(lo), Number(hi)
+			res.Comparisons = append(res.Comparisons, c)
+		}
+	}
+}
+
+func ones(n int) []float64 {
+	w := make([]float64, n)
+	for i := range w {
+		w[i] = 1
+	}
+	return w
+}
+
+func writeLongTextZh(dir string, res *ZhResult) error {
+	if err := writeJSON(dir, "results.json", res); err != nil {
+		return err
+	}
+	var rows [][]string
+	for _, r := range res.Runs {
+		rows = append(rows, []string{r.Arm, string(r.Encoding), strconv.Itoa(r.MaxLen), strconv.Itoa(r.Batch), strconv.FormatUint(r.Seed, 10),
+			strconv.Itoa(r.Tokens), ftoa(float64(r.TrainLoss)), ftoa(float64(r.ValAcc)), ftoa(float64(r.TestAcc)), ftoa(float64(r.TestLo)), ftoa(float64(r.TestHi)),
+			ftoa(float64(r.TestLoss)), ftoa(r.Coverage), ftoa(r.Seconds), r.Skipped})
+	}
+	if err := writeCSV(dir, "runs.csv", []string{"arm", "encoding", "max_len", "batch", "seed", "train_tokens", "train_loss", "val_accuracy",
+		"test_accuracy", "test_wilson_lo", "test_wilson_hi", "test_loss", "test_token_coverage", "seconds", "skipped"}, rows); err != nil {
+		return err
+	}
+	o := res.Options
+	// The plot: test accuracy against the maximum length, one series per
+	// (encoding, windows a step) family, the band the bootstrap interval.
+	var ss []series
+	fam := map[string]int{}
+	for i, a := range o.Arms {
+		s := res.Arms[i]
+		if s.Skipped != "" || math.IsNaN(float64(s.Mean)) {
+			continue
+		}
+		name := fmt.Sprintf("%s, %d tokens a step", a.Encoding, a.MaxLen*a.Batch)
+		k, ok := fam[name]
+		if !ok {
+			k = len(ss)
+			fam[name] = k
+			ss = append(ss, series{name: name, points: true})
+		}
+		ss[k].x, ss[k].y = append(ss[k].x, float64(a.MaxLen)), append(ss[k].y, float64(s.Mean))
+		ss[k].lo, ss[k].hi = append(ss[k].lo, float64(s.Lo)), append(ss[k].hi, float64(s.Hi))
+	}
+	for k := range ss { // the x values in order, for the lines and bands
+		idx := make([]int, len(ss[k].x))
+		for i := range idx {
+			idx[i] = i
+		}
+		sort.Slice(idx, func(i, j int) bool { return ss[k].x[idx[i]] < ss[k].x[idx[j]] })
+		perm := func(v []float64) []float64 {
+			out := make([]float64, len(v))
+			for i, j := range idx {
+				out[i] = v[j]
+			}
+			return out
+		}
+		ss[k].x, ss[k].y, ss[k].lo, ss[k].hi = perm(ss[k].x), perm(ss[k].y), perm(ss[k].lo), perm(ss[k].hi)
+	}
+	p, err := linePlot(fmt.Sprintf("Tang or Song? Test accuracy (mean over %d seeds; band: 95%% bootstrap over authors)", len(o.Seeds)), "maximum length (tokens)", "test accuracy", ss)
+	if err != nil {
+		return err
+	}
+	minL, maxL := math.Inf(1), 0.0
+	for _, a := range o.Arms {
+		minL, maxL = math.Min(minL, float64(a.MaxLen)), math.Max(maxL, float64(a.MaxLen))
+	}
+	p.X.Min, p.X.Max = minL*0.8, maxL*1.1
+	if err := savePlot(p, dir, "accuracy"); err != nil {
+		return err
+	}
+	return writeFile(dir, "summary.md", []byte(zhSummary(res)))
+}
+
+// zhSummary is summary.md.
+func zhSummary(res *ZhResult) string {
+	o := res.Options
+	var md strings.Builder
+	var byLabel []string
+	for _, sp := range res.Split {
+		var c []string
+		for _, n := range sp {
+			c = append(c, strconv.Itoa(n))
+		}
+		byLabel = append(byLabel, strings.Join(c, "/"))
+	}
+	fmt.Fprintf(&md, "%s. Documents: an author's poems concatenated to ≥ %d characters (≤ %d an author), classes balanced, split by author: %d / %d / %d documents (%s: %s) and %d / %d / %d authors in train / validation / test; %d–%d characters (median %d), %d–%d tokens (median %d). Tokenizer: RoFormer's jieba + characters, %d tokens trained on the training documents (%.1f%% of the tokens are words of 2+ characters, %.2f%% [UNK]).\n\n",
+		res.Source, o.Docs.MinChars, o.Docs.PerAuthor, sum(res.Split[0]), sum(res.Split[1]), sum(res.Split[2]), strings.Join(o.Labels, "/"), strings.Join(byLabel, ", "),
+		res.Authors[0], res.Authors[1], res.Authors[2], res.DocChars[0], res.DocChars[2], res.DocChars[1], res.DocTokens[0], res.DocTokens[2], res.DocTokens[1],
+		res.Vocab, 100*res.WordShare, 100*res.UnkShare)
+	fmt.Fprintf(&md, "Model: %d layers × hidden %d (%d heads). Pretraining (seed %d): masked LM on the training documents, %d steps of %d × %d tokens, peak rate %g.",
+		o.Model.NumHiddenLayers, o.Model.HiddenSize, o.Model.NumAttentionHeads, o.PretrainSeed, o.Pretrain.Steps, o.PretrainBatch, o.PretrainLen, o.Pretrain.LR)
+	for _, p := range res.Pretrain {
+		fmt.Fprintf(&md, " %s: held-out (test documents) MLM loss %.3f, accuracy %.3f (%.0f s).", p.Encoding, float64(p.HeldOutLoss), float64(p.HeldOutAccuracy), p.Seconds)
+	}
+	fmt.Fprintf(&md, " Fine-tuning: %d steps, peak rate %g, seeds %v. Majority class: %.1f%% of the %d test documents. Wall time %.0f s.\n\n",
+		o.Finetune.Steps, o.Finetune.LR, o.Seeds, 100*res.Majority, len(res.TestLabels), res.WallSeconds)
+	md.WriteString("| arm | encoding | max length | windows a step | training tokens | validation accuracy | test accuracy (mean ± sd) | per seed | 95% CI (bootstrap over test authors) | test tokens seen | s per run |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for i, a := range o.Arms {
+		s := res.Arms[i]
+		if s.Skipped != "" {
+			fmt.Fprintf(&md, "| %s | %s | %d | %d | – | impossible | impossible: %s | – | – | – | – |\n", a.Name, a.Encoding, a.MaxLen, a.Batch, strings.TrimPrefix(s.Skipped, "roformer: "))
+			continue
+		}
+		var per []string
+		for _, x := range s.Accs {
+			per = append(per, fmt.Sprintf("%.3f", x))
+		}
+		fmt.Fprintf(&md, "| %s | %s | %d | %d | %d | %s | %s | %s | [%.3f, %.3f] | %.0f%% | %.0f |\n", a.Name, a.Encoding, a.MaxLen, a.Batch, s.Tokens,
+			zhPM(float64(s.ValMean), float64(s.ValSD), len(s.Accs)), zhPM(float64(s.Mean), float64(s.SD), len(s.Accs)), strings.Join(per, ", "),
+			float64(s.Lo), float64(s.Hi), 100*s.Coverage, s.Seconds)
+	}
+	if len(res.Comparisons) > 0 {
+		md.WriteString("\n| comparison (paired by seed and test document) | difference (mean ± sd over seeds) | per seed | 95% CI (bootstrap over test authors) | seeds ahead |\n|---|---|---|---|---|\n")
+		for _, c := range res.Comparisons {
+			var per []string
+			for _, x := range c.Diffs {
+				per = append(per, fmt.Sprintf("%+.3f", x))
+			}
+			fmt.Fprintf(&md, "| %s − %s | %s | %s | [%+.3f, %+.3f] | %d of %d |\n", c.A, c.B, zhPM(float64(c.Mean), float64(c.SD), len(c.Diffs)),
+				strings.Join(per, ", "), float64(c.Lo), float64(c.Hi), c.Wins, len(c.Diffs))
+		}
+	}
+	return md.String()
+}
+
+// zhPM is mean ± sd over n seeds, or the value alone for one seed.
+func zhPM(mean, sd float64, n int) string {
+	if n == 1 {
+		return fmt.Sprintf("%.3f (1 seed)", mean)
+	}
+	return fmtPM(mean, sd, 3)
+}
+
+func sum(xs []int) int {
+	t := 0
+	for _, x := range xs {
+		t += x
+	}
+	return t
+}
+
+// ResummarizeLongTextZh rewrites the summaries, CSV and plot of the results
+// folder dir from its results.json, training nothing.
+func ResummarizeLongTextZh(dir string) (*ZhResult, error) {
+	var res ZhResult
+	if err := readResults(dir, &res); err != nil {
+		return nil, err
+	}
+	summarizeZh(&res)
+	return &res, writeLongTextZh(dir, &res)
+}
