@@ -197,6 +197,9 @@ type ZhComparison struct {
 	Lo    Number    `json:"ci_lo"` // 95% bootstrap over test authors of the seed-mean difference
 	Hi    Number    `json:"ci_hi"`
 	Wins  int       `json:"seeds_a_ahead"`
+	// Paired is the paired t-test and the exact sign-flip test of the
+	// per-seed accuracies (two or more seeds).
+	Paired *PairedTest `json:"paired_by_seed,omitempty"`
 }
 
 // ZhResult is results.json.
@@ -687,6 +690,12 @@ func summarizeZh(res *ZhResult) {
 				return meanAccuracy(pa, res.TestLabels, w) - meanAccuracy(pb, res.TestLabels, w)
 			})
 			c.Lo, c.Hi = Number(lo), Number(hi)
+			if len(c.Diffs) >= 2 {
+				zero := make([]float64, len(c.Diffs))
+				if pt, err := PairedDiff(c.Diffs, zero); err == nil {
+					c.Paired = &pt
+				}
+			}
 			res.Comparisons = append(res.Comparisons, c)
 		}
 	}
@@ -787,6 +796,12 @@ func zhSummary(res *ZhResult) string {
 	}
 	fmt.Fprintf(&md, " Fine-tuning: %d steps, peak rate %g, seeds %v. Majority class: %.1f%% of the %d test documents. Wall time %.0f s.\n\n",
 		o.Finetune.Steps, o.Finetune.LR, o.Seeds, 100*res.Majority, len(res.TestLabels), res.WallSeconds)
+	vals := map[string][]float64{}
+	for _, r := range res.Runs {
+		if r.Skipped == "" {
+			vals[r.Arm] = append(vals[r.Arm], float64(r.ValAcc))
+		}
+	}
 	md.WriteString("| arm | encoding | max length | windows a step | training tokens | validation accuracy | test accuracy (mean ± sd) | per seed | 95% CI (bootstrap over test authors) | test tokens seen | s per run |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for i, a := range o.Arms {
 		s := res.Arms[i]
@@ -799,29 +814,26 @@ func zhSummary(res *ZhResult) string {
 			per = append(per, fmt.Sprintf("%.3f", x))
 		}
 		fmt.Fprintf(&md, "| %s | %s | %d | %d | %d | %s | %s | %s | [%.3f, %.3f] | %.0f%% | %.0f |\n", a.Name, a.Encoding, a.MaxLen, a.Batch, s.Tokens,
-			zhPM(float64(s.ValMean), float64(s.ValSD), len(s.Accs)), zhPM(float64(s.Mean), float64(s.SD), len(s.Accs)), strings.Join(per, ", "),
+			SeedSpread(vals[a.Name]).Format(3), SeedSpread(s.Accs).Format(3), strings.Join(per, ", "),
 			float64(s.Lo), float64(s.Hi), 100*s.Coverage, s.Seconds)
 	}
 	if len(res.Comparisons) > 0 {
-		md.WriteString("\n| comparison (paired by seed and test document) | difference (mean ± sd over seeds) | per seed | 95% CI (bootstrap over test authors) | seeds ahead |\n|---|---|---|---|---|\n")
+		md.WriteString("\n| comparison (paired by seed and test document) | difference (mean ± sd over seeds) | per seed | 95% CI (bootstrap over test authors) | seeds ahead | paired t over seeds | sign-flip p |\n|---|---|---|---|---|---|---|\n")
 		for _, c := range res.Comparisons {
 			var per []string
 			for _, x := range c.Diffs {
 				per = append(per, fmt.Sprintf("%+.3f", x))
 			}
-			fmt.Fprintf(&md, "| %s − %s | %s | %s | [%+.3f, %+.3f] | %d of %d |\n", c.A, c.B, zhPM(float64(c.Mean), float64(c.SD), len(c.Diffs)),
-				strings.Join(per, ", "), float64(c.Lo), float64(c.Hi), c.Wins, len(c.Diffs))
+			tt, sf := "–", "–"
+			if c.Paired != nil {
+				tt = fmt.Sprintf("t(%d) = %.2f, p = %s", c.Paired.DF, float64(c.Paired.T), fmtP(float64(c.Paired.PT)))
+				sf = fmtP(float64(c.Paired.PSignFlip))
+			}
+			fmt.Fprintf(&md, "| %s − %s | %s | %s | [%+.3f, %+.3f] | %d of %d | %s | %s |\n", c.A, c.B, SeedSpread(c.Diffs).Format(3),
+				strings.Join(per, ", "), float64(c.Lo), float64(c.Hi), c.Wins, len(c.Diffs), tt, sf)
 		}
 	}
 	return md.String()
-}
-
-// zhPM is mean ± sd over n seeds, or the value alone for one seed.
-func zhPM(mean, sd float64, n int) string {
-	if n == 1 {
-		return fmt.Sprintf("%.3f (1 seed)", mean)
-	}
-	return fmtPM(mean, sd, 3)
 }
 
 func sum(xs []int) int {
