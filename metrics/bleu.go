@@ -32,8 +32,9 @@ import (
 type BLEU struct {
 	// Lowercase compares lower-cased text.
 	Lowercase bool
-	// Tokenize is "13a" (the default, "" means it), "none" (split on white
-	// space only) or "char" (every character a token).
+	// Tokenize is "13a" (the default, "" means it), "intl" (TokenizeIntl),
+	// "none" (split on white space only) or "char" (every character a
+	// token).
 	Tokenize string
 	// Smooth is "exp" (the default, ""), "floor", "add-k" or "none".
 	Smooth string
@@ -90,9 +91,9 @@ func (b BLEU) order() int {
 
 func (b BLEU) check() error {
 	switch b.Tokenize {
-	case "", "13a", "none", "char":
+	case "", "13a", "intl", "none", "char":
 	default:
-		return fmt.Errorf("metrics: BLEU tokenizer %q (valid: 13a, none, char)", b.Tokenize)
+		return fmt.Errorf("metrics: BLEU tokenizer %q (valid: 13a, intl, none, char)", b.Tokenize)
 	}
 	switch b.Smooth {
 	case "", "exp", "floor", "add-k", "none":
@@ -202,6 +203,8 @@ func (b BLEU) preprocess(s string) string {
 		return s
 	case "char":
 		return strings.Join(strings.Split(s, ""), " ")
+	case "intl":
+		return TokenizeIntl(s)
 	}
 	return Tokenize13a(s)
 }
@@ -358,26 +361,54 @@ func Tokenize13a(line string) string {
 			out = append(out, c)
 		}
 	}
-	// Rules 2–4: (a, b) pairs, replaced as a left-to-right scan would.
-	pass := func(in []rune, match func(a, b rune) bool, repl func(a, b rune) []rune) []rune {
-		var o []rune
-		for i := 0; i < len(in); i++ {
-			if i+1 < len(in) && match(in[i], in[i+1]) {
-				o = append(o, repl(in[i], in[i+1])...)
-				i++
-				continue
-			}
-			o = append(o, in[i])
-		}
-		return o
-	}
+	// Rules 2–4.
 	periodComma := func(c rune) bool { return c == '.' || c == ',' }
-	out = pass(out, func(a, b rune) bool { return !isDigit(a) && periodComma(b) },
-		func(a, b rune) []rune { return []rune{a, ' ', b, ' '} })
-	out = pass(out, func(a, b rune) bool { return periodComma(a) && !isDigit(b) },
-		func(a, b rune) []rune { return []rune{' ', a, ' ', b} })
-	out = pass(out, func(a, b rune) bool { return isDigit(a) && b == '-' },
-		func(a, b rune) []rune { return []rune{a, ' ', b, ' '} })
+	out = pairPass(out, func(a, b rune) bool { return !isDigit(a) && periodComma(b) }, spaceAfter)
+	out = pairPass(out, func(a, b rune) bool { return periodComma(a) && !isDigit(b) }, spaceBefore)
+	out = pairPass(out, func(a, b rune) bool { return isDigit(a) && b == '-' }, spaceAfter)
+	return strings.Join(pyFields(string(out)), " ")
+}
+
+// pairPass replaces each pair of characters (a, b) that match, scanning left
+// to right and resuming after a replaced pair, as Python's re.sub does with
+// a two-character pattern.
+func pairPass(in []rune, match func(a, b rune) bool, repl func(a, b rune) []rune) []rune {
+	var o []rune
+	for i := 0; i < len(in); i++ {
+		if i+1 < len(in) && match(in[i], in[i+1]) {
+			o = append(o, repl(in[i], in[i+1])...)
+			i++
+			continue
+		}
+		o = append(o, in[i])
+	}
+	return o
+}
+
+// spaceAfter is "\1 \2 "; spaceBefore " \1 \2".
+func spaceAfter(a, b rune) []rune  { return []rune{a, ' ', b, ' '} }
+func spaceBefore(a, b rune) []rune { return []rune{' ', a, ' ', b} }
+
+// TokenizeIntl tokenizes a segment as mteval-v14.pl's international
+// tokenization, in sacreBLEU's version (tokenizers/tokenizer_intl.py): a
+// punctuation mark (Unicode P) after a character that is not a number
+// (Unicode N) gets spaces, "x." → "x . "; one before a non-number too, ".x"
+// → " . x"; every symbol (Unicode S) gets a space on both sides; each rule a
+// left-to-right pass; then white space is collapsed. Unicode categories are
+// Go's (Unicode 15), which may differ from those of the Python regex module
+// for characters added since.
+func TokenizeIntl(line string) string {
+	r := []rune(line)
+	r = pairPass(r, func(a, b rune) bool { return !unicode.IsNumber(a) && unicode.IsPunct(b) }, spaceAfter)
+	r = pairPass(r, func(a, b rune) bool { return unicode.IsPunct(a) && !unicode.IsNumber(b) }, spaceBefore)
+	var out []rune
+	for _, c := range r {
+		if unicode.IsSymbol(c) {
+			out = append(out, ' ', c, ' ')
+		} else {
+			out = append(out, c)
+		}
+	}
 	return strings.Join(pyFields(string(out)), " ")
 }
 

@@ -35,6 +35,7 @@ func TestCorpusBLEUSacreBLEU(t *testing.T) {
 		{"empty_hypotheses_kept", BLEU{}, []string{"", "", ""}, 0},
 		{"tokenize_none", BLEU{Tokenize: "none"}, readmeHyps, 49.1919566},
 		{"tokenize_13a", BLEU{Tokenize: "13a"}, readmeHyps, 48.530827},
+		{"tokenize_intl", BLEU{Tokenize: "intl"}, readmeHyps, 43.91623493},
 		{"smooth_none", BLEU{Smooth: "none"}, readmeHyps, 48.530827},
 	} {
 		got, err := tc.b.Corpus(tc.hyps, readmeRefs)
@@ -159,6 +160,7 @@ func TestSentenceBLEUSacreBLEU(t *testing.T) {
 		{"add-k", 1, false, "13a", 14.882},
 		{"add-k", 2, false, "13a", 21.389},
 		{"exp", 0, false, "none", 7.347},
+		{"exp", 0, false, "intl", 8.493},
 		{"exp", 0, false, "char", 40.8759},
 		{"exp", 0, true, "char", 42.0267},
 	} {
@@ -203,6 +205,21 @@ func TestTokenize13a(t *testing.T) {
 	}
 }
 
+// Cases worked out by hand from mteval-v14's international rules.
+func TestTokenizeIntl(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"The dog bit the man.", "The dog bit the man ."},
+		{"It wasn't surprising.", "It wasn ' t surprising ."},
+		{"3.14, 1,000 in 1999.", "3.14 , 1,000 in 1999."}, // a number then a period at the end stays, as in mteval-v14
+		{"¿Qué? «sí» 5€ a+b", "¿ Qué ? « sí » 5 € a + b"},
+		{"x.5", "x . 5"},
+	} {
+		if got := TokenizeIntl(tc.in); got != tc.want {
+			t.Errorf("TokenizeIntl(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
 func TestBLEUErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -213,7 +230,7 @@ func TestBLEUErrors(t *testing.T) {
 	}{
 		{"no_refs", BLEU{}, []string{"a"}, nil, "no reference stream"},
 		{"short_stream", BLEU{}, []string{"a", "b"}, [][]string{{"a", "b"}, {"a"}}, "reference stream 2 has 1 segments, the hypotheses 2"},
-		{"tokenizer", BLEU{Tokenize: "intl"}, []string{"a"}, [][]string{{"a"}}, `tokenizer "intl"`},
+		{"tokenizer", BLEU{Tokenize: "zh"}, []string{"a"}, [][]string{{"a"}}, `tokenizer "zh"`},
 		{"smoothing", BLEU{Smooth: "add-one"}, []string{"a"}, [][]string{{"a"}}, `smoothing "add-one"`},
 	} {
 		_, err := tc.b.Corpus(tc.hyps, tc.refs)

@@ -17,7 +17,7 @@
 // defaults, checked against the cases of sacreBLEU's own tests:
 //
 //   - BLEU: corpus and sentence BLEU with mteval-v13a tokenization and
-//     exponential smoothing (other tokenizers: none, char; smoothing:
+//     exponential smoothing (other tokenizers: intl, none, char; smoothing:
 //     floor, add-k, none), several references per segment.
 //   - CHRF: chrF2 (character 6-grams, β = 2, white space removed), chrF++
 //     with WordOrder 2.

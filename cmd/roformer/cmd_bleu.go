@@ -43,7 +43,7 @@ func cmdBleu(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&o.hyp, "hyp", "", "the translations, one segment a line (required)")
 	fs.Var(&refs, "ref", "a reference file, one segment a line, as many lines as --hyp (required; repeat for several references)")
 	fs.StringVar(&o.baseline, "baseline", "", "another system's translations of the same segments: a paired bootstrap test of --hyp against it")
-	fs.StringVar(&o.tokenize, "tokenize", "13a", "BLEU tokenizer: 13a (mteval-v13a, sacreBLEU's default), none or char")
+	fs.StringVar(&o.tokenize, "tokenize", "13a", "BLEU tokenizer: 13a (mteval-v13a, sacreBLEU's default), intl (mteval-v14 international), none or char")
 	fs.BoolVar(&o.lowercase, "lowercase", false, "case-insensitive BLEU and chrF")
 	fs.IntVar(&o.bootstrap, "bootstrap", 0, "bootstrap resamples for 95% confidence intervals (sacreBLEU uses 1000; 0: none; with --baseline: default 1000)")
 	fs.Uint64Var(&o.seed, "seed", metrics.DefaultBootstrapSeed, "seed of the bootstrap resampling")
@@ -62,9 +62,9 @@ func cmdBleu(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usagef("--bootstrap %d must be 0 or positive", o.bootstrap)
 	}
 	switch o.tokenize {
-	case "13a", "none", "char":
+	case "13a", "intl", "none", "char":
 	default:
-		return usagef("--tokenize %q (valid: 13a, none, char)", o.tokenize)
+		return usagef("--tokenize %q (valid: 13a, intl, none, char)", o.tokenize)
 	}
 	if o.baseline != "" && o.bootstrap == 0 {
 		o.bootstrap = 1000

@@ -77,7 +77,7 @@ func TestBleuCLIErrors(t *testing.T) {
 	}{
 		{[]string{"--hyp", p("hyp")}, 2, "--ref is required"},
 		{[]string{"--ref", p("ref")}, 2, "--hyp is required"},
-		{[]string{"--hyp", p("hyp"), "--ref", p("hyp"), "--tokenize", "intl"}, 2, `--tokenize "intl"`},
+		{[]string{"--hyp", p("hyp"), "--ref", p("hyp"), "--tokenize", "zh"}, 2, `--tokenize "zh"`},
 		{[]string{"--hyp", p("hyp"), "--ref", p("ref")}, 1, "has 1 segments"},
 		{[]string{"--hyp", p("bad"), "--ref", p("hyp")}, 1, "line 2 is not valid UTF-8"},
 		{[]string{"--hyp", p("missing"), "--ref", p("hyp")}, 1, "missing"},
