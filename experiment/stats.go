@@ -198,8 +198,9 @@ func (p PairedTest) Format(dec int) string {
 		p.Diff.Format(dec), p.Diff.FormatCI(dec), p.Positive, n, p.DF, float64(p.T), fmtP(float64(p.PT)), fmtP(float64(p.PSignFlip)))
 }
 
-// fmtP writes a p-value with 2 significant digits ("0.044", "0.25"), "<
-// 0.0001" below that, "–" for NaN.
+// fmtP writes a p-value with 2 decimals from 0.1 up ("0.25"), 4 below
+// ("0.0625", the smallest sign-flip p of 5 seeds), "< 0.0001" below that,
+// "–" for NaN.
 func fmtP(p float64) string {
 	switch {
 	case math.IsNaN(p):
@@ -209,5 +210,5 @@ func fmtP(p float64) string {
 	case p >= 0.1:
 		return fmt.Sprintf("%.2f", p)
 	}
-	return fmt.Sprintf("%.2g", p)
+	return fmt.Sprintf("%.4f", p)
 }
