@@ -14,12 +14,13 @@
 //   - a soak of -soak at -soak-clients clients on /embed, with the server's
 //     RSS (/proc/PID/status) before, during and after;
 //   - clients that send a request and leave before the answer;
-//   - clients that send half a body and wait: the server's read timeout
-//     (30 s) must close them, while other clients are still served;
+//   - clients that send half a body and wait: the server's body timeout
+//     (10 s) must answer them 408, while other clients are still served;
 //   - goroutines (go_goroutines of /metrics) and open files (/proc/PID/fd)
 //     at rest before and after all that;
-//   - SIGTERM under load: requests in flight get their answers, new
-//     connections are refused, the process exits with status 0.
+//   - SIGTERM under load: requests in flight get their answers; while they
+//     run (the drain) new requests get 503 (TEI's Unhealthy) on a port
+//     still open, with no connection error; the process exits with 0.
 //
 // Every loop is bounded in time and count; it talks to loopback only. It
 // prints a Markdown table and exits non-zero when a fault check fails
@@ -60,7 +61,7 @@ var (
 	levelsFlag  = flag.String("levels", "1,8,32,64,128", "concurrent clients per load level")
 	soak        = flag.Duration("soak", 3*time.Minute, "soak duration (issue #15 asks 10m)")
 	soakClients = flag.Int("soak-clients", 32, "clients during the soak")
-	stallWait   = flag.Duration("stall-wait", 45*time.Second, "longest wait for the server to cut a stalled body")
+	stallWait   = flag.Duration("stall-wait", 20*time.Second, "longest wait for the server to answer a stalled body (its --body-timeout is 10 s)")
 	maxRequests = flag.Int("max-requests", 2_000_000, "cap on the requests of one load run")
 	phases      = flag.String("phases", "load,soak,faults,sigterm", "the parts to run, comma-separated")
 )
@@ -371,20 +372,27 @@ func faults(s *server) {
 		slices.Sort(times)
 		fmt.Printf("  cut by the server after %.1f–%.1f s; answers: %v\n", times[0].Seconds(), times[len(times)-1].Seconds(), answers)
 	}
+	if answers["HTTP/1.1 408 Request Timeout"] != 16 {
+		fail("stalled bodies: %v; want 16 answers 408", answers)
+	}
 	if !s.healthy() {
 		fail("server unhealthy after stalled bodies")
 	}
 }
 
 // sigterm loads s, sends SIGTERM with slow requests in flight, and checks
-// they finish, later connections are refused and the process exits with 0.
+// that they finish, that while they run (the drain) new requests get 503
+// with TEI's error_type Unhealthy on an open port (no connection errors),
+// and that the process exits with 0.
 func sigterm(s *server) {
 	fmt.Println("\nSIGTERM under load: 32 clients on /embed, 16 requests of 32 long inputs in flight")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var bg sync.WaitGroup
-	var ok2xx, non2xx, errsBefore, errsAfter atomic.Int64
+	var ok2xx, non2xx, errsBefore atomic.Int64
 	var sent atomic.Bool
+	var mu sync.Mutex
+	var afterCodes []timedCode // the 32 clients' answers and errors after SIGTERM
 	for range 32 {
 		bg.Add(1)
 		go func() {
@@ -392,20 +400,34 @@ func sigterm(s *server) {
 			cl := &http.Client{Timeout: 40 * time.Second}
 			for i := 0; i < 1_000_000 && ctx.Err() == nil; i++ {
 				resp, err := cl.Post(s.url+"/embed", "application/json", strings.NewReader(body()))
+				code := 0
+				if err == nil {
+					var e struct {
+						ErrorType string `json:"error_type"`
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					code = resp.StatusCode
+					if code == 503 && (json.Unmarshal(b, &e) != nil || e.ErrorType != "Unhealthy") {
+						code = -503 // a 503 without TEI's Unhealthy
+					}
+				}
+				if sent.Load() {
+					mu.Lock()
+					afterCodes = append(afterCodes, timedCode{time.Now(), code})
+					mu.Unlock()
+					if code != 200 {
+						time.Sleep(10 * time.Millisecond) // Retry-After, shortened
+					}
+					continue
+				}
 				switch {
-				case err != nil && sent.Load():
-					errsAfter.Add(1)
-					time.Sleep(10 * time.Millisecond)
 				case err != nil:
 					errsBefore.Add(1)
+				case code/100 == 2:
+					ok2xx.Add(1)
 				default:
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode/100 == 2 {
-						ok2xx.Add(1)
-					} else {
-						non2xx.Add(1)
-					}
+					non2xx.Add(1)
 				}
 			}
 		}()
@@ -414,8 +436,13 @@ func sigterm(s *server) {
 	// The in-flight ones: wait until each has written its body.
 	type answer struct {
 		code int
+		at   time.Time
 		err  error
 	}
+	// A request is in flight once the server's handler has begun it: each
+	// is sent with Expect: 100-continue, and its body only after the
+	// server's "100 Continue" (net/http writes it when the handler starts
+	// reading the body).
 	inflight := make(chan answer, 16)
 	var written sync.WaitGroup
 	big := bigBody()
@@ -425,45 +452,69 @@ func sigterm(s *server) {
 			c, err := net.DialTimeout("tcp", s.addr, 5*time.Second)
 			if err != nil {
 				written.Done()
-				inflight <- answer{err: err}
+				inflight <- answer{err: err, at: time.Now()}
 				return
 			}
 			defer c.Close()
-			_, err = fmt.Fprintf(c, "POST /embed HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", s.addr, len(big), big)
+			c.SetReadDeadline(time.Now().Add(40 * time.Second))
+			br := bufio.NewReader(c)
+			_, err = fmt.Fprintf(c, "POST /embed HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", s.addr, len(big))
+			if err == nil {
+				var line string
+				if line, err = br.ReadString('\n'); err == nil && !strings.HasPrefix(line, "HTTP/1.1 100") {
+					err = fmt.Errorf("answer before the body: %q", strings.TrimSpace(line))
+				}
+				if err == nil {
+					_, err = br.ReadString('\n') // the blank line after it
+				}
+			}
+			if err == nil {
+				_, err = io.WriteString(c, big)
+			}
 			written.Done()
 			if err != nil {
-				inflight <- answer{err: err}
+				inflight <- answer{err: err, at: time.Now()}
 				return
 			}
-			c.SetReadDeadline(time.Now().Add(40 * time.Second))
-			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			resp, err := http.ReadResponse(br, nil)
 			if err != nil {
-				inflight <- answer{err: err}
+				inflight <- answer{err: err, at: time.Now()}
 				return
 			}
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
-			inflight <- answer{code: resp.StatusCode}
+			inflight <- answer{code: resp.StatusCode, at: time.Now()}
 		}()
 	}
 	written.Wait()
-	time.Sleep(20 * time.Millisecond) // read by the server
 	sent.Store(true)
 	t0 := time.Now()
 	s.cmd.Process.Signal(syscall.SIGTERM)
+	// A new client 300 ms later: the port is open, /health and /embed say 503.
 	time.Sleep(300 * time.Millisecond)
-	c, err := net.DialTimeout("tcp", s.addr, time.Second)
-	refused := errors.Is(err, syscall.ECONNREFUSED)
-	if c != nil {
-		c.Close()
+	probe := map[string]string{}
+	for _, c := range []struct{ method, path, body string }{{"GET", "/health", ""}, {"POST", "/embed", body()}} {
+		req, _ := http.NewRequest(c.method, s.url+c.path, strings.NewReader(c.body))
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		if err != nil {
+			probe[c.path] = "error: " + err.Error()
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		probe[c.path] = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
 	}
 	codes := map[string]int{}
+	var last time.Time
 	for range 16 {
 		a := <-inflight
 		if a.err != nil {
 			codes["error: "+a.err.Error()]++
 		} else {
 			codes[strconv.Itoa(a.code)]++
+		}
+		if a.at.After(last) {
+			last = a.at
 		}
 	}
 	exit := make(chan error, 1)
@@ -476,18 +527,40 @@ func sigterm(s *server) {
 		s.cmd.Process.Kill()
 		<-exit
 	}
+	exited := time.Since(t0)
 	s.done = true
 	cancel()
 	bg.Wait()
-	fmt.Printf("  in-flight answers: %v\n", codes)
-	fmt.Printf("  a new connection 300 ms after SIGTERM: %v (refused: %v)\n", err, refused)
-	fmt.Printf("  exit after %.2f s: %v\n", time.Since(t0).Seconds(), exitText(werr))
-	fmt.Printf("  the 32 clients: %d 2xx, %d non-2xx, %d errors before SIGTERM, %d after (refused or closed connections)\n", ok2xx.Load(), non2xx.Load(), errsBefore.Load(), errsAfter.Load())
+	// The drain: from SIGTERM to the last in-flight answer (the server
+	// closes its port only after that one is written).
+	during, after := map[int]int{}, map[int]int{}
+	for _, c := range afterCodes {
+		if c.at.Before(last) {
+			during[c.code]++
+		} else {
+			after[c.code]++
+		}
+	}
+	fmt.Printf("  in-flight answers: %v, the last %.2f s after SIGTERM\n", codes, last.Sub(t0).Seconds())
+	fmt.Printf("  a new client 300 ms after SIGTERM: GET /health → %s; POST /embed → %s\n", probe["/health"], probe["/embed"])
+	fmt.Printf("  the 32 clients during the drain, by status (0: connection error, -503: a 503 not TEI's Unhealthy): %v; after it: %v\n", during, after)
+	fmt.Printf("  exit after %.2f s: %v\n", exited.Seconds(), exitText(werr))
+	fmt.Printf("  before SIGTERM: %d 2xx, %d non-2xx, %d errors\n", ok2xx.Load(), non2xx.Load(), errsBefore.Load())
 	if codes["200"] != 16 {
 		fail("not every in-flight request got its 200: %v", codes)
 	}
-	if !refused {
-		fail("new connection after SIGTERM not refused: %v", err)
+	for path, want := range map[string]string{"/health": "503 {", "/embed": "503 {"} {
+		if !strings.HasPrefix(probe[path], want) || !strings.Contains(probe[path], `"error_type":"Unhealthy"`) {
+			fail("%s during the drain: %s; want 503 with error_type Unhealthy", path, probe[path])
+		}
+	}
+	for code, n := range during {
+		if code != 503 && code != 200 {
+			fail("during the drain, %d answers %d (want only 503 Unhealthy, or 200 for requests already in)", n, code)
+		}
+	}
+	if during[503] == 0 {
+		fail("no client got a 503 during the drain")
 	}
 	if werr != nil {
 		fail("exit: %v", werr)
@@ -498,6 +571,12 @@ func sigterm(s *server) {
 	if strings.Contains(s.log.String(), "panic") || strings.Contains(s.log.String(), "goroutine ") {
 		fail("server log has a panic:\n%s", s.log.String())
 	}
+}
+
+// timedCode is an answer's status (0: a connection error) and when it came.
+type timedCode struct {
+	at   time.Time
+	code int
 }
 
 func exitText(err error) string {
