@@ -16,6 +16,10 @@
 //   - clients that send a request and leave before the answer;
 //   - clients that send half a body and wait: the server's body timeout
 //     (10 s) must answer them 408, while other clients are still served;
+//   - with -phases profile: where a request's time goes at 1 and 64
+//     clients (client latency; the server's time by TEI's timing metrics;
+//     the mean batch; the CPU of server and load generator) beside the bare
+//     forward at batch 1, 32 and 64 on 1 and 2 threads;
 //   - goroutines (go_goroutines of /metrics) and open files (/proc/PID/fd)
 //     at rest before and after all that;
 //   - SIGTERM under load: requests in flight get their answers; while they
@@ -63,7 +67,8 @@ var (
 	soakClients = flag.Int("soak-clients", 32, "clients during the soak")
 	stallWait   = flag.Duration("stall-wait", 20*time.Second, "longest wait for the server to answer a stalled body (its --body-timeout is 10 s)")
 	maxRequests = flag.Int("max-requests", 2_000_000, "cap on the requests of one load run")
-	phases      = flag.String("phases", "load,soak,faults,sigterm", "the parts to run, comma-separated")
+	phases      = flag.String("phases", "load,soak,faults,sigterm", "the parts to run, comma-separated (also: profile)")
+	profileDur  = flag.Duration("profile-dur", 5*time.Second, "time per client count of the profile phase")
 )
 
 var failed bool
@@ -135,6 +140,11 @@ func run() error {
 	g0, fd0 := s.atRest()
 	if has("load") {
 		if err := loadLevels(s, levels); err != nil {
+			return err
+		}
+	}
+	if has("profile") {
+		if err := profile(s); err != nil {
 			return err
 		}
 	}
@@ -879,4 +889,122 @@ func thousands(f float64) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
+}
+
+// scrapeMetrics reads s's GET /metrics into a map from each sample's name
+// with its labels (as written) to its value.
+func scrapeMetrics(s *server) (map[string]float64, error) {
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(s.url + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		l := sc.Text()
+		if l == "" || l[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(l, ' ')
+		if v, err := strconv.ParseFloat(l[i+1:], 64); err == nil {
+			out[l[:i]] = v
+		}
+	}
+	return out, sc.Err()
+}
+
+// forwardTimes runs `roformer bench --head base` at batch×seq on the given
+// threads and returns the median and the fastest step and the FLOPs of one.
+func forwardTimes(batch, seq, threads, steps int) (median, fastest time.Duration, flops float64, err error) {
+	out, err := exec.Command(*bin, "bench", "--model", *model, "--head", "base", "--batch", strconv.Itoa(batch), "--seq", strconv.Itoa(seq),
+		"--steps", strconv.Itoa(steps), "--threads", strconv.Itoa(threads), "--peak-gflops", "1", "--json", "--quiet").Output()
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("roformer bench: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var res struct {
+		MsPerStep float64 `json:"ms_per_step"`
+		MsMin     float64 `json:"ms_min"`
+		Flops     float64 `json:"flops_per_step"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		return 0, 0, 0, fmt.Errorf("roformer bench output: %v", err)
+	}
+	msd := func(x float64) time.Duration { return time.Duration(x * float64(time.Millisecond)) }
+	return msd(res.MsPerStep), msd(res.MsMin), res.Flops, nil
+}
+
+// cpuSelf is this process's user+system CPU time.
+func cpuSelf() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// profile prints where the time of a one-text /embed request goes with 1
+// and with 64 clients, and the bare forward at the batch sizes the
+// scheduler forms: what bounds the ratio of their throughputs.
+func profile(s *server) error {
+	seq := 17 // [CLS] + the text's 15 tokens + [SEP]
+	fmt.Printf("\nprofile: the bare forward (roformer bench --head base --seq %d), median and fastest of the steps\n\n", seq)
+	fmt.Println("| batch | threads | median ms | fastest ms | fastest ms per text | GFLOP/s (fastest) |\n|---|---|---|---|---|---|")
+	for _, b := range []int{1, 32, 64} {
+		for _, th := range []int{1, 2} {
+			steps := map[int]int{1: 100, 32: 15, 64: 10}[b]
+			med, fast, flops, err := forwardTimes(b, seq, th, steps)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("| %d | %d | %.2f | %.2f | %.3f | %.1f |\n", b, th, float64(med)/1e6, float64(fast)/1e6,
+				float64(fast)/1e6/float64(b), flops/fast.Seconds()/1e9)
+		}
+	}
+	fmt.Printf("\nprofile: /embed, one text a request, %s per client count; times are means per request\n\n", *profileDur)
+	fmt.Println("| clients | req/s | client latency | server: whole request | tokenization | queue | inference (its batch's forward) | " +
+		"mean batch | forward busy | server CPU | load-generator CPU |\n|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, c := range []int{1, 64} {
+		m0, err := scrapeMetrics(s)
+		if err != nil {
+			return err
+		}
+		cpu0 := cpuSelf()
+		r := load(s.url+"/embed", body(), c, *profileDur, *maxRequests)
+		cpu1 := cpuSelf()
+		m1, err := scrapeMetrics(s)
+		if err != nil {
+			return err
+		}
+		d := func(k string) float64 { return m1[k] - m0[k] }
+		mean := func(name string) time.Duration {
+			n := d(name + "_count")
+			if n == 0 {
+				return 0
+			}
+			return time.Duration(d(name+"_sum") / n * 1e9)
+		}
+		var sumLat time.Duration
+		for _, l := range r.lat {
+			sumLat += l
+		}
+		lat := time.Duration(0)
+		if len(r.lat) > 0 {
+			lat = sumLat / time.Duration(len(r.lat))
+		}
+		whole := time.Duration(0)
+		if n := d(`te_request_duration_count{route="/embed",status="200"}`); n > 0 {
+			whole = time.Duration(d(`te_request_duration_sum{route="/embed",status="200"}`) / n * 1e9)
+		}
+		batches := d("te_batch_next_size_count")
+		meanBatch := 0.0
+		if batches > 0 {
+			meanBatch = d("te_batch_next_size_sum") / batches
+		}
+		inf := mean("te_inference_duration")
+		busy := batches * inf.Seconds() / r.took.Seconds()
+		fmt.Printf("| %d | %s | %s | %s | %s | %s | %s | %.1f | %.0f%% | %.2f cores | %.2f cores |\n", c, thousands(r.rps()), ms(lat), ms(whole),
+			ms(mean("te_tokenization_duration")), ms(mean("te_queue_duration")), ms(inf), meanBatch, 100*busy,
+			d("process_cpu_seconds_total")/r.took.Seconds(), (cpu1-cpu0).Seconds()/r.took.Seconds())
+	}
+	return nil
 }
