@@ -951,7 +951,7 @@ func profile(s *server) error {
 	fmt.Println("| batch | threads | median ms | fastest ms | fastest ms per text | GFLOP/s (fastest) |\n|---|---|---|---|---|---|")
 	for _, b := range []int{1, 32, 64} {
 		for _, th := range []int{1, 2} {
-			steps := map[int]int{1: 100, 32: 15, 64: 10}[b]
+			steps := map[int]int{1: 200, 32: 40, 64: 20}[b]
 			med, fast, flops, err := forwardTimes(b, seq, th, steps)
 			if err != nil {
 				return err
