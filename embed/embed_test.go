@@ -449,16 +449,16 @@ func TestParseLine(t *testing.T) {
 func ptr(s string) *string { return &s }
 
 func TestDefaultWindow(t *testing.T) {
-	for _, c := range []struct{ lines, want int }{{0, 64}, {1000, 64}, {4097, 65}, {6400, 100}, {65536, 1024}, {1 << 24, 1024}} {
+	for _, c := range []struct{ lines, want int }{{0, 256}, {1000, 256}, {4097, 257}, {6400, 400}, {16384, 1024}, {1 << 24, 1024}} {
 		if got := DefaultWindow(c.lines); got != c.want {
 			t.Errorf("DefaultWindow(%d) = %d, want %d", c.lines, got, c.want)
 		}
 	}
 	m, tok := tinyModel(t)
 	dir := t.TempDir()
-	in, _ := writeInput(t, dir, 130) // no end of line after the last
+	in, _ := writeInput(t, dir, 520) // no end of line after the last
 	st, err := Run(context.Background(), m, tok, in, filepath.Join(dir, "out.jsonl"), Options{NoSync: true})
-	if err != nil || st.Parts != 3 || st.Lines != 130 {
-		t.Errorf("130 lines, default window: stats %+v, error %v; want 3 parts", st, err)
+	if err != nil || st.Parts != 3 || st.Lines != 520 {
+		t.Errorf("520 lines, default window: stats %+v, error %v; want 3 parts", st, err)
 	}
 }

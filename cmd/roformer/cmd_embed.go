@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/roformer-go/roformer/dist"
 	"github.com/roformer-go/roformer/embed"
 	roformer "github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/pipeline"
@@ -38,7 +39,7 @@ func embedFlags(fs *flag.FlagSet, o *embedOptions) {
 	fs.BoolVar(&o.run.Truncate, "truncate", false, "cut inputs longer than --max-length (HF's longest_first, keeping the start)")
 	fs.IntVar(&o.run.MaxBatch, "batch", pipeline.DefaultMaxBatch, "inputs per forward pass")
 	fs.IntVar(&o.run.MaxBatchTokens, "batch-tokens", pipeline.DefaultMaxBatchTokens, "padded tokens (inputs × the longest) per forward pass; a longer input runs alone")
-	fs.IntVar(&o.run.Window, "window", 0, "lines sorted by length together and written as one part, the unit of resuming and of sharding (default: 1024, or fewer to make at least 64 parts, but at least 64)")
+	fs.IntVar(&o.run.Window, "window", 0, "lines sorted by length together and written as one part, the unit of resuming and of sharding (default: 1024, or fewer to make at least 16 parts, but at least 256)")
 	fs.StringVar(&o.run.WorkDir, "work", "", "folder of the finished parts, for resuming (default: OUT.jsonl.parts)")
 	precisionFlag(fs, &o.precision)
 }
@@ -48,10 +49,10 @@ func cmdEmbed(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var o embedOptions
 	embedFlags(fs, &o)
 	th := threadsFlag(fs)
+	distributed := fs.Bool("distributed", false, "run as one rank of an MPI job (Open MPI, loaded at run time; automatic under Open MPI's mpirun): each rank embeds its share of the parts, rank 0 writes the output")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	o.threads = *th
 	switch {
 	case fs.NArg() > 0:
 		return usagef("unexpected arguments %q", fs.Args())
@@ -68,54 +69,99 @@ func cmdEmbed(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if o.run.Pooling, err = pipeline.ParsePooling(o.pooling); err != nil {
 		return usagef("--pooling: %v", err)
 	}
-	if err := setupCompute(o.threads, stderr, true); err != nil {
+	g, err := joinGroup(*distributed, th, flagSet(fs, "threads"))
+	if err != nil {
 		return err
 	}
-	return runEmbed(ctx, o, stderr)
+	o.threads = *th
+	if err := setupCompute(o.threads, stderr, true); err != nil {
+		return leaveEmbed(g, err)
+	}
+	return leaveEmbed(g, runEmbed(ctx, o, g, stderr))
 }
 
-// runEmbed loads the model and embeds the input; it prints where it stands
-// (at most every 10 s) and what it did to stderr.
-func runEmbed(ctx context.Context, o embedOptions, stderr io.Writer) error {
-	prec, err := roformer.ParsePrecision(o.precision)
-	if err != nil {
-		return usagef("--precision: %v", err)
-	}
-	if err := resolveModel(&o.model); err != nil {
+// leaveEmbed ends embed's part in an MPI job. runEmbed returns on every
+// rank together (the ranks agree after loading, and embed.Run returns on
+// all at once), so every rank leaves with MPI_Finalize; a rank other than 0
+// keeps quiet about a failure that is not its own (rank 0 names the rank
+// that failed and, when the failure was in embedding, what it said).
+func leaveEmbed(g dist.Comm, err error) error {
+	if g.Size() == 1 {
 		return err
 	}
-	cfg, err := roformer.LoadConfig(filepath.Join(o.model, "config.json"))
-	if err != nil {
+	if cerr := g.Close(); err == nil {
+		return cerr
+	}
+	if g.Rank() != 0 && (errors.Is(err, dist.ErrOtherRank) || errors.Is(err, embed.ErrOtherRank) || errors.Is(err, errInterrupted)) {
+		return quietError{err}
+	}
+	if g.Rank() != 0 {
+		return fmt.Errorf("rank %d of %d: %w", g.Rank(), g.Size(), err)
+	}
+	return err
+}
+
+// runEmbed loads the model and embeds the input, as rank g.Rank() of g;
+// rank 0 prints where it stands (at most every 10 s) and what the ranks did
+// to stderr.
+func runEmbed(ctx context.Context, o embedOptions, g dist.Comm, stderr io.Writer) error {
+	m, tok, err := loadEmbedModel(o)
+	if err = dist.Agree(g, err); err != nil {
 		return err
 	}
-	l, err := roformer.Load(o.model, roformer.HeadForConfig(&cfg), roformer.LoadOptions{Precision: prec})
-	if err != nil {
-		return err
-	}
-	tok, _, err := tokenizer.LoadModelDir(o.model)
-	if err != nil {
-		return err
-	}
+	o.run.Group = g
 	last := time.Now()
 	o.run.Progress = func(p embed.Progress) {
-		if p.Rank == 0 && (time.Since(last) >= 10*time.Second || p.Done == p.Parts) {
+		if p.Rank == 0 && time.Since(last) >= 10*time.Second && p.Done < p.Parts {
 			last = time.Now()
-			fmt.Fprintf(stderr, "embed: %d of %d parts done; %d lines, %.0f lines/s\n", p.Done, p.Parts, p.Lines, float64(p.Lines)/p.Elapsed.Seconds())
+			whose := ""
+			if p.Ranks > 1 {
+				whose = " of rank 0's"
+			}
+			fmt.Fprintf(stderr, "embed: %d%s %d parts done; %d lines, %.0f lines/s\n", p.Done, whose, p.Parts, p.Lines, float64(p.Lines)/p.Elapsed.Seconds())
 		}
 	}
-	st, err := embed.Run(ctx, l.Model, tok, o.input, o.output, o.run)
+	st, err := embed.Run(ctx, m, tok, o.input, o.output, o.run)
 	if errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%w: the finished parts are kept; run the same command again to continue", errInterrupted)
 	}
-	if err != nil {
+	if err != nil || g.Rank() != 0 {
 		return err
 	}
 	sec := st.Embedding.Seconds()
 	fmt.Fprintf(stderr, "embed: %d lines, %d tokens (%d padded) in %.2f s: %.1f lines/s, %.0f tokens/s", st.Embedded.Rows,
 		st.Embedded.Tokens, st.Embedded.PaddedTokens, sec, float64(st.Embedded.Rows)/sec, float64(st.Embedded.Tokens)/sec)
+	if st.Ranks > 1 {
+		fmt.Fprintf(stderr, " on %d ranks", st.Ranks)
+	}
 	if st.Resumed > 0 {
 		fmt.Fprintf(stderr, "; %d of %d parts were done before", st.Resumed, st.Parts)
 	}
 	fmt.Fprintf(stderr, "; wrote %d lines to %s\n", st.Lines, o.output)
 	return nil
+}
+
+// loadEmbedModel loads the model folder (or Hugging Face id) of o with the
+// head its config names, and its tokenizer.
+func loadEmbedModel(o embedOptions) (*roformer.Model, *tokenizer.Tokenizer, error) {
+	prec, err := roformer.ParsePrecision(o.precision)
+	if err != nil {
+		return nil, nil, usagef("--precision: %v", err)
+	}
+	if err := resolveModel(&o.model); err != nil {
+		return nil, nil, err
+	}
+	cfg, err := roformer.LoadConfig(filepath.Join(o.model, "config.json"))
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := roformer.Load(o.model, roformer.HeadForConfig(&cfg), roformer.LoadOptions{Precision: prec})
+	if err != nil {
+		return nil, nil, err
+	}
+	tok, _, err := tokenizer.LoadModelDir(o.model)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l.Model, tok, nil
 }
