@@ -1,6 +1,7 @@
 package dist
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strconv"
@@ -149,3 +150,24 @@ func Agree(c Comm, err error) error {
 // ErrOtherRank is wrapped by the errors of Agree on the ranks that did not
 // fail themselves.
 var ErrOtherRank = errors.New("dist: another rank failed")
+
+// CheckSame returns an error on every rank of c unless every rank's b is
+// rank 0's (compared by SHA-256, broadcast from rank 0): what names the
+// bytes in the message ("parameters at step 12"). Data-parallel training
+// uses it to catch ranks that started from different data or drifted
+// apart. It is a collective (a Bcast and an Agree).
+func CheckSame(c Comm, what string, b []byte) error {
+	if c.Size() == 1 {
+		return nil
+	}
+	mine := sha256.Sum256(b)
+	root := mine
+	if err := c.Bcast(root[:], 0); err != nil {
+		return fmt.Errorf("dist: comparing %s between ranks: %w", what, err)
+	}
+	var err error
+	if mine != root {
+		err = fmt.Errorf("dist: rank %d's %s differ from rank 0's (sha256 %x…, rank 0 %x…)", c.Rank(), what, mine[:6], root[:6])
+	}
+	return Agree(c, err)
+}

@@ -11,7 +11,10 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/roformer-go/roformer/dist"
 	"github.com/roformer-go/roformer/internal/atomicfile"
+	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/tokenizer"
 )
 
 // RunFile is the name of the run description in a fine-tuned model folder.
@@ -76,6 +79,10 @@ type RunOptions struct {
 	Out        string
 	Data       map[string]any // recorded in finetune.json
 	Progress   io.Writer
+	// Group, when it has more than one rank, makes this process one rank of
+	// a data-parallel run (Job.Group): every rank calls Run with the same
+	// options, rank 0 alone prints, evaluates and writes Out. Nil: alone.
+	Group dist.Comm
 }
 
 // RunResult is the outcome of Run.
@@ -108,11 +115,47 @@ func CheckOut(dir string) error {
 // a hidden folder beside ro.Out and renamed into place only when complete,
 // so a failed or interrupted run leaves nothing under ro.Out.
 func Run(ctx context.Context, ro RunOptions) (*RunResult, error) {
+	g := ro.Group
+	if g == nil {
+		g = dist.Local()
+	}
+	lead := g.Rank() == 0
+	if !lead {
+		ro.Progress = nil
+	}
+	r, err := prepareRun(ro, lead)
+	if err := dist.Agree(g, err); err != nil {
+		if r != nil && r.staged != nil {
+			r.staged.Discard()
+		}
+		return nil, err
+	}
+	if r.staged != nil {
+		defer r.staged.Discard() // unless published
+	}
+	return r.run(ctx, ro, g)
+}
+
+// preparedRun is a run checked and loaded, ready to train.
+type preparedRun struct {
+	spec      Spec
+	m         *roformer.Model
+	tok       *tokenizer.Tokenizer
+	tokFrom   string
+	continued bool
+	staged    *atomicfile.Stage // rank 0's output folder in the making
+}
+
+// prepareRun checks everything and loads the model and tokenizer; with
+// lead, it also prepares the output folder.
+func prepareRun(ro RunOptions, lead bool) (*preparedRun, error) {
 	if err := ro.Options.Validate(); err != nil {
 		return nil, err
 	}
-	if err := CheckOut(ro.Out); err != nil {
-		return nil, err
+	if lead {
+		if err := CheckOut(ro.Out); err != nil {
+			return nil, err
+		}
 	}
 	if ro.Train == nil {
 		return nil, errors.New("finetune: no training data")
@@ -170,22 +213,37 @@ func Run(ctx context.Context, ro RunOptions) (*RunResult, error) {
 	}
 	say("model: %s with %s; %d labels: %s", ro.Model, how, len(spec.Labels), quoteAll(spec.Labels))
 	say("tokenizer: %s (%s, %d tokens)", tokFrom, tok.Kind(), tok.VocabSize())
-
+	r := &preparedRun{spec: spec, m: m, tok: tok, tokFrom: tokFrom, continued: continued}
+	if !lead {
+		return r, nil
+	}
 	parent := filepath.Dir(filepath.Clean(ro.Out))
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return nil, fmt.Errorf("finetune: %w", err)
 	}
-	staged, err := atomicfile.NewStage(ro.Out)
-	if err != nil {
+	if r.staged, err = atomicfile.NewStage(ro.Out); err != nil {
 		return nil, fmt.Errorf("finetune: %w", err)
 	}
-	defer staged.Discard() // unless published
-	stage := staged.Dir
+	return r, nil
+}
+
+// run trains, and on rank 0 tests and publishes.
+func (r *preparedRun) run(ctx context.Context, ro RunOptions, g dist.Comm) (*RunResult, error) {
+	spec, m, tok, tokFrom, continued := r.spec, r.m, r.tok, r.tokFrom, r.continued
+	say := func(format string, a ...any) {
+		if ro.Progress != nil {
+			fmt.Fprintf(ro.Progress, format+"\n", a...)
+		}
+	}
 	var mbuf bytes.Buffer
-	res, err := Train(ctx, Job{Model: m, Tokenizer: tok, Spec: spec, Train: ro.Train, Eval: ro.Eval, Options: ro.Options, Progress: ro.Progress, Metrics: &mbuf})
+	res, err := Train(ctx, Job{Model: m, Tokenizer: tok, Spec: spec, Train: ro.Train, Eval: ro.Eval, Options: ro.Options, Progress: ro.Progress, Metrics: &mbuf, Group: g})
 	if err != nil {
 		return nil, err
 	}
+	if g.Rank() != 0 {
+		return &RunResult{Out: ro.Out}, nil
+	}
+	stage := r.staged.Dir
 	info := &RunInfo{Format: "roformer-finetune", Version: 1, BaseModel: ro.Model, Continued: continued, Tokenizer: tokFrom,
 		Spec: spec, Columns: ro.Columns, Options: ro.Options, Data: ro.Data, Result: res, Created: time.Now().UTC().Format(time.RFC3339)}
 	if ro.Test != nil {
@@ -227,7 +285,7 @@ func Run(ctx context.Context, ro RunOptions) (*RunResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := publish(staged, ro.Out); err != nil {
+	if err := publish(r.staged, ro.Out); err != nil {
 		return nil, err
 	}
 	return &RunResult{Info: info, Out: ro.Out}, nil

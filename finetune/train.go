@@ -2,6 +2,7 @@ package finetune
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/roformer-go/roformer/dist"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/optim"
 	"github.com/roformer-go/roformer/tensor"
@@ -22,8 +24,12 @@ import (
 // Options are the hyper-parameters of a fine-tuning run. Start from
 // DefaultOptions.
 type Options struct {
-	MaxLength     int     `json:"max_length"`      // tokens per input with [CLS] and [SEP]
-	BatchSize     int     `json:"batch_size"`      // inputs per optimizer step
+	MaxLength int `json:"max_length"` // tokens per input with [CLS] and [SEP]
+	BatchSize int `json:"batch_size"` // inputs per micro-batch (per rank)
+	// Accum is the number of micro-batches of BatchSize inputs per
+	// optimizer step (gradients averaged); 0 counts as 1. A step takes
+	// BatchSize × Accum × ranks inputs.
+	Accum         int     `json:"accum,omitempty"`
 	EvalBatchSize int     `json:"eval_batch_size"` // inputs per evaluation forward pass
 	Epochs        int     `json:"epochs"`
 	LR            float64 `json:"lr"`           // peak learning rate
@@ -54,8 +60,8 @@ func (o *Options) Validate() error {
 	if o.MaxLength < 3 {
 		errs = append(errs, fmt.Errorf("max length %d must be at least 3 ([CLS], a token, [SEP])", o.MaxLength))
 	}
-	if o.BatchSize < 1 || o.EvalBatchSize < 1 {
-		errs = append(errs, fmt.Errorf("batch sizes %d and %d must be at least 1", o.BatchSize, o.EvalBatchSize))
+	if o.BatchSize < 1 || o.EvalBatchSize < 1 || o.Accum < 0 {
+		errs = append(errs, fmt.Errorf("batch sizes %d and %d must be at least 1, accumulation %d at least 0", o.BatchSize, o.EvalBatchSize, o.Accum))
 	}
 	if o.Epochs < 1 {
 		errs = append(errs, fmt.Errorf("epochs %d must be at least 1", o.Epochs))
@@ -109,6 +115,14 @@ type Job struct {
 	Progress io.Writer
 	// Metrics receives metrics.jsonl records (one JSON object per line).
 	Metrics io.Writer
+	// Group, when it has more than one rank, makes this process one rank of
+	// a data-parallel run: every rank calls Train with the same Job but its
+	// own Group; each computes its share of a step's micro-batches (the
+	// ones one process with accumulation Accum × ranks computes, masks and
+	// dropout included), the gradients are averaged with an allreduce, and
+	// rank 0 alone evaluates (broadcasting which epoch is best and whether
+	// to stop) and should alone be given Progress and Metrics. Nil: alone.
+	Group dist.Comm
 }
 
 // EpochResult is what one epoch measured.
@@ -146,6 +160,8 @@ type MetricsRecord struct {
 	GradNorm *float64 `json:"grad_norm,omitempty"` // before clipping
 	Eval     *Report  `json:"eval,omitempty"`
 	Best     *bool    `json:"best,omitempty"`
+	// WorldSize is the number of data-parallel ranks (1: one process).
+	WorldSize int `json:"world_size,omitempty"`
 }
 
 // stepSeed derives the dropout seed of an optimizer step from the run seed.
@@ -154,6 +170,16 @@ func stepSeed(seed uint64, step int) uint64 {
 	x ^= x >> 31
 	x *= 0xbf58476d1ce4e5b9
 	return x ^ x>>29
+}
+
+// microSeed is the dropout seed of micro-batch k of an optimizer step: the
+// step's seed for k = 0 (so runs without accumulation keep their numbers),
+// a seed of its own for the others.
+func microSeed(seed uint64, step, k int) uint64 {
+	if k == 0 {
+		return stepSeed(seed, step)
+	}
+	return stepSeed(seed^(uint64(k)*0xd1b54a32d192ed03), step)
 }
 
 // stateCache keeps the training workspaces of the two most recent batch
@@ -230,7 +256,18 @@ func Train(ctx context.Context, j Job) (*Result, error) {
 	}
 	m := j.Model
 	params := m.Params()
-	perEpoch := (len(feats) + o.BatchSize - 1) / o.BatchSize
+	g := j.Group
+	if g == nil {
+		g = dist.Local()
+	}
+	ranks, accum := g.Size(), max(o.Accum, 1)
+	if ranks > 1 {
+		if err := dist.CheckSame(g, "parameters at the start", paramBytes(params)); err != nil {
+			return nil, fmt.Errorf("finetune: %w", err)
+		}
+	}
+	stepInputs := o.BatchSize * accum * ranks // inputs per optimizer step
+	perEpoch := (len(feats) + stepInputs - 1) / stepInputs
 	total := perEpoch * o.Epochs
 	warm := o.WarmupSteps
 	if warm == 0 {
@@ -242,8 +279,35 @@ func Train(ctx context.Context, j Job) (*Result, error) {
 		return nil, err
 	}
 	stepper.Clip = o.Clip
-	say("finetune: %d training examples (%d truncated to %d tokens), %d for evaluation; %d epochs of %d steps, batch %d, lr %.2e (%s, warm-up %d), weight decay %g, seed %d",
-		len(feats), nTrunc, o.MaxLength, len(evalFeats), o.Epochs, perEpoch, o.BatchSize, o.LR, o.Schedule, warm, o.WeightDecay, o.Seed)
+	// mine is the number of this rank's micro-batches in the step, all the
+	// step's; the gradient average is then Σ (this rank's sum) / all.
+	var mine, all int
+	if ranks > 1 {
+		red := dist.NewReducer(g, 0)
+		grads := make([][]float32, len(params))
+		for i, p := range params {
+			grads[i] = p.Grad
+		}
+		stepper.Reduce = func([]*tensor.Param) error {
+			// The Stepper averaged over max(mine, 1) micro-batches; weigh
+			// this rank by mine·ranks/all so that the mean over the ranks
+			// is the mean over all micro-batches.
+			if w := float32(float64(mine*ranks) / float64(all)); w != 1 {
+				for _, gr := range grads {
+					for i := range gr {
+						gr[i] *= w
+					}
+				}
+			}
+			return red.AllreduceMean32(grads)
+		}
+	}
+	batchDesc := fmt.Sprint(o.BatchSize)
+	if accum > 1 || ranks > 1 {
+		batchDesc = fmt.Sprintf("%d × accumulation %d × %d ranks", o.BatchSize, accum, ranks)
+	}
+	say("finetune: %d training examples (%d truncated to %d tokens), %d for evaluation; %d epochs of %d steps, batch %s, lr %.2e (%s, warm-up %d), weight decay %g, seed %d",
+		len(feats), nTrunc, o.MaxLength, len(evalFeats), o.Epochs, perEpoch, batchDesc, o.LR, o.Schedule, warm, o.WeightDecay, o.Seed)
 	res := &Result{Truncated: nTrunc}
 	start := time.Now()
 	padID := int32(j.Tokenizer.PadID())
@@ -258,17 +322,36 @@ func Train(ctx context.Context, j Job) (*Result, error) {
 		var epLoss, logLoss float64
 		var epN, logN int
 		batch := make([]*feature, 0, o.BatchSize)
-		for lo := 0; lo < len(order); lo += o.BatchSize {
-			if err := ctx.Err(); err != nil {
-				return res, err
+		for lo := 0; lo < len(order); lo += stepInputs {
+			if ranks == 1 {
+				// With several ranks the interruption is voted on after
+				// the step, so that all stop at the same one.
+				if err := ctx.Err(); err != nil {
+					return res, err
+				}
 			}
-			batch = batch[:0]
-			for _, k := range order[lo:min(lo+o.BatchSize, len(order))] {
-				batch = append(batch, feats[k])
+			// The step's inputs order[lo:hi] form micro-batches of
+			// BatchSize; rank r computes numbers r·accum … r·accum+accum−1.
+			hi := min(lo+stepInputs, len(order))
+			all = (hi - lo + o.BatchSize - 1) / o.BatchSize
+			first := min(g.Rank()*accum, all)
+			mine = min(accum, all-first)
+			stepper.Accum = max(mine, 1)
+			mctx := ctx
+			if ranks > 1 {
+				mctx = context.WithoutCancel(ctx)
 			}
-			b, lab := makeBatch(batch, &spec, padID, true)
-			u, err := stepper.Step(step, func(int) (float64, error) {
-				sr, err := m.ForwardBackward(ctx, states.get(b.B, b.T), b, lab, roformer.StepOptions{Dropout: true, Seed: stepSeed(o.Seed, step)})
+			u, err := stepper.Step(step, func(j int) (float64, error) {
+				if j >= mine {
+					return 0, nil // this rank has no micro-batch left in the step
+				}
+				k := first + j
+				batch = batch[:0]
+				for _, i := range order[lo+k*o.BatchSize : min(lo+(k+1)*o.BatchSize, hi)] {
+					batch = append(batch, feats[i])
+				}
+				b, lab := makeBatch(batch, &spec, padID, true)
+				sr, err := m.ForwardBackward(mctx, states.get(b.B, b.T), b, lab, roformer.StepOptions{Dropout: true, Seed: microSeed(o.Seed, step, k)})
 				if err != nil {
 					return 0, err
 				}
@@ -279,6 +362,21 @@ func Train(ctx context.Context, j Job) (*Result, error) {
 			} else if err != nil {
 				return res, err
 			}
+			if ranks > 1 {
+				// The step's loss is the mean over all its micro-batches;
+				// the second sum is the vote to stop.
+				sums := []float64{u.Loss * float64(mine), 0}
+				if ctx.Err() != nil {
+					sums[1] = 1
+				}
+				if err := g.AllreduceSum64(sums); err != nil {
+					return res, fmt.Errorf("finetune: step %d: loss allreduce: %w", step+1, err)
+				}
+				u.Loss = sums[0] / float64(all)
+				if sums[1] > 0 {
+					return res, fmt.Errorf("finetune: stopped after step %d (a rank was interrupted): %w", step+1, context.Canceled)
+				}
+			}
 			lr, norm := u.LR, u.GradNorm
 			step++
 			epLoss += u.Loss
@@ -288,8 +386,8 @@ func Train(ctx context.Context, j Job) (*Result, error) {
 			if o.LogEvery > 0 && step%o.LogEvery == 0 {
 				l := logLoss / float64(logN)
 				say("epoch %d step %d/%d | loss %.4f | lr %.3e | grad norm %.3f | %.1f ex/s", epoch, step, total, l, lr, norm,
-					float64(step*o.BatchSize)/time.Since(start).Seconds())
-				if err := record(MetricsRecord{Epoch: epoch, Step: step, Loss: &l, LR: &lr, GradNorm: &norm}); err != nil {
+					float64(step*stepInputs)/time.Since(start).Seconds())
+				if err := record(MetricsRecord{Epoch: epoch, Step: step, Loss: &l, LR: &lr, GradNorm: &norm, WorldSize: ranks}); err != nil {
 					return res, err
 				}
 				logLoss, logN = 0, 0
@@ -297,14 +395,36 @@ func Train(ctx context.Context, j Job) (*Result, error) {
 		}
 		ep := EpochResult{Epoch: epoch, Step: step, TrainLoss: epLoss / float64(epN)}
 		if evalFeats != nil {
-			rep, _, err := evaluateFeatures(ctx, m, padID, &spec, evalFeats, o.EvalBatchSize)
-			if err != nil {
+			// Rank 0 evaluates and tells the others whether the epoch is
+			// the best so far (the parameters are the same on every rank).
+			var rep *Report
+			isBest := false
+			var err error
+			if g.Rank() == 0 {
+				if rep, _, err = evaluateFeatures(ctx, m, padID, &spec, evalFeats, o.EvalBatchSize); err == nil {
+					rep.File = j.Eval.File
+					isBest = rep.Main() > bestScore
+				}
+			}
+			if err := dist.Agree(g, err); err != nil {
 				return res, err
 			}
-			rep.File = j.Eval.File
+			if ranks > 1 {
+				flag := []byte{0}
+				if isBest {
+					flag[0] = 1
+				}
+				if err := g.Bcast(flag, 0); err != nil {
+					return res, fmt.Errorf("finetune: epoch %d: broadcasting the evaluation: %w", epoch, err)
+				}
+				isBest = flag[0] == 1
+			}
 			ep.Eval = rep
-			if rep.Main() > bestScore {
-				bestScore, ep.Best = rep.Main(), true
+			if isBest {
+				ep.Best = true
+				if rep != nil {
+					bestScore = rep.Main()
+				}
 				best = snapshot(params, best)
 				res.BestEpoch, res.Best = epoch, rep
 				sinceBest = 0
@@ -315,7 +435,9 @@ func Train(ctx context.Context, j Job) (*Result, error) {
 			if ep.Best {
 				mark = " (best)"
 			}
-			say("epoch %d: train loss %.4f | eval loss %.4f | %s %.4f%s | %s", epoch, ep.TrainLoss, rep.Loss, spec.Metric, rep.Metrics[spec.Metric], mark, rep.OtherMetrics(" "))
+			if rep != nil {
+				say("epoch %d: train loss %.4f | eval loss %.4f | %s %.4f%s | %s", epoch, ep.TrainLoss, rep.Loss, spec.Metric, rep.Metrics[spec.Metric], mark, rep.OtherMetrics(" "))
+			}
 		} else {
 			res.BestEpoch = epoch
 			say("epoch %d: train loss %.4f", epoch, ep.TrainLoss)
@@ -324,7 +446,7 @@ func Train(ctx context.Context, j Job) (*Result, error) {
 		res.Epochs = append(res.Epochs, ep)
 		res.Steps = step
 		isBest := ep.Best
-		if err := record(MetricsRecord{Epoch: epoch, Step: step, Loss: &ep.TrainLoss, Eval: ep.Eval, Best: &isBest}); err != nil {
+		if err := record(MetricsRecord{Epoch: epoch, Step: step, Loss: &ep.TrainLoss, Eval: ep.Eval, Best: &isBest, WorldSize: ranks}); err != nil {
 			return res, err
 		}
 		if o.Patience > 0 && sinceBest >= o.Patience && epoch < o.Epochs {
@@ -355,6 +477,17 @@ func (r *Report) OtherMetrics(sep string) string {
 		parts[i] = fmt.Sprintf("%s %.4f", name, r.Metrics[name])
 	}
 	return strings.Join(parts, sep)
+}
+
+// paramBytes returns the bits of every parameter, in order.
+func paramBytes(params []*tensor.Param) []byte {
+	var b []byte
+	for _, p := range params {
+		for _, x := range p.Data {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
+		}
+	}
+	return b
 }
 
 func snapshot(params []*tensor.Param, dst []float32) []float32 {

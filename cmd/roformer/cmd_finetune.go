@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/roformer-go/roformer/dist"
 	"github.com/roformer-go/roformer/finetune"
 	"github.com/roformer-go/roformer/tasks"
 )
@@ -124,6 +125,7 @@ type finetuneOptions struct {
 	threads                       int
 	lengthSet                     bool
 	baselineEpochs                int
+	group                         dist.Comm // the MPI job's ranks, or this process alone
 }
 
 func cmdFinetune(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -144,7 +146,8 @@ func cmdFinetune(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&o.metric, "metric", "", "metric that picks the best epoch: accuracy, f1, macro_f1, mcc (single-label); micro_f1, macro_f1, subset_accuracy (multi-label); pearson, spearman, neg_mse (regression); accuracy, macro_f1 (token)")
 	fs.StringVar(&o.positive, "positive", "", "positive label of binary F1 (default: the second label)")
 	fs.IntVar(&p.MaxLength, "max-length", p.MaxLength, "tokens per input, [CLS] and [SEP] included (a built-in task sets its own unless this is given)")
-	fs.IntVar(&p.BatchSize, "batch", p.BatchSize, "training batch size")
+	fs.IntVar(&p.BatchSize, "batch", p.BatchSize, "training batch size (per rank under MPI)")
+	fs.IntVar(&p.Accum, "accum", 1, "micro-batches of --batch inputs per optimizer step (gradients averaged)")
 	fs.IntVar(&p.EvalBatchSize, "eval-batch", p.EvalBatchSize, "evaluation batch size")
 	fs.IntVar(&p.Epochs, "epochs", p.Epochs, "training epochs")
 	fs.Float64Var(&p.LR, "lr", p.LR, "peak learning rate")
@@ -162,10 +165,10 @@ func cmdFinetune(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&o.baselineEpochs, "baseline-epochs", 20, "epochs of the baseline")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress output")
 	th := threadsFlag(fs)
+	distributed := distributedFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	o.threads = *th
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments %q", fs.Args())
 	}
@@ -184,25 +187,42 @@ func cmdFinetune(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	case o.baseline != "" && o.baseline != "bow":
 		return usagef("--baseline %q: the only baseline is bow", o.baseline)
 	}
-	if err := setupCompute(o.threads, stderr, o.quiet || o.baseline != ""); err != nil {
+	g, err := joinGroup(*distributed, th, flagSet(fs, "threads"))
+	if err != nil {
 		return err
 	}
-	return runFinetune(ctx, o, stdout, stderr)
+	o.group, o.threads = g, *th
+	if o.baseline != "" && g.Size() > 1 {
+		return leaveGroup(g, "finetune", usagef("--baseline runs in one process, not under mpirun"), stderr)
+	}
+	if err := setupCompute(o.threads, stderr, o.quiet || o.baseline != "" || g.Rank() != 0); err != nil {
+		return leaveGroup(g, "finetune", err, stderr)
+	}
+	return leaveGroup(g, "finetune", runFinetune(ctx, o, stdout, stderr), stderr)
 }
 
 func runFinetune(ctx context.Context, o finetuneOptions, stdout, stderr io.Writer) error {
 	if err := resolveModel(&o.model); err != nil {
 		return err
 	}
+	if o.group == nil {
+		o.group = dist.Local()
+	}
 	progress := stderr
-	if o.quiet {
+	if o.quiet || o.group.Rank() != 0 {
 		progress = io.Discard
 	}
-	if err := finetune.CheckOut(o.out); err != nil {
+	if o.group.Rank() != 0 {
+		stdout = io.Discard
+	}
+	if o.group.Size() > 1 {
+		fmt.Fprintf(progress, "roformer: %v\n", o.group)
+	}
+	if err := dist.Agree(o.group, finetune.CheckOut(o.out)); err != nil {
 		return err
 	}
-	d, err := finetuneData(ctx, &o, stderr)
-	if err != nil {
+	d, err := finetuneData(ctx, &o, progress)
+	if err := dist.Agree(o.group, err); err != nil {
 		return err
 	}
 	if o.baseline != "" {
@@ -212,14 +232,17 @@ func runFinetune(ctx context.Context, o finetuneOptions, stdout, stderr io.Write
 	res, err := finetune.Run(ctx, finetune.RunOptions{
 		Model: o.model, Tokenizer: o.tokenizer, Spec: d.spec, LabelsFrom: d.labelsFrom, Columns: d.columns,
 		Train: d.train, Eval: d.eval, Test: d.test, Options: o.opts, NewHead: o.newHead, Out: o.out, Data: d.data, Progress: progress,
+		Group: o.group,
 	})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
-			return fmt.Errorf("interrupted: nothing was written to %s", o.out)
+			return fmt.Errorf("%w: nothing was written to %s", errInterrupted, o.out)
 		}
 		return err
 	}
-	printFinetuneResult(stdout, o.out, res.Info, start)
+	if res.Info != nil {
+		printFinetuneResult(stdout, o.out, res.Info, start)
+	}
 	return nil
 }
 
