@@ -26,8 +26,8 @@ func init() {
 		Splits: "one pair per verse present and non-empty in both (OSIS markup, notes and headings stripped); " +
 			"paraphrase when draw(\"<ref>/label\") is even, else the WEB partner is verse draw(\"<ref>/partner\") mod (n-1) among the chapter's other n-1 verses (the next one when the wording is the same), where draw is FNV-1a 64 through the splitmix64 finaliser; " +
 			"key: the reference (Matt.1.1); FNV-1a 64 of the key mod 10: 0-7 train, 8 dev, 9 test",
-		MaxLength: 128,
-		Build:     buildParaphrase,
+		Settings: Settings{MaxLength: 128, Epochs: 8, LR: 2e-4, BatchSize: 32, Patience: 2},
+		Build:    buildParaphrase,
 	})
 }
 

@@ -20,7 +20,7 @@ func init() {
 		Sources:     []Source{sentimentSource},
 		Licence:     "the sentences: CC BY 4.0 (UCI Machine Learning Repository); the npm package: MIT",
 		Splits:      "key: the sentence; records without a class dropped; FNV-1a 64 of the key mod 10: 0-7 train, 8 dev, 9 test",
-		MaxLength:   64,
+		Settings:    Settings{MaxLength: 64, Epochs: 6, LR: 2e-4, BatchSize: 32},
 		Build:       buildSentiment,
 	})
 }

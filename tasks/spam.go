@@ -38,8 +38,8 @@ func init() {
 		Licence:     "the data: PDDL-1.0, its contents CC0-1.0; the npm package: Apache-2.0",
 		Splits: "text: the Subject header, then the plain-text body (MIME parts decoded, HTML tags stripped), white space collapsed, at most 4,000 characters; " +
 			"other headers are dropped; key: the text; FNV-1a 64 of the key mod 10: 0-7 train, 8 dev, 9 test",
-		MaxLength: 128,
-		Build:     buildSpam,
+		Settings: Settings{MaxLength: 128, Epochs: 3, LR: 2e-4, BatchSize: 32},
+		Build:    buildSpam,
 	})
 }
 

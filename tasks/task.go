@@ -25,11 +25,47 @@ type Task struct {
 	Licence string
 	// Splits documents how the examples are made and split.
 	Splits string
-	// MaxLength is the input length (tokens) the results page uses.
-	MaxLength int
+	// Settings are the fine-tuning settings that reproduce the task's line
+	// of docs/results.md; `roformer finetune --task NAME` uses them where the
+	// command line sets none.
+	Settings Settings
 	// Build reads the fetched files from fsys (rooted at the cache folder,
 	// each source under its Dir) and returns the splits.
 	Build func(fsys fs.FS) (*Splits, error)
+}
+
+// Settings are the fine-tuning hyper-parameters a task brings. Zero fields
+// leave finetune.DefaultOptions' value.
+type Settings struct {
+	MaxLength int     `json:"max_length"` // tokens per input with [CLS] and [SEP]
+	Epochs    int     `json:"epochs"`
+	LR        float64 `json:"lr"`         // peak learning rate
+	BatchSize int     `json:"batch_size"` // inputs per optimizer step
+	// Patience stops after this many epochs without a better dev metric.
+	Patience int `json:"patience,omitempty"`
+}
+
+// SettingNames are the names (those of `roformer finetune`'s flags) of the
+// fields of Settings.
+var SettingNames = []string{"max-length", "epochs", "lr", "batch", "patience"}
+
+// Apply writes the non-zero settings into o, except those whose flag name
+// (SettingNames) keep reports as set by the user; it returns the names it
+// wrote. keep may be nil.
+func (s Settings) Apply(o *finetune.Options, keep func(name string) bool) []string {
+	var wrote []string
+	set := func(name string, ok bool, assign func()) {
+		if ok && (keep == nil || !keep(name)) {
+			assign()
+			wrote = append(wrote, name)
+		}
+	}
+	set("max-length", s.MaxLength > 0, func() { o.MaxLength = s.MaxLength })
+	set("epochs", s.Epochs > 0, func() { o.Epochs = s.Epochs })
+	set("lr", s.LR > 0, func() { o.LR = s.LR })
+	set("batch", s.BatchSize > 0, func() { o.BatchSize = s.BatchSize })
+	set("patience", s.Patience > 0, func() { o.Patience = s.Patience })
+	return wrote
 }
 
 // Splits are a task's fixed train, dev and test sets.

@@ -245,3 +245,37 @@ func TestRegistry(t *testing.T) {
 		}
 	}
 }
+
+// Each task carries the settings of its line of docs/results.md (the
+// commands listed there), and Apply leaves alone what the caller set.
+func TestSettings(t *testing.T) {
+	page := map[string]Settings{
+		"sentiment":  {MaxLength: 64, Epochs: 6, LR: 2e-4, BatchSize: 32},
+		"spam":       {MaxLength: 128, Epochs: 3, LR: 2e-4, BatchSize: 32},
+		"paraphrase": {MaxLength: 128, Epochs: 8, LR: 2e-4, BatchSize: 32, Patience: 2},
+		"topics":     {MaxLength: 128, Epochs: 6, LR: 2e-4, BatchSize: 32},
+	}
+	for _, n := range Names() {
+		task, _ := Get(n)
+		if task.Settings != page[n] {
+			t.Errorf("%s: settings %+v, the page used %+v", n, task.Settings, page[n])
+		}
+		o := finetune.DefaultOptions()
+		wrote := task.Settings.Apply(&o, nil)
+		if err := o.Validate(); err != nil {
+			t.Errorf("%s: %v", n, err)
+		}
+		if o.LR != task.Settings.LR || o.Epochs != task.Settings.Epochs || o.MaxLength != task.Settings.MaxLength || o.BatchSize != task.Settings.BatchSize || o.Patience != task.Settings.Patience {
+			t.Errorf("%s: Apply gave %+v from %+v", n, o, task.Settings)
+		}
+		if len(wrote) < 4 {
+			t.Errorf("%s: Apply wrote only %v", n, wrote)
+		}
+	}
+	o := finetune.DefaultOptions()
+	o.Epochs = 2
+	wrote := Settings{Epochs: 6, LR: 2e-4}.Apply(&o, func(name string) bool { return name == "epochs" })
+	if o.Epochs != 2 || o.LR != 2e-4 || strings.Join(wrote, ",") != "lr" {
+		t.Errorf("Apply with epochs kept: epochs %d lr %g wrote %v; want 2, 2e-4, [lr]", o.Epochs, o.LR, wrote)
+	}
+}

@@ -24,7 +24,7 @@ func init() {
 		Sources:     []Source{fortunesSource},
 		Licence:     "BSD (fortune-mod; see /usr/share/doc/fortunes/copyright in the package)",
 		Splits:      "one example per fortune (the %-separated entries), white space collapsed; key: the text; a text in two files dropped; FNV-1a 64 of the key mod 10: 0-7 train, 8 dev, 9 test",
-		MaxLength:   128,
+		Settings:    Settings{MaxLength: 128, Epochs: 6, LR: 2e-4, BatchSize: 32},
 		Build:       buildTopics,
 	})
 }

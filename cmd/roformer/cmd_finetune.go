@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -123,7 +124,7 @@ type finetuneOptions struct {
 	opts                          finetune.Options
 	newHead, quiet                bool
 	threads                       int
-	lengthSet                     bool
+	set                           map[string]bool // the flags given on the command line
 	baselineEpochs                int
 	group                         dist.Comm // the MPI job's ranks, or this process alone
 }
@@ -146,18 +147,18 @@ func cmdFinetune(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&o.metric, "metric", "", "metric that picks the best epoch: accuracy, f1, macro_f1, mcc (single-label); micro_f1, macro_f1, subset_accuracy (multi-label); pearson, spearman, neg_mse (regression); accuracy, macro_f1 (token)")
 	fs.StringVar(&o.positive, "positive", "", "positive label of binary F1 (default: the second label)")
 	fs.IntVar(&p.MaxLength, "max-length", p.MaxLength, "tokens per input, [CLS] and [SEP] included (a built-in task sets its own unless this is given)")
-	fs.IntVar(&p.BatchSize, "batch", p.BatchSize, "training batch size (per rank under MPI)")
+	fs.IntVar(&p.BatchSize, "batch", p.BatchSize, "training batch size, per rank under MPI (a built-in task sets its own unless this is given)")
 	fs.IntVar(&p.Accum, "accum", 1, "micro-batches of --batch inputs per optimizer step (gradients averaged)")
 	fs.IntVar(&p.EvalBatchSize, "eval-batch", p.EvalBatchSize, "evaluation batch size")
-	fs.IntVar(&p.Epochs, "epochs", p.Epochs, "training epochs")
-	fs.Float64Var(&p.LR, "lr", p.LR, "peak learning rate")
+	fs.IntVar(&p.Epochs, "epochs", p.Epochs, "training epochs (a built-in task sets its own unless this is given)")
+	fs.Float64Var(&p.LR, "lr", p.LR, "peak learning rate (a built-in task sets its own unless this is given)")
 	fs.StringVar(&p.Schedule, "schedule", p.Schedule, "learning-rate schedule after warm-up: linear, cosine or constant")
 	fs.Float64Var(&p.WarmupRatio, "warmup-ratio", p.WarmupRatio, "warm-up as a share of all steps")
 	fs.IntVar(&p.WarmupSteps, "warmup-steps", 0, "warm-up steps (wins over --warmup-ratio when > 0)")
 	fs.Float64Var(&p.WeightDecay, "weight-decay", p.WeightDecay, "AdamW decoupled weight decay (not on biases and LayerNorm)")
 	fs.Float64Var(&p.Clip, "clip", p.Clip, "clip the global gradient norm to this (0: off)")
 	fs.Uint64Var(&p.Seed, "seed", p.Seed, "seed of the head initialisation, data order and dropout")
-	fs.IntVar(&p.Patience, "patience", 0, "stop after this many epochs without a better evaluation (0: off)")
+	fs.IntVar(&p.Patience, "patience", 0, "stop after this many epochs without a better evaluation (0: off; a built-in task may set its own unless this is given)")
 	fs.StringVar(&p.Truncation, "truncation", p.Truncation, "longest_first, only_first, only_second, or none (over-long inputs are then an error)")
 	fs.IntVar(&p.LogEvery, "log-every", p.LogEvery, "steps between progress lines")
 	fs.BoolVar(&o.newHead, "new-head", false, "start a new head even if --model was fine-tuned with one")
@@ -172,7 +173,8 @@ func cmdFinetune(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments %q", fs.Args())
 	}
-	fs.Visit(func(f *flag.Flag) { o.lengthSet = o.lengthSet || f.Name == "max-length" })
+	o.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 	switch {
 	case o.out == "":
 		return usagef("--out is required")
@@ -257,7 +259,9 @@ type finetuneInputs struct {
 
 // finetuneData reads the built-in task or the data files, and applies the
 // flags that override the task's description (labels, metric, positive
-// class; the task's max length unless --max-length was given).
+// class) and the task's settings (max length, epochs, learning rate, batch,
+// patience: the task's unless the flag was given). Where each setting came
+// from is recorded as data["settings"].
 func finetuneData(ctx context.Context, o *finetuneOptions, stderr io.Writer) (*finetuneInputs, error) {
 	var spec finetune.Spec
 	var train, eval, test *finetune.Dataset
@@ -277,8 +281,10 @@ func finetuneData(ctx context.Context, o *finetuneOptions, stderr io.Writer) (*f
 		}
 		spec.Labels = append([]string(nil), spec.Labels...)
 		labelsFrom = "task " + t.Name
-		if !o.lengthSet {
-			o.opts.MaxLength = t.MaxLength
+		fromTask := t.Settings.Apply(&o.opts, func(name string) bool { return o.set[name] })
+		data["settings"] = settingSources(t.Name, fromTask, o.set)
+		if !o.quiet {
+			fmt.Fprintf(stderr, "  settings: %s\n", describeSettings(o.opts, t.Name, fromTask, o.set))
 		}
 		data["task"] = t.Name
 		data["source"] = t.About()
@@ -330,6 +336,46 @@ func finetuneData(ctx context.Context, o *finetuneOptions, stderr io.Writer) (*f
 		}
 	}
 	return &finetuneInputs{spec: spec, train: train, eval: eval, test: test, columns: columns, labelsFrom: labelsFrom, data: data}, nil
+}
+
+// settingSources says where each of a task's settings came from: "task
+// NAME", "flag" or "default".
+func settingSources(task string, fromTask []string, set map[string]bool) map[string]string {
+	out := map[string]string{}
+	for _, name := range tasks.SettingNames {
+		switch {
+		case set[name]:
+			out[name] = "flag"
+		case slices.Contains(fromTask, name):
+			out[name] = "task " + task
+		default:
+			out[name] = "default"
+		}
+	}
+	return out
+}
+
+// describeSettings is the settings line printed before a task's run, e.g.
+// "max-length 64, epochs 6, lr 0.0002, batch 32, patience 0 (task
+// sentiment's, except --epochs)".
+func describeSettings(o finetune.Options, task string, fromTask []string, set map[string]bool) string {
+	vals := map[string]string{"max-length": fmt.Sprint(o.MaxLength), "epochs": fmt.Sprint(o.Epochs), "lr": fmt.Sprint(o.LR),
+		"batch": fmt.Sprint(o.BatchSize), "patience": fmt.Sprint(o.Patience)}
+	var parts, flags []string
+	for _, name := range tasks.SettingNames {
+		parts = append(parts, name+" "+vals[name])
+		if set[name] {
+			flags = append(flags, "--"+name)
+		}
+	}
+	from := fmt.Sprintf("task %s's", task)
+	if len(fromTask) == 0 {
+		from = "defaults"
+	}
+	if len(flags) > 0 {
+		from += ", except " + strings.Join(flags, ", ") + " as given"
+	}
+	return strings.Join(parts, ", ") + " (" + from + ")"
 }
 
 // printFinetuneResult prints the summary of a finished run.
