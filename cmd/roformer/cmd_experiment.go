@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "experiment", summary: "re-run the paper's experiments: relative, decay, mlm-pe, char-lm, long-text, long-text-zh, extrapolate (results folder with JSON, CSV, plots)", run: cmdExperiment})
+	register(&command{name: "experiment", summary: "re-run the paper's experiments: relative, decay, mlm-pe, char-lm, long-text, long-text-zh, extrapolate, finetune-compare (results folder with JSON, CSV, plots)", run: cmdExperiment})
 }
 
 // experiments are the sub-commands of `roformer experiment`.
@@ -27,6 +27,7 @@ var experiments = []struct{ name, summary string }{
 	{"long-text", "§4.5.4 Table 5: long-document classification at 512, 1024, 2048 tokens, RoPE vs a learned table"},
 	{"long-text-zh", "§4.5 in Chinese: Tang or Song poet? pretrained RoFormer fine-tuned at 512 and 1024 with an equal-token control"},
 	{"extrapolate", "issue #16: train at 128, evaluate at 128 … 4096 with no/linear/dynamic/yarn RoPE scaling, sinusoidal and learned, and after a short fine-tune"},
+	{"finetune-compare", "§4.3: rotary vs learned (BERT) positions, each pretrained the same way, fine-tuned on every built-in task, several seeds, paired tests; bag-of-words alongside"},
 }
 
 // experimentOptions are the flags of one experiment verb.
@@ -47,6 +48,8 @@ type experimentOptions struct {
 	longText experiment.LongTextOptions
 	longZh   experiment.LongTextZhOptions
 	extrap   experiment.ExtrapolateOptions
+	ftComp   experiment.FinetuneCompareOptions
+	scratch  bool // finetune-compare: add the rotary model fine-tuned without pretraining
 }
 
 // experimentLists are the comma-separated flags, parsed after the others.
@@ -62,7 +65,7 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return errHelp
 		}
 		experimentUsage(stderr)
-		return usagef("name an experiment: relative, decay, mlm-pe, char-lm, long-text, long-text-zh or extrapolate")
+		return usagef("name an experiment: relative, decay, mlm-pe, char-lm, long-text, long-text-zh, extrapolate or finetune-compare")
 	}
 	name, args := args[0], args[1:]
 	o := experimentOptions{name: name}
@@ -71,7 +74,7 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 	lists, ok := o.flags(fs)
 	if !ok {
 		experimentUsage(stderr)
-		return usagef("unknown experiment %q (valid: relative, decay, mlm-pe, char-lm, long-text, long-text-zh, extrapolate)", name)
+		return usagef("unknown experiment %q (valid: relative, decay, mlm-pe, char-lm, long-text, long-text-zh, extrapolate, finetune-compare)", name)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -140,6 +143,12 @@ func (o *experimentOptions) flags(fs *flag.FlagSet) (*experimentLists, bool) {
 	case "extrapolate":
 		fs.StringVar(&l.lengths, "lengths", "", "comma-separated evaluation lengths, each at least the training length 128 (default 128,256,512,1024,2048,4096)")
 		fs.StringVar(&l.tasks, "tasks", "", "comma-separated tasks: char-lm, mlm (default both)")
+	case "finetune-compare":
+		fs.StringVar(&o.Cache, "cache", defaultCacheDir(), "folder the built-in tasks are fetched into (as for roformer finetune)")
+		fs.StringVar(&o.Work, "work", "", "keep the pretrained models here; default: a temporary folder, removed")
+		fs.StringVar(&l.tasks, "tasks", "", "comma-separated built-in tasks (default sentiment,spam,paraphrase,topics)")
+		fs.StringVar(&l.encs, "encodings", "", "comma-separated position encodings, the first compared with the others (default rotary,learned)")
+		fs.BoolVar(&o.scratch, "scratch", false, "also fine-tune the rotary model from its random initialisation (no pretraining), as a control")
 	default:
 		return nil, false
 	}
@@ -192,6 +201,18 @@ func (o *experimentOptions) finish(l *experimentLists) error {
 		if l.pretrainSteps > 0 {
 			o.longZh.Pretrain.Steps, o.longZh.Pretrain.Warmup = l.pretrainSteps, l.pretrainSteps/10
 		}
+	case "finetune-compare":
+		o.ftComp = pick(o.quick, experiment.QuickFinetuneCompare, experiment.DefaultFinetuneCompare)(o.Out)
+		o.ftComp.Scratch = o.scratch
+		if o.ftComp.Encodings, err = parseEncodings(l.encs, o.ftComp.Encodings); err != nil {
+			return err
+		}
+		if l.tasks != "" {
+			o.ftComp.Tasks = nil
+			for _, t := range strings.Split(l.tasks, ",") {
+				o.ftComp.Tasks = append(o.ftComp.Tasks, strings.TrimSpace(t))
+			}
+		}
 	case "extrapolate":
 		o.extrap = pick(o.quick, experiment.QuickExtrapolate, experiment.DefaultExtrapolate)(o.Out)
 		if o.extrap.EvalLengths, err = parseLengths(l.lengths, o.extrap.EvalLengths); err != nil {
@@ -237,7 +258,7 @@ func parseLengths(s string, def []int) ([]int, error) {
 func experimentUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: roformer experiment NAME [--quick] [--out DIR] [flags]\n\nexperiments:")
 	for _, e := range experiments {
-		fmt.Fprintf(w, "  %-10s %s\n", e.name, e.summary)
+		fmt.Fprintf(w, "  %-16s %s\n", e.name, e.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'roformer experiment NAME -h' for its flags.")
 }
@@ -287,6 +308,9 @@ func (o *experimentOptions) run(ctx context.Context) error {
 	case "extrapolate":
 		o.extrap.Apply(o.Common)
 		_, err = experiment.Extrapolate(ctx, o.extrap)
+	case "finetune-compare":
+		o.ftComp.Apply(o.Common)
+		_, err = experiment.FinetuneCompare(ctx, o.ftComp)
 	}
 	return err
 }
@@ -307,6 +331,8 @@ func (o *experimentOptions) resummarize() error {
 		_, err = experiment.ResummarizeLongTextZh(o.resum)
 	case "extrapolate":
 		_, err = experiment.ResummarizeExtrapolate(o.resum)
+	case "finetune-compare":
+		_, err = experiment.ResummarizeFinetuneCompare(o.resum)
 	}
 	return err
 }

@@ -47,7 +47,7 @@ func TestExperimentCLIErrors(t *testing.T) {
 		want string
 	}{
 		{"no name", []string{"experiment"}, 2, "name an experiment"},
-		{"unknown", []string{"experiment", "glue"}, 2, `unknown experiment "glue" (valid: relative, decay, mlm-pe, char-lm, long-text, long-text-zh, extrapolate)`},
+		{"unknown", []string{"experiment", "glue"}, 2, `unknown experiment "glue" (valid: relative, decay, mlm-pe, char-lm, long-text, long-text-zh, extrapolate, finetune-compare)`},
 		{"help", []string{"experiment", "mlm-pe", "-h"}, 0, "-encodings"},
 		{"list", []string{"experiment", "--help"}, 0, "long-text"},
 		{"bad encoding", []string{"experiment", "mlm-pe", "--encodings", "rotary,absolute"}, 2, `unknown position_embedding_type "absolute"`},
@@ -61,6 +61,8 @@ func TestExperimentCLIErrors(t *testing.T) {
 		{"extrapolate below the training length", []string{"experiment", "extrapolate", "--quick", "--lengths", "64,256", "--quiet", "--out", "OUT"}, 1, "below the training length 128"},
 		{"extrapolate unknown task", []string{"experiment", "extrapolate", "--quick", "--tasks", "foo", "--quiet", "--out", "OUT"}, 1, `unknown task "foo"`},
 		{"extrapolate help", []string{"experiment", "extrapolate", "-h"}, 0, "-tasks"},
+		{"finetune-compare unknown task", []string{"experiment", "finetune-compare", "--quick", "--tasks", "mnli", "--quiet", "--out", "OUT"}, 1, `unknown task "mnli"`},
+		{"finetune-compare help", []string{"experiment", "finetune-compare", "-h"}, 0, "-scratch"},
 		{"flag of another experiment", []string{"experiment", "decay", "--steps", "3"}, 2, "flag provided but not defined: -steps"},
 		{"odd dim", []string{"experiment", "decay", "--dim", "7", "--quiet", "--out", "OUT"}, 1, "dimension 7 must be even"},
 		{"stray argument", []string{"experiment", "decay", "extra"}, 2, "unexpected arguments"},

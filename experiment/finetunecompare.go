@@ -1,0 +1,717 @@
+package experiment
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gonum.org/v1/gonum/stat/distuv"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/roformer-go/roformer/finetune"
+	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/pretrain"
+	"github.com/roformer-go/roformer/tasks"
+	"github.com/roformer-go/roformer/tokenizer"
+	"github.com/roformer-go/roformer/train"
+)
+
+// FinetuneCompareOptions configure the paper's §4.3 comparison (RoFormer
+// against BERT fine-tuned on GLUE) at our scale: for each position encoding
+// (rotary, and BERT's learned absolute table) and each seed, a model is
+// pretrained with masked LM on the built-in corpus, the same way and for the
+// same steps, and then fine-tuned on each built-in task (package tasks) with
+// package finetune's loop; the bag-of-words baseline is trained on the same
+// splits with the same seeds.
+//
+// Seed s fixes the pretraining (initialisation, batch order, masks, dropout)
+// and the fine-tuning (head initialisation, example order, dropout) of run s:
+// both vary between seeds, and for a given seed every encoding sees the same
+// pretraining batches and masks and the same fine-tuning order. Runs are
+// paired by (task, seed).
+type FinetuneCompareOptions struct {
+	Encodings []roformer.PositionEncoding `json:"encodings"`
+	// Scratch adds a control: the rotary model fine-tuned from its random
+	// initialisation, without pretraining ("rotary-scratch").
+	Scratch bool     `json:"scratch"`
+	Seeds   []uint64 `json:"seeds"`
+	Tasks   []string `json:"tasks"`
+	// Model is the architecture (its position_embedding_type is set per
+	// run; max_position_embeddings is the pretraining length, so the learned
+	// table has one row per pretrained position).
+	Model roformer.Config `json:"model"`
+	// Corpus is the pretraining text (a file or folder); empty means the
+	// built-in corpus (Moby-Dick and the State of the Union addresses
+	// 1934–2021).
+	Corpus    string        `json:"corpus"`
+	VocabSize int           `json:"vocab_size"` // WordPiece trained on the corpus
+	Pretrain  train.Options `json:"pretrain"`   // MLM steps, batch, lr (Seed and OutDir are set per run)
+	// Finetune are the fine-tuning settings of every task; Epochs (per task)
+	// replace its Epochs. MaxLength is at most Pretrain.SeqLen.
+	Finetune finetune.Options `json:"finetune"`
+	Epochs   map[string]int   `json:"epochs"`
+	// MaxTrain, when > 0, keeps MaxTrain training examples of each task;
+	// MaxEval keeps MaxEval of dev and of test (the quick form; see firstN).
+	// The baseline is trained on the same examples.
+	MaxTrain int                      `json:"max_train"`
+	MaxEval  int                      `json:"max_eval"`
+	Baseline finetune.BaselineOptions `json:"baseline"`
+
+	Out      string    `json:"-"` // results folder
+	Cache    string    `json:"-"` // the built-in tasks' cache (package tasks)
+	Work     string    `json:"-"` // pretrained model folders; empty: a temporary folder, removed
+	Threads  int       `json:"threads"`
+	Progress io.Writer `json:"-"`
+
+	// load replaces tasks.Load (tests).
+	load func(ctx context.Context, name string) (finetune.Spec, *tasks.Splits, error)
+}
+
+// DefaultFinetuneCompare returns the settings of the recorded run, sized to
+// about 20 CPU-minutes on one core: rotary and learned, seeds 1–3, the small
+// model (2 layers, hidden 128, 4 heads; 1.4M parameters with the 8000-piece
+// vocabulary) pretrained for 400 steps of 16 × 128 tokens (peak rate 1e-3,
+// 40 warm-up steps, linear decay: about 0.85 passes over the corpus), then
+// fine-tuned with batch 32, peak rate 1e-3 (6% warm-up, linear decay),
+// inputs cut at 128 tokens, for 3 (sentiment), 1 (spam), 2 (paraphrase) and
+// 3 (topics) epochs, keeping the best dev epoch, on 2,000 training examples
+// per task (a fixed sample; see firstN)
+// and the whole dev and test splits. The rates and epochs were set once for
+// this small model, not searched per encoding.
+func DefaultFinetuneCompare(out string) FinetuneCompareOptions {
+	t := train.DefaultOptions(400, "")
+	t.BatchSize, t.SeqLen, t.LR, t.Warmup = 16, 128, 1e-3, 40
+	t.SaveEvery, t.EvalEvery, t.EvalBatches, t.LogEvery, t.Keep = 0, 100, 8, 50, 1
+	f := finetune.DefaultOptions()
+	f.LR, f.MaxLength, f.LogEvery = 1e-3, 128, 0
+	return FinetuneCompareOptions{
+		Encodings: []roformer.PositionEncoding{roformer.PosRotary, roformer.PosLearned},
+		Seeds:     []uint64{1, 2, 3}, Tasks: []string{"sentiment", "spam", "paraphrase", "topics"},
+		Model: smallModel(), VocabSize: 8000, Pretrain: t, Finetune: f,
+		Epochs:   map[string]int{"sentiment": 3, "spam": 1, "paraphrase": 2, "topics": 3},
+		MaxTrain: 2000, Out: out,
+	}
+}
+
+// QuickFinetuneCompare is DefaultFinetuneCompare shrunk to a few minutes on
+// two cores: a 1-layer model of width 64 with a 2000-piece vocabulary,
+// pretrained for 150 steps of 8 × 64 tokens; seeds 1 and 2; fine-tuned for 3
+// epochs at 64 tokens on 1,000 training examples of each task, scored on 300
+// of dev and of test (a fixed pseudo-random choice).
+func QuickFinetuneCompare(out string) FinetuneCompareOptions {
+	o := DefaultFinetuneCompare(out)
+	o.Model.NumHiddenLayers, o.Model.HiddenSize, o.Model.EmbeddingSize, o.Model.NumAttentionHeads, o.Model.IntermediateSize = 1, 64, 64, 2, 256
+	o.VocabSize = 2000
+	o.Seeds = []uint64{1, 2}
+	o.Pretrain.Steps, o.Pretrain.BatchSize, o.Pretrain.SeqLen, o.Pretrain.Warmup = 150, 8, 64, 15
+	o.Pretrain.EvalEvery, o.Pretrain.EvalBatches, o.Pretrain.LogEvery = 50, 4, 25
+	o.Finetune.MaxLength = 64
+	o.Epochs = map[string]int{"sentiment": 3, "spam": 3, "paraphrase": 3, "topics": 3}
+	o.MaxTrain, o.MaxEval = 1000, 300
+	return o
+}
+
+// Apply sets the results, cache and work folders, threads and progress, and
+// replaces the seeds and the pretraining steps when c says so.
+func (o *FinetuneCompareOptions) Apply(c Common) {
+	o.Out, o.Cache, o.Work, o.Threads, o.Progress = c.Out, c.Cache, c.Work, c.Threads, c.Progress
+	c.replace(&o.Seeds, &o.Pretrain.Steps, &o.Pretrain.Warmup)
+}
+
+// BagOfWords is the name of the baseline in the results.
+const BagOfWords = "bag-of-words"
+
+// PretrainRun is one masked-LM pretraining.
+type PretrainRun struct {
+	Encoding     roformer.PositionEncoding `json:"encoding"`
+	Seed         uint64                    `json:"seed"`
+	Params       int                       `json:"params"`
+	EvalLoss     Number                    `json:"eval_loss"` // held-out MLM loss at the end
+	EvalAccuracy Number                    `json:"eval_accuracy"`
+	Seconds      float64                   `json:"seconds"`
+}
+
+// FinetuneRun is one fine-tuning (or baseline) run on one task.
+type FinetuneRun struct {
+	Model       string             `json:"model"` // an encoding, "rotary-scratch" or BagOfWords
+	Task        string             `json:"task"`
+	Seed        uint64             `json:"seed"`
+	Metric      string             `json:"metric"`
+	Dev         Number             `json:"dev"`  // the main metric of the kept epoch on dev
+	Test        Number             `json:"test"` // the main metric on test
+	TestMetrics map[string]float64 `json:"test_metrics"`
+	BestEpoch   int                `json:"best_epoch"`
+	Epochs      int                `json:"epochs"`
+	Truncated   int                `json:"truncated"` // training inputs cut to the maximum length
+	Seconds     float64            `json:"seconds"`
+}
+
+// FinetuneSummary aggregates the seeds of one model on one task.
+type FinetuneSummary struct {
+	Model    string `json:"model"`
+	Task     string `json:"task"`
+	Metric   string `json:"metric"`
+	N        int    `json:"n"`
+	DevMean  Number `json:"dev_mean"`
+	DevStd   Number `json:"dev_std"`
+	TestMean Number `json:"test_mean"`
+	TestStd  Number `json:"test_std"`
+}
+
+// PairedComparison compares model A with model B on the test metric, paired
+// by (task, seed): the differences d = A − B, their mean, standard
+// deviation and 95% confidence interval (Student's t), the two-sided p-value
+// of the paired t-test and of the exact sign-flip permutation test (every
+// assignment of signs to the differences; with n pairs the smallest
+// possible p is 2/2ⁿ), and how often A is ahead.
+type PairedComparison struct {
+	A          string `json:"a"`
+	B          string `json:"b"`
+	Task       string `json:"task"` // a task name, or "all" (every task's pairs pooled)
+	N          int    `json:"n"`
+	MeanDiff   Number `json:"mean_diff"`
+	StdDiff    Number `json:"std_diff"`
+	CILow      Number `json:"ci95_low"`
+	CIHigh     Number `json:"ci95_high"`
+	TPValue    Number `json:"t_p_value"`
+	PermPValue Number `json:"permutation_p_value"`
+	Wins       int    `json:"wins"`
+	Losses     int    `json:"losses"`
+	Ties       int    `json:"ties"`
+}
+
+// FinetuneCompareResult is results.json.
+type FinetuneCompareResult struct {
+	Options     FinetuneCompareOptions `json:"options"`
+	CPU         string                 `json:"cpu"`
+	TaskSizes   map[string][3]int      `json:"task_sizes"` // train, dev, test examples used
+	Metrics     map[string]string      `json:"metrics"`    // each task's main metric
+	Pretrain    []PretrainRun          `json:"pretrain"`
+	Runs        []FinetuneRun          `json:"runs"`
+	Summary     []FinetuneSummary      `json:"summary"`
+	Paired      []PairedComparison     `json:"paired"`
+	WallSeconds float64                `json:"wall_seconds"`
+}
+
+// models lists the compared models in table order.
+func (o *FinetuneCompareOptions) models() []string {
+	var ms []string
+	for _, pe := range o.Encodings {
+		ms = append(ms, string(pe))
+	}
+	if o.Scratch {
+		ms = append(ms, "rotary-scratch")
+	}
+	return append(ms, BagOfWords)
+}
+
+// FinetuneCompare runs the comparison and writes results.json, runs.csv
+// (one line per run), pretrain.csv, summary.md and test.png/svg (each
+// task's test metric, mean ± std over the seeds, per model).
+func FinetuneCompare(ctx context.Context, opts FinetuneCompareOptions) (*FinetuneCompareResult, error) {
+	start := time.Now()
+	if opts.Out == "" {
+		return nil, fmt.Errorf("experiment: finetune-compare: no output folder")
+	}
+	if len(opts.Encodings) == 0 || len(opts.Seeds) == 0 || len(opts.Tasks) == 0 {
+		return nil, fmt.Errorf("experiment: finetune-compare: %d encodings, %d seeds and %d tasks; need at least one of each", len(opts.Encodings), len(opts.Seeds), len(opts.Tasks))
+	}
+	if opts.Finetune.MaxLength > opts.Pretrain.SeqLen {
+		return nil, fmt.Errorf("experiment: finetune-compare: fine-tuning length %d exceeds the pretraining length %d (the learned table's rows)", opts.Finetune.MaxLength, opts.Pretrain.SeqLen)
+	}
+	load := opts.load
+	if load == nil {
+		load = func(ctx context.Context, name string) (finetune.Spec, *tasks.Splits, error) {
+			t, err := tasks.Get(name)
+			if err != nil {
+				return finetune.Spec{}, nil, err
+			}
+			say(opts.Progress, "%s", t.About())
+			sp, err := tasks.Load(ctx, t, opts.Cache, opts.Progress)
+			return t.Spec, sp, err
+		}
+	}
+	// The tasks first: a missing one fails before any training.
+	specs := map[string]finetune.Spec{}
+	splits := map[string]*tasks.Splits{}
+	res := &FinetuneCompareResult{Options: opts, CPU: cpuName(), TaskSizes: map[string][3]int{}, Metrics: map[string]string{}}
+	for _, name := range opts.Tasks {
+		spec, sp, err := load(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("experiment: finetune-compare: task %s: %w", name, err)
+		}
+		sp = &tasks.Splits{Train: firstN(sp.Train, opts.MaxTrain), Dev: firstN(sp.Dev, opts.MaxEval), Test: firstN(sp.Test, opts.MaxEval)}
+		spec.Labels = append([]string(nil), spec.Labels...)
+		if err := spec.Validate(); err != nil {
+			return nil, err
+		}
+		specs[name], splits[name] = spec, sp
+		res.TaskSizes[name] = [3]int{len(sp.Train.Examples), len(sp.Dev.Examples), len(sp.Test.Examples)}
+		res.Metrics[name] = spec.Metric
+	}
+
+	work, cleanup, err := workDir(opts.Work, "finetune-compare")
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	base := opts.Model
+	base.MaxPositionEmbeddings = opts.Pretrain.SeqLen
+	base.PositionEmbeddingType = roformer.PosRotary
+	popts := pretrain.Options{Corpus: opts.Corpus, VocabSize: opts.VocabSize, Model: &base, EvalEvery1In: 20, Train: opts.Pretrain}
+	popts.Train.OutDir, popts.Train.Threads = filepath.Join(work, "prepare"), max(opts.Threads, 1)
+	job, err := pretrain.Prepare(popts, opts.Progress)
+	if err != nil {
+		return nil, fmt.Errorf("experiment: finetune-compare: %w", err)
+	}
+
+	for _, seed := range opts.Seeds {
+		// The baseline: seconds per task.
+		for _, name := range opts.Tasks {
+			run, err := baselineRun(ctx, specs[name], splits[name], opts.Baseline, seed)
+			if err != nil {
+				return nil, fmt.Errorf("experiment: finetune-compare: %s seed %d: %w", name, seed, err)
+			}
+			run.Task = name
+			say(opts.Progress, "finetune-compare: %s %s seed %d: dev %.4f test %.4f (%s)", BagOfWords, name, seed, float64(run.Dev), float64(run.Test), run.Metric)
+			res.Runs = append(res.Runs, *run)
+		}
+		arms := append([]string(nil), opts.models()...)
+		arms = arms[:len(arms)-1] // the baseline is done
+		for _, arm := range arms {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			dir := filepath.Join(work, fmt.Sprintf("%s-seed%d", arm, seed))
+			pr, err := pretrainArm(ctx, job, base, arm, seed, dir, opts)
+			if err != nil {
+				return nil, err
+			}
+			if pr != nil {
+				res.Pretrain = append(res.Pretrain, *pr)
+			}
+			for _, name := range opts.Tasks {
+				run, err := finetuneArm(ctx, dir, specs[name], splits[name], opts, name, seed)
+				if err != nil {
+					return nil, fmt.Errorf("experiment: finetune-compare: %s on %s, seed %d: %w", arm, name, seed, err)
+				}
+				run.Model = arm
+				say(opts.Progress, "finetune-compare: %s %s seed %d: dev %.4f test %.4f (%s), %.0f s", arm, name, seed, float64(run.Dev), float64(run.Test), run.Metric, run.Seconds)
+				res.Runs = append(res.Runs, *run)
+			}
+		}
+	}
+	res.Summary, res.Paired = summariseFinetune(res.Runs, opts)
+	res.WallSeconds = time.Since(start).Seconds()
+	return res, writeFinetuneCompare(opts.Out, res)
+}
+
+// firstN returns n examples of ds drawn without replacement in a fixed
+// pseudo-random order (the same for every run), in their original order;
+// all of them when n ≤ 0. (The first n would not do: a task's files may be
+// read class by class.)
+func firstN(ds *finetune.Dataset, n int) *finetune.Dataset {
+	if n <= 0 || len(ds.Examples) <= n {
+		return ds
+	}
+	keep := rand.New(rand.NewPCG(0x5eed, uint64(len(ds.Examples)))).Perm(len(ds.Examples))[:n]
+	sort.Ints(keep)
+	out := &finetune.Dataset{File: ds.File, Examples: make([]finetune.Example, n)}
+	for i, k := range keep {
+		out.Examples[i] = ds.Examples[k]
+	}
+	return out
+}
+
+// pretrainArm writes the model of one arm into dir: the MLM-pretrained
+// encoding, or for "rotary-scratch" the rotary model as initialised.
+func pretrainArm(ctx context.Context, job *pretrain.Job, base roformer.Config, arm string, seed uint64, dir string, opts FinetuneCompareOptions) (*PretrainRun, error) {
+	cfg := base
+	cfg.VocabSize = job.Model.Config.VocabSize
+	scratch := arm == "rotary-scratch"
+	if !scratch {
+		pe, err := roformer.ParsePositionEncoding(arm)
+		if err != nil {
+			return nil, fmt.Errorf("experiment: finetune-compare: %w", err)
+		}
+		cfg.PositionEmbeddingType = pe
+	}
+	m, err := roformer.New(cfg, roformer.HeadMaskedLM)
+	if err != nil {
+		return nil, fmt.Errorf("experiment: finetune-compare %s: %w", arm, err)
+	}
+	m.Init(seed)
+	if scratch {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("experiment: %w", err)
+		}
+		if err := m.Save(dir); err != nil {
+			return nil, err
+		}
+		return nil, job.Tokenizer.Save(dir)
+	}
+	to := opts.Pretrain
+	to.Seed, to.Threads, to.OutDir = seed, max(opts.Threads, 1), dir
+	say(opts.Progress, "finetune-compare: pretraining %s seed %d (%d parameters, %d steps)", arm, seed, m.NumParams(), to.Steps)
+	t0 := time.Now()
+	tj := job.Train
+	tj.Model, tj.Options, tj.Out, tj.SaveExtra = pretrain.NewMLMModel(m), to, opts.Progress, job.Tokenizer.Save
+	r, err := train.Train(ctx, tj)
+	if err != nil {
+		return nil, fmt.Errorf("experiment: finetune-compare: pretraining %s seed %d: %w", arm, seed, err)
+	}
+	pr := &PretrainRun{Encoding: cfg.PositionEmbeddingType, Seed: seed, Params: m.NumParams(), EvalLoss: Number(r.EvalLoss), EvalAccuracy: Number(r.EvalAccuracy), Seconds: time.Since(t0).Seconds()}
+	say(opts.Progress, "finetune-compare: pretrained %s seed %d: held-out MLM loss %.4f, accuracy %.4f, %.0f s", arm, seed, r.EvalLoss, r.EvalAccuracy, pr.Seconds)
+	return pr, nil
+}
+
+// finetuneArm fine-tunes the model in dir on one task (package finetune's
+// loop: a new head, the best dev epoch kept) and scores it on test.
+func finetuneArm(ctx context.Context, dir string, spec finetune.Spec, sp *tasks.Splits, opts FinetuneCompareOptions, name string, seed uint64) (*FinetuneRun, error) {
+	fo := opts.Finetune
+	fo.Seed = seed
+	if e := opts.Epochs[name]; e > 0 {
+		fo.Epochs = e
+	}
+	m, _, err := finetune.LoadModel(dir, &spec, finetune.ModelOptions{NewHead: true, Seed: seed})
+	if err != nil {
+		return nil, err
+	}
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	r, err := finetune.Train(ctx, finetune.Job{Model: m, Tokenizer: tok, Spec: spec, Train: sp.Train, Eval: sp.Dev, Options: fo})
+	if err != nil {
+		return nil, err
+	}
+	rep, _, err := finetune.Evaluate(ctx, m, tok, spec, sp.Test, fo.EvalOptions())
+	if err != nil {
+		return nil, err
+	}
+	return &FinetuneRun{Task: name, Seed: seed, Metric: spec.Metric, Dev: Number(r.Best.Main()), Test: Number(rep.Main()),
+		TestMetrics: rep.Metrics, BestEpoch: r.BestEpoch, Epochs: len(r.Epochs), Truncated: r.Truncated, Seconds: time.Since(t0).Seconds()}, nil
+}
+
+// baselineRun trains the bag-of-words baseline on one task.
+func baselineRun(ctx context.Context, spec finetune.Spec, sp *tasks.Splits, bo finetune.BaselineOptions, seed uint64) (*FinetuneRun, error) {
+	bo.Seed = seed
+	t0 := time.Now()
+	b, dev, err := finetune.TrainBaseline(ctx, spec, sp.Train, sp.Dev, bo, nil)
+	if err != nil {
+		return nil, err
+	}
+	rep := b.Evaluate(sp.Test)
+	return &FinetuneRun{Model: BagOfWords, Seed: seed, Metric: spec.Metric, Dev: Number(dev.Main()), Test: Number(rep.Main()),
+		TestMetrics: rep.Metrics, Epochs: b.Options.Epochs, Seconds: time.Since(t0).Seconds()}, nil
+}
+
+// summariseFinetune aggregates the runs per (model, task) and compares the
+// first encoding with every other model, paired by (task, seed).
+func summariseFinetune(runs []FinetuneRun, opts FinetuneCompareOptions) ([]FinetuneSummary, []PairedComparison) {
+	var sum []FinetuneSummary
+	models := opts.models()
+	for _, model := range models {
+		for _, task := range opts.Tasks {
+			var dev, test []float64
+			s := FinetuneSummary{Model: model, Task: task}
+			for _, r := range runs {
+				if r.Model == model && r.Task == task {
+					dev, test, s.Metric = append(dev, float64(r.Dev)), append(test, float64(r.Test)), r.Metric
+				}
+			}
+			s.N = len(test)
+			s.DevMean, s.DevStd = meanStdN(dev)
+			s.TestMean, s.TestStd = meanStdN(test)
+			sum = append(sum, s)
+		}
+	}
+	test := func(model, task string, seed uint64) (float64, bool) {
+		for _, r := range runs {
+			if r.Model == model && r.Task == task && r.Seed == seed {
+				return float64(r.Test), true
+			}
+		}
+		return 0, false
+	}
+	var paired []PairedComparison
+	a := models[0]
+	for _, b := range models[1:] {
+		var all []float64
+		for _, task := range opts.Tasks {
+			var d []float64
+			for _, seed := range opts.Seeds {
+				x, ok1 := test(a, task, seed)
+				y, ok2 := test(b, task, seed)
+				if ok1 && ok2 {
+					d = append(d, x-y)
+				}
+			}
+			all = append(all, d...)
+			paired = append(paired, comparePaired(a, b, task, d))
+		}
+		paired = append(paired, comparePaired(a, b, "all", all))
+	}
+	return sum, paired
+}
+
+// comparePaired summarises the paired differences d = A − B.
+func comparePaired(a, b, task string, d []float64) PairedComparison {
+	c := PairedComparison{A: a, B: b, Task: task, N: len(d)}
+	m, sd := meanStd(d)
+	c.MeanDiff, c.StdDiff = Number(m), Number(sd)
+	lo, hi, p := pairedT(d)
+	c.CILow, c.CIHigh, c.TPValue = Number(lo), Number(hi), Number(p)
+	c.PermPValue = Number(signFlipP(d))
+	for _, x := range d {
+		switch {
+		case x > 0:
+			c.Wins++
+		case x < 0:
+			c.Losses++
+		default:
+			c.Ties++
+		}
+	}
+	return c
+}
+
+// pairedT returns the 95% confidence interval of the mean of d (Student's t
+// with n−1 degrees of freedom) and the two-sided p-value of the t-test of
+// mean zero; NaN for fewer than two values, and for a zero spread.
+func pairedT(d []float64) (lo, hi, p float64) {
+	n := len(d)
+	if n < 2 {
+		return math.NaN(), math.NaN(), math.NaN()
+	}
+	m, sd := meanStd(d)
+	se := sd / math.Sqrt(float64(n))
+	st := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 1)}
+	q := st.Quantile(0.975)
+	lo, hi = m-q*se, m+q*se
+	if sd <= 1e-12*math.Abs(m) { // equal differences: no spread (up to rounding)
+		return lo, hi, math.NaN()
+	}
+	t := math.Abs(m / se)
+	return lo, hi, 2 * st.Survival(t)
+}
+
+// signFlipP is the exact two-sided p-value of the paired permutation test:
+// the share of the 2ⁿ sign assignments whose |Σ ±dᵢ| is at least the
+// observed |Σ dᵢ| (NaN for no values, and for more than 24).
+func signFlipP(d []float64) float64 {
+	n := len(d)
+	if n == 0 || n > 24 {
+		return math.NaN()
+	}
+	obs := 0.0
+	scale := 0.0
+	for _, x := range d {
+		obs += x
+		scale += math.Abs(x)
+	}
+	obs = math.Abs(obs)
+	eps := 1e-12 * max(scale, 1e-300)
+	hits := 0
+	for mask := 0; mask < 1<<n; mask++ {
+		s := 0.0
+		for i, x := range d {
+			if mask>>i&1 == 1 {
+				s -= x
+			} else {
+				s += x
+			}
+		}
+		if math.Abs(s) >= obs-eps {
+			hits++
+		}
+	}
+	return float64(hits) / float64(int(1)<<n)
+}
+
+// cpuName returns the CPU's model name from /proc/cpuinfo, or GOARCH.
+func cpuName() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				return strings.TrimSpace(v)
+			}
+		}
+	}
+	return runtime.GOARCH
+}
+
+func writeFinetuneCompare(dir string, res *FinetuneCompareResult) error {
+	if err := writeJSON(dir, "results.json", res); err != nil {
+		return err
+	}
+	var rows [][]string
+	for _, r := range res.Runs {
+		rows = append(rows, []string{r.Model, r.Task, strconv.FormatUint(r.Seed, 10), r.Metric, ftoa(float64(r.Dev)), ftoa(float64(r.Test)),
+			strconv.Itoa(r.BestEpoch), strconv.Itoa(r.Epochs), strconv.Itoa(r.Truncated), strconv.FormatFloat(r.Seconds, 'f', 1, 64)})
+	}
+	if err := writeCSV(dir, "runs.csv", []string{"model", "task", "seed", "metric", "dev", "test", "best_epoch", "epochs", "truncated_train", "seconds"}, rows); err != nil {
+		return err
+	}
+	rows = nil
+	for _, p := range res.Pretrain {
+		rows = append(rows, []string{string(p.Encoding), strconv.FormatUint(p.Seed, 10), strconv.Itoa(p.Params), ftoa(float64(p.EvalLoss)), ftoa(float64(p.EvalAccuracy)), strconv.FormatFloat(p.Seconds, 'f', 1, 64)})
+	}
+	if err := writeCSV(dir, "pretrain.csv", []string{"encoding", "seed", "params", "eval_loss", "eval_accuracy", "seconds"}, rows); err != nil {
+		return err
+	}
+	if err := plotFinetuneCompare(dir, res); err != nil {
+		return err
+	}
+	return writeFile(dir, "summary.md", []byte(finetuneCompareMarkdown(res)))
+}
+
+func finetuneCompareMarkdown(res *FinetuneCompareResult) string {
+	o := res.Options
+	var md strings.Builder
+	fmt.Fprintf(&md, "Fine-tuning comparison (§4.3): %d layers × hidden %d (%d heads), pretrained with masked LM for %d steps of %d × %d tokens on the built-in corpus, then fine-tuned (batch %d, peak rate %g, at most %d tokens) on each task; seeds %v (pretraining and fine-tuning both vary with the seed). CPU: %s, %d thread(s). Wall time %.0f s.\n\n",
+		o.Model.NumHiddenLayers, o.Model.HiddenSize, o.Model.NumAttentionHeads, o.Pretrain.Steps, o.Pretrain.BatchSize, o.Pretrain.SeqLen,
+		o.Finetune.BatchSize, o.Finetune.LR, o.Finetune.MaxLength, o.Seeds, res.CPU, max(o.Threads, 1), res.WallSeconds)
+	if len(res.Pretrain) > 0 {
+		md.WriteString("Pretraining, held-out MLM loss (accuracy) per seed:\n\n| encoding | per seed | mean |\n|---|---|---|\n")
+		for _, pe := range o.Encodings {
+			var losses []float64
+			var parts []string
+			for _, p := range res.Pretrain {
+				if p.Encoding == pe {
+					losses = append(losses, float64(p.EvalLoss))
+					parts = append(parts, fmt.Sprintf("%.3f (%.3f)", float64(p.EvalLoss), float64(p.EvalAccuracy)))
+				}
+			}
+			m, sd := meanStd(losses)
+			fmt.Fprintf(&md, "| %s | %s | %s |\n", pe, strings.Join(parts, ", "), fmtMeanSD(m, sd, len(losses), 3))
+		}
+		md.WriteString("\n")
+	}
+	fmt.Fprintf(&md, "Test metric, mean ± sd over %d seeds (dev in brackets):\n\n| model |", len(o.Seeds))
+	for _, t := range o.Tasks {
+		sz := res.TaskSizes[t]
+		fmt.Fprintf(&md, " %s (%s; %d/%d/%d) |", t, res.Metrics[t], sz[0], sz[1], sz[2])
+	}
+	md.WriteString("\n|---|" + strings.Repeat("---|", len(o.Tasks)) + "\n")
+	for _, model := range o.models() {
+		fmt.Fprintf(&md, "| %s |", model)
+		for _, t := range o.Tasks {
+			for _, s := range res.Summary {
+				if s.Model == model && s.Task == t {
+					fmt.Fprintf(&md, " %s (%s) |", fmtMeanSD(float64(s.TestMean), float64(s.TestStd), s.N, 4), fmtMeanSD(float64(s.DevMean), float64(s.DevStd), s.N, 4))
+				}
+			}
+		}
+		md.WriteString("\n")
+	}
+	md.WriteString("\nPaired by (task, seed), test metric, d = A − B: mean ± sd, 95% CI (Student's t), two-sided p of the paired t-test and of the exact sign-flip permutation test, A ahead / behind / tied:\n\n")
+	md.WriteString("| A − B | task | n | mean ± sd | 95% CI | t-test p | permutation p | A ahead/behind/tied |\n|---|---|---|---|---|---|---|---|\n")
+	for _, p := range res.Paired {
+		fmt.Fprintf(&md, "| %s − %s | %s | %d | %s | [%s, %s] | %s | %s | %d/%d/%d |\n", p.A, p.B, p.Task, p.N,
+			fmtMeanSD(float64(p.MeanDiff), float64(p.StdDiff), p.N, 4), fmtNum(float64(p.CILow), 4), fmtNum(float64(p.CIHigh), 4),
+			fmtNum(float64(p.TPValue), 3), fmtNum(float64(p.PermPValue), 3), p.Wins, p.Losses, p.Ties)
+	}
+	return md.String()
+}
+
+// fmtMeanSD is fmtPM, without "± 0" for a single value.
+func fmtMeanSD(mean, std float64, n, dec int) string {
+	if n == 1 && !math.IsNaN(mean) {
+		return fmt.Sprintf("%.*f (1 run)", dec, mean)
+	}
+	return fmtPM(mean, std, dec)
+}
+
+func fmtNum(x float64, dec int) string {
+	if math.IsNaN(x) {
+		return "–"
+	}
+	return fmt.Sprintf("%.*f", dec, x)
+}
+
+// plotFinetuneCompare draws test.png/svg: per task, each model's test metric
+// as a point (the mean) with a bar of ± one standard deviation.
+func plotFinetuneCompare(dir string, res *FinetuneCompareResult) error {
+	o := res.Options
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Fine-tuned test metric by task (mean ± sd over %d seeds)", len(o.Seeds))
+	p.Y.Label.Text = "test metric (accuracy, F1 or macro F1)"
+	p.Add(plotter.NewGrid())
+	p.Legend.Top = true
+	p.Legend.Left = true
+	models := o.models()
+	names := make([]string, len(o.Tasks))
+	for i, t := range o.Tasks {
+		names[i] = t + " (" + res.Metrics[t] + ")"
+	}
+	p.NominalX(names...)
+	for k, model := range models {
+		var pts plotter.XYs
+		var errs plotter.YErrors
+		for i, t := range o.Tasks {
+			for _, s := range res.Summary {
+				if s.Model == model && s.Task == t && !math.IsNaN(float64(s.TestMean)) {
+					x := float64(i) + 0.12*(float64(k)-float64(len(models)-1)/2)
+					sd := float64(s.TestStd)
+					if math.IsNaN(sd) {
+						sd = 0
+					}
+					pts = append(pts, plotter.XY{X: x, Y: float64(s.TestMean)})
+					errs = append(errs, struct{ Low, High float64 }{sd, sd})
+				}
+			}
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		sc, err := plotter.NewScatter(pts)
+		if err != nil {
+			return fmt.Errorf("experiment: plotting %s: %w", model, err)
+		}
+		sc.Color = palette[k%len(palette)]
+		sc.Shape = draw.CircleGlyph{}
+		sc.Radius = vg.Points(4)
+		eb, err := plotter.NewYErrorBars(struct {
+			plotter.XYer
+			plotter.YErrorer
+		}{pts, errs})
+		if err != nil {
+			return fmt.Errorf("experiment: plotting %s: %w", model, err)
+		}
+		eb.Color = palette[k%len(palette)]
+		eb.LineStyle.Color = palette[k%len(palette)]
+		eb.LineStyle.Width = vg.Points(1.5)
+		p.Add(eb, sc)
+		p.Legend.Add(model, sc)
+	}
+	return savePlot(p, dir, "test")
+}
+
+// ResummarizeFinetuneCompare rewrites the summaries, CSV files and plot of
+// the results folder dir from its results.json, without training.
+func ResummarizeFinetuneCompare(dir string) (*FinetuneCompareResult, error) {
+	var res FinetuneCompareResult
+	if err := readResults(dir, &res); err != nil {
+		return nil, err
+	}
+	if len(res.Runs) == 0 {
+		return nil, fmt.Errorf("experiment: %s holds no runs", filepath.Join(dir, "results.json"))
+	}
+	res.Summary, res.Paired = summariseFinetune(res.Runs, res.Options)
+	return &res, writeFinetuneCompare(dir, &res)
+}

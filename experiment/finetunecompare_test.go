@@ -1,0 +1,195 @@
+package experiment
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/roformer-go/roformer/finetune"
+	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/tasks"
+)
+
+func TestPairedStats(t *testing.T) {
+	cases := []struct {
+		name         string
+		d            []float64
+		lo, hi, p, q float64 // CI, t-test p, permutation p
+	}{
+		// mean 3, sd √2.5, t = 4.2426 on 4 degrees of freedom; t(0.975, 4) = 2.7764.
+		{"1..5", []float64{1, 2, 3, 4, 5}, 3 - 2.7764*math.Sqrt(0.5), 3 + 2.7764*math.Sqrt(0.5), 0.013236, 2.0 / 32},
+		// ±0.5 ± 1 ± 0.2: |sum| ≥ 1.3 for 4 of the 8 sign patterns.
+		{"three", []float64{0.5, 1, -0.2}, math.NaN(), math.NaN(), math.NaN(), 0.5},
+		{"balanced", []float64{1, -1}, math.NaN(), math.NaN(), 1, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			lo, hi, p := pairedT(c.d)
+			near := func(got, want, tol float64) bool {
+				return math.IsNaN(want) || math.Abs(got-want) <= tol
+			}
+			if !near(lo, c.lo, 1e-3) || !near(hi, c.hi, 1e-3) || !near(p, c.p, 1e-5) {
+				t.Errorf("pairedT = [%v, %v], p %v; want [%v, %v], p %v", lo, hi, p, c.lo, c.hi, c.p)
+			}
+			if q := signFlipP(c.d); math.Abs(q-c.q) > 1e-12 {
+				t.Errorf("signFlipP = %v, want %v", q, c.q)
+			}
+		})
+	}
+	if _, _, p := pairedT([]float64{0.1, 0.1, 0.1}); !math.IsNaN(p) {
+		t.Errorf("pairedT of equal differences: p %v, want NaN (no spread)", p)
+	}
+}
+
+// toyTasks are two small synthetic tasks in the shape of the built-in ones:
+// single texts (the class word is among filler words) and pairs (the same
+// words in another order, or other words).
+func toyTasks(t *testing.T) func(context.Context, string) (finetune.Spec, *tasks.Splits, error) {
+	words := strings.Fields("light colour ray prism glass red blue green sun eye body motion white black water")
+	r := rand.New(rand.NewPCG(3, 4))
+	sentence := func(n int) string {
+		w := make([]string, n)
+		for i := range w {
+			w[i] = words[r.IntN(len(words))]
+		}
+		return strings.Join(w, " ")
+	}
+	split := func(name string, make func() finetune.Example) *tasks.Splits {
+		sp := &tasks.Splits{}
+		for k, n := range []int{48, 16, 16} {
+			ds := &finetune.Dataset{File: fmt.Sprintf("%s/%d", name, k)}
+			for i := 0; i < n; i++ {
+				ex := make()
+				ex.Line, ex.HasLabel = i+1, true
+				ds.Examples = append(ds.Examples, ex)
+			}
+			*[]**finetune.Dataset{&sp.Train, &sp.Dev, &sp.Test}[k] = ds
+		}
+		return sp
+	}
+	return func(_ context.Context, name string) (finetune.Spec, *tasks.Splits, error) {
+		switch name {
+		case "single":
+			spec := finetune.Spec{Problem: finetune.SingleLabel, Labels: []string{"no", "yes"}, Metric: "accuracy"}
+			return spec, split(name, func() finetune.Example {
+				if r.IntN(2) == 0 {
+					return finetune.Example{Text: sentence(4) + " dark", Label: "no"}
+				}
+				return finetune.Example{Text: sentence(4) + " bright", Label: "yes"}
+			}), nil
+		case "pair":
+			spec := finetune.Spec{Problem: finetune.SingleLabel, Labels: []string{"other", "same"}, Pair: true, Metric: "f1", Positive: "same"}
+			return spec, split(name, func() finetune.Example {
+				a := sentence(5)
+				b, label := sentence(5), "other"
+				if r.IntN(2) == 0 {
+					b, label = a, "same"
+				}
+				return finetune.Example{Text: a, TextPair: &b, Label: label}
+			}), nil
+		}
+		return finetune.Spec{}, nil, fmt.Errorf("no task %q", name)
+	}
+}
+
+func TestFinetuneCompareTiny(t *testing.T) {
+	if testing.Short() {
+		t.Skip("pretrains and fine-tunes 6 tiny models")
+	}
+	corpus := filepath.Join(t.TempDir(), "opticks.txt")
+	if err := os.WriteFile(corpus, opticks(t, 40000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	o := QuickFinetuneCompare(out)
+	o.Model, o.Corpus, o.VocabSize, o.Seeds, o.Scratch = tinyModel(), corpus, 300, []uint64{1, 2}, true
+	o.Tasks, o.load = []string{"single", "pair"}, toyTasks(t)
+	o.Pretrain.Steps, o.Pretrain.BatchSize, o.Pretrain.SeqLen, o.Pretrain.Warmup = 4, 4, 32, 1
+	o.Pretrain.EvalEvery, o.Pretrain.EvalBatches, o.Pretrain.LogEvery = 4, 1, 2
+	o.Finetune.MaxLength, o.Finetune.BatchSize = 32, 16
+	o.Epochs = map[string]int{"single": 2, "pair": 1}
+	o.MaxTrain, o.MaxEval = 40, 0
+	res, err := FinetuneCompare(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExist(t, out, "results.json", "runs.csv", "pretrain.csv", "test.png", "test.svg", "summary.md")
+	// (rotary, learned, rotary-scratch, bag-of-words) × 2 tasks × 2 seeds.
+	if len(res.Runs) != 16 || len(res.Pretrain) != 4 || len(res.Summary) != 8 {
+		t.Fatalf("%d runs, %d pretrainings, %d summaries; want 16, 4, 8", len(res.Runs), len(res.Pretrain), len(res.Summary))
+	}
+	if sz := res.TaskSizes["single"]; sz != [3]int{40, 16, 16} {
+		t.Errorf("single task sizes %v, want 40 (MaxTrain), 16, 16", sz)
+	}
+	epochs := map[string]int{}
+	for _, r := range res.Runs {
+		if !(r.Test >= 0 && r.Test <= 1) || !(r.Dev >= 0 && r.Dev <= 1) {
+			t.Errorf("%s %s seed %d: dev %v test %v", r.Model, r.Task, r.Seed, r.Dev, r.Test)
+		}
+		if r.Model != BagOfWords {
+			epochs[r.Task] = r.Epochs
+		}
+	}
+	if epochs["single"] != 2 || epochs["pair"] != 1 {
+		t.Errorf("epochs per task %v, want single 2 and pair 1", epochs)
+	}
+	for _, p := range res.Pretrain {
+		if !(p.EvalLoss > 0) || p.Encoding != roformer.PosRotary && p.Encoding != roformer.PosLearned {
+			t.Errorf("pretraining %+v", p)
+		}
+	}
+	// Paired comparisons: rotary against each other model, per task and pooled.
+	if len(res.Paired) != 9 || res.Paired[2].Task != "all" || res.Paired[2].N != 4 || res.Paired[0].A != "rotary" || res.Paired[0].B != "learned" {
+		t.Errorf("paired comparisons %+v", res.Paired)
+	}
+	raw, _ := os.ReadFile(filepath.Join(out, "summary.md"))
+	for _, want := range []string{"| rotary |", "| learned |", "| rotary-scratch |", "| bag-of-words |", "| rotary − learned | all | 4 |"} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("summary.md lacks %q:\n%s", want, raw)
+		}
+	}
+	var back FinetuneCompareResult
+	b, _ := os.ReadFile(filepath.Join(out, "results.json"))
+	if err := json.Unmarshal(b, &back); err != nil || len(back.Runs) != 16 {
+		t.Fatalf("results.json does not read back: %v", err)
+	}
+	again, err := ResummarizeFinetuneCompare(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(again.Paired) != fmt.Sprint(res.Paired) {
+		t.Errorf("resummarized paired tests differ:\n%v\n%v", again.Paired, res.Paired)
+	}
+}
+
+func TestFirstN(t *testing.T) {
+	ds := &finetune.Dataset{File: "x"}
+	for i := 0; i < 100; i++ {
+		ds.Examples = append(ds.Examples, finetune.Example{Line: i + 1})
+	}
+	a, b := firstN(ds, 10), firstN(ds, 10)
+	if len(a.Examples) != 10 || fmt.Sprint(a.Examples) != fmt.Sprint(b.Examples) {
+		t.Fatalf("firstN: %d examples, not reproducible", len(a.Examples))
+	}
+	late := 0
+	for i, ex := range a.Examples {
+		if i > 0 && ex.Line <= a.Examples[i-1].Line {
+			t.Errorf("firstN changed the order: %v", a.Examples)
+		}
+		if ex.Line > 10 {
+			late++
+		}
+	}
+	if late == 0 {
+		t.Errorf("firstN took the first 10; want a sample of the whole set")
+	}
+	if firstN(ds, 0) != ds || firstN(ds, 200) != ds {
+		t.Errorf("firstN with n ≤ 0 or n ≥ len must return the set itself")
+	}
+}
