@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"gonum.org/v1/gonum/stat/distuv"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -158,38 +157,27 @@ type FinetuneRun struct {
 	Seconds     float64            `json:"seconds"`
 }
 
-// FinetuneSummary aggregates the seeds of one model on one task.
+// FinetuneSummary aggregates the seeds of one model on one task: the mean,
+// sd and 95% interval of the dev and test metrics.
 type FinetuneSummary struct {
-	Model    string `json:"model"`
-	Task     string `json:"task"`
-	Metric   string `json:"metric"`
-	N        int    `json:"n"`
-	DevMean  Number `json:"dev_mean"`
-	DevStd   Number `json:"dev_std"`
-	TestMean Number `json:"test_mean"`
-	TestStd  Number `json:"test_std"`
+	Model  string `json:"model"`
+	Task   string `json:"task"`
+	Metric string `json:"metric"`
+	Dev    Spread `json:"dev"`
+	Test   Spread `json:"test"`
 }
 
 // PairedComparison compares model A with model B on the test metric, paired
-// by (task, seed): the differences d = A − B, their mean, standard
-// deviation and 95% confidence interval (Student's t), the two-sided p-value
-// of the paired t-test and of the exact sign-flip permutation test (every
-// assignment of signs to the differences; with n pairs the smallest
-// possible p is 2/2ⁿ), and how often A is ahead.
+// by seed within a task, or by (task, seed) over every task ("all"): the
+// differences A − B, their spread, the paired t-test and the exact sign-flip
+// permutation test (PairedDiff). Test is the zero value when fewer than 2
+// pairs exist.
 type PairedComparison struct {
-	A          string `json:"a"`
-	B          string `json:"b"`
-	Task       string `json:"task"` // a task name, or "all" (every task's pairs pooled)
-	N          int    `json:"n"`
-	MeanDiff   Number `json:"mean_diff"`
-	StdDiff    Number `json:"std_diff"`
-	CILow      Number `json:"ci95_low"`
-	CIHigh     Number `json:"ci95_high"`
-	TPValue    Number `json:"t_p_value"`
-	PermPValue Number `json:"permutation_p_value"`
-	Wins       int    `json:"wins"`
-	Losses     int    `json:"losses"`
-	Ties       int    `json:"ties"`
+	A     string     `json:"a"`
+	B     string     `json:"b"`
+	Task  string     `json:"task"`
+	Pairs int        `json:"pairs"`
+	Test  PairedTest `json:"test"`
 }
 
 // FinetuneCompareResult is results.json.
@@ -433,9 +421,7 @@ func summariseFinetune(runs []FinetuneRun, opts FinetuneCompareOptions) ([]Finet
 					dev, test, s.Metric = append(dev, float64(r.Dev)), append(test, float64(r.Test)), r.Metric
 				}
 			}
-			s.N = len(test)
-			s.DevMean, s.DevStd = meanStdN(dev)
-			s.TestMean, s.TestStd = meanStdN(test)
+			s.Dev, s.Test = SeedSpread(dev), SeedSpread(test)
 			sum = append(sum, s)
 		}
 	}
@@ -450,96 +436,31 @@ func summariseFinetune(runs []FinetuneRun, opts FinetuneCompareOptions) ([]Finet
 	var paired []PairedComparison
 	a := models[0]
 	for _, b := range models[1:] {
-		var all []float64
+		var allA, allB []float64
 		for _, task := range opts.Tasks {
-			var d []float64
+			var xs, ys []float64
 			for _, seed := range opts.Seeds {
 				x, ok1 := test(a, task, seed)
 				y, ok2 := test(b, task, seed)
 				if ok1 && ok2 {
-					d = append(d, x-y)
+					xs, ys = append(xs, x), append(ys, y)
 				}
 			}
-			all = append(all, d...)
-			paired = append(paired, comparePaired(a, b, task, d))
+			allA, allB = append(allA, xs...), append(allB, ys...)
+			paired = append(paired, comparePaired(a, b, task, xs, ys))
 		}
-		paired = append(paired, comparePaired(a, b, "all", all))
+		paired = append(paired, comparePaired(a, b, "all", allA, allB))
 	}
 	return sum, paired
 }
 
-// comparePaired summarises the paired differences d = A − B.
-func comparePaired(a, b, task string, d []float64) PairedComparison {
-	c := PairedComparison{A: a, B: b, Task: task, N: len(d)}
-	m, sd := meanStd(d)
-	c.MeanDiff, c.StdDiff = Number(m), Number(sd)
-	lo, hi, p := pairedT(d)
-	c.CILow, c.CIHigh, c.TPValue = Number(lo), Number(hi), Number(p)
-	c.PermPValue = Number(signFlipP(d))
-	for _, x := range d {
-		switch {
-		case x > 0:
-			c.Wins++
-		case x < 0:
-			c.Losses++
-		default:
-			c.Ties++
-		}
+// comparePaired runs PairedDiff on xs (model a) and ys (model b).
+func comparePaired(a, b, task string, xs, ys []float64) PairedComparison {
+	c := PairedComparison{A: a, B: b, Task: task, Pairs: len(xs)}
+	if t, err := PairedDiff(xs, ys); err == nil {
+		c.Test = t
 	}
 	return c
-}
-
-// pairedT returns the 95% confidence interval of the mean of d (Student's t
-// with n−1 degrees of freedom) and the two-sided p-value of the t-test of
-// mean zero; NaN for fewer than two values, and for a zero spread.
-func pairedT(d []float64) (lo, hi, p float64) {
-	n := len(d)
-	if n < 2 {
-		return math.NaN(), math.NaN(), math.NaN()
-	}
-	m, sd := meanStd(d)
-	se := sd / math.Sqrt(float64(n))
-	st := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 1)}
-	q := st.Quantile(0.975)
-	lo, hi = m-q*se, m+q*se
-	if sd <= 1e-12*math.Abs(m) { // equal differences: no spread (up to rounding)
-		return lo, hi, math.NaN()
-	}
-	t := math.Abs(m / se)
-	return lo, hi, 2 * st.Survival(t)
-}
-
-// signFlipP is the exact two-sided p-value of the paired permutation test:
-// the share of the 2ⁿ sign assignments whose |Σ ±dᵢ| is at least the
-// observed |Σ dᵢ| (NaN for no values, and for more than 24).
-func signFlipP(d []float64) float64 {
-	n := len(d)
-	if n == 0 || n > 24 {
-		return math.NaN()
-	}
-	obs := 0.0
-	scale := 0.0
-	for _, x := range d {
-		obs += x
-		scale += math.Abs(x)
-	}
-	obs = math.Abs(obs)
-	eps := 1e-12 * max(scale, 1e-300)
-	hits := 0
-	for mask := 0; mask < 1<<n; mask++ {
-		s := 0.0
-		for i, x := range d {
-			if mask>>i&1 == 1 {
-				s -= x
-			} else {
-				s += x
-			}
-		}
-		if math.Abs(s) >= obs-eps {
-			hits++
-		}
-	}
-	return float64(hits) / float64(int(1)<<n)
 }
 
 // cpuName returns the CPU's model name from /proc/cpuinfo, or GOARCH.
@@ -597,12 +518,11 @@ func finetuneCompareMarkdown(res *FinetuneCompareResult) string {
 					parts = append(parts, fmt.Sprintf("%.3f (%.3f)", float64(p.EvalLoss), float64(p.EvalAccuracy)))
 				}
 			}
-			m, sd := meanStd(losses)
-			fmt.Fprintf(&md, "| %s | %s | %s |\n", pe, strings.Join(parts, ", "), fmtMeanSD(m, sd, len(losses), 3))
+			fmt.Fprintf(&md, "| %s | %s | %s |\n", pe, strings.Join(parts, ", "), SeedSpread(losses).Format(3))
 		}
 		md.WriteString("\n")
 	}
-	fmt.Fprintf(&md, "Test metric, mean ± sd over %d seeds (dev in brackets):\n\n| model |", len(o.Seeds))
+	fmt.Fprintf(&md, "Test metric, mean ± sd over %d seeds [95%% CI] (dev mean in brackets):\n\n| model |", len(o.Seeds))
 	for _, t := range o.Tasks {
 		sz := res.TaskSizes[t]
 		fmt.Fprintf(&md, " %s (%s; %d/%d/%d) |", t, res.Metrics[t], sz[0], sz[1], sz[2])
@@ -613,35 +533,24 @@ func finetuneCompareMarkdown(res *FinetuneCompareResult) string {
 		for _, t := range o.Tasks {
 			for _, s := range res.Summary {
 				if s.Model == model && s.Task == t {
-					fmt.Fprintf(&md, " %s (%s) |", fmtMeanSD(float64(s.TestMean), float64(s.TestStd), s.N, 4), fmtMeanSD(float64(s.DevMean), float64(s.DevStd), s.N, 4))
+					fmt.Fprintf(&md, " %s %s (%.4f) |", s.Test.Format(4), s.Test.FormatCI(3), float64(s.Dev.Mean))
 				}
 			}
 		}
 		md.WriteString("\n")
 	}
-	md.WriteString("\nPaired by (task, seed), test metric, d = A − B: mean ± sd, 95% CI (Student's t), two-sided p of the paired t-test and of the exact sign-flip permutation test, A ahead / behind / tied:\n\n")
-	md.WriteString("| A − B | task | n | mean ± sd | 95% CI | t-test p | permutation p | A ahead/behind/tied |\n|---|---|---|---|---|---|---|---|\n")
+	md.WriteString("\nPaired by seed within a task, and by (task, seed) over all tasks; test metric, d = A − B: mean ± sd, 95% CI (Student's t), paired t-test and exact sign-flip permutation test (two-sided):\n\n")
+	md.WriteString("| A − B | task | pairs | d | 95% CI | A ahead / behind | t-test p | sign-flip p |\n|---|---|---|---|---|---|---|---|\n")
 	for _, p := range res.Paired {
-		fmt.Fprintf(&md, "| %s − %s | %s | %d | %s | [%s, %s] | %s | %s | %d/%d/%d |\n", p.A, p.B, p.Task, p.N,
-			fmtMeanSD(float64(p.MeanDiff), float64(p.StdDiff), p.N, 4), fmtNum(float64(p.CILow), 4), fmtNum(float64(p.CIHigh), 4),
-			fmtNum(float64(p.TPValue), 3), fmtNum(float64(p.PermPValue), 3), p.Wins, p.Losses, p.Ties)
+		t := p.Test
+		if t.Diff.N == 0 {
+			fmt.Fprintf(&md, "| %s − %s | %s | %d | – | – | – | – | – |\n", p.A, p.B, p.Task, p.Pairs)
+			continue
+		}
+		fmt.Fprintf(&md, "| %s − %s | %s | %d | %s | %s | %d / %d | %s | %s |\n", p.A, p.B, p.Task, p.Pairs,
+			t.Diff.Format(4), t.Diff.FormatCI(4), t.Positive, t.Negative, fmtP(float64(t.PT)), fmtP(float64(t.PSignFlip)))
 	}
 	return md.String()
-}
-
-// fmtMeanSD is fmtPM, without "± 0" for a single value.
-func fmtMeanSD(mean, std float64, n, dec int) string {
-	if n == 1 && !math.IsNaN(mean) {
-		return fmt.Sprintf("%.*f (1 run)", dec, mean)
-	}
-	return fmtPM(mean, std, dec)
-}
-
-func fmtNum(x float64, dec int) string {
-	if math.IsNaN(x) {
-		return "–"
-	}
-	return fmt.Sprintf("%.*f", dec, x)
 }
 
 // plotFinetuneCompare draws test.png/svg: per task, each model's test metric
@@ -665,13 +574,13 @@ func plotFinetuneCompare(dir string, res *FinetuneCompareResult) error {
 		var errs plotter.YErrors
 		for i, t := range o.Tasks {
 			for _, s := range res.Summary {
-				if s.Model == model && s.Task == t && !math.IsNaN(float64(s.TestMean)) {
+				if s.Model == model && s.Task == t && s.Test.N > 0 {
 					x := float64(i) + 0.12*(float64(k)-float64(len(models)-1)/2)
-					sd := float64(s.TestStd)
+					sd := float64(s.Test.SD)
 					if math.IsNaN(sd) {
 						sd = 0
 					}
-					pts = append(pts, plotter.XY{X: x, Y: float64(s.TestMean)})
+					pts = append(pts, plotter.XY{X: x, Y: float64(s.Test.Mean)})
 					errs = append(errs, struct{ Low, High float64 }{sd, sd})
 				}
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -15,37 +14,6 @@ import (
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/tasks"
 )
-
-func TestPairedStats(t *testing.T) {
-	cases := []struct {
-		name         string
-		d            []float64
-		lo, hi, p, q float64 // CI, t-test p, permutation p
-	}{
-		// mean 3, sd √2.5, t = 4.2426 on 4 degrees of freedom; t(0.975, 4) = 2.7764.
-		{"1..5", []float64{1, 2, 3, 4, 5}, 3 - 2.7764*math.Sqrt(0.5), 3 + 2.7764*math.Sqrt(0.5), 0.013236, 2.0 / 32},
-		// ±0.5 ± 1 ± 0.2: |sum| ≥ 1.3 for 4 of the 8 sign patterns.
-		{"three", []float64{0.5, 1, -0.2}, math.NaN(), math.NaN(), math.NaN(), 0.5},
-		{"balanced", []float64{1, -1}, math.NaN(), math.NaN(), 1, 1},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			lo, hi, p := pairedT(c.d)
-			near := func(got, want, tol float64) bool {
-				return math.IsNaN(want) || math.Abs(got-want) <= tol
-			}
-			if !near(lo, c.lo, 1e-3) || !near(hi, c.hi, 1e-3) || !near(p, c.p, 1e-5) {
-				t.Errorf("pairedT = [%v, %v], p %v; want [%v, %v], p %v", lo, hi, p, c.lo, c.hi, c.p)
-			}
-			if q := signFlipP(c.d); math.Abs(q-c.q) > 1e-12 {
-				t.Errorf("signFlipP = %v, want %v", q, c.q)
-			}
-		})
-	}
-	if _, _, p := pairedT([]float64{0.1, 0.1, 0.1}); !math.IsNaN(p) {
-		t.Errorf("pairedT of equal differences: p %v, want NaN (no spread)", p)
-	}
-}
 
 // toyTasks are two small synthetic tasks in the shape of the built-in ones:
 // single texts (the class word is among filler words) and pairs (the same
@@ -145,7 +113,7 @@ func TestFinetuneCompareTiny(t *testing.T) {
 		}
 	}
 	// Paired comparisons: rotary against each other model, per task and pooled.
-	if len(res.Paired) != 9 || res.Paired[2].Task != "all" || res.Paired[2].N != 4 || res.Paired[0].A != "rotary" || res.Paired[0].B != "learned" {
+	if len(res.Paired) != 9 || res.Paired[2].Task != "all" || res.Paired[2].Pairs != 4 || res.Paired[2].Test.Diff.N != 4 || res.Paired[0].A != "rotary" || res.Paired[0].B != "learned" {
 		t.Errorf("paired comparisons %+v", res.Paired)
 	}
 	raw, _ := os.ReadFile(filepath.Join(out, "summary.md"))
