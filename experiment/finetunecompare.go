@@ -1,7 +1,9 @@
 package experiment
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -9,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -191,6 +194,11 @@ type FinetuneCompareResult struct {
 	Summary     []FinetuneSummary      `json:"summary"`
 	Paired      []PairedComparison     `json:"paired"`
 	WallSeconds float64                `json:"wall_seconds"`
+	// MergedFrom lists the results folders MergeFinetuneCompare joined
+	// (runs of the same settings on different seeds, run side by side), and
+	// PartSeconds the wall time of each; WallSeconds is then the longest.
+	MergedFrom  []string  `json:"merged_from,omitempty"`
+	PartSeconds []float64 `json:"part_seconds,omitempty"`
 }
 
 // models lists the compared models in table order.
@@ -507,6 +515,9 @@ func finetuneCompareMarkdown(res *FinetuneCompareResult) string {
 	fmt.Fprintf(&md, "Fine-tuning comparison (§4.3): %d layers × hidden %d (%d heads), pretrained with masked LM for %d steps of %d × %d tokens on the built-in corpus, then fine-tuned (batch %d, peak rate %g, at most %d tokens) on each task; seeds %v (pretraining and fine-tuning both vary with the seed). CPU: %s, %d thread(s). Wall time %.0f s.\n\n",
 		o.Model.NumHiddenLayers, o.Model.HiddenSize, o.Model.NumAttentionHeads, o.Pretrain.Steps, o.Pretrain.BatchSize, o.Pretrain.SeqLen,
 		o.Finetune.BatchSize, o.Finetune.LR, o.Finetune.MaxLength, o.Seeds, res.CPU, max(o.Threads, 1), res.WallSeconds)
+	if len(res.MergedFrom) > 1 {
+		fmt.Fprintf(&md, "Merged from %d runs made side by side (%s), wall times %v s; the wall time above is the longest.\n\n", len(res.MergedFrom), strings.Join(res.MergedFrom, ", "), res.PartSeconds)
+	}
 	if len(res.Pretrain) > 0 {
 		md.WriteString("Pretraining, held-out MLM loss (accuracy) per seed:\n\n| encoding | per seed | mean |\n|---|---|---|\n")
 		for _, pe := range o.Encodings {
@@ -609,6 +620,56 @@ func plotFinetuneCompare(dir string, res *FinetuneCompareResult) error {
 		p.Legend.Add(model, sc)
 	}
 	return savePlot(p, dir, "test")
+}
+
+// MergeFinetuneCompare joins results folders of runs that differ only in
+// their seeds (e.g. one process per seed, run side by side) into one
+// results folder out: the runs of every seed, summaries and paired tests
+// over all of them. It is an error when the settings other than the seeds
+// differ, or when a seed appears twice.
+func MergeFinetuneCompare(out string, dirs []string) (*FinetuneCompareResult, error) {
+	if len(dirs) == 0 {
+		return nil, fmt.Errorf("experiment: finetune-compare: no results folder to merge")
+	}
+	var res *FinetuneCompareResult
+	var ref []byte
+	seen := map[uint64]string{}
+	for _, dir := range dirs {
+		var part FinetuneCompareResult
+		if err := readResults(dir, &part); err != nil {
+			return nil, err
+		}
+		o := part.Options
+		seeds := o.Seeds
+		o.Seeds = nil
+		key, err := json.Marshal(o)
+		if err != nil {
+			return nil, fmt.Errorf("experiment: %w", err)
+		}
+		for _, s := range seeds {
+			if d, ok := seen[s]; ok {
+				return nil, fmt.Errorf("experiment: finetune-compare: seed %d is in both %s and %s", s, d, dir)
+			}
+			seen[s] = dir
+		}
+		if res == nil {
+			res, ref = &part, key
+			res.Options.Seeds = append([]uint64(nil), seeds...)
+		} else {
+			if !bytes.Equal(key, ref) {
+				return nil, fmt.Errorf("experiment: finetune-compare: %s was run with other settings than %s (only the seeds may differ)", dir, dirs[0])
+			}
+			res.Options.Seeds = append(res.Options.Seeds, seeds...)
+			res.Pretrain = append(res.Pretrain, part.Pretrain...)
+			res.Runs = append(res.Runs, part.Runs...)
+			res.WallSeconds = max(res.WallSeconds, part.WallSeconds)
+		}
+		res.MergedFrom = append(res.MergedFrom, dir)
+		res.PartSeconds = append(res.PartSeconds, part.WallSeconds)
+	}
+	slices.Sort(res.Options.Seeds)
+	res.Summary, res.Paired = summariseFinetune(res.Runs, res.Options)
+	return res, writeFinetuneCompare(out, res)
 }
 
 // ResummarizeFinetuneCompare rewrites the summaries, CSV files and plot of

@@ -17,31 +17,32 @@ import (
 
 // toyTasks are two small synthetic tasks in the shape of the built-in ones:
 // single texts (the class word is among filler words) and pairs (the same
-// words in another order, or other words).
+// text twice, or two random texts).
 func toyTasks(t *testing.T) func(context.Context, string) (finetune.Spec, *tasks.Splits, error) {
-	words := strings.Fields("light colour ray prism glass red blue green sun eye body motion white black water")
-	r := rand.New(rand.NewPCG(3, 4))
-	sentence := func(n int) string {
-		w := make([]string, n)
-		for i := range w {
-			w[i] = words[r.IntN(len(words))]
-		}
-		return strings.Join(w, " ")
-	}
-	split := func(name string, make func() finetune.Example) *tasks.Splits {
-		sp := &tasks.Splits{}
-		for k, n := range []int{48, 16, 16} {
-			ds := &finetune.Dataset{File: fmt.Sprintf("%s/%d", name, k)}
-			for i := 0; i < n; i++ {
-				ex := make()
-				ex.Line, ex.HasLabel = i+1, true
-				ds.Examples = append(ds.Examples, ex)
-			}
-			*[]**finetune.Dataset{&sp.Train, &sp.Dev, &sp.Test}[k] = ds
-		}
-		return sp
-	}
 	return func(_ context.Context, name string) (finetune.Spec, *tasks.Splits, error) {
+		words := strings.Fields("light colour ray prism glass red blue green sun eye body motion white black water")
+		r := rand.New(rand.NewPCG(3, uint64(len(name)))) // the same data at every call
+		sentence := func(n int) string {
+			w := make([]string, n)
+			for i := range w {
+				w[i] = words[r.IntN(len(words))]
+			}
+			return strings.Join(w, " ")
+		}
+		split := func(name string, make func() finetune.Example) *tasks.Splits {
+			sp := &tasks.Splits{}
+			for k, n := range []int{48, 16, 16} {
+				ds := &finetune.Dataset{File: fmt.Sprintf("%s/%d", name, k)}
+				for i := 0; i < n; i++ {
+					ex := make()
+					ex.Line, ex.HasLabel = i+1, true
+					ds.Examples = append(ds.Examples, ex)
+				}
+				*[]**finetune.Dataset{&sp.Train, &sp.Dev, &sp.Test}[k] = ds
+			}
+			return sp
+		}
+
 		switch name {
 		case "single":
 			spec := finetune.Spec{Problem: finetune.SingleLabel, Labels: []string{"no", "yes"}, Metric: "accuracy"}
@@ -126,6 +127,26 @@ func TestFinetuneCompareTiny(t *testing.T) {
 	b, _ := os.ReadFile(filepath.Join(out, "results.json"))
 	if err := json.Unmarshal(b, &back); err != nil || len(back.Runs) != 16 {
 		t.Fatalf("results.json does not read back: %v", err)
+	}
+	// The same run made as two halves by seed and merged gives the same
+	// numbers.
+	halves := []string{t.TempDir(), t.TempDir()}
+	for i, seed := range o.Seeds {
+		h := o
+		h.Seeds, h.Out = []uint64{seed}, halves[i]
+		if _, err := FinetuneCompare(context.Background(), h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	merged, err := MergeFinetuneCompare(t.TempDir(), halves)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(merged.Paired) != fmt.Sprint(res.Paired) || fmt.Sprint(merged.Summary) != fmt.Sprint(res.Summary) {
+		t.Errorf("merged halves differ from the whole run:\n%v\n%v", merged.Paired, res.Paired)
+	}
+	if _, err := MergeFinetuneCompare(t.TempDir(), []string{halves[0], halves[0]}); err == nil || !strings.Contains(err.Error(), "seed 1 is in both") {
+		t.Errorf("merging a folder with itself: %v", err)
 	}
 	again, err := ResummarizeFinetuneCompare(out)
 	if err != nil {

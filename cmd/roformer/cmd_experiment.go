@@ -49,7 +49,8 @@ type experimentOptions struct {
 	longZh   experiment.LongTextZhOptions
 	extrap   experiment.ExtrapolateOptions
 	ftComp   experiment.FinetuneCompareOptions
-	scratch  bool // finetune-compare: add the rotary model fine-tuned without pretraining
+	scratch  bool   // finetune-compare: add the rotary model fine-tuned without pretraining
+	merge    string // finetune-compare: results folders to join into Out
 }
 
 // experimentLists are the comma-separated flags, parsed after the others.
@@ -149,6 +150,7 @@ func (o *experimentOptions) flags(fs *flag.FlagSet) (*experimentLists, bool) {
 		fs.StringVar(&l.tasks, "tasks", "", "comma-separated built-in tasks (default sentiment,spam,paraphrase,topics)")
 		fs.StringVar(&l.encs, "encodings", "", "comma-separated position encodings, the first compared with the others (default rotary,learned)")
 		fs.BoolVar(&o.scratch, "scratch", false, "also fine-tune the rotary model from its random initialisation (no pretraining), as a control")
+		fs.StringVar(&o.merge, "merge", "", "train nothing: join these comma-separated results folders (runs of the same settings on different --seeds, made side by side) into --out")
 	default:
 		return nil, false
 	}
@@ -284,6 +286,10 @@ func runExperiment(ctx context.Context, o experimentOptions, stdout, stderr io.W
 func (o *experimentOptions) run(ctx context.Context) error {
 	if o.resum != "" {
 		return o.resummarize()
+	}
+	if o.merge != "" {
+		_, err := experiment.MergeFinetuneCompare(o.Out, strings.Split(o.merge, ","))
+		return err
 	}
 	var err error
 	switch o.name {
