@@ -260,3 +260,36 @@ func FuzzRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+// Encode is safe for concurrent use: goroutines sharing a model (and its
+// piece cache) get the ids a fresh model gives.
+func TestEncodeConcurrent(t *testing.T) {
+	m, err := Train(corpus, 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, _ := Train(corpus, 500)
+	texts := append(randomText(rand.New(rand.NewPCG(5, 6)), 200), corpus...)
+	want := make([][]int, len(texts))
+	for i, s := range texts {
+		want[i] = fresh.Encode(s)
+	}
+	errs := make(chan string, 4)
+	for g := range 4 {
+		go func() {
+			for k := range texts {
+				i := (k + g*50) % len(texts)
+				if got := m.Encode(texts[i]); !reflect.DeepEqual(got, want[i]) {
+					errs <- texts[i]
+					return
+				}
+			}
+			errs <- ""
+		}()
+	}
+	for range 4 {
+		if s := <-errs; s != "" {
+			t.Errorf("concurrent Encode(%q) differs", s)
+		}
+	}
+}
