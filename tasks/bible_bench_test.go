@@ -1,4 +1,8 @@
-package bpe_test
+package tasks_test
+
+// The benchmarks of tokenizer/bpe on the real corpus live here, so that
+// the bpe package's test binary (which CI also builds for fuzzing) does not
+// pull in this package and everything under it.
 
 import (
 	"context"
@@ -35,8 +39,8 @@ func bibleTexts(b *testing.B) []string {
 	return texts
 }
 
-// BenchmarkTrainBible trains the shared English–Spanish vocabulary of the
-// translation experiment.
+// BenchmarkTrainBible trains the shared English–Spanish BPE vocabulary of
+// the translation experiment (package tokenizer/bpe).
 func BenchmarkTrainBible(b *testing.B) {
 	texts := bibleTexts(b)
 	for _, size := range []int{8000, 16000} {
@@ -50,7 +54,7 @@ func BenchmarkTrainBible(b *testing.B) {
 	}
 }
 
-// BenchmarkEncodeBible encodes every training sentence with a fresh model
+// BenchmarkEncodeBible encodes every training sentence with a fresh BPE model
 // (so the piece cache starts empty), reporting sentences/s and tokens/s.
 func BenchmarkEncodeBible(b *testing.B) {
 	texts := bibleTexts(b)
