@@ -197,8 +197,11 @@ type FinetuneCompareResult struct {
 	// MergedFrom lists the results folders MergeFinetuneCompare joined
 	// (runs of the same settings on different seeds, run side by side), and
 	// PartSeconds the wall time of each; WallSeconds is then the longest.
-	MergedFrom  []string  `json:"merged_from,omitempty"`
-	PartSeconds []float64 `json:"part_seconds,omitempty"`
+	MergedFrom []string `json:"merged_from,omitempty"`
+	// TaskStats: what the models see of each task (lengths, truncation) and
+	// how far word overlap alone goes on the pair tasks.
+	TaskStats   map[string]TaskStat `json:"task_stats,omitempty"`
+	PartSeconds []float64           `json:"part_seconds,omitempty"`
 }
 
 // models lists the compared models in table order.
@@ -227,35 +230,11 @@ func FinetuneCompare(ctx context.Context, opts FinetuneCompareOptions) (*Finetun
 	if opts.Finetune.MaxLength > opts.Pretrain.SeqLen {
 		return nil, fmt.Errorf("experiment: finetune-compare: fine-tuning length %d exceeds the pretraining length %d (the learned table's rows)", opts.Finetune.MaxLength, opts.Pretrain.SeqLen)
 	}
-	load := opts.load
-	if load == nil {
-		load = func(ctx context.Context, name string) (finetune.Spec, *tasks.Splits, error) {
-			t, err := tasks.Get(name)
-			if err != nil {
-				return finetune.Spec{}, nil, err
-			}
-			say(opts.Progress, "%s", t.About())
-			sp, err := tasks.Load(ctx, t, opts.Cache, opts.Progress)
-			return t.Spec, sp, err
-		}
-	}
+	res := &FinetuneCompareResult{Options: opts, CPU: cpuName()}
 	// The tasks first: a missing one fails before any training.
-	specs := map[string]finetune.Spec{}
-	splits := map[string]*tasks.Splits{}
-	res := &FinetuneCompareResult{Options: opts, CPU: cpuName(), TaskSizes: map[string][3]int{}, Metrics: map[string]string{}}
-	for _, name := range opts.Tasks {
-		spec, sp, err := load(ctx, name)
-		if err != nil {
-			return nil, fmt.Errorf("experiment: finetune-compare: task %s: %w", name, err)
-		}
-		sp = &tasks.Splits{Train: firstN(sp.Train, opts.MaxTrain), Dev: firstN(sp.Dev, opts.MaxEval), Test: firstN(sp.Test, opts.MaxEval)}
-		spec.Labels = append([]string(nil), spec.Labels...)
-		if err := spec.Validate(); err != nil {
-			return nil, err
-		}
-		specs[name], splits[name] = spec, sp
-		res.TaskSizes[name] = [3]int{len(sp.Train.Examples), len(sp.Dev.Examples), len(sp.Test.Examples)}
-		res.Metrics[name] = spec.Metric
+	specs, splits, err := loadCompareTasks(ctx, opts, res)
+	if err != nil {
+		return nil, err
 	}
 
 	work, cleanup, err := workDir(opts.Work, "finetune-compare")
@@ -271,6 +250,9 @@ func FinetuneCompare(ctx context.Context, opts FinetuneCompareOptions) (*Finetun
 	job, err := pretrain.Prepare(popts, opts.Progress)
 	if err != nil {
 		return nil, fmt.Errorf("experiment: finetune-compare: %w", err)
+	}
+	if res.TaskStats, err = taskStats(job.Tokenizer, specs, splits, opts.Tasks, opts.Finetune.MaxLength); err != nil {
+		return nil, err
 	}
 
 	for _, seed := range opts.Seeds {
@@ -312,6 +294,41 @@ func FinetuneCompare(ctx context.Context, opts FinetuneCompareOptions) (*Finetun
 	res.Summary, res.Paired = summariseFinetune(res.Runs, opts)
 	res.WallSeconds = time.Since(start).Seconds()
 	return res, writeFinetuneCompare(opts.Out, res)
+}
+
+// loadCompareTasks loads the tasks of opts (cut to MaxTrain and MaxEval)
+// and records their sizes and metrics in res.
+func loadCompareTasks(ctx context.Context, opts FinetuneCompareOptions, res *FinetuneCompareResult) (map[string]finetune.Spec, map[string]*tasks.Splits, error) {
+	load := opts.load
+	if load == nil {
+		load = func(ctx context.Context, name string) (finetune.Spec, *tasks.Splits, error) {
+			t, err := tasks.Get(name)
+			if err != nil {
+				return finetune.Spec{}, nil, err
+			}
+			say(opts.Progress, "%s", t.About())
+			sp, err := tasks.Load(ctx, t, opts.Cache, opts.Progress)
+			return t.Spec, sp, err
+		}
+	}
+	specs := map[string]finetune.Spec{}
+	splits := map[string]*tasks.Splits{}
+	res.TaskSizes, res.Metrics = map[string][3]int{}, map[string]string{}
+	for _, name := range opts.Tasks {
+		spec, sp, err := load(ctx, name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("experiment: finetune-compare: task %s: %w", name, err)
+		}
+		sp = &tasks.Splits{Train: firstN(sp.Train, opts.MaxTrain), Dev: firstN(sp.Dev, opts.MaxEval), Test: firstN(sp.Test, opts.MaxEval)}
+		spec.Labels = append([]string(nil), spec.Labels...)
+		if err := spec.Validate(); err != nil {
+			return nil, nil, err
+		}
+		specs[name], splits[name] = spec, sp
+		res.TaskSizes[name] = [3]int{len(sp.Train.Examples), len(sp.Dev.Examples), len(sp.Test.Examples)}
+		res.Metrics[name] = spec.Metric
+	}
+	return specs, splits, nil
 }
 
 // firstN returns n examples of ds drawn without replacement in a fixed
@@ -533,6 +550,23 @@ func finetuneCompareMarkdown(res *FinetuneCompareResult) string {
 		}
 		md.WriteString("\n")
 	}
+	if len(res.TaskStats) > 0 {
+		md.WriteString("What the models see (training inputs, tokens with [CLS] and [SEP], nothing cut), and for pair tasks a one-feature classifier: positive when the Jaccard overlap of the two texts' word sets reaches a threshold chosen on train:\n\n")
+		md.WriteString("| task | median tokens | 90th percentile | longest | cut at the maximum length | overlap-only classifier on test |\n|---|---|---|---|---|---|\n")
+		for _, t := range o.Tasks {
+			st, ok := res.TaskStats[t]
+			if !ok {
+				continue
+			}
+			ov := "–"
+			if st.OverlapTestF1 != nil {
+				ov = fmt.Sprintf("F1 %.4f, accuracy %.4f (Jaccard ≥ %.2f)", float64(*st.OverlapTestF1), float64(*st.OverlapTestAcc), float64(*st.OverlapThresh))
+			}
+			fmt.Fprintf(&md, "| %s | %d | %d | %d | %d of %d (%.0f%%) at %d | %s |\n", t, st.MedianTokens, st.P90Tokens, st.MaxTokens,
+				st.TruncatedTrain, st.TrainExamples, 100*float64(st.TruncatedTrain)/float64(max(st.TrainExamples, 1)), st.MaxLength, ov)
+		}
+		md.WriteString("\n")
+	}
 	fmt.Fprintf(&md, "Test metric, mean ± sd over %d seeds [95%% CI] (dev mean in brackets):\n\n| model |", len(o.Seeds))
 	for _, t := range o.Tasks {
 		sz := res.TaskSizes[t]
@@ -627,7 +661,13 @@ func plotFinetuneCompare(dir string, res *FinetuneCompareResult) error {
 // results folder out: the runs of every seed, summaries and paired tests
 // over all of them. It is an error when the settings other than the seeds
 // differ, or when a seed appears twice.
-func MergeFinetuneCompare(out string, dirs []string) (*FinetuneCompareResult, error) {
+//
+// Results folders without task statistics (TaskStats) get them here: the
+// tasks are loaded from opts.Cache and the vocabulary is trained again from
+// the recorded settings (a second or two). Only opts.Out, Cache, Threads
+// and Progress are used.
+func MergeFinetuneCompare(ctx context.Context, opts FinetuneCompareOptions, dirs []string) (*FinetuneCompareResult, error) {
+	out := opts.Out
 	if len(dirs) == 0 {
 		return nil, fmt.Errorf("experiment: finetune-compare: no results folder to merge")
 	}
@@ -669,7 +709,42 @@ func MergeFinetuneCompare(out string, dirs []string) (*FinetuneCompareResult, er
 	}
 	slices.Sort(res.Options.Seeds)
 	res.Summary, res.Paired = summariseFinetune(res.Runs, res.Options)
+	if res.TaskStats == nil {
+		o := res.Options
+		o.Cache, o.Threads, o.Progress, o.load = opts.Cache, opts.Threads, opts.Progress, opts.load
+		var tmp FinetuneCompareResult
+		specs, splits, err := loadCompareTasks(ctx, o, &tmp)
+		if err != nil {
+			return nil, err
+		}
+		tok, err := compareTokenizer(o)
+		if err != nil {
+			return nil, err
+		}
+		if res.TaskStats, err = taskStats(tok, specs, splits, o.Tasks, o.Finetune.MaxLength); err != nil {
+			return nil, err
+		}
+	}
 	return res, writeFinetuneCompare(out, res)
+}
+
+// compareTokenizer trains the experiment's vocabulary again (as
+// pretrain.Prepare does) and returns its tokenizer.
+func compareTokenizer(o FinetuneCompareOptions) (*tokenizer.Tokenizer, error) {
+	work, cleanup, err := workDir("", "finetune-compare-vocab")
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	base := o.Model
+	base.MaxPositionEmbeddings = o.Pretrain.SeqLen
+	popts := pretrain.Options{Corpus: o.Corpus, VocabSize: o.VocabSize, Model: &base, EvalEvery1In: 20, Train: o.Pretrain}
+	popts.Train.OutDir, popts.Train.Threads = work, max(o.Threads, 1)
+	job, err := pretrain.Prepare(popts, nil)
+	if err != nil {
+		return nil, fmt.Errorf("experiment: finetune-compare: %w", err)
+	}
+	return job.Tokenizer, nil
 }
 
 // ResummarizeFinetuneCompare rewrites the summaries, CSV files and plot of

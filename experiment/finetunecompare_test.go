@@ -138,14 +138,20 @@ func TestFinetuneCompareTiny(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	merged, err := MergeFinetuneCompare(t.TempDir(), halves)
+	st := res.TaskStats["pair"]
+	if st.OverlapTestF1 == nil || *st.OverlapTestF1 != 1 || res.TaskStats["single"].OverlapTestF1 != nil || st.MedianTokens < 13 || st.MaxTokens < st.P90Tokens || st.TrainExamples != 40 {
+		t.Errorf("task stats %+v; the toy pairs are identical or random, so overlap alone must give F1 1, and a pair of 5 + 5 words has at least 13 tokens", res.TaskStats)
+	}
+	mo := o
+	mo.Out = t.TempDir()
+	merged, err := MergeFinetuneCompare(context.Background(), mo, halves)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(merged.Paired) != fmt.Sprint(res.Paired) || fmt.Sprint(merged.Summary) != fmt.Sprint(res.Summary) {
+	if fmt.Sprint(merged.Paired) != fmt.Sprint(res.Paired) || fmt.Sprint(merged.Summary) != fmt.Sprint(res.Summary) || jsonOf(merged.TaskStats) != jsonOf(res.TaskStats) {
 		t.Errorf("merged halves differ from the whole run:\n%v\n%v", merged.Paired, res.Paired)
 	}
-	if _, err := MergeFinetuneCompare(t.TempDir(), []string{halves[0], halves[0]}); err == nil || !strings.Contains(err.Error(), "seed 1 is in both") {
+	if _, err := MergeFinetuneCompare(context.Background(), mo, []string{halves[0], halves[0]}); err == nil || !strings.Contains(err.Error(), "seed 1 is in both") {
 		t.Errorf("merging a folder with itself: %v", err)
 	}
 	again, err := ResummarizeFinetuneCompare(out)
@@ -181,4 +187,9 @@ func TestFirstN(t *testing.T) {
 	if firstN(ds, 0) != ds || firstN(ds, 200) != ds {
 		t.Errorf("firstN with n ≤ 0 or n ≥ len must return the set itself")
 	}
+}
+
+func jsonOf(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }

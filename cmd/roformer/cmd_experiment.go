@@ -288,7 +288,8 @@ func (o *experimentOptions) run(ctx context.Context) error {
 		return o.resummarize()
 	}
 	if o.merge != "" {
-		_, err := experiment.MergeFinetuneCompare(o.Out, strings.Split(o.merge, ","))
+		o.ftComp.Apply(o.Common)
+		_, err := experiment.MergeFinetuneCompare(ctx, o.ftComp, strings.Split(o.merge, ","))
 		return err
 	}
 	var err error
