@@ -87,13 +87,13 @@ func TestExperimentCLIErrors(t *testing.T) {
 // ROFORMER_EXPERIMENT_QUICK=1 go test ./cmd/roformer -run ExperimentQuick.
 func TestExperimentQuick(t *testing.T) {
 	if testing.Short() || os.Getenv("ROFORMER_EXPERIMENT_QUICK") == "" {
-		t.Skip("set ROFORMER_EXPERIMENT_QUICK=1 to run the --quick experiments (minutes; char-lm and long-text need npm)")
+		t.Skip("set ROFORMER_EXPERIMENT_QUICK=1 to run the --quick experiments (minutes; char-lm and long-text need npm, finetune-compare npm and apt-get)")
 	}
 	cache := filepath.Join(t.TempDir(), "cache")
 	if c := os.Getenv("ROFORMER_EXPERIMENT_CACHE"); c != "" {
 		cache = c
 	}
-	for _, name := range []string{"relative", "decay", "mlm-pe", "char-lm", "long-text", "long-text-zh"} {
+	for _, name := range []string{"relative", "decay", "mlm-pe", "char-lm", "long-text", "long-text-zh", "finetune-compare"} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			args := []string{"experiment", name, "--out", dir, "--quiet"}
