@@ -98,11 +98,12 @@ type Progress struct {
 // Stats is what a run did: on rank 0, for every rank together; on the
 // other ranks, for their own work.
 type Stats struct {
-	Lines   int // lines of the input
-	Tokens  int // their tokens, [CLS] and [SEP] included (with truncation: after it)
-	Parts   int // parts of the input
-	Resumed int // parts found done when the run started
-	Ranks   int
+	Lines     int // lines of the input
+	Tokens    int // their tokens, [CLS] and [SEP] included (with truncation: after it)
+	Truncated int // lines cut to the max length (EmbedOptions.Truncate)
+	Parts     int // parts of the input
+	Resumed   int // parts found done when the run started
+	Ranks     int
 	// Embedded counts the work of this run (rows, batches, tokens, padded
 	// tokens), summed over the ranks on rank 0.
 	Embedded pipeline.EmbedStats
@@ -295,7 +296,7 @@ func (j *job) work(ctx context.Context) (Stats, error) {
 	if j.info, err = scan(j.input, j.tok, o.EmbedOptions, o.Window); err != nil {
 		return Stats{}, err
 	}
-	st := Stats{Lines: j.info.lines, Tokens: j.info.tokens, Parts: len(j.info.starts), Ranks: j.ranks}
+	st := Stats{Lines: j.info.lines, Tokens: j.info.tokens, Truncated: j.info.truncated, Parts: len(j.info.starts), Ranks: j.ranks}
 	j.dir = o.WorkDir
 	if j.dir == "" {
 		j.dir = j.output + ".parts"

@@ -111,11 +111,12 @@ func (lr *lineReader) next() ([]byte, error) {
 
 // inputInfo is what a pass over the input found.
 type inputInfo struct {
-	bytes  int64
-	sha256 string
-	lines  int
-	tokens int     // of every line, [CLS] and [SEP] included
-	starts []int64 // the byte offset of each part's first line
+	bytes     int64
+	sha256    string
+	lines     int
+	tokens    int     // of every line, [CLS] and [SEP] included
+	truncated int     // lines cut to the max length
+	starts    []int64 // the byte offset of each part's first line
 }
 
 // scan reads the whole input: it checks every line (it parses and encodes
@@ -147,6 +148,9 @@ func scan(path string, tok *tokenizer.Tokenizer, o pipeline.EmbedOptions, window
 			var row pipeline.EmbedRow
 			row, err = pipeline.EncodeEmbedInput(tok, in.EmbedInput, o)
 			info.tokens += len(row.IDs)
+			if row.Truncated {
+				info.truncated++
+			}
 		}
 		if err != nil {
 			return inputInfo{}, fmt.Errorf("embed: %s:%d: %w", path, lr.n, err)

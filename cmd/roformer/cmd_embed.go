@@ -134,6 +134,9 @@ func runEmbed(ctx context.Context, o embedOptions, g dist.Comm, stderr io.Writer
 	if st.Ranks > 1 {
 		fmt.Fprintf(stderr, " on %d ranks", st.Ranks)
 	}
+	if st.Truncated > 0 {
+		fmt.Fprintf(stderr, "; %d inputs truncated", st.Truncated)
+	}
 	if st.Resumed > 0 {
 		fmt.Fprintf(stderr, "; %d of %d parts were done before", st.Resumed, st.Parts)
 	}

@@ -117,7 +117,7 @@ func TestEmbedCLIMatchesServer(t *testing.T) {
 			if err := cmdEmbed(context.Background(), args, io.Discard, &stderr); err != nil {
 				t.Fatalf("%v\n%s", err, stderr.String())
 			}
-			if !strings.Contains(stderr.String(), fmt.Sprintf("wrote %d lines to %s", len(texts), out)) {
+			if !strings.Contains(stderr.String(), fmt.Sprintf("1 inputs truncated; wrote %d lines to %s", len(texts), out)) {
 				t.Errorf("stderr: %s", stderr.String())
 			}
 			got := readEmbeddings(t, out)
