@@ -462,3 +462,25 @@ func TestDefaultWindow(t *testing.T) {
 		t.Errorf("520 lines, default window: stats %+v, error %v; want 3 parts", st, err)
 	}
 }
+
+// FuzzParseLine: any bytes give an input or an error, never a panic; an
+// input's id is valid JSON, and a line that parses parses the same again
+// with white space around it.
+func FuzzParseLine(f *testing.F) {
+	for _, s := range []string{`"a"`, `{"text": "a", "id": 3}`, `{"text": "a", "text_pair": null, "id": "x"}`, `{"text": 1}`, `[]`, ``, `{"id": {}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		in, err := ParseLine(line)
+		if err != nil {
+			return
+		}
+		if in.ID != nil && !json.Valid(in.ID) {
+			t.Fatalf("%q: id %q is not JSON", line, in.ID)
+		}
+		again, err := ParseLine(append(append([]byte(" \t"), line...), "\r"...))
+		if err != nil || again.Text != in.Text || string(again.ID) != string(in.ID) {
+			t.Fatalf("%q: with white space: %+v, %v; want %+v", line, again, err, in)
+		}
+	})
+}
