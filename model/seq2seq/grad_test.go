@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/roformer-go/roformer/internal/testutil"
+	"github.com/roformer-go/roformer/kernels"
 )
 
 // tinyConfig is small enough for finite differences over every weight.
@@ -138,4 +139,25 @@ func TestSmoothedCrossEntropy(t *testing.T) {
 			return l
 		}, 1e-3, 1e-4)
 	}
+}
+
+// TestReLUPath: the model's direct ReLU gives the kernel's numbers (the
+// GELU gradient check above runs the kernel's path).
+func TestReLUPath(t *testing.T) {
+	cfg := tinyConfig(Rotary)
+	m, _ := New(cfg, 6)
+	BT, C, I := 5, cfg.DModel, cfg.FFN
+	x := testutil.RandN(testutil.Rand(1), BT*C, 1)
+	L := &m.Enc[0]
+	for i := range L.FC1.B.Data {
+		L.FC1.B.Data[i] = float32(i%3) - 1
+	}
+	var a ffnAct
+	m.ffnForward(&a, make([]float32, BT*C), x, L.FFNNorm, L.FC1, L.FC2, kernels.Dropout{}, BT)
+	h := make([]float32, BT*I)
+	kernels.MatmulForward(h, a.ln.out, L.FC1.W.Data, L.FC1.B.Data, BT, C, I)
+	want, wantD := make([]float32, BT*I), make([]float32, BT*I)
+	kernels.ActivationForwardSaveGrad(want, wantD, h, kernels.ReLU, BT*I)
+	testutil.AssertClose(t, "relu", a.act, want, 0, 0)
+	testutil.AssertClose(t, "relu'", a.dact, wantD, 0, 0)
 }
