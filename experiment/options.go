@@ -65,3 +65,13 @@ func (o *ExtrapolateOptions) Apply(c Common) {
 	o.Out, o.Cache, o.Threads, o.Progress = c.Out, c.Cache, c.Threads, c.Progress
 	c.replace(&o.Seeds, &o.Steps, &o.Warmup)
 }
+
+// Apply sets the results, cache and run folders, threads and progress, and
+// replaces the seeds and steps when c says so.
+func (o *TranslateOptions) Apply(c Common) {
+	o.Out, o.Cache, o.Threads, o.Progress = c.Out, c.Cache, c.Threads, c.Progress
+	if c.Work != "" {
+		o.Work = c.Work
+	}
+	c.replace(&o.Seeds, &o.Steps, &o.Warmup)
+}

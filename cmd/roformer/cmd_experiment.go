@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "experiment", summary: "re-run the paper's experiments: relative, decay, mlm-pe, char-lm, long-text, long-text-zh, extrapolate, finetune-compare (results folder with JSON, CSV, plots)", run: cmdExperiment})
+	register(&command{name: "experiment", summary: "re-run the paper's experiments: relative, decay, mlm-pe, char-lm, long-text, long-text-zh, extrapolate, finetune-compare, translate (results folder with JSON, CSV, plots)", run: cmdExperiment})
 }
 
 // experiments are the sub-commands of `roformer experiment`.
@@ -28,6 +28,7 @@ var experiments = []struct{ name, summary string }{
 	{"long-text-zh", "§4.5 in Chinese: Tang or Song poet? pretrained RoFormer fine-tuned at 512 and 1024 with an equal-token control"},
 	{"extrapolate", "issue #16: train at 128, evaluate at 128 … 4096 with no/linear/dynamic/yarn RoPE scaling, sinusoidal and learned, and after a short fine-tune"},
 	{"finetune-compare", "§4.3: rotary vs learned (BERT) positions, each pretrained the same way, fine-tuned on every built-in task, several seeds, paired tests; bag-of-words alongside"},
+	{"translate", "§4.1: English→Spanish Bible translation with an encoder-decoder, RoPE vs sinusoidal, BLEU/chrF with bootstrap intervals, several seeds"},
 }
 
 // experimentOptions are the flags of one experiment verb.
@@ -51,12 +52,13 @@ type experimentOptions struct {
 	ftComp   experiment.FinetuneCompareOptions
 	scratch  bool   // finetune-compare: add the rotary model fine-tuned without pretraining
 	merge    string // finetune-compare: results folders to join into Out
+	transl   experiment.TranslateOptions
 }
 
 // experimentLists are the comma-separated flags, parsed after the others.
 type experimentLists struct {
-	seeds, encs, targets, variants, lengths, tasks string
-	pretrainSteps                                  int
+	seeds, encs, targets, variants, lengths, tasks, positions string
+	pretrainSteps                                             int
 }
 
 func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -66,7 +68,7 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return errHelp
 		}
 		experimentUsage(stderr)
-		return usagef("name an experiment: relative, decay, mlm-pe, char-lm, long-text, long-text-zh, extrapolate or finetune-compare")
+		return usagef("name an experiment: relative, decay, mlm-pe, char-lm, long-text, long-text-zh, extrapolate, finetune-compare or translate")
 	}
 	name, args := args[0], args[1:]
 	o := experimentOptions{name: name}
@@ -75,7 +77,7 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 	lists, ok := o.flags(fs)
 	if !ok {
 		experimentUsage(stderr)
-		return usagef("unknown experiment %q (valid: relative, decay, mlm-pe, char-lm, long-text, long-text-zh, extrapolate, finetune-compare)", name)
+		return usagef("unknown experiment %q (valid: relative, decay, mlm-pe, char-lm, long-text, long-text-zh, extrapolate, finetune-compare, translate)", name)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -151,6 +153,10 @@ func (o *experimentOptions) flags(fs *flag.FlagSet) (*experimentLists, bool) {
 		fs.StringVar(&l.encs, "encodings", "", "comma-separated position encodings, the first compared with the others (default rotary,learned)")
 		fs.BoolVar(&o.scratch, "scratch", false, "also fine-tune the rotary model from its random initialisation (no pretraining), as a control")
 		fs.StringVar(&o.merge, "merge", "", "train nothing: join these comma-separated results folders (runs of the same settings on different --seeds, made side by side) into --out")
+	case "translate":
+		fs.StringVar(&o.Cache, "cache", defaultCacheDir(), "folder the Bible modules (Debian sword-text-kjv, sword-text-sparv) are fetched into (as for roformer finetune)")
+		fs.StringVar(&o.Work, "work", "", "run folders (translations, averaged model), reused when complete; default OUT/runs")
+		fs.StringVar(&l.positions, "positions", "", "comma-separated position encodings: rotary, sinusoidal (default both)")
 	default:
 		return nil, false
 	}
@@ -213,6 +219,14 @@ func (o *experimentOptions) finish(l *experimentLists) error {
 			o.ftComp.Tasks = nil
 			for _, t := range strings.Split(l.tasks, ",") {
 				o.ftComp.Tasks = append(o.ftComp.Tasks, strings.TrimSpace(t))
+			}
+		}
+	case "translate":
+		o.transl = pick(o.quick, experiment.QuickTranslate, experiment.DefaultTranslate)(o.Out)
+		if l.positions != "" {
+			o.transl.Positions = nil
+			for _, p := range strings.Split(l.positions, ",") {
+				o.transl.Positions = append(o.transl.Positions, strings.TrimSpace(p))
 			}
 		}
 	case "extrapolate":
@@ -318,6 +332,9 @@ func (o *experimentOptions) run(ctx context.Context) error {
 	case "finetune-compare":
 		o.ftComp.Apply(o.Common)
 		_, err = experiment.FinetuneCompare(ctx, o.ftComp)
+	case "translate":
+		o.transl.Apply(o.Common)
+		_, err = experiment.Translate(ctx, o.transl)
 	}
 	return err
 }
@@ -340,6 +357,8 @@ func (o *experimentOptions) resummarize() error {
 		_, err = experiment.ResummarizeExtrapolate(o.resum)
 	case "finetune-compare":
 		_, err = experiment.ResummarizeFinetuneCompare(o.resum)
+	case "translate":
+		_, err = experiment.ResummarizeTranslate(o.resum)
 	}
 	return err
 }

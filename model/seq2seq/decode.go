@@ -291,15 +291,7 @@ func argmax(z []float32) int {
 
 // logSoftmax returns log softmax(z) in float64.
 func logSoftmax(z []float32) []float64 {
-	mx := math.Inf(-1)
-	for _, v := range z {
-		mx = math.Max(mx, float64(v))
-	}
-	s := 0.0
-	for _, v := range z {
-		s += math.Exp(float64(v) - mx)
-	}
-	lse := mx + math.Log(s)
+	lse := logSumExp(z)
 	out := make([]float64, len(z))
 	for j, v := range z {
 		out[j] = float64(v) - lse
@@ -310,6 +302,52 @@ func logSoftmax(z []float32) []float64 {
 // lengthPenalty is GNMT's ((5+n)/6)^α.
 func lengthPenalty(n int, alpha float64) float64 {
 	return math.Pow((5+float64(n))/6, alpha)
+}
+
+// cand is a continuation: hypothesis from, then token id, with total log P.
+type cand struct {
+	from int
+	id   int32
+	logp float64
+}
+
+// topTokens returns the n largest entries of z as candidates of hypothesis
+// from with logp = base + z[id], best first, the lower id first among ties.
+func topTokens(z []float32, n, from int, base float64) []cand {
+	top := make([]int, 0, n+1)
+	for j, v := range z {
+		if len(top) == n && v <= z[top[n-1]] {
+			continue
+		}
+		p := len(top)
+		for p > 0 && v > z[top[p-1]] {
+			p--
+		}
+		top = append(top, 0)
+		copy(top[p+1:], top[p:])
+		top[p] = j
+		if len(top) > n {
+			top = top[:n]
+		}
+	}
+	out := make([]cand, len(top))
+	for i, j := range top {
+		out[i] = cand{from, int32(j), base + float64(z[j])}
+	}
+	return out
+}
+
+// logSumExp is log Σ_j exp(z_j) in float64.
+func logSumExp(z []float32) float64 {
+	mx := math.Inf(-1)
+	for _, v := range z {
+		mx = math.Max(mx, float64(v))
+	}
+	s := 0.0
+	for _, v := range z {
+		s += math.Exp(float64(v) - mx)
+	}
+	return mx + math.Log(s)
 }
 
 type hyp struct {
@@ -343,17 +381,18 @@ func (m *Model) beamSearch(ctx context.Context, enc *Encoded, r int, o DecodeOpt
 		if err != nil {
 			return nil, err
 		}
-		type cand struct {
-			from int
-			id   int32
-			logp float64
-		}
+		// The 2k best continuations: each live hypothesis's 2k best tokens
+		// (a bounded insertion list, lowest id first among ties), then the
+		// best 2k of those, the earlier hypothesis first among ties.
+		// log Σ exp z of every row at once through the kernels' vector
+		// exponentials: the cross-entropy of target 0 is lse − z_0.
+		ce, zero := make([]float32, len(alive)), make([]int32, len(alive))
+		kernels.CrossEntropyForward(ce, logits, zero, len(alive), V)
 		var cands []cand
 		for i, h := range alive {
-			lp := logSoftmax(logits[i*V : i*V+V])
-			for j, v := range lp {
-				cands = append(cands, cand{i, int32(j), h.logp + v})
-			}
+			z := logits[i*V : i*V+V]
+			lse := float64(ce[i]) + float64(z[0])
+			cands = append(cands, topTokens(z, 2*k, i, h.logp-lse)...)
 		}
 		sort.SliceStable(cands, func(a, b int) bool { return cands[a].logp > cands[b].logp })
 		cands = cands[:min(2*k, len(cands))]

@@ -1,0 +1,599 @@
+package experiment
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/roformer-go/roformer/model/seq2seq"
+	"github.com/roformer-go/roformer/optim"
+	"github.com/roformer-go/roformer/tasks"
+	"github.com/roformer-go/roformer/tokenizer/bpe"
+	"github.com/roformer-go/roformer/train"
+)
+
+// TranslateOptions configure the machine-translation experiment (the
+// paper's §4.1: Transformer-base on WMT14 English→German, BLEU 27.3 with
+// sinusoids and 27.5 with RoPE). Here: English→Spanish on the Bible
+// (tasks.BibleParallel: KJV ↔ Reina-Valera 1909 aligned by verse, whole books
+// held out for dev and test), a shared subword vocabulary trained on the
+// training verses of both languages, a small encoder-decoder
+// (seq2seq.Model) with RoPE or Vaswani's sinusoids, the same data, steps
+// and seeds for both. Dev BLEU (greedy) is measured during training; at the
+// end the test set is decoded with beam search from the last weights and
+// from the average of the last AverageLast checkpoints.
+type TranslateOptions struct {
+	Positions []string       `json:"positions"`
+	Seeds     []uint64       `json:"seeds"`
+	Model     seq2seq.Config `json:"model"` // Position, VocabSize and the special ids are set per run
+	VocabSize int            `json:"vocab_size"`
+	// MaxTokens drops training pairs with a side longer than this many
+	// subword tokens (dev and test are kept whole).
+	MaxTokens int `json:"max_tokens"`
+	// TrainPairs, when > 0, keeps only that many training pairs (the first
+	// after a fixed shuffle).
+	TrainPairs int `json:"train_pairs,omitempty"`
+	Schedule
+	BatchTokens int `json:"batch_tokens"` // source + target tokens per step (Vaswani et al.: 25,000 + 25,000)
+	EvalEvery   int `json:"eval_every"`   // steps between dev evaluations (and at the end)
+	DevSubset   int `json:"dev_subset"`   // dev verses decoded for the curve; 0: all
+	// AverageLast checkpoints, saved every AverageEvery steps up to the
+	// last, are averaged (Vaswani et al.: the last 5, every 10 minutes).
+	AverageLast  int                   `json:"average_last"`
+	AverageEvery int                   `json:"average_every"`
+	Decode       seq2seq.DecodeOptions `json:"decode"`
+	Bootstrap    int                   `json:"bootstrap_samples"` // resamples of the confidence intervals and paired tests
+	// TestSubset, when > 0, decodes only the first TestSubset test verses
+	// (the quick form; the summary says so).
+	TestSubset int `json:"test_subset,omitempty"`
+
+	// Pairs, when set, replaces the Bible (tests).
+	Pairs *tasks.Parallel `json:"-"`
+
+	Out      string    `json:"-"`
+	Cache    string    `json:"-"` // the fetched Debian packages
+	Work     string    `json:"-"` // run folders (one per position and seed, reused when complete); empty: Out/runs
+	Threads  int       `json:"threads"`
+	Progress io.Writer `json:"-"`
+}
+
+// DefaultTranslate returns the settings of the recorded run: RoPE and
+// sinusoidal, seeds 1, 2, 3; 3 + 3 layers of width 128 (4 heads, FFN 512,
+// dropout 0.1, label smoothing 0.1); an 8,000-token shared vocabulary;
+// training pairs up to 64 tokens a side; 400 steps of 3,000 tokens at a
+// peak rate of 1.5e-3 (40 warm-up steps, cosine decay), weight decay 0.01,
+// clipping at 1; dev BLEU every 100 steps on 200 dev verses; the last 5
+// checkpoints, 20 steps apart, averaged; beam 4, α 0.6, source length + 50.
+// The size is what about 5 CPU-minutes a run buy on the shared 2-core
+// machine: half an epoch of the training verses.
+func DefaultTranslate(out string) TranslateOptions {
+	return TranslateOptions{
+		Positions: []string{seq2seq.Rotary, seq2seq.Sinusoidal}, Seeds: []uint64{1, 2, 3},
+		Model: seq2seq.Config{DModel: 128, Heads: 4, FFN: 512, EncoderLayers: 3, DecoderLayers: 3,
+			Dropout: 0.1, LabelSmooth: 0.1, LayerNormEps: 1e-5},
+		VocabSize: 8000, MaxTokens: 64,
+		Schedule:    Schedule{Steps: 400, Warmup: 40, LR: 1.5e-3, WeightDecay: 0.01, Clip: 1},
+		BatchTokens: 3000, EvalEvery: 100, DevSubset: 200,
+		AverageLast: 5, AverageEvery: 20,
+		Decode: seq2seq.DefaultDecode, Bootstrap: 1000, Out: out,
+	}
+}
+
+// QuickTranslate is DefaultTranslate shrunk to a few minutes on two cores:
+// 2 + 2 layers of width 64, a 2,000-token vocabulary, 4,000 training pairs of
+// up to 40 tokens, one seed, 150 steps of 2,000 tokens, 100 dev and 200
+// test verses (the test set is cut only here, and the summary says so).
+func QuickTranslate(out string) TranslateOptions {
+	o := DefaultTranslate(out)
+	o.Seeds = []uint64{1}
+	o.Model.DModel, o.Model.FFN, o.Model.EncoderLayers, o.Model.DecoderLayers, o.Model.Heads = 64, 256, 2, 2, 2
+	o.VocabSize, o.MaxTokens, o.TrainPairs = 2000, 40, 4000
+	o.Steps, o.Warmup, o.BatchTokens, o.EvalEvery, o.DevSubset = 150, 15, 2000, 50, 100
+	o.AverageEvery = 10
+	o.Bootstrap = 200
+	o.TestSubset = 200
+	return o
+}
+
+// TranslateCurve is one dev evaluation of a run.
+type TranslateCurve struct {
+	Step      int    `json:"step"`
+	TrainLoss Number `json:"train_loss"` // mean label-smoothed loss of the steps since the last evaluation
+	DevNLL    Number `json:"dev_nll"`    // per target token, teacher-forced, all dev verses
+	DevBLEU   Number `json:"dev_bleu"`   // greedy, the dev subset
+}
+
+// TranslateScore is the test score of one decoded set.
+type TranslateScore struct {
+	BLEU   Number    `json:"bleu"`
+	BLEUCI [2]Number `json:"bleu_ci95"` // percentile bootstrap over test verses
+	ChrF   Number    `json:"chrf"`
+	ChrFCI [2]Number `json:"chrf_ci95"`
+}
+
+// TranslateRun is one (position, seed) run: run.json in its folder.
+type TranslateRun struct {
+	Position   string           `json:"position"`
+	Seed       uint64           `json:"seed"`
+	Params     int              `json:"params"`
+	Curve      []TranslateCurve `json:"curve"`
+	Last       TranslateScore   `json:"test_last"`     // beam search, the last weights
+	Averaged   TranslateScore   `json:"test_averaged"` // beam search, the averaged checkpoints
+	DevBLEUAvg Number           `json:"dev_bleu_averaged"`
+	Seconds    float64          `json:"seconds"`
+	CPU        string           `json:"cpu"`
+	Threads    int              `json:"threads"`
+}
+
+// TranslatePaired is RoPE minus sinusoidal on one seed, paired bootstrap
+// over the same test verses (Koehn 2004): the share of resamples in which
+// RoPE's BLEU is not above the sinusoidal one's.
+type TranslatePaired struct {
+	Seed       uint64 `json:"seed"`
+	Delta      Number `json:"bleu_delta"` // averaged checkpoints
+	PBootstrap Number `json:"p_bootstrap"`
+}
+
+// TranslateResult is results.json.
+type TranslateResult struct {
+	Options     TranslateOptions  `json:"options"`
+	Source      string            `json:"source"`
+	Split       [3]int            `json:"split_pairs"` // train (after filtering), dev, test
+	Vocab       int               `json:"vocab"`
+	Runs        []TranslateRun    `json:"runs"`
+	Paired      []TranslatePaired `json:"paired"`
+	WallSeconds float64           `json:"wall_seconds"`
+	CPU         string            `json:"cpu"`
+}
+
+// mtData is the tokenized corpus.
+type mtData struct {
+	codec            *bpe.Model
+	train            [][2][]int32
+	dev, test        [][2][]int32
+	devRefs, testRef []string
+}
+
+// Translate runs every (position, seed) whose run folder under Work is not
+// complete, then summarizes every run of the options: results.json,
+// curves.csv, runs.csv, bleu.png/svg (dev BLEU against the step, mean and
+// spread over seeds) and summary.md in Out.
+func Translate(ctx context.Context, opts TranslateOptions) (*TranslateResult, error) {
+	start := time.Now()
+	if opts.Out == "" {
+		return nil, fmt.Errorf("experiment: translate: no output folder")
+	}
+	if opts.Work == "" {
+		opts.Work = filepath.Join(opts.Out, "runs")
+	}
+	for _, p := range opts.Positions {
+		if p != seq2seq.Rotary && p != seq2seq.Sinusoidal {
+			return nil, fmt.Errorf("experiment: translate: position %q is not %s or %s", p, seq2seq.Rotary, seq2seq.Sinusoidal)
+		}
+	}
+	if opts.Steps < 1 || opts.BatchTokens < 1 || opts.EvalEvery < 1 || opts.AverageLast < 1 || opts.AverageEvery < 1 || opts.MaxTokens < 1 {
+		return nil, fmt.Errorf("experiment: translate: steps %d, batch tokens %d, eval every %d, average last %d every %d and max tokens %d must all be positive",
+			opts.Steps, opts.BatchTokens, opts.EvalEvery, opts.AverageLast, opts.AverageEvery, opts.MaxTokens)
+	}
+	par, source := opts.Pairs, "test pairs"
+	if par == nil {
+		var err error
+		if par, err = tasks.BibleParallel(ctx, opts.Cache, opts.Progress); err != nil {
+			return nil, fmt.Errorf("experiment: translate: %w", err)
+		}
+		source = fmt.Sprintf("Bible, English (KJV, Debian sword-text-kjv) → Spanish (Reina-Valera 1909, Debian sword-text-sparv), verses aligned by reference; dev books %s, test books %s",
+			strings.Join(par.DevBooks, ", "), strings.Join(par.TestBooks, ", "))
+	}
+	data, err := prepareMT(par, opts)
+	if err != nil {
+		return nil, err
+	}
+	say(opts.Progress, "translate: %s; %d/%d/%d train/dev/test pairs; vocabulary %d", source, len(data.train), len(data.dev), len(data.test), data.codec.VocabSize())
+	opts.Pairs = nil
+	res := &TranslateResult{Options: opts, Source: source, Split: [3]int{len(data.train), len(data.dev), len(data.test)}, Vocab: data.codec.VocabSize(), CPU: cpuName()}
+	for _, pos := range opts.Positions {
+		for _, seed := range opts.Seeds {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			run, err := translateRun(ctx, opts, data, pos, seed)
+			if err != nil {
+				return nil, fmt.Errorf("experiment: translate %s seed %d: %w", pos, seed, err)
+			}
+			res.Runs = append(res.Runs, *run)
+		}
+	}
+	if err := scoreRuns(opts, data, res); err != nil {
+		return nil, err
+	}
+	res.WallSeconds = time.Since(start).Seconds()
+	return res, writeTranslate(opts.Out, res)
+}
+
+// prepareMT trains the shared vocabulary on the training pairs (both
+// sides), encodes every split, and filters and subsamples the training
+// pairs.
+func prepareMT(par *tasks.Parallel, o TranslateOptions) (*mtData, error) {
+	if len(par.Train) == 0 || len(par.Dev) == 0 || len(par.Test) == 0 {
+		return nil, fmt.Errorf("experiment: translate: %d/%d/%d train/dev/test pairs; each split needs some", len(par.Train), len(par.Dev), len(par.Test))
+	}
+	trainPairs := slices.Clone(par.Train)
+	if o.TrainPairs > 0 && o.TrainPairs < len(trainPairs) {
+		r := rand.New(rand.NewPCG(0x62696265, 0x6c65))
+		r.Shuffle(len(trainPairs), func(i, j int) { trainPairs[i], trainPairs[j] = trainPairs[j], trainPairs[i] })
+		trainPairs = trainPairs[:o.TrainPairs]
+	}
+	var texts []string
+	for _, p := range trainPairs {
+		texts = append(texts, p.Src, p.Tgt)
+	}
+	codec, err := bpe.Train(texts, o.VocabSize)
+	if err != nil {
+		return nil, fmt.Errorf("experiment: translate: vocabulary: %w", err)
+	}
+	d := &mtData{codec: codec}
+	enc := func(ps []tasks.Pair) [][2][]int32 {
+		out := make([][2][]int32, len(ps))
+		for i, p := range ps {
+			out[i] = [2][]int32{ids32(codec.Encode(p.Src)), ids32(codec.Encode(p.Tgt))}
+		}
+		return out
+	}
+	for _, p := range enc(trainPairs) {
+		if len(p[0]) > 0 && len(p[1]) > 0 && len(p[0]) <= o.MaxTokens && len(p[1]) <= o.MaxTokens {
+			d.train = append(d.train, p)
+		}
+	}
+	test := par.Test
+	if o.TestSubset > 0 && o.TestSubset < len(test) {
+		test = test[:o.TestSubset]
+	}
+	d.dev, d.test = enc(par.Dev), enc(test)
+	for _, p := range par.Dev {
+		d.devRefs = append(d.devRefs, p.Tgt)
+	}
+	for _, p := range test {
+		d.testRef = append(d.testRef, p.Tgt)
+	}
+	if len(d.train) == 0 {
+		return nil, fmt.Errorf("experiment: translate: no training pair has both sides within %d tokens", o.MaxTokens)
+	}
+	return d, nil
+}
+
+// ids32 converts token ids to the model's. The BPE's special ids are the
+// model's: 0 padding, 1 BOS, 2 EOS.
+func ids32(ids []int) []int32 {
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		out[i] = int32(id)
+	}
+	return out
+}
+
+func (d *mtData) text(ids []int32) string {
+	sub := make([]int, len(ids))
+	for i, id := range ids {
+		sub[i] = int(id)
+	}
+	return d.codec.Decode(sub)
+}
+
+// batches cuts the training pairs into batches of about BatchTokens source
+// + target tokens: each epoch shuffles, sorts chunks of 100 batches' worth
+// by length (so a batch pads little) and shuffles the batches.
+func (d *mtData) batches(r *rand.Rand, budget int) [][]int {
+	idx := r.Perm(len(d.train))
+	size := func(i int) int { return len(d.train[i][0]) + len(d.train[i][1]) + 2 }
+	var out [][]int
+	chunk := 0
+	for lo := 0; lo < len(idx); lo = chunk {
+		tok := 0
+		for chunk = lo; chunk < len(idx) && tok < 100*budget; chunk++ {
+			tok += size(idx[chunk])
+		}
+		part := idx[lo:chunk]
+		sort.SliceStable(part, func(a, b int) bool { return size(part[a]) < size(part[b]) })
+		var cur []int
+		maxLen := 0
+		for _, i := range part {
+			ml := max(maxLen, len(d.train[i][0])+1, len(d.train[i][1])+1)
+			if len(cur) > 0 && 2*ml*(len(cur)+1) > budget {
+				out = append(out, cur)
+				cur, ml = nil, max(len(d.train[i][0])+1, len(d.train[i][1])+1)
+			}
+			cur, maxLen = append(cur, i), ml
+		}
+		if len(cur) > 0 {
+			out = append(out, cur)
+		}
+	}
+	r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+func (d *mtData) batch(cfg seq2seq.Config, pairs [][2][]int32, idx []int) (*seq2seq.Batch, error) {
+	src, tgt := make([][]int32, len(idx)), make([][]int32, len(idx))
+	for k, i := range idx {
+		src[k], tgt[k] = pairs[i][0], pairs[i][1]
+	}
+	return seq2seq.NewBatch(cfg, src, tgt)
+}
+
+// runDir is the folder of one run.
+func runDir(o TranslateOptions, pos string, seed uint64) string {
+	return filepath.Join(o.Work, fmt.Sprintf("%s-seed%d", pos, seed))
+}
+
+// runKey fingerprints the options that shape a run, so that a run folder
+// made with other settings is not reused.
+func runKey(o TranslateOptions) string {
+	k := o
+	k.Positions, k.Seeds, k.Pairs, k.Out, k.Cache, k.Work, k.Threads, k.Progress = nil, nil, nil, "", "", "", 0, nil
+	b, _ := json.Marshal(k)
+	return string(b)
+}
+
+// translateRun trains one model, or reads its run.json when the folder
+// holds a complete run of the same settings.
+func translateRun(ctx context.Context, o TranslateOptions, d *mtData, pos string, seed uint64) (*TranslateRun, error) {
+	dir := runDir(o, pos, seed)
+	var saved struct {
+		Key string       `json:"settings"`
+		Run TranslateRun `json:"run"`
+	}
+	if raw, err := os.ReadFile(filepath.Join(dir, "run.json")); err == nil {
+		if json.Unmarshal(raw, &saved) == nil && saved.Key == runKey(o) {
+			say(o.Progress, "translate: %s seed %d: reusing %s", pos, seed, dir)
+			return &saved.Run, nil
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	start := time.Now()
+	cfg := o.Model
+	cfg.Position, cfg.VocabSize = pos, d.codec.VocabSize()
+	cfg.PadID, cfg.BOSID, cfg.EOSID = bpe.PadID, bpe.BosID, bpe.EosID
+	m, err := seq2seq.New(cfg, seed)
+	if err != nil {
+		return nil, err
+	}
+	sched := optim.Schedule{Kind: optim.Cosine, PeakLR: o.LR, Warmup: o.Warmup, Total: o.Steps}
+	st, err := train.NewStepper(m.Params(), optim.DefaultAdamWConfig(o.WeightDecay), sched)
+	if err != nil {
+		return nil, err
+	}
+	st.Clip = o.Clip
+	run := &TranslateRun{Position: pos, Seed: seed, Params: m.NumParams(), CPU: cpuName(), Threads: o.Threads}
+	r := rand.New(rand.NewPCG(seed, 0x7472616e736c))
+	var queue [][]int
+	var snaps []*seq2seq.Model
+	lossSum, lossN := 0.0, 0
+	for step := 0; step < o.Steps; step++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if len(queue) == 0 {
+			queue = d.batches(r, o.BatchTokens)
+		}
+		b, err := d.batch(cfg, d.train, queue[0])
+		if err != nil {
+			return nil, err
+		}
+		queue = queue[1:]
+		u, err := st.Step(step, func(int) (float64, error) {
+			p, err := m.Forward(b, true, seed<<32|uint64(step))
+			if err != nil {
+				return 0, err
+			}
+			return p.Loss, p.Backward()
+		})
+		if err != nil {
+			return nil, fmt.Errorf("step %d: %w", step+1, err)
+		}
+		lossSum, lossN = lossSum+u.Loss, lossN+1
+		done := step + 1
+		if back := o.Steps - done; back%o.AverageEvery == 0 && back/o.AverageEvery < o.AverageLast {
+			snaps = append(snaps, m.Clone())
+		}
+		if done%o.EvalEvery == 0 || done == o.Steps {
+			c := TranslateCurve{Step: done, TrainLoss: Number(lossSum / float64(lossN))}
+			lossSum, lossN = 0, 0
+			nll, hyps, err := d.devEval(ctx, m, o)
+			if err != nil {
+				return nil, err
+			}
+			if err := writeLines(dir, fmt.Sprintf("dev-step%d.txt", done), hyps); err != nil {
+				return nil, err
+			}
+			c.DevNLL = Number(nll)
+			run.Curve = append(run.Curve, c)
+			say(o.Progress, "translate: %s seed %d: step %d/%d, train loss %.3f, dev NLL %.3f (%.0f s)",
+				pos, seed, done, o.Steps, c.TrainLoss, nll, time.Since(start).Seconds())
+		}
+	}
+	avg, err := seq2seq.Average(snaps...)
+	if err != nil {
+		return nil, err
+	}
+	_, devAvg, err := d.devEval(ctx, avg, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeLines(dir, "dev-averaged.txt", devAvg); err != nil {
+		return nil, err
+	}
+	for _, v := range []struct {
+		m    *seq2seq.Model
+		name string
+	}{{m, "last"}, {avg, "averaged"}} {
+		hyps, err := d.translate(ctx, v.m, d.test, o.Decode)
+		if err != nil {
+			return nil, err
+		}
+		if err := writeLines(dir, "test-"+v.name+".txt", hyps); err != nil {
+			return nil, err
+		}
+	}
+	if err := avg.Save(filepath.Join(dir, "averaged")); err != nil {
+		return nil, err
+	}
+	run.Seconds = time.Since(start).Seconds()
+	say(o.Progress, "translate: %s seed %d: trained and decoded in %.0f s", pos, seed, run.Seconds)
+	saved.Key, saved.Run = runKey(o), *run
+	return run, writeJSON(dir, "run.json", saved)
+}
+
+// devEval returns the teacher-forced NLL per token over all dev pairs and
+// the greedy translations of the dev subset.
+func (d *mtData) devEval(ctx context.Context, m *seq2seq.Model, o TranslateOptions) (nll float64, hyps []string, err error) {
+	tot, n := 0.0, 0
+	for lo := 0; lo < len(d.dev); lo += 32 {
+		idx := make([]int, 0, 32)
+		for i := lo; i < min(lo+32, len(d.dev)); i++ {
+			idx = append(idx, i)
+		}
+		b, err := d.batch(m.Cfg, d.dev, idx)
+		if err != nil {
+			return 0, nil, err
+		}
+		p, err := m.Forward(b, false, 0)
+		if err != nil {
+			return 0, nil, err
+		}
+		tot += p.NLL * float64(p.Tokens)
+		n += p.Tokens
+	}
+	hyps, err = d.translate(ctx, m, d.dev[:d.devSubset(o)], seq2seq.DecodeOptions{Beam: 1, MaxExtra: o.Decode.MaxExtra})
+	if err != nil {
+		return 0, nil, err
+	}
+	return tot / float64(n), hyps, nil
+}
+
+// devSubset is the number of dev verses of the curve.
+func (d *mtData) devSubset(o TranslateOptions) int {
+	if o.DevSubset > 0 && o.DevSubset < len(d.dev) {
+		return o.DevSubset
+	}
+	return len(d.dev)
+}
+
+// translate decodes the source sides of pairs into text.
+func (d *mtData) translate(ctx context.Context, m *seq2seq.Model, pairs [][2][]int32, do seq2seq.DecodeOptions) ([]string, error) {
+	src := make([][]int32, len(pairs))
+	for i, p := range pairs {
+		src[i] = p[0]
+	}
+	out, err := m.Translate(ctx, src, do)
+	if err != nil {
+		return nil, err
+	}
+	hyps := make([]string, len(out))
+	for i, ids := range out {
+		hyps[i] = d.text(ids)
+	}
+	return hyps, nil
+}
+
+func writeLines(dir, name string, lines []string) error {
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString(strings.ReplaceAll(l, "\n", " "))
+		b.WriteByte('\n')
+	}
+	return writeFile(dir, name, []byte(b.String()))
+}
+
+func readLines(dir, name string) ([]string, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		return nil, fmt.Errorf("experiment: %w", err)
+	}
+	return strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n"), nil
+}
+
+// scoreRuns scores every run's saved translations (dev curve, dev and
+// test of the last and averaged weights) and compares RoPE with
+// sinusoidal per seed by the paired bootstrap of the averaged checkpoints'
+// test translations.
+func scoreRuns(o TranslateOptions, d *mtData, res *TranslateResult) error {
+	devRefs := d.devRefs[:d.devSubset(o)]
+	for i := range res.Runs {
+		r := &res.Runs[i]
+		dir := runDir(o, r.Position, r.Seed)
+		for j := range r.Curve {
+			hyps, err := readLines(dir, fmt.Sprintf("dev-step%d.txt", r.Curve[j].Step))
+			if err != nil {
+				return err
+			}
+			r.Curve[j].DevBLEU = Number(corpusBLEU(hyps, devRefs))
+		}
+		hyps, err := readLines(dir, "dev-averaged.txt")
+		if err != nil {
+			return err
+		}
+		r.DevBLEUAvg = Number(corpusBLEU(hyps, devRefs))
+		for _, v := range []struct {
+			name string
+			sc   *TranslateScore
+		}{{"last", &r.Last}, {"averaged", &r.Averaged}} {
+			hyps, err := readLines(dir, "test-"+v.name+".txt")
+			if err != nil {
+				return err
+			}
+			*v.sc = scoreTest(hyps, d.testRef, o.Bootstrap, r.Seed)
+		}
+	}
+	for _, seed := range o.Seeds {
+		var rot, sin *TranslateRun
+		for i := range res.Runs {
+			r := &res.Runs[i]
+			if r.Seed == seed && r.Position == seq2seq.Rotary {
+				rot = r
+			}
+			if r.Seed == seed && r.Position == seq2seq.Sinusoidal {
+				sin = r
+			}
+		}
+		if rot == nil || sin == nil {
+			continue
+		}
+		a, err := readLines(runDir(o, rot.Position, seed), "test-averaged.txt")
+		if err != nil {
+			return err
+		}
+		b, err := readLines(runDir(o, sin.Position, seed), "test-averaged.txt")
+		if err != nil {
+			return err
+		}
+		p := pairedBootstrap(a, b, d.testRef, o.Bootstrap, seed)
+		res.Paired = append(res.Paired, TranslatePaired{Seed: seed, Delta: rot.Averaged.BLEU - sin.Averaged.BLEU, PBootstrap: Number(p)})
+	}
+	return nil
+}
+
+// cpuName is the processor's model name from /proc/cpuinfo, "unknown"
+// elsewhere.
+func cpuName() string {
+	raw, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown"
+	}
+	for _, l := range strings.Split(string(raw), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
