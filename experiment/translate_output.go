@@ -38,15 +38,19 @@ func writeTranslate(dir string, res *TranslateResult) error {
 		for _, c := range r.Curve {
 			rows = append(rows, []string{r.Position, strconv.FormatUint(r.Seed, 10), strconv.Itoa(c.Step), ftoa(float64(c.TrainLoss)), ftoa(float64(c.DevNLL)), ftoa(float64(c.DevBLEU))})
 		}
-		runRows = append(runRows, []string{r.Position, strconv.FormatUint(r.Seed, 10), ftoa(float64(r.Last.BLEU)), ftoa(float64(r.Averaged.BLEU)),
+		last := math.NaN()
+		if n := len(r.Curve); n > 0 {
+			last = float64(r.Curve[n-1].DevBLEU)
+		}
+		runRows = append(runRows, []string{r.Position, strconv.FormatUint(r.Seed, 10), ftoa(last), ftoa(float64(r.DevBLEUAvg)), ftoa(float64(r.Averaged.BLEU)),
 			ftoa(float64(r.Averaged.BLEUCI[0])), ftoa(float64(r.Averaged.BLEUCI[1])), ftoa(float64(r.Averaged.ChrF)),
-			ftoa(float64(r.Averaged.ChrFCI[0])), ftoa(float64(r.Averaged.ChrFCI[1])), ftoa(float64(r.DevBLEUAvg)), ftoa(r.Seconds)})
+			ftoa(float64(r.Averaged.ChrFCI[0])), ftoa(float64(r.Averaged.ChrFCI[1])), ftoa(r.Seconds)})
 	}
 	if err := writeCSV(dir, "curves.csv", []string{"position", "seed", "step", "train_loss", "dev_nll", "dev_bleu_greedy"}, rows); err != nil {
 		return err
 	}
-	if err := writeCSV(dir, "runs.csv", []string{"position", "seed", "test_bleu_last", "test_bleu_averaged", "bleu_ci_lo", "bleu_ci_hi",
-		"test_chrf_averaged", "chrf_ci_lo", "chrf_ci_hi", "dev_bleu_averaged_greedy", "seconds"}, runRows); err != nil {
+	if err := writeCSV(dir, "runs.csv", []string{"position", "seed", "dev_bleu_last_greedy", "dev_bleu_averaged_greedy", "test_bleu_averaged", "bleu_ci_lo", "bleu_ci_hi",
+		"test_chrf_averaged", "chrf_ci_lo", "chrf_ci_hi", "seconds"}, runRows); err != nil {
 		return err
 	}
 	// Dev BLEU against the step: mean over seeds, band from min to max.
@@ -107,12 +111,12 @@ func translateSummary(res *TranslateResult) string {
 	}
 	fmt.Fprintf(&md, ". Shared BPE vocabulary of %d tokens. Model: %d + %d pre-LN layers, width %d, %d heads, FFN %d, dropout %g, label smoothing %g, %d parameters. "+
 		"%d steps of about %d source + target tokens, AdamW peak rate %g (warm-up %d, cosine decay), weight decay %g, clipping %g. "+
-		"Test: beam %d, length penalty α %g, from the last weights and from the average of the last %d checkpoints (%d steps apart). "+
+		"Test: beam %d, length penalty α %g, at most source length + %d tokens, from the average of the last %d checkpoints (%d steps apart); dev BLEU greedy. "+
 		"BLEU and chrF as sacreBLEU's corpus_bleu and corpus_chrf defaults; 95%% intervals by bootstrap over the test verses (%d resamples). "+
 		"Wall time %.0f s on %s (%d thread(s) per run).\n\n",
 		res.Vocab, o.Model.EncoderLayers, o.Model.DecoderLayers, o.Model.DModel, o.Model.Heads, o.Model.FFN, o.Model.Dropout, o.Model.LabelSmooth, params,
 		o.Steps, o.BatchTokens, o.LR, o.Warmup, o.WeightDecay, o.Clip,
-		o.Decode.Beam, o.Decode.Alpha, o.AverageLast, o.AverageEvery, o.Bootstrap, res.WallSeconds, res.CPU, max(o.Threads, 1))
+		o.Decode.Beam, o.Decode.Alpha, o.Decode.MaxExtra, o.AverageLast, o.AverageEvery, o.Bootstrap, res.WallSeconds, res.CPU, max(o.Threads, 1))
 	pm := func(xs []float64, dec int) string {
 		if len(xs) == 1 {
 			return fmt.Sprintf("%.*f (one seed)", dec, xs[0])
@@ -120,15 +124,18 @@ func translateSummary(res *TranslateResult) string {
 		m, s := meanStd(xs)
 		return fmtPM(m, s, dec)
 	}
-	md.WriteString("| position | seeds | test BLEU, last | test BLEU, averaged | test chrF, averaged | dev BLEU (greedy), averaged |\n|---|---|---|---|---|---|\n")
+	md.WriteString("| position | seeds | dev BLEU (greedy), last weights | dev BLEU (greedy), averaged | test BLEU, averaged, beam | test chrF, averaged, beam |\n|---|---|---|---|---|---|\n")
 	for _, pos := range o.Positions {
 		var last, avg, chrf, dev []float64
 		for _, r := range res.Runs {
 			if r.Position == pos {
-				last, avg, chrf, dev = append(last, float64(r.Last.BLEU)), append(avg, float64(r.Averaged.BLEU)), append(chrf, float64(r.Averaged.ChrF)), append(dev, float64(r.DevBLEUAvg))
+				if n := len(r.Curve); n > 0 {
+					last = append(last, float64(r.Curve[n-1].DevBLEU))
+				}
+				avg, chrf, dev = append(avg, float64(r.Averaged.BLEU)), append(chrf, float64(r.Averaged.ChrF)), append(dev, float64(r.DevBLEUAvg))
 			}
 		}
-		fmt.Fprintf(&md, "| %s | %d | %s | %s | %s | %s |\n", pos, len(avg), pm(last, 2), pm(avg, 2), pm(chrf, 2), pm(dev, 2))
+		fmt.Fprintf(&md, "| %s | %d | %s | %s | %s | %s |\n", pos, len(avg), pm(last, 2), pm(dev, 2), pm(avg, 2), pm(chrf, 2))
 	}
 	md.WriteString("\nPer run (averaged checkpoints, 95% bootstrap intervals):\n\n| position | seed | BLEU | chrF | run time (s) |\n|---|---|---|---|---|\n")
 	for _, r := range res.Runs {

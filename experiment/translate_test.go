@@ -60,7 +60,7 @@ func TestTranslateTiny(t *testing.T) {
 			t.Errorf("%s: curve %+v, want evaluations at steps 6 and 12", r.Position, r.Curve)
 		}
 		dir := runDir(res.Options, r.Position, r.Seed)
-		mustExist(t, dir, "run.json", "dev-step6.txt", "dev-averaged.txt", "test-last.txt", "test-averaged.txt", "averaged/model.safetensors")
+		mustExist(t, dir, "run.json", "dev-step6.txt", "dev-averaged.txt", "test-averaged.txt", "averaged/model.safetensors")
 		hyps, err := readLines(dir, "test-averaged.txt")
 		if err != nil || len(hyps) != 16 {
 			t.Errorf("%s: %d test translations (%v), want 16", r.Position, len(hyps), err)
