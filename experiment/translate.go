@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -136,13 +137,14 @@ type TranslateRun struct {
 	Threads    int              `json:"threads"`
 }
 
-// TranslatePaired is RoPE minus sinusoidal on one seed, paired bootstrap
-// over the same test verses (Koehn 2004): the share of resamples in which
-// RoPE's BLEU is not above the sinusoidal one's.
+// TranslatePaired is RoPE minus sinusoidal on one seed, with the p-value of
+// sacreBLEU's paired bootstrap test over the same test verses (Koehn 2004):
+// the null hypothesis is that both score the same.
 type TranslatePaired struct {
 	Seed       uint64 `json:"seed"`
-	Delta      Number `json:"bleu_delta"` // averaged checkpoints
+	Delta      Number `json:"bleu_delta"` // test, averaged checkpoints
 	PBootstrap Number `json:"p_bootstrap"`
+	DeltaNLL   Number `json:"dev_nll_delta"` // dev NLL per token at the last step
 }
 
 // TranslateResult is results.json.
@@ -533,17 +535,27 @@ func scoreRuns(o TranslateOptions, d *mtData, res *TranslateResult) error {
 			if err != nil {
 				return err
 			}
-			r.Curve[j].DevBLEU = Number(corpusBLEU(hyps, devRefs))
+			b, err := corpusBLEU(hyps, devRefs)
+			if err != nil {
+				return err
+			}
+			r.Curve[j].DevBLEU = Number(b)
 		}
 		hyps, err := readLines(dir, "dev-averaged.txt")
 		if err != nil {
 			return err
 		}
-		r.DevBLEUAvg = Number(corpusBLEU(hyps, devRefs))
+		b, err := corpusBLEU(hyps, devRefs)
+		if err != nil {
+			return err
+		}
+		r.DevBLEUAvg = Number(b)
 		if hyps, err = readLines(dir, "test-averaged.txt"); err != nil {
 			return err
 		}
-		r.Averaged = scoreTest(hyps, d.testRef, o.Bootstrap, r.Seed)
+		if r.Averaged, err = scoreTest(hyps, d.testRef, o.Bootstrap, r.Seed); err != nil {
+			return err
+		}
 	}
 	for _, seed := range o.Seeds {
 		var rot, sin *TranslateRun
@@ -567,8 +579,15 @@ func scoreRuns(o TranslateOptions, d *mtData, res *TranslateResult) error {
 		if err != nil {
 			return err
 		}
-		p := pairedBootstrap(a, b, d.testRef, o.Bootstrap, seed)
-		res.Paired = append(res.Paired, TranslatePaired{Seed: seed, Delta: rot.Averaged.BLEU - sin.Averaged.BLEU, PBootstrap: Number(p)})
+		p, err := pairedBootstrap(a, b, d.testRef, o.Bootstrap, seed)
+		if err != nil {
+			return err
+		}
+		tp := TranslatePaired{Seed: seed, Delta: rot.Averaged.BLEU - sin.Averaged.BLEU, PBootstrap: Number(p), DeltaNLL: Number(math.NaN())}
+		if n, m := len(rot.Curve), len(sin.Curve); n > 0 && m > 0 {
+			tp.DeltaNLL = rot.Curve[n-1].DevNLL - sin.Curve[m-1].DevNLL
+		}
+		res.Paired = append(res.Paired, tp)
 	}
 	return nil
 }

@@ -113,10 +113,10 @@ func translateSummary(res *TranslateResult) string {
 		"%d steps of about %d source + target tokens, AdamW peak rate %g (warm-up %d, cosine decay), weight decay %g, clipping %g. "+
 		"Test: beam %d, length penalty α %g, at most source length + %d tokens, from the average of the last %d checkpoints (%d steps apart); dev BLEU greedy. "+
 		"BLEU and chrF as sacreBLEU's corpus_bleu and corpus_chrf defaults; 95%% intervals by bootstrap over the test verses (%d resamples). "+
-		"Wall time %.0f s on %s (%d thread(s) per run).\n\n",
+		"The runs took %.0f s of wall time together (each run's own time, below; runs made in earlier invocations are reused), this summary's invocation %.0f s; CPU %s, %d thread(s) per run.\n\n",
 		res.Vocab, o.Model.EncoderLayers, o.Model.DecoderLayers, o.Model.DModel, o.Model.Heads, o.Model.FFN, o.Model.Dropout, o.Model.LabelSmooth, params,
 		o.Steps, o.BatchTokens, o.LR, o.Warmup, o.WeightDecay, o.Clip,
-		o.Decode.Beam, o.Decode.Alpha, o.Decode.MaxExtra, o.AverageLast, o.AverageEvery, o.Bootstrap, res.WallSeconds, res.CPU, max(o.Threads, 1))
+		o.Decode.Beam, o.Decode.Alpha, o.Decode.MaxExtra, o.AverageLast, o.AverageEvery, o.Bootstrap, runSeconds(res), res.WallSeconds, res.CPU, max(o.Threads, 1))
 	pm := func(xs []float64, dec int) string {
 		if len(xs) == 1 {
 			return fmt.Sprintf("%.*f (one seed)", dec, xs[0])
@@ -124,18 +124,19 @@ func translateSummary(res *TranslateResult) string {
 		m, s := meanStd(xs)
 		return fmtPM(m, s, dec)
 	}
-	md.WriteString("| position | seeds | dev BLEU (greedy), last weights | dev BLEU (greedy), averaged | test BLEU, averaged, beam | test chrF, averaged, beam |\n|---|---|---|---|---|---|\n")
+	md.WriteString("| position | seeds | dev NLL per token, last weights | dev BLEU (greedy), last weights | dev BLEU (greedy), averaged | test BLEU, averaged, beam | test chrF, averaged, beam |\n|---|---|---|---|---|---|---|\n")
 	for _, pos := range o.Positions {
-		var last, avg, chrf, dev []float64
+		var nll, last, avg, chrf, dev []float64
 		for _, r := range res.Runs {
 			if r.Position == pos {
 				if n := len(r.Curve); n > 0 {
 					last = append(last, float64(r.Curve[n-1].DevBLEU))
+					nll = append(nll, float64(r.Curve[n-1].DevNLL))
 				}
 				avg, chrf, dev = append(avg, float64(r.Averaged.BLEU)), append(chrf, float64(r.Averaged.ChrF)), append(dev, float64(r.DevBLEUAvg))
 			}
 		}
-		fmt.Fprintf(&md, "| %s | %d | %s | %s | %s | %s |\n", pos, len(avg), pm(last, 2), pm(dev, 2), pm(avg, 2), pm(chrf, 2))
+		fmt.Fprintf(&md, "| %s | %d | %s | %s | %s | %s | %s |\n", pos, len(avg), pm(nll, 3), pm(last, 2), pm(dev, 2), pm(avg, 2), pm(chrf, 2))
 	}
 	md.WriteString("\nPer run (averaged checkpoints, 95% bootstrap intervals):\n\n| position | seed | BLEU | chrF | run time (s) |\n|---|---|---|---|---|\n")
 	for _, r := range res.Runs {
@@ -143,17 +144,32 @@ func translateSummary(res *TranslateResult) string {
 			r.Averaged.ChrF, r.Averaged.ChrFCI[0], r.Averaged.ChrFCI[1], r.Seconds)
 	}
 	if len(res.Paired) > 0 {
-		md.WriteString("\nRoPE − sinusoidal, same seed, paired bootstrap over the test verses (p: share of resamples where RoPE's BLEU is not higher):\n\n| seed | Δ BLEU | p |\n|---|---|---|\n")
-		var ds []float64
+		md.WriteString("\nRoPE − sinusoidal, same seed, paired bootstrap over the test verses (p: sacreBLEU's paired bootstrap test of equal BLEU), and the difference of dev NLL per token at the last step:\n\n| seed | Δ test BLEU | p | Δ dev NLL |\n|---|---|---|---|\n")
+		var ds, dn []float64
 		for _, p := range res.Paired {
-			fmt.Fprintf(&md, "| %d | %+.2f | %.3f |\n", p.Seed, p.Delta, p.PBootstrap)
-			ds = append(ds, float64(p.Delta))
+			fmt.Fprintf(&md, "| %d | %+.2f | %.3f | %+.3f |\n", p.Seed, p.Delta, p.PBootstrap, p.DeltaNLL)
+			ds, dn = append(ds, float64(p.Delta)), append(dn, float64(p.DeltaNLL))
 		}
 		if len(ds) > 1 {
-			m, s := meanStd(ds)
-			h := tCrit95(len(ds)) * s / math.Sqrt(float64(len(ds)))
-			fmt.Fprintf(&md, "\nMean Δ over %d seeds: %+.2f ± %.2f (sd); 95%% t-interval [%+.2f, %+.2f].\n", len(ds), m, s, m-h, m+h)
+			for _, v := range []struct {
+				name string
+				xs   []float64
+				dec  int
+			}{{"test BLEU", ds, 2}, {"dev NLL", dn, 3}} {
+				m, s := meanStd(v.xs)
+				h := tCrit95(len(v.xs)) * s / math.Sqrt(float64(len(v.xs)))
+				fmt.Fprintf(&md, "\nMean Δ %s over %d seeds: %+.*f ± %.*f (sd); 95%% t-interval [%+.*f, %+.*f].\n", v.name, len(v.xs), v.dec, m, v.dec, s, v.dec, m-h, v.dec, m+h)
+			}
 		}
 	}
 	return md.String()
+}
+
+// runSeconds is the sum of the runs' own wall times.
+func runSeconds(res *TranslateResult) float64 {
+	t := 0.0
+	for _, r := range res.Runs {
+		t += r.Seconds
+	}
+	return t
 }
