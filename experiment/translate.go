@@ -149,14 +149,23 @@ type TranslatePaired struct {
 
 // TranslateResult is results.json.
 type TranslateResult struct {
-	Options     TranslateOptions  `json:"options"`
-	Source      string            `json:"source"`
-	Split       [3]int            `json:"split_pairs"` // train (after filtering), dev, test
-	Vocab       int               `json:"vocab"`
-	Runs        []TranslateRun    `json:"runs"`
-	Paired      []TranslatePaired `json:"paired"`
-	WallSeconds float64           `json:"wall_seconds"`
-	CPU         string            `json:"cpu"`
+	Options TranslateOptions  `json:"options"`
+	Source  string            `json:"source"`
+	Split   [3]int            `json:"split_pairs"` // train (after filtering), dev, test
+	Vocab   int               `json:"vocab"`
+	Runs    []TranslateRun    `json:"runs"`
+	Paired  []TranslatePaired `json:"paired"`
+	// Per position: the test BLEU and chrF (averaged checkpoints) and the
+	// last dev NLL over the seeds.
+	TestBLEU map[string]Spread `json:"test_bleu"`
+	TestChrF map[string]Spread `json:"test_chrf"`
+	DevNLL   map[string]Spread `json:"dev_nll"`
+	// RoPE − sinusoidal over the seeds (paired by seed): test BLEU and last
+	// dev NLL; absent with fewer than 2 seeds.
+	SeedsBLEU   *PairedTest `json:"paired_seeds_bleu,omitempty"`
+	SeedsNLL    *PairedTest `json:"paired_seeds_dev_nll,omitempty"`
+	WallSeconds float64     `json:"wall_seconds"`
+	CPU         string      `json:"cpu"`
 }
 
 // mtData is the tokenized corpus.
@@ -589,20 +598,42 @@ func scoreRuns(o TranslateOptions, d *mtData, res *TranslateResult) error {
 		}
 		res.Paired = append(res.Paired, tp)
 	}
+	res.TestBLEU, res.TestChrF, res.DevNLL = map[string]Spread{}, map[string]Spread{}, map[string]Spread{}
+	for _, pos := range o.Positions {
+		var b, c, n []float64
+		for _, r := range res.Runs {
+			if r.Position == pos {
+				b, c, n = append(b, float64(r.Averaged.BLEU)), append(c, float64(r.Averaged.ChrF)), append(n, lastNLL(r))
+			}
+		}
+		res.TestBLEU[pos], res.TestChrF[pos], res.DevNLL[pos] = SeedSpread(b), SeedSpread(c), SeedSpread(n)
+	}
+	var db, ds, nb, ns []float64
+	for _, p := range res.Paired {
+		for _, r := range res.Runs {
+			if r.Seed != p.Seed {
+				continue
+			}
+			if r.Position == seq2seq.Rotary {
+				db, nb = append(db, float64(r.Averaged.BLEU)), append(nb, lastNLL(r))
+			} else {
+				ds, ns = append(ds, float64(r.Averaged.BLEU)), append(ns, lastNLL(r))
+			}
+		}
+	}
+	if t, err := PairedDiff(db, ds); err == nil {
+		res.SeedsBLEU = &t
+	}
+	if t, err := PairedDiff(nb, ns); err == nil {
+		res.SeedsNLL = &t
+	}
 	return nil
 }
 
-// cpuName is the processor's model name from /proc/cpuinfo, "unknown"
-// elsewhere.
-func cpuName() string {
-	raw, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "unknown"
+// lastNLL is a run's dev NLL at its last evaluation.
+func lastNLL(r TranslateRun) float64 {
+	if n := len(r.Curve); n > 0 {
+		return float64(r.Curve[n-1].DevNLL)
 	}
-	for _, l := range strings.Split(string(raw), "\n") {
-		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "unknown"
+	return math.NaN()
 }

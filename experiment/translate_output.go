@@ -19,16 +19,6 @@ func ResummarizeTranslate(dir string) (*TranslateResult, error) {
 	return &res, writeTranslate(dir, &res)
 }
 
-// tCrit95 is the two-sided 95% quantile of Student's t with n−1 degrees of
-// freedom (n = 2 … 10), for the interval of a mean over seeds.
-func tCrit95(n int) float64 {
-	t := []float64{math.NaN(), math.NaN(), 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262}
-	if n < len(t) {
-		return t[n]
-	}
-	return 1.96
-}
-
 func writeTranslate(dir string, res *TranslateResult) error {
 	if err := writeJSON(dir, "results.json", res); err != nil {
 		return err
@@ -117,49 +107,46 @@ func translateSummary(res *TranslateResult) string {
 		res.Vocab, o.Model.EncoderLayers, o.Model.DecoderLayers, o.Model.DModel, o.Model.Heads, o.Model.FFN, o.Model.Dropout, o.Model.LabelSmooth, params,
 		o.Steps, o.BatchTokens, o.LR, o.Warmup, o.WeightDecay, o.Clip,
 		o.Decode.Beam, o.Decode.Alpha, o.Decode.MaxExtra, o.AverageLast, o.AverageEvery, o.Bootstrap, runSeconds(res), res.WallSeconds, res.CPU, max(o.Threads, 1))
-	pm := func(xs []float64, dec int) string {
-		if len(xs) == 1 {
-			return fmt.Sprintf("%.*f (one seed)", dec, xs[0])
+	sp := func(x Spread, dec int) string {
+		switch x.N {
+		case 0:
+			return "–"
+		case 1:
+			return fmt.Sprintf("%.*f (one seed)", dec, x.Mean)
 		}
-		m, s := meanStd(xs)
-		return fmtPM(m, s, dec)
+		return fmt.Sprintf("%.*f ± %.*f [%.*f, %.*f]", dec, x.Mean, dec, x.SD, dec, x.CILo, dec, x.CIHi)
 	}
-	md.WriteString("| position | seeds | dev NLL per token, last weights | dev BLEU (greedy), last weights | dev BLEU (greedy), averaged | test BLEU, averaged, beam | test chrF, averaged, beam |\n|---|---|---|---|---|---|---|\n")
+	md.WriteString("Mean ± sd over seeds [95% t-interval of the mean]; test on the averaged checkpoints with beam search, dev NLL per target token of the last weights (teacher-forced, all dev verses).\n\n")
+	md.WriteString("| position | seeds | test BLEU | test chrF | dev NLL |\n|---|---|---|---|---|\n")
 	for _, pos := range o.Positions {
-		var nll, last, avg, chrf, dev []float64
-		for _, r := range res.Runs {
-			if r.Position == pos {
-				if n := len(r.Curve); n > 0 {
-					last = append(last, float64(r.Curve[n-1].DevBLEU))
-					nll = append(nll, float64(r.Curve[n-1].DevNLL))
-				}
-				avg, chrf, dev = append(avg, float64(r.Averaged.BLEU)), append(chrf, float64(r.Averaged.ChrF)), append(dev, float64(r.DevBLEUAvg))
-			}
-		}
-		fmt.Fprintf(&md, "| %s | %d | %s | %s | %s | %s | %s |\n", pos, len(avg), pm(nll, 3), pm(last, 2), pm(dev, 2), pm(avg, 2), pm(chrf, 2))
+		b := res.TestBLEU[pos]
+		fmt.Fprintf(&md, "| %s | %d | %s | %s | %s |\n", pos, b.N, sp(b, 2), sp(res.TestChrF[pos], 2), sp(res.DevNLL[pos], 3))
 	}
-	md.WriteString("\nPer run (averaged checkpoints, 95% bootstrap intervals):\n\n| position | seed | BLEU | chrF | run time (s) |\n|---|---|---|---|---|\n")
+	md.WriteString("\nPer run: test scores of the averaged checkpoints with 95% bootstrap intervals over the test verses; dev BLEU greedy on the dev subset, from the last weights and from the averaged checkpoints:\n\n| position | seed | test BLEU | test chrF | dev BLEU, last | dev BLEU, averaged | run time (s) |\n|---|---|---|---|---|---|---|\n")
 	for _, r := range res.Runs {
-		fmt.Fprintf(&md, "| %s | %d | %.2f [%.2f, %.2f] | %.2f [%.2f, %.2f] | %.0f |\n", r.Position, r.Seed, r.Averaged.BLEU, r.Averaged.BLEUCI[0], r.Averaged.BLEUCI[1],
-			r.Averaged.ChrF, r.Averaged.ChrFCI[0], r.Averaged.ChrFCI[1], r.Seconds)
+		last := math.NaN()
+		if n := len(r.Curve); n > 0 {
+			last = float64(r.Curve[n-1].DevBLEU)
+		}
+		fmt.Fprintf(&md, "| %s | %d | %.2f [%.2f, %.2f] | %.2f [%.2f, %.2f] | %.2f | %.2f | %.0f |\n", r.Position, r.Seed, r.Averaged.BLEU, r.Averaged.BLEUCI[0], r.Averaged.BLEUCI[1],
+			r.Averaged.ChrF, r.Averaged.ChrFCI[0], r.Averaged.ChrFCI[1], last, r.DevBLEUAvg, r.Seconds)
 	}
 	if len(res.Paired) > 0 {
 		md.WriteString("\nRoPE − sinusoidal, same seed, paired bootstrap over the test verses (p: sacreBLEU's paired bootstrap test of equal BLEU), and the difference of dev NLL per token at the last step:\n\n| seed | Δ test BLEU | p | Δ dev NLL |\n|---|---|---|---|\n")
-		var ds, dn []float64
 		for _, p := range res.Paired {
 			fmt.Fprintf(&md, "| %d | %+.2f | %.3f | %+.3f |\n", p.Seed, p.Delta, p.PBootstrap, p.DeltaNLL)
-			ds, dn = append(ds, float64(p.Delta)), append(dn, float64(p.DeltaNLL))
 		}
-		if len(ds) > 1 {
-			for _, v := range []struct {
-				name string
-				xs   []float64
-				dec  int
-			}{{"test BLEU", ds, 2}, {"dev NLL", dn, 3}} {
-				m, s := meanStd(v.xs)
-				h := tCrit95(len(v.xs)) * s / math.Sqrt(float64(len(v.xs)))
-				fmt.Fprintf(&md, "\nMean Δ %s over %d seeds: %+.*f ± %.*f (sd); 95%% t-interval [%+.*f, %+.*f].\n", v.name, len(v.xs), v.dec, m, v.dec, s, v.dec, m-h, v.dec, m+h)
+		for _, v := range []struct {
+			name string
+			t    *PairedTest
+			dec  int
+		}{{"test BLEU", res.SeedsBLEU, 2}, {"dev NLL", res.SeedsNLL, 3}} {
+			if v.t == nil {
+				continue
 			}
+			d := v.t.Diff
+			fmt.Fprintf(&md, "\nOver %d seeds, RoPE − sinusoidal %s: %+.*f ± %.*f (sd), 95%% t-interval [%+.*f, %+.*f]; RoPE higher on %d seeds, lower on %d; paired t-test p = %.3f, exact sign-flip p = %.3f.\n",
+				d.N, v.name, v.dec, d.Mean, v.dec, d.SD, v.dec, d.CILo, v.dec, d.CIHi, v.t.Positive, v.t.Negative, v.t.PT, v.t.PSignFlip)
 		}
 	}
 	return md.String()
