@@ -93,7 +93,7 @@ func TestExperimentQuick(t *testing.T) {
 	if c := os.Getenv("ROFORMER_EXPERIMENT_CACHE"); c != "" {
 		cache = c
 	}
-	for _, name := range []string{"relative", "decay", "mlm-pe", "char-lm", "long-text", "long-text-zh", "finetune-compare"} {
+	for _, name := range []string{"relative", "decay", "mlm-pe", "char-lm", "long-text", "long-text-zh", "finetune-compare", "translate"} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			args := []string{"experiment", name, "--out", dir, "--quiet"}
@@ -113,6 +113,15 @@ func TestExperimentQuick(t *testing.T) {
 			}
 			t.Logf("%s:\n%s", name, raw)
 		})
+	}
+}
+
+// translate refuses a position encoding it does not have, before fetching
+// anything.
+func TestExperimentTranslateBadPosition(t *testing.T) {
+	code, _, stderr := runCLI(t, "experiment", "translate", "--positions", "rotary,learned", "--out", t.TempDir(), "--cache", t.TempDir(), "--quiet")
+	if code != 1 || !strings.Contains(stderr, `position "learned"`) {
+		t.Errorf("exit %d, %s", code, stderr)
 	}
 }
 
