@@ -12,6 +12,7 @@ import (
 
 	"github.com/roformer-go/roformer/experiment"
 	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/model/seq2seq"
 )
 
 func init() {
@@ -226,7 +227,11 @@ func (o *experimentOptions) finish(l *experimentLists) error {
 		if l.positions != "" {
 			o.transl.Positions = nil
 			for _, p := range strings.Split(l.positions, ",") {
-				o.transl.Positions = append(o.transl.Positions, strings.TrimSpace(p))
+				p = strings.TrimSpace(p)
+				if p != seq2seq.Rotary && p != seq2seq.Sinusoidal {
+					return usagef("--positions: position %q is not %s or %s", p, seq2seq.Rotary, seq2seq.Sinusoidal)
+				}
+				o.transl.Positions = append(o.transl.Positions, p)
 			}
 		}
 	case "extrapolate":

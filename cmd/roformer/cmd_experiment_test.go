@@ -47,7 +47,7 @@ func TestExperimentCLIErrors(t *testing.T) {
 		want string
 	}{
 		{"no name", []string{"experiment"}, 2, "name an experiment"},
-		{"unknown", []string{"experiment", "glue"}, 2, `unknown experiment "glue" (valid: relative, decay, mlm-pe, char-lm, long-text, long-text-zh, extrapolate, finetune-compare)`},
+		{"unknown", []string{"experiment", "glue"}, 2, `unknown experiment "glue" (valid: relative, decay, mlm-pe, char-lm, long-text, long-text-zh, extrapolate, finetune-compare, translate)`},
 		{"help", []string{"experiment", "mlm-pe", "-h"}, 0, "-encodings"},
 		{"list", []string{"experiment", "--help"}, 0, "long-text"},
 		{"bad encoding", []string{"experiment", "mlm-pe", "--encodings", "rotary,absolute"}, 2, `unknown position_embedding_type "absolute"`},
@@ -56,6 +56,7 @@ func TestExperimentCLIErrors(t *testing.T) {
 		{"bad variant", []string{"experiment", "char-lm", "--variants", "performer"}, 2, "ATTENTION-POSITION"},
 		{"bad length", []string{"experiment", "long-text", "--lengths", "512,-1"}, 2, "--lengths"},
 		{"short length", []string{"experiment", "long-text", "--lengths", "2"}, 2, "too short"},
+		{"bad position", []string{"experiment", "translate", "--positions", "rotary,learned"}, 2, `--positions: position "learned" is not rotary or sinusoidal`},
 		{"long-text-zh help", []string{"experiment", "long-text-zh", "-h"}, 0, "-pretrain-steps"},
 		{"negative pretraining steps", []string{"experiment", "long-text-zh", "--pretrain-steps", "-1"}, 2, "--pretrain-steps -1 must be positive"},
 		{"extrapolate below the training length", []string{"experiment", "extrapolate", "--quick", "--lengths", "64,256", "--quiet", "--out", "OUT"}, 1, "below the training length 128"},
@@ -113,15 +114,6 @@ func TestExperimentQuick(t *testing.T) {
 			}
 			t.Logf("%s:\n%s", name, raw)
 		})
-	}
-}
-
-// translate refuses a position encoding it does not have, before fetching
-// anything.
-func TestExperimentTranslateBadPosition(t *testing.T) {
-	code, _, stderr := runCLI(t, "experiment", "translate", "--positions", "rotary,learned", "--out", t.TempDir(), "--cache", t.TempDir(), "--quiet")
-	if code != 1 || !strings.Contains(stderr, `position "learned"`) {
-		t.Errorf("exit %d, %s", code, stderr)
 	}
 }
 
