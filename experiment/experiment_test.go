@@ -129,6 +129,7 @@ func TestMLMPETiny(t *testing.T) {
 	o := DefaultMLMPE(out)
 	o.Model, o.Corpus, o.VocabSize, o.Seeds, o.TargetLosses = tinyModel(), corpus, 300, []uint64{1, 2}, []float64{6, 5}
 	o.Encodings = roformer.PositionEncodings
+	o.Work = t.TempDir()
 	o.Train.Steps, o.Train.BatchSize, o.Train.SeqLen, o.Train.Warmup, o.Train.LR = 6, 4, 16, 1, 3e-3
 	o.Train.EvalEvery, o.Train.EvalBatches, o.Train.LogEvery = 3, 2, 3
 	res, err := MLMPE(context.Background(), o)
@@ -179,6 +180,22 @@ func TestMLMPETiny(t *testing.T) {
 	b, _ := os.ReadFile(filepath.Join(out, "results.json"))
 	if err := json.Unmarshal(b, &back); err != nil || len(back.Runs) != 10 {
 		t.Errorf("results.json does not read back: %v", err)
+	}
+	// A second experiment on the same work folder reads the finished runs
+	// instead of training them again, and gets the same results.
+	var log strings.Builder
+	o.Out, o.Progress = t.TempDir(), &log
+	again, err := MLMPE(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(log.String(), "read the finished run"); n != 10 {
+		t.Errorf("second pass read %d finished runs, want 10:\n%s", n, log.String())
+	}
+	for i, r := range again.Runs {
+		if fmt.Sprint(r.EvalLoss) != fmt.Sprint(res.Runs[i].EvalLoss) || r.Seconds <= 0 {
+			t.Errorf("%s seed %d read back as %v (%v s), trained %v", r.Encoding, r.Seed, r.EvalLoss, r.Seconds, res.Runs[i].EvalLoss)
+		}
 	}
 }
 

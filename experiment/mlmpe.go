@@ -126,6 +126,7 @@ type MLMPEResult struct {
 	Summary     []MLMSummary `json:"summary"`
 	Paired      []MLMPair    `json:"paired"` // every pair of encodings, by seed
 	WallSeconds float64      `json:"wall_seconds"`
+	ReadRuns    int          `json:"read_runs,omitempty"` // runs read from the work folder, trained earlier (not in WallSeconds)
 }
 
 // MLMPair compares two encodings trained on the same seeds (same
@@ -219,18 +220,24 @@ func MLMPE(ctx context.Context, opts MLMPEOptions) (*MLMPEResult, error) {
 			to := opts.Train
 			to.Seed, to.Threads = seed, max(opts.Threads, 1)
 			to.OutDir = filepath.Join(work, fmt.Sprintf("%s-seed%d", pe, seed))
-			say(opts.Progress, "mlm-pe: %s seed %d (%d parameters)", pe, seed, m.NumParams())
 			t0 := time.Now()
-			tj := job.Train
-			tj.Model, tj.Options, tj.Out, tj.SaveExtra = pretrain.NewMLMModel(m), to, opts.Progress, nil
-			if _, err := train.Train(ctx, tj); err != nil {
-				return nil, fmt.Errorf("experiment: mlm-pe %s seed %d: %w", pe, seed, err)
+			run, secs, done := finishedMLMRun(to.OutDir, cfg, to.Steps)
+			if done {
+				res.ReadRuns++
+				say(opts.Progress, "mlm-pe: %s seed %d: read the finished run in %s", pe, seed, to.OutDir)
+			} else {
+				say(opts.Progress, "mlm-pe: %s seed %d (%d parameters)", pe, seed, m.NumParams())
+				tj := job.Train
+				tj.Model, tj.Options, tj.Out, tj.SaveExtra = pretrain.NewMLMModel(m), to, opts.Progress, nil
+				if _, err := train.Train(ctx, tj); err != nil {
+					return nil, fmt.Errorf("experiment: mlm-pe %s seed %d: %w", pe, seed, err)
+				}
+				if run, err = readMLMRun(to.OutDir); err != nil {
+					return nil, err
+				}
+				secs = time.Since(t0).Seconds()
 			}
-			run, err := readMLMRun(to.OutDir)
-			if err != nil {
-				return nil, err
-			}
-			run.Encoding, run.Seed, run.Params, run.Seconds = pe, seed, m.NumParams(), time.Since(t0).Seconds()
+			run.Encoding, run.Seed, run.Params, run.Seconds = pe, seed, m.NumParams(), secs
 			for _, target := range opts.TargetLosses {
 				run.StepToTarget = append(run.StepToTarget, Number(stepToTarget(run.EvalSteps, run.EvalLoss, target)))
 			}
@@ -258,6 +265,38 @@ func workDir(dir, name string) (string, func(), error) {
 		return "", nil, fmt.Errorf("experiment: %w", err)
 	}
 	return d, func() { os.RemoveAll(d) }, nil
+}
+
+// finishedMLMRun reads the run folder dir when it already holds a finished
+// run of the model cfg (config.json with the same encoding and sizes, and an
+// evaluation at step steps), so that the --work folder of an interrupted
+// experiment, or runs trained by another process into the same folder, are
+// not trained again. The seconds are the training time metrics.jsonl
+// recorded. The folder's training options are not checked: a work folder
+// must come from the same experiment options.
+func finishedMLMRun(dir string, cfg roformer.Config, steps int) (*MLMRun, float64, bool) {
+	got, err := roformer.LoadConfig(filepath.Join(dir, "config.json"))
+	if err != nil || got.PosEnc() != cfg.PosEnc() || got.NumHiddenLayers != cfg.NumHiddenLayers || got.HiddenSize != cfg.HiddenSize ||
+		got.NumAttentionHeads != cfg.NumAttentionHeads || got.IntermediateSize != cfg.IntermediateSize || got.VocabSize != cfg.VocabSize {
+		return nil, 0, false
+	}
+	run, err := readMLMRun(dir)
+	if err != nil || run.EvalSteps[len(run.EvalSteps)-1] != steps {
+		return nil, 0, false
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, train.MetricsFile))
+	if err != nil {
+		return nil, 0, false
+	}
+	secs := 0.0
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	for sc.Scan() {
+		var r train.Record
+		if json.Unmarshal(sc.Bytes(), &r) == nil && r.Elapsed != nil {
+			secs = *r.Elapsed
+		}
+	}
+	return run, secs, true
 }
 
 // readMLMRun reads a run folder's metrics.jsonl.
@@ -414,6 +453,9 @@ func writeMLMPE(dir string, res *MLMPEResult) error {
 	var md strings.Builder
 	fmt.Fprintf(&md, "MLM pretraining, %d layers × hidden %d (%d heads), %d steps of %d × %d tokens, seeds %v, corpus %s (%d tokens; %d/%d train/held-out sequences). Wall time %.0f s.\n\n",
 		o.Model.NumHiddenLayers, o.Model.HiddenSize, o.Model.NumAttentionHeads, o.Train.Steps, o.Train.BatchSize, o.Train.SeqLen, o.Seeds, res.Corpus, res.Tokens, res.TrainSeqs, res.EvalSeqs, res.WallSeconds)
+	if res.ReadRuns > 0 {
+		fmt.Fprintf(&md, "%d of the %d runs were read from the work folder, trained earlier or by another process; their training time is in \"s per run\", not in the wall time.\n\n", res.ReadRuns, len(res.Runs))
+	}
 	md.WriteString("Final held-out loss and accuracy: mean ± sample sd over the seeds and the t-based 95% confidence interval of the mean; steps to a target: mean ± sd over the seeds that reach it (how many of them).\n\n")
 	fmt.Fprintf(&md, "| encoding | parameters | final held-out loss | 95%% CI | final accuracy |")
 	for _, t := range o.TargetLosses {
