@@ -12,7 +12,7 @@ const DefaultBucket = 1 << 20
 // parameters) over the ranks of a Comm with few collective calls: the
 // slices are packed, in order, into buckets of at most Bucket values, each
 // bucket is summed with one AllreduceSum32, scaled by 1/Size and unpacked. A
-// slice of Bucket values or more is reduced in place with a call of its own.
+// slice of Bucket values or more is reduced in place, Bucket values a call.
 // The packing depends only on the slices' lengths, so every rank makes the
 // same calls.
 type Reducer struct {
@@ -67,8 +67,15 @@ func (r *Reducer) AllreduceMean32(bufs [][]float32) error {
 	start := 0
 	for i, b := range bufs {
 		if len(b) >= cap(r.bucket) {
-			if err := r.allreduce(b); err != nil {
-				return err
+			// In place, a bucket at a time: Open MPI's allreduce of one
+			// large message allocates and touches a temporary buffer as
+			// large, which costs more than the sum itself (5.3M values:
+			// 95 ms in one call against 15 ms in 4 MiB pieces, 2 ranks
+			// over shared memory on the 2-core Zen 4 machine).
+			for lo := 0; lo < len(b); lo += cap(r.bucket) {
+				if err := r.allreduce(b[lo:min(lo+cap(r.bucket), len(b))]); err != nil {
+					return err
+				}
 			}
 			for j := range b {
 				b[j] *= scale
