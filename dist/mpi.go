@@ -89,7 +89,7 @@ func loadMPI(path string) (lib *mpiLib, version string, err error) {
 			h = hh
 			break
 		}
-		errs = append(errs, err.Error())
+		errs = append(errs, n+": "+strings.TrimSpace(err.Error()))
 	}
 	if h == 0 {
 		return nil, "", errors.New("dist: Open MPI not found (" + strings.Join(errs, "; ") + "); install it, e.g. apt-get install openmpi-bin libopenmpi-dev")

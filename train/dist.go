@@ -87,8 +87,10 @@ func (t *trainer) checkRanks(loader []byte) error {
 	return sameOnAllRanks(t.g, fmt.Sprintf("data position and masking state at step %d", t.step), loader)
 }
 
-// newReduce returns the Stepper.Reduce of the group: the bucketed gradient
-// average, timed into t.commSec.
+// newReduce returns the Stepper.Reduce of the group: a barrier, then the
+// bucketed gradient average. The barrier costs microseconds and splits the
+// time into waiting for the slowest rank (t.waitSec: load imbalance, a
+// busy machine) and moving and summing the gradients (t.commSec).
 func (t *trainer) newReduce() func([]*tensor.Param) error {
 	red := dist.NewReducer(t.g, 0)
 	grads := make([][]float32, len(t.params))
@@ -98,8 +100,13 @@ func (t *trainer) newReduce() func([]*tensor.Param) error {
 	t.reducer = red
 	return func([]*tensor.Param) error {
 		start := time.Now()
-		err := red.AllreduceMean32(grads)
-		t.commSec += time.Since(start).Seconds()
+		err := t.g.Barrier()
+		lined := time.Now()
+		if err == nil {
+			err = red.AllreduceMean32(grads)
+		}
+		t.waitSec += lined.Sub(start).Seconds()
+		t.commSec += time.Since(lined).Seconds()
 		if err != nil {
 			return fmt.Errorf("train: step %d: gradient allreduce: %w", t.step+1, err)
 		}

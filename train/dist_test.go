@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/roformer-go/roformer/data"
 	"github.com/roformer-go/roformer/dist"
 )
 
@@ -202,5 +203,84 @@ func TestParallelDataMismatch(t *testing.T) {
 	}
 	if errs[1] == nil || !strings.Contains(errs[1].Error(), "training data differ") {
 		t.Errorf("rank 1: %v, want one about the training data", errs[1])
+	}
+}
+
+// statefulFake is a fake model with random state of its own: a counter
+// that starts at a per-rank value and counts the forward passes.
+type statefulFake struct {
+	*fakeModel
+	count    uint64
+	restored []byte
+}
+
+func (m *statefulFake) ForwardBackward(ctx context.Context, b *data.Batch) (float64, error) {
+	m.count++
+	return m.fakeModel.ForwardBackward(ctx, b)
+}
+
+func (m *statefulFake) TrainState() ([]byte, error) {
+	return binary.LittleEndian.AppendUint64(nil, m.count), nil
+}
+
+func (m *statefulFake) SetTrainState(b []byte) error {
+	m.restored = append([]byte(nil), b...)
+	m.count = binary.LittleEndian.Uint64(b)
+	return nil
+}
+
+// Each rank's own model state goes into the checkpoint and comes back to
+// that rank; another number of ranks is refused.
+func TestParallelRankModelStates(t *testing.T) {
+	dir := t.TempDir()
+	errs := onRanks(2, func(r int, g dist.Comm) error {
+		m := &statefulFake{fakeModel: newFake(40, 8, 1), count: uint64(1000 * r)}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		m.onCall = func(call int) {
+			if call == 5 && r == 0 {
+				cancel()
+			}
+		}
+		job := testJob(t, dir, nil)
+		job.Model, job.Group = m, g
+		_, err := Train(ctx, job)
+		return err
+	})
+	for r, err := range errs {
+		if !errors.Is(err, ErrInterrupted) {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	st, _, err := ReadLatestState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.RankModelStates) != 2 || st.ModelState != nil {
+		t.Fatalf("checkpoint holds %d rank states (model state %v), want 2 and none", len(st.RankModelStates), st.ModelState)
+	}
+	for r, b := range st.RankModelStates {
+		if got, want := binary.LittleEndian.Uint64(b), uint64(1000*r+st.Step); got != want {
+			t.Errorf("rank %d's saved counter is %d, want %d", r, got, want)
+		}
+	}
+	restored := make([][]byte, 2)
+	noErrors(t, onRanks(2, func(r int, g dist.Comm) error {
+		m := &statefulFake{fakeModel: newFake(40, 8, 3)}
+		job := testJob(t, dir, nil)
+		job.Model, job.Group, job.Options = m, g, Options{OutDir: dir, Steps: st.Step}
+		_, err := Resume(context.Background(), job)
+		restored[r] = m.restored
+		return err
+	}))
+	for r := range restored {
+		if string(restored[r]) != string(st.RankModelStates[r]) {
+			t.Errorf("rank %d restored %x, saved %x", r, restored[r], st.RankModelStates[r])
+		}
+	}
+	job := testJob(t, dir, nil)
+	job.Model, job.Options = &statefulFake{fakeModel: newFake(40, 8, 3)}, Options{OutDir: dir}
+	if _, err := Resume(context.Background(), job); err == nil || !strings.Contains(err.Error(), "per rank") {
+		t.Errorf("resuming 2 ranks' states on one process: %v, want a refusal", err)
 	}
 }

@@ -26,8 +26,10 @@ type Record struct {
 	// WorldSize is the number of data-parallel ranks (1: one process).
 	WorldSize int `json:"world_size,omitempty"`
 	// AllreduceSec is the mean time per step spent in the gradient
-	// allreduce since the last record (several ranks only).
-	AllreduceSec *float64 `json:"allreduce_sec,omitempty"`
+	// allreduce since the last record, and AllreduceWaitSec the mean time
+	// before it waiting for the slowest rank (several ranks only).
+	AllreduceSec     *float64 `json:"allreduce_sec,omitempty"`
+	AllreduceWaitSec *float64 `json:"allreduce_wait_sec,omitempty"`
 }
 
 func f64(x float64) *float64 { return &x }

@@ -249,6 +249,7 @@ type trainer struct {
 	g       dist.Comm     // the data-parallel group; dist.Local() alone
 	reducer *dist.Reducer // the gradient allreduce; nil alone
 	commSec float64       // seconds in the gradient allreduce since the last record
+	waitSec float64       // seconds waiting for the other ranks before it
 
 	metrics *metricsLog
 	records []Record // metrics so far, for the plot
@@ -463,13 +464,14 @@ func (t *trainer) after(ctx context.Context, u Update, tokens int) error {
 		if t.parallel() {
 			// Seconds per step in the gradient allreduce, over this
 			// session's part of the interval.
-			r.AllreduceSec = f64(t.commSec / float64(min(t.logSteps, n-t.startStep)))
+			steps := float64(min(t.logSteps, n-t.startStep))
+			r.AllreduceSec, r.AllreduceWaitSec = f64(t.commSec/steps), f64(t.waitSec/steps)
 		}
 		if err := t.record(r); err != nil {
 			return err
 		}
 		t.last.Loss = mean
-		t.logLoss, t.logSteps, t.logTokens, t.logStart, t.commSec = 0, 0, 0, now, 0
+		t.logLoss, t.logSteps, t.logTokens, t.logStart, t.commSec, t.waitSec = 0, 0, 0, now, 0, 0
 	}
 	if len(t.eval) > 0 && ((o.EvalEvery > 0 && n%o.EvalEvery == 0) || n == o.Steps) {
 		if err := t.evaluate(ctx); err != nil {

@@ -32,7 +32,7 @@ func joinGroup(explicit bool, threads *int, threadsSet bool) (dist.Comm, error) 
 	}
 	c, err := dist.Init(os.Getenv("ROFORMER_MPI_LIB"))
 	if err != nil {
-		return nil, fmt.Errorf("%w (the process runs under mpirun or was given --distributed)", err)
+		return nil, fmt.Errorf("%w (the process runs under mpirun or was given --distributed; ROFORMER_MPI_LIB names another libmpi file)", err)
 	}
 	if !threadsSet && l.LocalSize > 1 {
 		*threads = max(1, runtime.NumCPU()/l.LocalSize)

@@ -25,7 +25,8 @@ load0=$(cut -d' ' -f1-3 /proc/loadavg)
 start=$(date +%s)
 
 # run NAME CMD...: one training run; appends {name, round, tokens/s of the
-# records after the first (warm-up), allreduce s/step, wall s} to runs.jsonl.
+# records after the first (warm-up), s/step in the gradient allreduce and
+# waiting for the other rank before it, wall s} to runs.jsonl.
 run() {
   local name=$1 round=$2; shift 2
   local dir="$work/$name-$round" t0 t1
@@ -37,6 +38,7 @@ run() {
     {name: $name, round: $round, wall_s: $wall, world_size: $r[0].world_size,
      tokens_per_sec: (($w | map(.tokens_per_sec) | add) / ($w | length)),
      allreduce_sec_per_step: (if $w[0].allreduce_sec then (($w | map(.allreduce_sec) | add) / ($w | length)) else null end),
+     allreduce_wait_sec_per_step: (if $w[0].allreduce_wait_sec then (($w | map(.allreduce_wait_sec) | add) / ($w | length)) else null end),
      final_loss: $r[-1].loss}' "$dir/metrics.jsonl" >>"$work/runs.jsonl"
 }
 for round in $(seq 1 "$RUNS"); do
@@ -66,7 +68,9 @@ jq -n --slurpfile runs "$work/runs.jsonl" --slurpfile shm "$work/bench-shm.json"
   def params(H; I; L; V): L * (4*H*H + 4*H + 2*H*I + I + H + 4*H) + V*H + 4*H + H*H + 3*H + V;
   def mean(f): (map(f) | add) / length;
   ($runs | group_by(.name) | map({key: .[0].name, value: {tokens_per_sec: mean(.tokens_per_sec), runs: map(.tokens_per_sec),
-     allreduce_sec_per_step: (if .[0].allreduce_sec_per_step then mean(.allreduce_sec_per_step) else null end)}}) | from_entries) as $s |
+     step_sec: ((16 * 128) / mean(.tokens_per_sec)),
+     allreduce_sec_per_step: (if .[0].allreduce_sec_per_step then mean(.allreduce_sec_per_step) else null end),
+     allreduce_wait_sec_per_step: (if .[0].allreduce_wait_sec_per_step then mean(.allreduce_wait_sec_per_step) else null end)}}) | from_entries) as $s |
   (16 * 128) as $tokens_per_step |
   ($tokens_per_step / $s["one-process-2-threads"].tokens_per_sec) as $step_s |
   ($step_s / 2) as $micro_s |
