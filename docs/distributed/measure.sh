@@ -6,6 +6,9 @@
 #     2 threads (--batch 8 --accum 2) against 2 ranks with 1 thread each
 #     (mpirun -np 2, --batch 8), over shared memory and over TCP on loopback
 #     (--mca btl tcp,self: the simulated two-host run), RUNS alternating rounds;
+#   - the CPU time of a step (all processes, user + system): the CPU time of
+#     the STEPS-step run less that of a 1-step run, over STEPS − 1, which
+#     the other jobs of a shared machine do not inflate as they do wall time;
 #   - the gradient allreduce alone (dist's BenchmarkAllreduceMPI) over both;
 #   - a ring-allreduce model of the efficiency at 8 and 64 nodes on 10 and
 #     100 Gb/s, from the measured step time and bytes per step.
@@ -20,31 +23,41 @@ trap 'rm -rf "$work"' EXIT
 go build -o "$work/roformer" ./cmd/roformer
 go test -c -o "$work/dist.test" ./dist
 MPI=(mpirun --allow-run-as-root --oversubscribe)
-COMMON=(pretrain --size tiny --steps "$STEPS" --seq 128 --seed 1 --eval-every 0 --save-every 0 --log-every 10 --quiet)
+COMMON=(pretrain --size tiny --seq 128 --seed 1 --eval-every 0 --save-every 0 --log-every 10 --quiet)
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 start=$(date +%s)
 
-# run NAME CMD...: one training run; appends {name, round, tokens/s of the
-# records after the first (warm-up), s/step in the gradient allreduce and
-# waiting for the other rank before it, wall s} to runs.jsonl.
+# cpu CMD...: runs CMD and prints the CPU seconds (user + system) of it and
+# every process it waited for (mpirun waits for its ranks).
+cpu() {
+  /usr/bin/time -f '%U %S' -o "$work/time" "$@"
+  awk '{print $1 + $2}' "$work/time"
+}
+
+# run NAME CMD...: one training run of STEPS steps and one of 1 step;
+# appends {name, round, tokens/s of the records after the first (warm-up),
+# s/step in the gradient allreduce and waiting for the other rank before
+# it, CPU s/step, wall s} to runs.jsonl.
 run() {
   local name=$1 round=$2; shift 2
-  local dir="$work/$name-$round" t0 t1
+  local dir="$work/$name-$round" t0 t1 c1 cn
+  c1=$(cpu "$@" --steps 1 --out "$dir-1" 2>"$work/$name-$round-1.log" >/dev/null) || { cat "$work/$name-$round-1.log"; exit 1; }
   t0=$(date +%s.%N)
-  "$@" --out "$dir" >/dev/null 2>"$work/$name-$round.log" || { cat "$work/$name-$round.log"; exit 1; }
+  cn=$(cpu "$@" --out "$dir" 2>"$work/$name-$round.log" >/dev/null) || { cat "$work/$name-$round.log"; exit 1; }
   t1=$(date +%s.%N)
-  jq -s --arg name "$name" --argjson round "$round" --argjson wall "$(echo "$t1 - $t0" | bc)" '
+  jq -s --arg name "$name" --argjson round "$round" --argjson wall "$(echo "$t1 - $t0" | bc)" \
+    --argjson cpu_step "$(echo "($cn - $c1) / ($STEPS - 1)" | bc -l)" --argjson cpu_run "$cn" '
     [.[] | select(.loss != null)] as $r | ($r[1:]) as $w |
-    {name: $name, round: $round, wall_s: $wall, world_size: $r[0].world_size,
+    {name: $name, round: $round, wall_s: $wall, cpu_s: $cpu_run, cpu_s_per_step: $cpu_step, world_size: $r[0].world_size,
      tokens_per_sec: (($w | map(.tokens_per_sec) | add) / ($w | length)),
      allreduce_sec_per_step: (if $w[0].allreduce_sec then (($w | map(.allreduce_sec) | add) / ($w | length)) else null end),
      allreduce_wait_sec_per_step: (if $w[0].allreduce_wait_sec then (($w | map(.allreduce_wait_sec) | add) / ($w | length)) else null end),
      final_loss: $r[-1].loss}' "$dir/metrics.jsonl" >>"$work/runs.jsonl"
 }
 for round in $(seq 1 "$RUNS"); do
-  run one-process-2-threads "$round" "$work/roformer" "${COMMON[@]}" --batch 8 --accum 2 --threads 2
-  run two-ranks-shm "$round" "${MPI[@]}" -np 2 "$work/roformer" "${COMMON[@]}" --batch 8 --threads 1
-  run two-ranks-tcp-loopback "$round" "${MPI[@]}" --mca btl tcp,self -np 2 "$work/roformer" "${COMMON[@]}" --batch 8 --threads 1
+  run one-process-2-threads "$round" "$work/roformer" "${COMMON[@]}" --batch 8 --accum 2 --threads 2 --steps "$STEPS"
+  run two-ranks-shm "$round" "${MPI[@]}" -np 2 "$work/roformer" "${COMMON[@]}" --batch 8 --threads 1 --steps "$STEPS"
+  run two-ranks-tcp-loopback "$round" "${MPI[@]}" --mca btl tcp,self -np 2 "$work/roformer" "${COMMON[@]}" --batch 8 --threads 1 --steps "$STEPS"
 done
 
 # The allreduce alone: ns per call for 2^16, 2^20 and 5,282,368 values.
@@ -69,11 +82,13 @@ jq -n --slurpfile runs "$work/runs.jsonl" --slurpfile shm "$work/bench-shm.json"
   def mean(f): (map(f) | add) / length;
   ($runs | group_by(.name) | map({key: .[0].name, value: {tokens_per_sec: mean(.tokens_per_sec), runs: map(.tokens_per_sec),
      step_sec: ((16 * 128) / mean(.tokens_per_sec)),
+     cpu_s_per_step: mean(.cpu_s_per_step), tokens_per_cpu_sec: ((16 * 128) / mean(.cpu_s_per_step)),
      allreduce_sec_per_step: (if .[0].allreduce_sec_per_step then mean(.allreduce_sec_per_step) else null end),
      allreduce_wait_sec_per_step: (if .[0].allreduce_wait_sec_per_step then mean(.allreduce_wait_sec_per_step) else null end)}}) | from_entries) as $s |
   (16 * 128) as $tokens_per_step |
-  ($tokens_per_step / $s["one-process-2-threads"].tokens_per_sec) as $step_s |
-  ($step_s / 2) as $micro_s |
+  # One 8 x 128 micro-batch on an idle 2-core node: the CPU time of a
+  # 16 x 128 step in one process, over 2 micro-batches and 2 cores.
+  ($s["one-process-2-threads"].cpu_s_per_step / 4) as $micro_s |
   {
     cpu: $cpu, commit: $commit, date: $date, mpi: $mpi, wall_seconds: $wall,
     load_average_before: $load0, load_average_after: $load1,
@@ -84,6 +99,8 @@ jq -n --slurpfile runs "$work/runs.jsonl" --slurpfile shm "$work/bench-shm.json"
     runs: $runs, summary: $s,
     speedup_two_ranks_shm: ($s["two-ranks-shm"].tokens_per_sec / $s["one-process-2-threads"].tokens_per_sec),
     speedup_two_ranks_tcp: ($s["two-ranks-tcp-loopback"].tokens_per_sec / $s["one-process-2-threads"].tokens_per_sec),
+    cpu_ratio_two_ranks_shm: ($s["two-ranks-shm"].cpu_s_per_step / $s["one-process-2-threads"].cpu_s_per_step),
+    cpu_ratio_two_ranks_tcp: ($s["two-ranks-tcp-loopback"].cpu_s_per_step / $s["one-process-2-threads"].cpu_s_per_step),
     gradient_bytes_per_step: (4 * params(256; 1024; 4; 8000)),
     allreduce_bench: {shared_memory: $shm[0], tcp_loopback: $tcp[0]},
     model: (
@@ -98,6 +115,6 @@ jq -n --slurpfile runs "$work/runs.jsonl" --slurpfile shm "$work/bench-shm.json"
             {nodes: $n, gbps: $gbps, allreduce_s: $t,
              efficiency_no_overlap: ($m.micro_s / ($m.micro_s + $t)),
              efficiency_full_overlap: ($m.micro_s / ([$m.micro_s, $t] | max))}]})),
-    model_assumptions: "each node is this 2-core machine computing one 8 x 128 micro-batch a step (the measured one-process time of half a 16 x 128 step); ring allreduce of float32 gradients: 2(N-1)/N x bytes / link rate + 2(N-1) x 50 us latency; full link rate, no compression; base compute scaled from tiny by parameters outside the embeddings"
+    model_assumptions: "each node is this 2-core machine, idle, computing one 8 x 128 micro-batch a step (the measured CPU time of a 16 x 128 step in one process, over 2 micro-batches and 2 cores); ring allreduce of float32 gradients: 2(N-1)/N x bytes / link rate + 2(N-1) x 50 us latency; full link rate, no compression; base compute scaled from tiny by parameters outside the embeddings"
   }' >"$OUT"
 echo "wrote $OUT"
