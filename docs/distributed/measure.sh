@@ -30,7 +30,7 @@ start=$(date +%s)
 # cpu CMD...: runs CMD and prints the CPU seconds (user + system) of it and
 # every process it waited for (mpirun waits for its ranks).
 cpu() {
-  /usr/bin/time -f '%U %S' -o "$work/time" "$@"
+  /usr/bin/time -f '%U %S' -o "$work/time" "$@" >/dev/null
   awk '{print $1 + $2}' "$work/time"
 }
 
@@ -41,12 +41,12 @@ cpu() {
 run() {
   local name=$1 round=$2; shift 2
   local dir="$work/$name-$round" t0 t1 c1 cn
-  c1=$(cpu "$@" --steps 1 --out "$dir-1" 2>"$work/$name-$round-1.log" >/dev/null) || { cat "$work/$name-$round-1.log"; exit 1; }
+  c1=$(cpu "$@" --steps 1 --out "$dir-1" 2>"$work/$name-$round-1.log") || { cat "$work/$name-$round-1.log"; exit 1; }
   t0=$(date +%s.%N)
-  cn=$(cpu "$@" --out "$dir" 2>"$work/$name-$round.log" >/dev/null) || { cat "$work/$name-$round.log"; exit 1; }
+  cn=$(cpu "$@" --out "$dir" 2>"$work/$name-$round.log") || { cat "$work/$name-$round.log"; exit 1; }
   t1=$(date +%s.%N)
-  jq -s --arg name "$name" --argjson round "$round" --argjson wall "$(echo "$t1 - $t0" | bc)" \
-    --argjson cpu_step "$(echo "($cn - $c1) / ($STEPS - 1)" | bc -l)" --argjson cpu_run "$cn" '
+  jq -s --arg name "$name" --argjson round "$round" --argjson wall "$(awk "BEGIN {printf \"%.3f\", $t1 - $t0}")" \
+    --argjson cpu_step "$(awk "BEGIN {printf \"%.4f\", ($cn - $c1) / ($STEPS - 1)}")" --argjson cpu_run "$cn" '
     [.[] | select(.loss != null)] as $r | ($r[1:]) as $w |
     {name: $name, round: $round, wall_s: $wall, cpu_s: $cpu_run, cpu_s_per_step: $cpu_step, world_size: $r[0].world_size,
      tokens_per_sec: (($w | map(.tokens_per_sec) | add) / ($w | length)),
