@@ -40,3 +40,25 @@ func ExampleDetect() {
 	fmt.Println(l.Launcher, l.Rank, l.Size, ok, err)
 	// Output: Open MPI 3 4 true <nil>
 }
+
+// A Reducer averages a model's gradients over the ranks in few calls; here
+// over an in-process group of two ranks (Loopback), each in its own
+// goroutine, as tests do without MPI.
+func ExampleReducer() {
+	group := dist.Loopback(2)
+	grads := [][][]float32{ // per rank: two parameters' gradients
+		{{1, 2}, {3}},
+		{{3, 4}, {5}},
+	}
+	done := make(chan error, 2)
+	for r, c := range group {
+		go func() { done <- dist.NewReducer(c, 0).AllreduceMean32(grads[r]) }()
+	}
+	for range group {
+		if err := <-done; err != nil {
+			fmt.Println(err)
+		}
+	}
+	fmt.Println(grads[0], grads[1])
+	// Output: [[2 3] [4]] [[2 3] [4]]
+}
