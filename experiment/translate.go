@@ -178,8 +178,8 @@ type mtData struct {
 
 // Translate runs every (position, seed) whose run folder under Work is not
 // complete, then summarizes every run of the options: results.json,
-// curves.csv, runs.csv, bleu.png/svg (dev BLEU against the step, mean and
-// spread over seeds) and summary.md in Out.
+// curves.csv, runs.csv, bleu.png/svg and nll.png/svg (dev BLEU and NLL
+// against the step, mean and spread over seeds) and summary.md in Out.
 func Translate(ctx context.Context, opts TranslateOptions) (*TranslateResult, error) {
 	start := time.Now()
 	if opts.Out == "" {

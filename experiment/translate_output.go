@@ -43,45 +43,21 @@ func writeTranslate(dir string, res *TranslateResult) error {
 		"test_chrf_averaged", "chrf_ci_lo", "chrf_ci_hi", "seconds"}, runRows); err != nil {
 		return err
 	}
-	// Dev BLEU against the step: mean over seeds, band from min to max.
-	var ss []series
-	for _, pos := range res.Options.Positions {
-		s := series{name: pos + fmt.Sprintf(" (mean of %d seeds, band min–max)", len(res.Options.Seeds)), dashed: pos == seq2seq.Sinusoidal, points: true}
-		byStep := map[int][]float64{}
-		var steps []int
-		for _, r := range res.Runs {
-			if r.Position != pos {
-				continue
-			}
-			for _, c := range r.Curve {
-				if byStep[c.Step] == nil {
-					steps = append(steps, c.Step)
-				}
-				byStep[c.Step] = append(byStep[c.Step], float64(c.DevBLEU))
-			}
+	// Dev BLEU and NLL against the step: mean over seeds, band from min to max.
+	for _, pl := range []struct {
+		base, title, y string
+		get            func(TranslateCurve) float64
+	}{
+		{"bleu", "Dev BLEU (greedy) during training, English → Spanish Bible", "BLEU", func(c TranslateCurve) float64 { return float64(c.DevBLEU) }},
+		{"nll", "Dev NLL per target token (teacher-forced) during training, English → Spanish Bible", "nats per token", func(c TranslateCurve) float64 { return float64(c.DevNLL) }},
+	} {
+		p, err := linePlot(pl.title, "step", pl.y, seedBands(res, pl.get))
+		if err != nil {
+			return err
 		}
-		for _, st := range steps {
-			v := byStep[st]
-			m, _ := meanStd(v)
-			if math.IsNaN(m) {
-				continue
-			}
-			lo, hi := math.Inf(1), math.Inf(-1)
-			for _, x := range v {
-				if !math.IsNaN(x) {
-					lo, hi = math.Min(lo, x), math.Max(hi, x)
-				}
-			}
-			s.x, s.y, s.lo, s.hi = append(s.x, float64(st)), append(s.y, m), append(s.lo, lo), append(s.hi, hi)
+		if err := savePlot(p, dir, pl.base); err != nil {
+			return err
 		}
-		ss = append(ss, s)
-	}
-	p, err := linePlot("Dev BLEU (greedy) during training, English → Spanish Bible", "step", "BLEU", ss)
-	if err != nil {
-		return err
-	}
-	if err := savePlot(p, dir, "bleu"); err != nil {
-		return err
 	}
 	return writeFile(dir, "summary.md", []byte(translateSummary(res)))
 }
@@ -159,4 +135,42 @@ func runSeconds(res *TranslateResult) float64 {
 		t += r.Seconds
 	}
 	return t
+}
+
+// seedBands is one series per position of get(curve point) against the
+// step: the mean over seeds with a band from the minimum to the maximum.
+func seedBands(res *TranslateResult, get func(TranslateCurve) float64) []series {
+	var ss []series
+	for _, pos := range res.Options.Positions {
+		s := series{name: pos + fmt.Sprintf(" (mean of %d seeds, band min–max)", len(res.Options.Seeds)), dashed: pos == seq2seq.Sinusoidal, points: true}
+		byStep := map[int][]float64{}
+		var steps []int
+		for _, r := range res.Runs {
+			if r.Position != pos {
+				continue
+			}
+			for _, c := range r.Curve {
+				if byStep[c.Step] == nil {
+					steps = append(steps, c.Step)
+				}
+				byStep[c.Step] = append(byStep[c.Step], get(c))
+			}
+		}
+		for _, st := range steps {
+			v := byStep[st]
+			m, _ := meanStd(v)
+			if math.IsNaN(m) {
+				continue
+			}
+			lo, hi := math.Inf(1), math.Inf(-1)
+			for _, x := range v {
+				if !math.IsNaN(x) {
+					lo, hi = math.Min(lo, x), math.Max(hi, x)
+				}
+			}
+			s.x, s.y, s.lo, s.hi = append(s.x, float64(st)), append(s.y, m), append(s.lo, lo), append(s.hi, hi)
+		}
+		ss = append(ss, s)
+	}
+	return ss
 }

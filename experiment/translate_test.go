@@ -51,7 +51,7 @@ func TestTranslateTiny(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustExist(t, out, "results.json", "curves.csv", "runs.csv", "bleu.png", "bleu.svg", "summary.md")
+	mustExist(t, out, "results.json", "curves.csv", "runs.csv", "bleu.png", "bleu.svg", "nll.png", "nll.svg", "summary.md")
 	if len(res.Runs) != 2 || len(res.Paired) != 1 {
 		t.Fatalf("%d runs and %d paired comparisons, want 2 and 1", len(res.Runs), len(res.Paired))
 	}
