@@ -136,6 +136,30 @@ func (o *LongTextZhOptions) Apply(c Common) {
 	c.replace(&o.Seeds, &o.Finetune.Steps, &o.Finetune.Warmup)
 }
 
+// ParseZhArms reads comma-separated arms ENCODING-LENGTH-WINDOWS, e.g.
+// "learned-512-8,rotary-1024-4", named ENCODING-LENGTHxWINDOWS.
+func ParseZhArms(s string) ([]ZhArm, error) {
+	var out []ZhArm
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		parts := strings.Split(f, "-")
+		if len(parts) != 3 {
+			return nil, fmt.Errorf("experiment: arm %q is not ENCODING-LENGTH-WINDOWS (e.g. rotary-1024-4)", f)
+		}
+		pe, err := roformer.ParsePositionEncoding(parts[0])
+		if err != nil {
+			return nil, fmt.Errorf("experiment: arm %q: %w", f, err)
+		}
+		L, err1 := strconv.Atoi(parts[1])
+		B, err2 := strconv.Atoi(parts[2])
+		if err1 != nil || err2 != nil || L < 3 || B < 1 {
+			return nil, fmt.Errorf("experiment: arm %q: want a length of at least 3 and at least 1 window a step", f)
+		}
+		out = append(out, ZhArm{Name: fmt.Sprintf("%s-%dx%d", pe, L, B), Encoding: pe, MaxLen: L, Batch: B})
+	}
+	return out, nil
+}
+
 // ZhPretrain is the masked-LM pretraining of one encoding.
 type ZhPretrain struct {
 	Encoding  roformer.PositionEncoding `json:"encoding"`

@@ -115,6 +115,19 @@ func TestSplitByGroup(t *testing.T) {
 	}
 }
 
+func TestParseZhArms(t *testing.T) {
+	arms, err := ParseZhArms("rotary-1024-4, learned-512-8")
+	want := []ZhArm{{"rotary-1024x4", roformer.PosRotary, 1024, 4}, {"learned-512x8", roformer.PosLearned, 512, 8}}
+	if err != nil || len(arms) != 2 || arms[0] != want[0] || arms[1] != want[1] {
+		t.Errorf("got %+v, %v; want %+v", arms, err, want)
+	}
+	for _, bad := range []string{"rotary-1024", "absolute-512-4", "rotary-2-4", "rotary-512-0", "rotary-x-4"} {
+		if _, err := ParseZhArms(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
 func TestWilson(t *testing.T) {
 	for _, tc := range []struct {
 		k, n   int

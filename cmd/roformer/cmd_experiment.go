@@ -58,8 +58,8 @@ type experimentOptions struct {
 
 // experimentLists are the comma-separated flags, parsed after the others.
 type experimentLists struct {
-	seeds, encs, targets, variants, lengths, tasks, positions string
-	pretrainSteps                                             int
+	seeds, encs, targets, variants, lengths, tasks, positions, arms string
+	pretrainSteps                                                   int
 }
 
 func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -143,6 +143,7 @@ func (o *experimentOptions) flags(fs *flag.FlagSet) (*experimentLists, bool) {
 		fs.StringVar(&l.lengths, "lengths", "", "comma-separated maximum lengths (default 512,1024; the quick form 128,256)")
 		fs.StringVar(&l.encs, "encodings", "", "comma-separated position encodings (default rotary,learned)")
 	case "long-text-zh":
+		fs.StringVar(&l.arms, "arms", "", "comma-separated fine-tuning arms ENCODING-LENGTH-WINDOWS, e.g. rotary-512-8,rotary-1024-4,learned-512-8 (default: rotary at 512 × 8, 1024 × 4, 512 × 4 windows a step)")
 		fs.IntVar(&l.pretrainSteps, "pretrain-steps", 0, "masked-LM pretraining steps (default: the experiment's, 300; the quick form 100); --steps sets the fine-tuning steps")
 	case "extrapolate":
 		fs.StringVar(&l.lengths, "lengths", "", "comma-separated evaluation lengths, each at least the training length 128 (default 128,256,512,1024,2048,4096)")
@@ -209,6 +210,11 @@ func (o *experimentOptions) finish(l *experimentLists) error {
 		}
 		if l.pretrainSteps > 0 {
 			o.longZh.Pretrain.Steps, o.longZh.Pretrain.Warmup = l.pretrainSteps, l.pretrainSteps/10
+		}
+		if l.arms != "" {
+			if o.longZh.Arms, err = experiment.ParseZhArms(l.arms); err != nil {
+				return usagef("--arms: %v", err)
+			}
 		}
 	case "finetune-compare":
 		o.ftComp = pick(o.quick, experiment.QuickFinetuneCompare, experiment.DefaultFinetuneCompare)(o.Out)

@@ -58,6 +58,7 @@ func TestExperimentCLIErrors(t *testing.T) {
 		{"short length", []string{"experiment", "long-text", "--lengths", "2"}, 2, "too short"},
 		{"bad position", []string{"experiment", "translate", "--positions", "rotary,learned"}, 2, `--positions: position "learned" is not rotary or sinusoidal`},
 		{"long-text-zh help", []string{"experiment", "long-text-zh", "-h"}, 0, "-pretrain-steps"},
+		{"bad arm", []string{"experiment", "long-text-zh", "--arms", "rotary-1024"}, 2, "ENCODING-LENGTH-WINDOWS"},
 		{"negative pretraining steps", []string{"experiment", "long-text-zh", "--pretrain-steps", "-1"}, 2, "--pretrain-steps -1 must be positive"},
 		{"extrapolate below the training length", []string{"experiment", "extrapolate", "--quick", "--lengths", "64,256", "--quiet", "--out", "OUT"}, 1, "below the training length 128"},
 		{"extrapolate unknown task", []string{"experiment", "extrapolate", "--quick", "--tasks", "foo", "--quiet", "--out", "OUT"}, 1, `unknown task "foo"`},
