@@ -85,9 +85,9 @@ type LongTextZhOptions struct {
 // fine-tuning for 80 steps (peak 2e-3, 8 warm-up steps) in three arms —
 // rotary at 512 with 8 windows a step, rotary at 1024 with 4 (the same
 // tokens), rotary at 512 with 4 (the same windows as at 1024, half the
-// tokens) — and seeds 1–3. The learned-table baseline is an arm away
-// ({"learned-512-equal-tokens", PosLearned, 512, 8}: one more pretraining
-// and a third more fine-tuning), left out of the recorded run for time.
+// tokens) — and seeds 1–3. The learned-table baseline (its own
+// pretraining and an arm of 8 × 512) was recorded as a run of its own,
+// Arms = ParseZhArms("learned-512-8"), whose seeds draw the same windows.
 func DefaultLongTextZh(out string) LongTextZhOptions {
 	m := smallModel()
 	m.NumLabels = 2
