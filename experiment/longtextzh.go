@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"gonum.org/v1/plot/plotter"
+
 	"github.com/roformer-go/roformer/data"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/tokenizer"
@@ -771,7 +773,7 @@ func writeLongTextZh(dir string, res *ZhResult) error {
 		if s.Skipped != "" || math.IsNaN(float64(s.Mean)) {
 			continue
 		}
-		name := fmt.Sprintf("%s, %d tokens a step", a.Encoding, a.MaxLen*a.Batch)
+		name := fmt.Sprintf("%s, %d training tokens", a.Encoding, s.Tokens)
 		k, ok := fam[name]
 		if !ok {
 			k = len(ss)
@@ -796,9 +798,27 @@ func writeLongTextZh(dir string, res *ZhResult) error {
 		}
 		ss[k].x, ss[k].y, ss[k].lo, ss[k].hi = perm(ss[k].x), perm(ss[k].y), perm(ss[k].lo), perm(ss[k].hi)
 	}
-	p, err := linePlot(fmt.Sprintf("Tang or Song? Test accuracy (mean over %d seeds; band: 95%% bootstrap over authors)", len(o.Seeds)), "maximum length (tokens)", "test accuracy", ss)
+	// Error bars rather than bands: a series may have a single point.
+	bars := make([]series, len(ss))
+	for k := range ss {
+		bars[k], ss[k].lo, ss[k].hi = ss[k], nil, nil
+	}
+	p, err := linePlot(fmt.Sprintf("Tang or Song? Test accuracy, mean of %d seeds (bars: 95%% bootstrap over test authors)", len(o.Seeds)), "maximum length (tokens)", "test accuracy", ss)
 	if err != nil {
 		return err
+	}
+	for k, b := range bars {
+		e := errorPoints{}
+		for i := range b.x {
+			e.XYs = append(e.XYs, plotter.XY{X: b.x[i], Y: b.y[i]})
+			e.YErrors = append(e.YErrors, struct{ Low, High float64 }{b.y[i] - b.lo[i], b.hi[i] - b.y[i]})
+		}
+		eb, err := plotter.NewYErrorBars(e)
+		if err != nil {
+			return fmt.Errorf("experiment: plotting %s: %w", b.name, err)
+		}
+		eb.Color = palette[k%len(palette)]
+		p.Add(eb)
 	}
 	minL, maxL := math.Inf(1), 0.0
 	for _, a := range o.Arms {
@@ -809,6 +829,12 @@ func writeLongTextZh(dir string, res *ZhResult) error {
 		return err
 	}
 	return writeFile(dir, "summary.md", []byte(zhSummary(res)))
+}
+
+// errorPoints are points with vertical error bars.
+type errorPoints struct {
+	plotter.XYs
+	plotter.YErrors
 }
 
 // zhSummary is summary.md.
@@ -823,9 +849,14 @@ func zhSummary(res *ZhResult) string {
 		}
 		byLabel = append(byLabel, strings.Join(c, "/"))
 	}
-	fmt.Fprintf(&md, "%s. Documents: an author's poems concatenated to ≥ %d characters (≤ %d an author), classes balanced, split by author: %d / %d / %d documents (%s: %s) and %d / %d / %d authors in train / validation / test; %d–%d characters (median %d), %d–%d tokens (median %d). Tokenizer: RoFormer's jieba + characters, %d tokens trained on the training documents (%.1f%% of the tokens are words of 2+ characters, %.2f%% [UNK]).\n\n",
-		res.Source, o.Docs.MinChars, o.Docs.PerAuthor, sum(res.Split[0]), sum(res.Split[1]), sum(res.Split[2]), strings.Join(o.Labels, "/"), strings.Join(byLabel, ", "),
-		res.Authors[0], res.Authors[1], res.Authors[2], res.DocChars[0], res.DocChars[2], res.DocChars[1], res.DocTokens[0], res.DocTokens[2], res.DocTokens[1],
+	split := fmt.Sprintf("%d / %d / %d documents (%s: %s) and %d / %d / %d authors in train / validation / test",
+		sum(res.Split[0]), sum(res.Split[1]), sum(res.Split[2]), strings.Join(o.Labels, "/"), strings.Join(byLabel, ", "), res.Authors[0], res.Authors[1], res.Authors[2])
+	if sum(res.Split[1]) == 0 {
+		split = fmt.Sprintf("%d / %d documents (%s: %s, %s) and %d / %d authors in train / test (no validation set: nothing is selected)",
+			sum(res.Split[0]), sum(res.Split[2]), strings.Join(o.Labels, "/"), byLabel[0], byLabel[2], res.Authors[0], res.Authors[2])
+	}
+	fmt.Fprintf(&md, "%s. Documents: an author's poems concatenated to ≥ %d characters (≤ %d an author), classes balanced, split by author: %s; %d–%d characters (median %d), %d–%d tokens (median %d). Tokenizer: RoFormer's jieba + characters, %d tokens trained on the training documents (%.1f%% of the tokens are words of 2+ characters, %.2f%% [UNK]).\n\n",
+		res.Source, o.Docs.MinChars, o.Docs.PerAuthor, split, res.DocChars[0], res.DocChars[2], res.DocChars[1], res.DocTokens[0], res.DocTokens[2], res.DocTokens[1],
 		res.Vocab, 100*res.WordShare, 100*res.UnkShare)
 	fmt.Fprintf(&md, "Model: %d layers × hidden %d (%d heads). Pretraining (seed %d): masked LM on the training documents, %d steps of %d × %d tokens, peak rate %g.",
 		o.Model.NumHiddenLayers, o.Model.HiddenSize, o.Model.NumAttentionHeads, o.PretrainSeed, o.Pretrain.Steps, o.PretrainBatch, o.PretrainLen, o.Pretrain.LR)
@@ -840,19 +871,28 @@ func zhSummary(res *ZhResult) string {
 			vals[r.Arm] = append(vals[r.Arm], float64(r.ValAcc))
 		}
 	}
-	md.WriteString("| arm | encoding | max length | windows a step | training tokens | validation accuracy | test accuracy (mean ± sd) | per seed | 95% CI (bootstrap over test authors) | test tokens seen | s per run |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	hasVal := sum(res.Split[1]) > 0
+	valHead, valSep, valSkip := "", "", ""
+	if hasVal {
+		valHead, valSep, valSkip = " validation accuracy |", "---|", " impossible |"
+	}
+	fmt.Fprintf(&md, "| arm | encoding | max length | windows a step | training tokens |%s test accuracy (mean ± sd) | per seed | 95%% CI (bootstrap over test authors) | test tokens seen | s per run |\n|---|---|---|---|---|%s---|---|---|---|---|\n", valHead, valSep)
 	for i, a := range o.Arms {
 		s := res.Arms[i]
 		if s.Skipped != "" {
-			fmt.Fprintf(&md, "| %s | %s | %d | %d | – | impossible | impossible: %s | – | – | – | – |\n", a.Name, a.Encoding, a.MaxLen, a.Batch, strings.TrimPrefix(s.Skipped, "roformer: "))
+			fmt.Fprintf(&md, "| %s | %s | %d | %d | – |%s impossible: %s | – | – | – | – |\n", a.Name, a.Encoding, a.MaxLen, a.Batch, valSkip, strings.TrimPrefix(s.Skipped, "roformer: "))
 			continue
+		}
+		val := ""
+		if hasVal {
+			val = " " + SeedSpread(vals[a.Name]).Format(3) + " |"
 		}
 		var per []string
 		for _, x := range s.Accs {
 			per = append(per, fmt.Sprintf("%.3f", x))
 		}
-		fmt.Fprintf(&md, "| %s | %s | %d | %d | %d | %s | %s | %s | [%.3f, %.3f] | %.0f%% | %.0f |\n", a.Name, a.Encoding, a.MaxLen, a.Batch, s.Tokens,
-			SeedSpread(vals[a.Name]).Format(3), SeedSpread(s.Accs).Format(3), strings.Join(per, ", "),
+		fmt.Fprintf(&md, "| %s | %s | %d | %d | %d |%s %s | %s | [%.3f, %.3f] | %.0f%% | %.0f |\n", a.Name, a.Encoding, a.MaxLen, a.Batch, s.Tokens,
+			val, SeedSpread(s.Accs).Format(3), strings.Join(per, ", "),
 			float64(s.Lo), float64(s.Hi), 100*s.Coverage, s.Seconds)
 	}
 	if len(res.Comparisons) > 0 {
