@@ -247,3 +247,64 @@ func TestPretrainMPIKillResume(t *testing.T) {
 		}
 	}
 }
+
+// Fine-tuning on two ranks equals one process with --accum 2; rank 0
+// alone writes the output folder.
+func TestFinetuneMPIEqualsAccum(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs mpirun")
+	}
+	model := ftModel(t)
+	dir := t.TempDir()
+	train := ftData(t, dir, "train.jsonl", 1, 70, true) // the last step of an epoch leaves rank 1 without a micro-batch
+	dev := ftData(t, dir, "dev.jsonl", 2, 24, true)
+	args := func(out string) []string {
+		return []string{"finetune", "--model", model, "--train", train, "--eval", dev, "--out", out, "--epochs", "2", "--lr", "1e-2",
+			"--warmup-ratio", "0", "--max-length", "16", "--batch", "8", "--quiet", "--threads", "1"}
+	}
+	one, many := filepath.Join(dir, "one"), filepath.Join(dir, "mpi")
+	runMPI(t, 2, args(many)...)
+	if code, _, stderr := runCLI(t, append(args(one), "--accum", "2")...); code != 0 {
+		t.Fatalf("one process: exit %d: %s", code, stderr)
+	}
+	type line struct {
+		Loss      float64                `json:"loss"`
+		Eval      struct{ Loss float64 } `json:"eval"`
+		WorldSize int                    `json:"world_size"`
+	}
+	read := func(d string) []line {
+		var ls []line
+		for _, s := range strings.Split(strings.TrimSpace(mustRead(t, filepath.Join(d, "metrics.jsonl"))), "\n") {
+			var l line
+			if err := json.Unmarshal([]byte(s), &l); err != nil {
+				t.Fatal(err)
+			}
+			ls = append(ls, l)
+		}
+		return ls
+	}
+	a, b := read(one), read(many)
+	if len(a) != len(b) || len(a) != 2 {
+		t.Fatalf("%d and %d metrics lines, want 2", len(a), len(b))
+	}
+	for i := range a {
+		if b[i].WorldSize != 2 || relDiff(b[i].Loss, a[i].Loss) > 1e-4 || relDiff(b[i].Eval.Loss, a[i].Eval.Loss) > 1e-4 {
+			t.Errorf("epoch %d: %+v on 2 ranks, %+v in one process", i+1, b[i], a[i])
+		}
+	}
+	fa, err := checkpoint.ReadSafetensors(filepath.Join(one, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, err := checkpoint.ReadSafetensors(filepath.Join(many, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ta := range fa.Tensors {
+		for i := range ta.Data {
+			if d := math.Abs(float64(ta.Data[i] - fb.Tensors[name].Data[i])); d > 1e-4 {
+				t.Fatalf("%s[%d] differs by %.3g", name, i, d)
+			}
+		}
+	}
+}
