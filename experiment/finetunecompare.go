@@ -567,7 +567,11 @@ func finetuneCompareMarkdown(res *FinetuneCompareResult) string {
 		}
 		md.WriteString("\n")
 	}
-	fmt.Fprintf(&md, "Test metric, mean ± sd over %d seeds [95%% CI] (dev mean in brackets):\n\n| model |", len(o.Seeds))
+	if len(o.Seeds) == 1 {
+		md.WriteString("Test metric, one seed (dev in brackets):\n\n| model |")
+	} else {
+		fmt.Fprintf(&md, "Test metric, mean ± sd over %d seeds [95%% CI] (dev mean in brackets):\n\n| model |", len(o.Seeds))
+	}
 	for _, t := range o.Tasks {
 		sz := res.TaskSizes[t]
 		fmt.Fprintf(&md, " %s (%s; %d/%d/%d) |", t, res.Metrics[t], sz[0], sz[1], sz[2])
@@ -578,7 +582,11 @@ func finetuneCompareMarkdown(res *FinetuneCompareResult) string {
 		for _, t := range o.Tasks {
 			for _, s := range res.Summary {
 				if s.Model == model && s.Task == t {
-					fmt.Fprintf(&md, " %s %s (%.4f) |", s.Test.Format(4), s.Test.FormatCI(3), float64(s.Dev.Mean))
+					if s.Test.N < 2 {
+						fmt.Fprintf(&md, " %s (%.4f) |", fmtNumber(float64(s.Test.Mean), 4), float64(s.Dev.Mean))
+					} else {
+						fmt.Fprintf(&md, " %s %s (%.4f) |", s.Test.Format(4), s.Test.FormatCI(3), float64(s.Dev.Mean))
+					}
 				}
 			}
 		}
@@ -596,6 +604,14 @@ func finetuneCompareMarkdown(res *FinetuneCompareResult) string {
 			t.Diff.Format(4), t.Diff.FormatCI(4), t.Positive, t.Negative, fmtP(float64(t.PT)), fmtP(float64(t.PSignFlip)))
 	}
 	return md.String()
+}
+
+// fmtNumber writes x with dec decimals, "–" for NaN.
+func fmtNumber(x float64, dec int) string {
+	if math.IsNaN(x) {
+		return "–"
+	}
+	return fmt.Sprintf("%.*f", dec, x)
 }
 
 // plotFinetuneCompare draws test.png/svg: per task, each model's test metric
