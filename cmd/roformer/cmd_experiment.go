@@ -53,6 +53,8 @@ type experimentOptions struct {
 	ftComp   experiment.FinetuneCompareOptions
 	scratch  bool   // finetune-compare: add the rotary model fine-tuned without pretraining
 	merge    string // finetune-compare: results folders to join into Out
+	ftEpochs int    // finetune-compare: epochs of every task (0: the experiment's)
+	maxTrain int    // finetune-compare: training examples per task (-1: the experiment's)
 	transl   experiment.TranslateOptions
 }
 
@@ -154,6 +156,8 @@ func (o *experimentOptions) flags(fs *flag.FlagSet) (*experimentLists, bool) {
 		fs.StringVar(&l.tasks, "tasks", "", "comma-separated built-in tasks (default sentiment,spam,paraphrase,topics)")
 		fs.StringVar(&l.encs, "encodings", "", "comma-separated position encodings, the first compared with the others (default rotary,learned)")
 		fs.BoolVar(&o.scratch, "scratch", false, "also fine-tune the rotary model from its random initialisation (no pretraining), as a control")
+		fs.IntVar(&o.ftEpochs, "finetune-epochs", 0, "fine-tuning epochs of every task (default: the experiment's per task)")
+		fs.IntVar(&o.maxTrain, "max-train", -1, "training examples per task, a fixed sample (0: all; default: the experiment's)")
 		fs.StringVar(&o.merge, "merge", "", "train nothing: join these comma-separated results folders (runs of the same settings on different --seeds, made side by side) into --out")
 	case "translate":
 		fs.StringVar(&o.Cache, "cache", defaultCacheDir(), "folder the Bible modules (Debian sword-text-kjv, sword-text-sparv) are fetched into (as for roformer finetune)")
@@ -219,6 +223,18 @@ func (o *experimentOptions) finish(l *experimentLists) error {
 	case "finetune-compare":
 		o.ftComp = pick(o.quick, experiment.QuickFinetuneCompare, experiment.DefaultFinetuneCompare)(o.Out)
 		o.ftComp.Scratch = o.scratch
+		if o.ftEpochs < 0 {
+			return usagef("--finetune-epochs %d must be positive", o.ftEpochs)
+		}
+		if o.ftEpochs > 0 {
+			for t := range o.ftComp.Epochs {
+				o.ftComp.Epochs[t] = o.ftEpochs
+			}
+			o.ftComp.Finetune.Epochs = o.ftEpochs
+		}
+		if o.maxTrain >= 0 {
+			o.ftComp.MaxTrain = o.maxTrain
+		}
 		if o.ftComp.Encodings, err = parseEncodings(l.encs, o.ftComp.Encodings); err != nil {
 			return err
 		}

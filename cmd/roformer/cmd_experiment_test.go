@@ -65,6 +65,7 @@ func TestExperimentCLIErrors(t *testing.T) {
 		{"extrapolate help", []string{"experiment", "extrapolate", "-h"}, 0, "-tasks"},
 		{"finetune-compare unknown task", []string{"experiment", "finetune-compare", "--quick", "--tasks", "mnli", "--quiet", "--out", "OUT"}, 1, `unknown task "mnli"`},
 		{"finetune-compare help", []string{"experiment", "finetune-compare", "-h"}, 0, "-scratch"},
+		{"finetune-compare bad epochs", []string{"experiment", "finetune-compare", "--finetune-epochs", "-1"}, 2, "--finetune-epochs -1 must be positive"},
 		{"flag of another experiment", []string{"experiment", "decay", "--steps", "3"}, 2, "flag provided but not defined: -steps"},
 		{"odd dim", []string{"experiment", "decay", "--dim", "7", "--quiet", "--out", "OUT"}, 1, "dimension 7 must be even"},
 		{"stray argument", []string{"experiment", "decay", "extra"}, 2, "unexpected arguments"},
