@@ -52,6 +52,10 @@ type ExtrapFineTune struct {
 type ExtrapolateOptions struct {
 	Tasks     []string                    `json:"tasks"`     // char-lm, mlm
 	Encodings []roformer.PositionEncoding `json:"encodings"` // rotary and the absolute baselines
+	// ScaleEmbedding sets scale_embedding (word embeddings ×√E) in the
+	// models of the absolute encodings, whose curves are then named
+	// "sinusoidal ×√E" and "learned ×√E"; rotary models are left alone.
+	ScaleEmbedding bool `json:"scale_embedding,omitempty"`
 	// Methods are the rotary scalings evaluated on the trained rotary model
 	// (none, linear, dynamic, yarn); the baselines are evaluated as they are.
 	Methods       []string `json:"methods"`
@@ -363,6 +367,7 @@ func extrapConfig(o ExtrapolateOptions, t *extrapTask, pe roformer.PositionEncod
 	cfg := o.Model
 	cfg.VocabSize, cfg.PositionEmbeddingType, cfg.MaxPositionEmbeddings = t.vocab, pe, o.TrainLen
 	cfg.RopeScaling = nil
+	cfg.ScaleEmbedding = o.ScaleEmbedding && pe != roformer.PosRotary
 	if t.causal {
 		cfg.TypeVocabSize, cfg.PadTokenID, cfg.IsDecoder = 1, nil, true
 	} else {
@@ -582,7 +587,11 @@ func extrapRun(ctx context.Context, o ExtrapolateOptions, t *extrapTask, seed ui
 		run.TrainLoss[string(pe)], run.TrainSeconds[string(pe)] = loss, time.Since(ts).Seconds()
 		say(o.Progress, "extrapolate: %s %s seed %d: train loss %.3f, %.0f s", t.name, pe, seed, loss, run.TrainSeconds[string(pe)])
 		if pe != roformer.PosRotary {
-			c, err := curve(ctx, o, m, t, ExtrapCurve{Variant: string(pe), Encoding: string(pe), Method: ScaleNone}, "")
+			name := string(pe)
+			if m.Config.ScaleEmbedding {
+				name += " ×√E"
+			}
+			c, err := curve(ctx, o, m, t, ExtrapCurve{Variant: name, Encoding: string(pe), Method: ScaleNone}, "")
 			if err != nil {
 				return nil, err
 			}

@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -161,4 +162,32 @@ func readFile(t *testing.T, dir, name string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// With ScaleEmbedding and only the absolute encodings, the models carry
+// scale_embedding, the curves say so, and no rotary scaling is attempted.
+func TestExtrapolateScaledBaselines(t *testing.T) {
+	dir := t.TempDir()
+	o := miniExtrapolate(t, dir)
+	o.Encodings, o.ScaleEmbedding, o.Seeds = []roformer.PositionEncoding{roformer.PosSinusoidal, roformer.PosLearned}, true, []uint64{1}
+	res, err := Extrapolate(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range res.Runs {
+		for _, c := range r.Curves {
+			names = append(names, r.Task+" "+c.Variant)
+		}
+	}
+	want := fmt.Sprint([]string{"char-lm sinusoidal ×√E", "char-lm learned ×√E", "mlm sinusoidal ×√E", "mlm learned ×√E"})
+	if fmt.Sprint(names) != want {
+		t.Errorf("curves %v, want %s", names, want)
+	}
+	for _, task := range []*extrapTask{{vocab: 256, causal: true}} {
+		if !extrapConfig(o, task, roformer.PosSinusoidal).ScaleEmbedding || extrapConfig(o, task, roformer.PosRotary).ScaleEmbedding {
+			t.Error("scale_embedding must be set for the absolute encodings only")
+		}
+	}
+	mustExist(t, dir, "results.json", "summary.md")
 }

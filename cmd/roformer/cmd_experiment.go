@@ -43,19 +43,20 @@ type experimentOptions struct {
 	// once and handed to the experiment's options with Apply.
 	experiment.Common
 
-	relative experiment.RelativeOptions
-	decay    experiment.DecayOptions
-	mlm      experiment.MLMPEOptions
-	charLM   experiment.CharLMOptions
-	longText experiment.LongTextOptions
-	longZh   experiment.LongTextZhOptions
-	extrap   experiment.ExtrapolateOptions
-	ftComp   experiment.FinetuneCompareOptions
-	scratch  bool   // finetune-compare: add the rotary model fine-tuned without pretraining
-	merge    string // finetune-compare: results folders to join into Out
-	ftEpochs int    // finetune-compare: epochs of every task (0: the experiment's)
-	maxTrain int    // finetune-compare: training examples per task (-1: the experiment's)
-	transl   experiment.TranslateOptions
+	relative    experiment.RelativeOptions
+	decay       experiment.DecayOptions
+	mlm         experiment.MLMPEOptions
+	charLM      experiment.CharLMOptions
+	longText    experiment.LongTextOptions
+	longZh      experiment.LongTextZhOptions
+	extrap      experiment.ExtrapolateOptions
+	ftComp      experiment.FinetuneCompareOptions
+	scratch     bool   // finetune-compare: add the rotary model fine-tuned without pretraining
+	merge       string // finetune-compare: results folders to join into Out
+	ftEpochs    int    // finetune-compare: epochs of every task (0: the experiment's)
+	maxTrain    int    // finetune-compare: training examples per task (-1: the experiment's)
+	extrapScale bool   // extrapolate: scale_embedding in the absolute-position models
+	transl      experiment.TranslateOptions
 }
 
 // experimentLists are the comma-separated flags, parsed after the others.
@@ -140,7 +141,7 @@ func (o *experimentOptions) flags(fs *flag.FlagSet) (*experimentLists, bool) {
 		fs.StringVar(&l.targets, "targets", "", "comma-separated held-out losses whose first crossing is reported (default: the experiment's)")
 		fs.StringVar(&o.mlm.Corpus, "corpus", "", "text file or folder (default: the built-in English corpus)")
 	case "char-lm":
-		fs.StringVar(&l.variants, "variants", "", "comma-separated variants ATTENTION-POSITION, e.g. linear-rotary,performer-learned (default: the five of the experiment)")
+		fs.StringVar(&l.variants, "variants", "", "comma-separated variants ATTENTION-POSITION[-scaled] (-scaled: word embeddings ×√E), e.g. linear-rotary,performer-sinusoidal-scaled (default: the seven of the experiment)")
 	case "long-text":
 		fs.StringVar(&l.lengths, "lengths", "", "comma-separated maximum lengths (default 512,1024; the quick form 128,256)")
 		fs.StringVar(&l.encs, "encodings", "", "comma-separated position encodings (default rotary,learned)")
@@ -150,6 +151,8 @@ func (o *experimentOptions) flags(fs *flag.FlagSet) (*experimentLists, bool) {
 	case "extrapolate":
 		fs.StringVar(&l.lengths, "lengths", "", "comma-separated evaluation lengths, each at least the training length 128 (default 128,256,512,1024,2048,4096)")
 		fs.StringVar(&l.tasks, "tasks", "", "comma-separated tasks: char-lm, mlm (default both)")
+		fs.StringVar(&l.encs, "encodings", "", "comma-separated position encodings (default rotary,sinusoidal,learned)")
+		fs.BoolVar(&o.extrapScale, "scale-embedding", false, "multiply the word embeddings by √E in the sinusoidal and learned models (scale_embedding)")
 	case "finetune-compare":
 		fs.StringVar(&o.Cache, "cache", defaultCacheDir(), "folder the built-in tasks are fetched into (as for roformer finetune)")
 		fs.StringVar(&o.Work, "work", "", "keep the pretrained models here; default: a temporary folder, removed")
@@ -258,6 +261,10 @@ func (o *experimentOptions) finish(l *experimentLists) error {
 		}
 	case "extrapolate":
 		o.extrap = pick(o.quick, experiment.QuickExtrapolate, experiment.DefaultExtrapolate)(o.Out)
+		o.extrap.ScaleEmbedding = o.extrapScale
+		if o.extrap.Encodings, err = parseEncodings(l.encs, o.extrap.Encodings); err != nil {
+			return err
+		}
 		if o.extrap.EvalLengths, err = parseLengths(l.lengths, o.extrap.EvalLengths); err != nil {
 			return err
 		}
