@@ -167,24 +167,12 @@ func makeBatch(feats []*feature, spec *Spec, padID int32, withLabels bool) (*rof
 	}
 	T = (T + padMultiple - 1) / padMultiple * padMultiple
 	B := len(feats)
-	b := &roformer.Batch{B: B, T: T, InputIDs: make([]int32, B*T), TokenTypeIDs: make([]int32, B*T), AttentionMask: make([]int32, B*T)}
-	var lab *roformer.Labels
-	if withLabels {
-		lab = &roformer.Labels{}
+	b := roformer.PadBatch(B, T, padID, func(r int) ([]int32, []int32) { return feats[r].ids, feats[r].types })
+	if !withLabels {
+		return b, nil
 	}
-	for r, f := range feats {
-		row := b.InputIDs[r*T : r*T+T]
-		for j := range row {
-			row[j] = padID
-		}
-		copy(row, f.ids)
-		copy(b.TokenTypeIDs[r*T:], f.types)
-		for j := range f.ids {
-			b.AttentionMask[r*T+j] = 1
-		}
-		if !withLabels {
-			continue
-		}
+	lab := &roformer.Labels{}
+	for _, f := range feats {
 		switch spec.Problem {
 		case SingleLabel:
 			lab.IDs = append(lab.IDs, f.label)

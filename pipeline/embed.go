@@ -322,19 +322,12 @@ func EmbedRows(ctx context.Context, m *roformer.Model, pad int32, rows []EmbedRo
 // sets their vectors.
 func embedBatch(ctx context.Context, m *roformer.Model, pad int32, rows []EmbedRow, batch []int, vecs [][]float32, o EmbedOptions, st *EmbedStats) error {
 	B, T := len(batch), len(rows[batch[len(batch)-1]].IDs)
-	b := &roformer.Batch{InputIDs: make([]int32, B*T), TokenTypeIDs: make([]int32, B*T), AttentionMask: make([]int32, B*T), B: B, T: T}
-	for i, r := range batch {
-		row := rows[r]
-		copy(b.InputIDs[i*T:], row.IDs)
-		copy(b.TokenTypeIDs[i*T:], row.TypeIDs)
-		for t := range T {
-			if t < len(row.IDs) {
-				b.AttentionMask[i*T+t] = 1
-			} else {
-				b.InputIDs[i*T+t] = pad
-			}
-		}
-		st.Tokens += len(row.IDs)
+	b := roformer.PadBatch(B, T, pad, func(i int) ([]int32, []int32) {
+		row := rows[batch[i]]
+		return row.IDs, row.TypeIDs
+	})
+	for _, r := range batch {
+		st.Tokens += len(rows[r].IDs)
 	}
 	out, err := m.Forward(ctx, b, nil, roformer.Options{SkipHead: true})
 	if err != nil {

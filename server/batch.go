@@ -298,20 +298,10 @@ func (s *Server) runBatch(batch []pendingRow) {
 	for _, p := range batch {
 		T = max(T, p.len())
 	}
-	b := &roformer.Batch{InputIDs: make([]int32, B*T), TokenTypeIDs: make([]int32, B*T), AttentionMask: make([]int32, B*T), B: B, T: T}
-	pad := int32(s.tok.PadID())
-	for i, p := range batch {
-		r := &p.j.rows[p.i]
-		copy(b.InputIDs[i*T:], r.ids)
-		copy(b.TokenTypeIDs[i*T:], r.types)
-		for t := range T {
-			if t < len(r.ids) {
-				b.AttentionMask[i*T+t] = 1
-			} else {
-				b.InputIDs[i*T+t] = pad
-			}
-		}
-	}
+	b := roformer.PadBatch(B, T, int32(s.tok.PadID()), func(i int) ([]int32, []int32) {
+		r := &batch[i].j.rows[batch[i].i]
+		return r.ids, r.types
+	})
 	tokens := 0
 	for _, p := range batch {
 		tokens += p.len()

@@ -59,6 +59,30 @@ func (b *Batch) Validate(cfg *Config) error {
 	return b.checkLearnedPositions(cfg)
 }
 
+// PadBatch returns B rows of T tokens, right-padded: row i holds the ids
+// and type ids that row(i) returns (at most T of each), an attention mask
+// of 1 on them and 0 after, and pad as the input id of every padding
+// position (its type id 0). It is the batch that the embedding pipeline,
+// the server's scheduler and fine-tuning each build from rows of unequal
+// length.
+func PadBatch(B, T int, pad int32, row func(i int) (ids, types []int32)) *Batch {
+	b := &Batch{InputIDs: make([]int32, B*T), TokenTypeIDs: make([]int32, B*T), AttentionMask: make([]int32, B*T), B: B, T: T}
+	for i := range B {
+		ids, types := row(i)
+		in, mask := b.InputIDs[i*T:(i+1)*T], b.AttentionMask[i*T:(i+1)*T]
+		copy(in, ids)
+		copy(b.TokenTypeIDs[i*T:(i+1)*T], types)
+		for t := range in {
+			if t < len(ids) {
+				mask[t] = 1
+			} else {
+				in[t] = pad
+			}
+		}
+	}
+	return b
+}
+
 // layerActs holds one layer's activations: everything its backward pass
 // needs. In inference one set is reused by every layer.
 type layerActs struct {
