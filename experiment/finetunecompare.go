@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -22,6 +21,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
+	"github.com/roformer-go/roformer/blas"
 	"github.com/roformer-go/roformer/finetune"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/pretrain"
@@ -230,7 +230,7 @@ func FinetuneCompare(ctx context.Context, opts FinetuneCompareOptions) (*Finetun
 	if opts.Finetune.MaxLength > opts.Pretrain.SeqLen {
 		return nil, fmt.Errorf("experiment: finetune-compare: fine-tuning length %d exceeds the pretraining length %d (the learned table's rows)", opts.Finetune.MaxLength, opts.Pretrain.SeqLen)
 	}
-	res := &FinetuneCompareResult{Options: opts, CPU: cpuName()}
+	res := &FinetuneCompareResult{Options: opts, CPU: blas.CPU().String()}
 	// The tasks first: a missing one fails before any training.
 	specs, splits, err := loadCompareTasks(ctx, opts, res)
 	if err != nil {
@@ -486,19 +486,6 @@ func comparePaired(a, b, task string, xs, ys []float64) PairedComparison {
 		c.Test = t
 	}
 	return c
-}
-
-// cpuName returns the CPU's model name from /proc/cpuinfo, or GOARCH.
-func cpuName() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-				return strings.TrimSpace(v)
-			}
-		}
-	}
-	return runtime.GOARCH
 }
 
 func writeFinetuneCompare(dir string, res *FinetuneCompareResult) error {

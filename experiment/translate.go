@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/roformer-go/roformer/blas"
 	"github.com/roformer-go/roformer/model/seq2seq"
 	"github.com/roformer-go/roformer/optim"
 	"github.com/roformer-go/roformer/tasks"
@@ -212,7 +213,7 @@ func Translate(ctx context.Context, opts TranslateOptions) (*TranslateResult, er
 	}
 	say(opts.Progress, "translate: %s; %d/%d/%d train/dev/test pairs; vocabulary %d", source, len(data.train), len(data.dev), len(data.test), data.codec.VocabSize())
 	opts.Pairs = nil
-	res := &TranslateResult{Options: opts, Source: source, Split: [3]int{len(data.train), len(data.dev), len(data.test)}, Vocab: data.codec.VocabSize(), CPU: cpuName()}
+	res := &TranslateResult{Options: opts, Source: source, Split: [3]int{len(data.train), len(data.dev), len(data.test)}, Vocab: data.codec.VocabSize(), CPU: blas.CPU().String()}
 	for _, pos := range opts.Positions {
 		for _, seed := range opts.Seeds {
 			if err := ctx.Err(); err != nil {
@@ -386,7 +387,7 @@ func translateRun(ctx context.Context, o TranslateOptions, d *mtData, pos string
 		return nil, err
 	}
 	st.Clip = o.Clip
-	run := &TranslateRun{Position: pos, Seed: seed, Params: m.NumParams(), CPU: cpuName(), Threads: o.Threads}
+	run := &TranslateRun{Position: pos, Seed: seed, Params: m.NumParams(), CPU: blas.CPU().String(), Threads: o.Threads}
 	r := rand.New(rand.NewPCG(seed, 0x7472616e736c))
 	var queue [][]int
 	var snaps []*seq2seq.Model

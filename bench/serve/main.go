@@ -863,10 +863,17 @@ func step(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 }
 
+// cpuName asks the binary under test (`roformer env`'s cpu line, from
+// blas.CPU) rather than describing the CPU here: this program imports
+// nothing of the module and talks to the binary only, and so the report
+// names the CPU in the same words as the experiments' results files.
 func cpuName() string {
-	b, _ := os.ReadFile("/proc/cpuinfo")
-	for _, l := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+	out, err := exec.Command(*bin, "env").Output()
+	if err != nil {
+		return "unknown"
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(l, "cpu "); ok {
 			return strings.TrimSpace(v)
 		}
 	}
