@@ -242,12 +242,7 @@ func FinetuneCompare(ctx context.Context, opts FinetuneCompareOptions) (*Finetun
 		return nil, err
 	}
 	defer cleanup()
-	base := opts.Model
-	base.MaxPositionEmbeddings = opts.Pretrain.SeqLen
-	base.PositionEmbeddingType = roformer.PosRotary
-	popts := pretrain.Options{Corpus: opts.Corpus, VocabSize: opts.VocabSize, Model: &base, EvalEvery1In: 20, Train: opts.Pretrain}
-	popts.Train.OutDir, popts.Train.Threads = filepath.Join(work, "prepare"), max(opts.Threads, 1)
-	job, err := pretrain.Prepare(popts, opts.Progress)
+	job, base, err := prepareMLM(opts.Model, opts.Corpus, opts.VocabSize, opts.Pretrain, filepath.Join(work, "prepare"), opts.Threads, opts.Progress)
 	if err != nil {
 		return nil, fmt.Errorf("experiment: finetune-compare: %w", err)
 	}
@@ -739,11 +734,8 @@ func compareTokenizer(o FinetuneCompareOptions) (*tokenizer.Tokenizer, error) {
 		return nil, err
 	}
 	defer cleanup()
-	base := o.Model
-	base.MaxPositionEmbeddings = o.Pretrain.SeqLen
-	popts := pretrain.Options{Corpus: o.Corpus, VocabSize: o.VocabSize, Model: &base, EvalEvery1In: 20, Train: o.Pretrain}
-	popts.Train.OutDir, popts.Train.Threads = work, max(o.Threads, 1)
-	job, err := pretrain.Prepare(popts, nil)
+	// The model's position encoding (rotary here) does not touch the vocabulary.
+	job, _, err := prepareMLM(o.Model, o.Corpus, o.VocabSize, o.Pretrain, work, o.Threads, nil)
 	if err != nil {
 		return nil, fmt.Errorf("experiment: finetune-compare: %w", err)
 	}

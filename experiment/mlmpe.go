@@ -190,12 +190,7 @@ func MLMPE(ctx context.Context, opts MLMPEOptions) (*MLMPEResult, error) {
 		return nil, err
 	}
 	defer cleanup()
-	base := opts.Model
-	base.MaxPositionEmbeddings = opts.Train.SeqLen
-	base.PositionEmbeddingType = roformer.PosRotary
-	popts := pretrain.Options{Corpus: opts.Corpus, VocabSize: opts.VocabSize, Model: &base, EvalEvery1In: 20, Train: opts.Train}
-	popts.Train.OutDir, popts.Train.Threads = filepath.Join(work, "prepare"), max(opts.Threads, 1)
-	job, err := pretrain.Prepare(popts, opts.Progress)
+	job, base, err := prepareMLM(opts.Model, opts.Corpus, opts.VocabSize, opts.Train, filepath.Join(work, "prepare"), opts.Threads, opts.Progress)
 	if err != nil {
 		return nil, fmt.Errorf("experiment: mlm-pe: %w", err)
 	}
@@ -250,6 +245,21 @@ func MLMPE(ctx context.Context, opts MLMPEOptions) (*MLMPEResult, error) {
 	res.Paired = mlmPairs(res.Runs, opts.Encodings, opts.Seeds)
 	res.WallSeconds = time.Since(start).Seconds()
 	return res, writeMLMPE(opts.Out, res)
+}
+
+// prepareMLM runs pretrain.Prepare once for the masked-LM runs that an
+// experiment compares: the corpus, its vocabulary of vocab words and its
+// sequences of t.SeqLen tokens, written under dir. It returns the job and
+// the configuration the runs start from: m with t.SeqLen positions and the
+// rotary encoding.
+func prepareMLM(m roformer.Config, corpus string, vocab int, t train.Options, dir string, threads int, progress io.Writer) (*pretrain.Job, roformer.Config, error) {
+	base := m
+	base.MaxPositionEmbeddings = t.SeqLen
+	base.PositionEmbeddingType = roformer.PosRotary
+	popts := pretrain.Options{Corpus: corpus, VocabSize: vocab, Model: &base, EvalEvery1In: 20, Train: t}
+	popts.Train.OutDir, popts.Train.Threads = dir, max(threads, 1)
+	job, err := pretrain.Prepare(popts, progress)
+	return job, base, err
 }
 
 // workDir returns dir (created), or a new temporary folder that cleanup removes.
