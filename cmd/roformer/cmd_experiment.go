@@ -241,12 +241,7 @@ func (o *experimentOptions) finish(l *experimentLists) error {
 		if o.ftComp.Encodings, err = parseEncodings(l.encs, o.ftComp.Encodings); err != nil {
 			return err
 		}
-		if l.tasks != "" {
-			o.ftComp.Tasks = nil
-			for _, t := range strings.Split(l.tasks, ",") {
-				o.ftComp.Tasks = append(o.ftComp.Tasks, strings.TrimSpace(t))
-			}
-		}
+		o.ftComp.Tasks = parseTasks(l.tasks, o.ftComp.Tasks)
 	case "translate":
 		o.transl = pick(o.quick, experiment.QuickTranslate, experiment.DefaultTranslate)(o.Out)
 		if l.positions != "" {
@@ -268,12 +263,7 @@ func (o *experimentOptions) finish(l *experimentLists) error {
 		if o.extrap.EvalLengths, err = parseLengths(l.lengths, o.extrap.EvalLengths); err != nil {
 			return err
 		}
-		if l.tasks != "" {
-			o.extrap.Tasks = nil
-			for _, t := range strings.Split(l.tasks, ",") {
-				o.extrap.Tasks = append(o.extrap.Tasks, strings.TrimSpace(t))
-			}
-		}
+		o.extrap.Tasks = parseTasks(l.tasks, o.extrap.Tasks)
 	}
 	return nil
 }
@@ -284,6 +274,19 @@ func pick[T any](q bool, quick, def T) T {
 		return quick
 	}
 	return def
+}
+
+// parseTasks reads --tasks, a comma-separated list of names (def when
+// empty).
+func parseTasks(s string, def []string) []string {
+	if s == "" {
+		return def
+	}
+	var out []string
+	for _, t := range strings.Split(s, ",") {
+		out = append(out, strings.TrimSpace(t))
+	}
+	return out
 }
 
 // parseLengths reads --lengths (def when empty).
