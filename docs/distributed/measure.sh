@@ -61,8 +61,14 @@ for round in $(seq 1 "$RUNS"); do
 done
 
 # The allreduce alone: ns per call for 2^16, 2^20 and 5,282,368 values.
+# Each rank writes its own file (--output-filename): through mpirun's one
+# stream the two ranks' benchmark lines interleave (Go prints a benchmark's
+# name before running it), which once paired names with the wrong numbers.
 bench() {
-  "${MPI[@]}" "$@" -np 2 "$work/dist.test" -test.run '^$' -test.bench AllreduceMPI -test.benchtime 20x 2>&1 |
+  local dir
+  dir=$(mktemp -d -p "$work")
+  "${MPI[@]}" "$@" --output-filename "$dir" -np 2 "$work/dist.test" -test.run '^$' -test.bench AllreduceMPI -test.benchtime 20x >/dev/null 2>&1
+  cat "$dir"/*/rank.*/stdout |
     awk '/^BenchmarkAllreduceMPI/ {split($1, a, "/n"); sub(/-[0-9]+$/, "", a[2]); print a[2], $3}' |
     jq -R -s 'split("\n") | map(select(length > 0) | split(" ") | {values: (.[0] | tonumber), ns_per_op: (.[1] | tonumber)}) |
       group_by(.values) | map({values: .[0].values, bytes: (.[0].values * 4), ms_per_allreduce: ((map(.ns_per_op) | max) / 1e6)})'
