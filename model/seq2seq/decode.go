@@ -49,6 +49,9 @@ type State struct {
 	n    int         // tokens fed so far
 	cap  int         // cache capacity in tokens
 	k, v [][]float32 // per layer [R, cap, C]
+	// sk and sv are the buffers Reorder copies into and swaps with k and v,
+	// so that a beam search's steps reuse two caches instead of allocating one.
+	sk, sv [][]float32
 }
 
 // NewState starts decoding rows that read the given source rows of enc,
@@ -78,6 +81,7 @@ func (st *State) grow(m *Model, capacity int) {
 		}
 	}
 	st.k, st.v, st.cap = k, v, capacity
+	st.sk, st.sv = nil, nil
 }
 
 // Reorder makes row i a copy of old row idx[i] (beam search's selection).
@@ -87,15 +91,28 @@ func (st *State) Reorder(idx []int) {
 	for i, j := range idx {
 		rows[i] = st.rows[j]
 	}
+	if st.sk == nil {
+		st.sk, st.sv = make([][]float32, len(st.k)), make([][]float32, len(st.k))
+	}
 	for l := range st.k {
-		k, v := make([]float32, R*st.cap*C), make([]float32, R*st.cap*C)
+		k, v := resize(st.sk[l], R*st.cap*C), resize(st.sv[l], R*st.cap*C)
 		for i, j := range idx {
 			copy(k[i*st.cap*C:(i*st.cap+st.n)*C], st.k[l][j*st.cap*C:(j*st.cap+st.n)*C])
 			copy(v[i*st.cap*C:(i*st.cap+st.n)*C], st.v[l][j*st.cap*C:(j*st.cap+st.n)*C])
 		}
-		st.k[l], st.v[l] = k, v
+		st.sk[l], st.sv[l], st.k[l], st.v[l] = st.k[l], st.v[l], k, v
 	}
 	st.rows = rows
+}
+
+// resize returns b with length n, reusing its array when it is large enough.
+// Positions past the tokens fed are never read before Step writes them, so
+// what a reused array holds there does not matter.
+func resize(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
 }
 
 // Step feeds one token per row at position st.Len() and returns the next
