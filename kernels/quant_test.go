@@ -1,7 +1,6 @@
 package kernels
 
 import (
-	"github.com/roformer-go/roformer/internal/testutil"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -59,7 +58,7 @@ func TestInt8LinearAgainstReference(t *testing.T) {
 				// Against float32: the quantization error, relative to the
 				// size of the product's terms.
 				for row := 0; row < BT; row++ {
-					cs := testutil.Cosine(out[row*OC:row*OC+OC], f32[row*OC:row*OC+OC])
+					cs := Cosine(out[row*OC:row*OC+OC], f32[row*OC:row*OC+OC])
 					if cs < 0.999 {
 						t.Errorf("%s %v qmax %d: row %d cosine %.5f to float32", g.Name(), sh, qmax, row, cs)
 					}

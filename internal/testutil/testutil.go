@@ -120,17 +120,6 @@ func Dot(a, w []float32) float64 {
 	return s
 }
 
-// Cosine returns the cosine of the angle between a and b, in float64.
-func Cosine(a, b []float32) float64 {
-	var ab, aa, bb float64
-	for i := range a {
-		ab += float64(a[i]) * float64(b[i])
-		aa += float64(a[i]) * float64(a[i])
-		bb += float64(b[i]) * float64(b[i])
-	}
-	return ab / math.Sqrt(aa*bb)
-}
-
 // ReadJSON decodes the JSON file at path into v, failing the test on error.
 func ReadJSON(t testing.TB, path string, v any) {
 	t.Helper()

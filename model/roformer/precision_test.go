@@ -2,7 +2,6 @@ package roformer
 
 import (
 	"context"
-	"github.com/roformer-go/roformer/internal/testutil"
 	"math"
 	"testing"
 
@@ -49,7 +48,7 @@ func TestReducedPrecisionAgainstFP32(t *testing.T) {
 				H, V := l.Config.HiddenSize, l.Config.VocabSize
 				worst := 1.0
 				for r := 0; r < len(want.LastHiddenState.Data)/H; r++ {
-					worst = min(worst, testutil.Cosine(got.LastHiddenState.Data[r*H:r*H+H], want.LastHiddenState.Data[r*H:r*H+H]))
+					worst = min(worst, kernels.Cosine(got.LastHiddenState.Data[r*H:r*H+H], want.LastHiddenState.Data[r*H:r*H+H]))
 				}
 				agree, rows := 0, len(want.Logits.Data)/V
 				for r := 0; r < rows; r++ {
