@@ -207,17 +207,6 @@ func say(w io.Writer, format string, a ...any) {
 	}
 }
 
-// fmtPM formats mean ± std with the given decimals, "–" for NaN.
-//
-// Deprecated: it prints "± 0" for a single seed; summaries use
-// SeedSpread(xs).Format (stats.go), which prints "(1 seed)" instead.
-func fmtPM(mean, std float64, dec int) string {
-	if math.IsNaN(mean) {
-		return "–"
-	}
-	return fmt.Sprintf("%.*f ± %.*f", dec, mean, dec, std)
-}
-
 // Number is a float64 that JSON encodes NaN (a target never reached, a mean
 // over nothing) as null, and decodes null back to NaN.
 type Number float64

@@ -33,31 +33,21 @@ type Spread struct {
 // never reached a target, say); with no value left every field but N is
 // NaN.
 func SeedSpread(xs []float64) Spread {
-	var v []float64
+	nan := Number(math.NaN())
+	s := Spread{Mean: nan, SD: nan, CILo: nan, CIHi: nan}
 	for _, x := range xs {
 		if !math.IsNaN(x) {
-			v = append(v, x)
+			s.N++
 		}
 	}
-	nan := Number(math.NaN())
-	s := Spread{N: len(v), Mean: nan, SD: nan, CILo: nan, CIHi: nan}
 	if s.N == 0 {
 		return s
 	}
-	mean := 0.0
-	for _, x := range v {
-		mean += x
-	}
-	mean /= float64(s.N)
+	mean, sd := meanStd(xs)
 	s.Mean = Number(mean)
 	if s.N < 2 {
 		return s
 	}
-	ss := 0.0
-	for _, x := range v {
-		ss += (x - mean) * (x - mean)
-	}
-	sd := math.Sqrt(ss / float64(s.N-1))
 	half := tQuantile975(s.N-1) * sd / math.Sqrt(float64(s.N))
 	s.SD, s.CILo, s.CIHi = Number(sd), Number(mean-half), Number(mean+half)
 	return s
