@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
+	"reflect"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/roformer-go/roformer/kernels"
 )
@@ -129,6 +132,10 @@ func ParseConfig(data []byte, name string) (Config, error) {
 	if err := json.Unmarshal(clean, (*plainConfig)(&c)); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
+			if k := te.Type.Kind(); k >= reflect.Int && k <= reflect.Int64 && strings.HasPrefix(te.Value, "number ") {
+				// 1e10, 1.5 or 2^63: not a Go int.
+				return c, fmt.Errorf("roformer: %s: key %q must be an integer in the int range, got %s", name, te.Field, strings.TrimPrefix(te.Value, "number "))
+			}
 			return c, fmt.Errorf("roformer: %s: key %q must be %s, got a JSON %s", name, te.Field, te.Type, te.Value)
 		}
 		return c, fmt.Errorf("roformer: %s: %w", name, err)
@@ -139,7 +146,7 @@ func ParseConfig(data []byte, name string) (Config, error) {
 	c.NumLabels = 2
 	if v, ok := raw["num_labels"]; ok {
 		if err := json.Unmarshal(v, &c.NumLabels); err != nil {
-			return c, fmt.Errorf("roformer: %s: num_labels must be an integer: %s", name, v)
+			return c, fmt.Errorf("roformer: %s: key \"num_labels\" must be an integer in the int range, got %.40s", name, v)
 		}
 	}
 	if len(c.ID2Label) > 0 {
@@ -157,11 +164,20 @@ func ParseConfig(data []byte, name string) (Config, error) {
 	return c, nil
 }
 
-// LoadConfig reads and validates a config.json file.
+// LoadConfig reads and validates a config.json file of at most
+// MaxConfigBytes.
 func LoadConfig(path string) (Config, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("roformer: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
+	if err != nil {
+		return Config{}, fmt.Errorf("roformer: %w", err)
+	}
+	if len(data) > MaxConfigBytes {
+		return Config{}, fmt.Errorf("roformer: %s is larger than %d bytes, the limit for a config.json (MaxConfigBytes)", path, MaxConfigBytes)
 	}
 	return ParseConfig(data, path)
 }
@@ -183,7 +199,13 @@ func (c *Config) Activation() (kernels.Activation, error) {
 }
 
 // Validate checks that the configuration describes a model that can be
-// built; errors carry the numbers.
+// built; errors carry the key and the numbers. The sizes must be positive
+// and at most their limits (MaxVocabSize, MaxHiddenSize,
+// MaxIntermediateSize, MaxLayers, MaxAttentionHeads, MaxTypeVocabSize,
+// MaxPositions, MaxLabels, MaxRelativeDistance, MaxPerformerFeatures), and
+// the encoder's parameter count, computed with overflow checks, at most
+// MaxParams; a configuration that fails these is refused before any other
+// check computes with its sizes.
 func (c *Config) Validate() error {
 	var errs []error
 	pos := func(name string, v int) {
@@ -198,15 +220,22 @@ func (c *Config) Validate() error {
 	pos("num_attention_heads", c.NumAttentionHeads)
 	pos("intermediate_size", c.IntermediateSize)
 	pos("type_vocab_size", c.TypeVocabSize)
+	if c.MaxPositionEmbeddings < 0 {
+		errs = append(errs, fmt.Errorf("max_position_embeddings %d must not be negative", c.MaxPositionEmbeddings))
+	}
+	if c.NumLabels <= 0 {
+		errs = append(errs, fmt.Errorf("num_labels %d must be positive", c.NumLabels))
+	}
+	// The sizes are bounded before anything below computes with them.
+	if lim := c.checkLimits(len(errs) == 0); len(lim) > 0 {
+		return errors.Join(append(errs, lim...)...)
+	}
 	if c.NumAttentionHeads > 0 && c.HiddenSize > 0 {
 		if c.HiddenSize%c.NumAttentionHeads != 0 {
 			errs = append(errs, fmt.Errorf("hidden_size %d is not divisible by num_attention_heads %d", c.HiddenSize, c.NumAttentionHeads))
 		} else if c.HeadSize()%2 != 0 {
 			errs = append(errs, fmt.Errorf("head size %d (hidden_size %d / num_attention_heads %d) must be even for the rotary pairs", c.HeadSize(), c.HiddenSize, c.NumAttentionHeads))
 		}
-	}
-	if c.MaxPositionEmbeddings < 0 {
-		errs = append(errs, fmt.Errorf("max_position_embeddings %d must not be negative", c.MaxPositionEmbeddings))
 	}
 	if _, err := c.Activation(); err != nil {
 		errs = append(errs, fmt.Errorf("hidden_act: %w", err))
@@ -229,9 +258,6 @@ func (c *Config) Validate() error {
 	case "", "regression", "single_label_classification", "multi_label_classification":
 	default:
 		errs = append(errs, fmt.Errorf("problem_type %q is not one of regression, single_label_classification, multi_label_classification", c.ProblemType))
-	}
-	if c.NumLabels <= 0 {
-		errs = append(errs, fmt.Errorf("num_labels %d must be positive", c.NumLabels))
 	}
 	for k := range c.ID2Label {
 		if i, err := strconv.Atoi(k); err != nil || i < 0 || i >= len(c.ID2Label) {

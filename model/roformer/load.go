@@ -47,19 +47,25 @@ type Loaded struct {
 // and returns the model with the given head. A checkpoint without the head's
 // weights is an error wrapping ErrHeadMissing, unless
 // opts.Bind.AllowMissingHead is set (they are then initialised as HF does).
+//
+// The checkpoint is read before the model is allocated, and config.json's
+// sizes are compared with its tensors first (Config.CheckShapes): a config
+// that implies more parameters than the checkpoint holds, or shapes other
+// than its tensors', is refused naming the tensor, the shape and the keys,
+// without allocating a model of the config's size.
 func Load(dir string, head Head, opts LoadOptions) (*Loaded, error) {
-	cfg, err := LoadConfig(filepath.Join(dir, "config.json"))
+	cfgPath := filepath.Join(dir, "config.json")
+	cfg, err := LoadConfig(cfgPath)
 	if err != nil {
 		return nil, err
 	}
 	if opts.ConfigOverride != nil {
 		opts.ConfigOverride(&cfg)
 		if err := cfg.Validate(); err != nil {
-			return nil, fmt.Errorf("roformer: %s after overrides: %w", filepath.Join(dir, "config.json"), err)
+			return nil, fmt.Errorf("roformer: %s after overrides: %w", cfgPath, err)
 		}
 	}
-	m, err := New(cfg, head)
-	if err != nil {
+	if _, err := ParseHead(string(head)); err != nil {
 		return nil, err
 	}
 	var f *checkpoint.File
@@ -84,6 +90,17 @@ func Load(dir string, head Head, opts LoadOptions) (*Loaded, error) {
 	}
 	for name, t := range opts.Extra {
 		src[name] = t
+	}
+	shapes := make(map[string][]int, len(src))
+	for name, t := range src {
+		shapes[name] = t.Shape
+	}
+	if err := cfg.CheckShapes(head, shapes); err != nil {
+		return nil, fmt.Errorf("roformer: %s does not fit %s: %w", cfgPath, f.Path, err)
+	}
+	m, err := New(cfg, head)
+	if err != nil {
+		return nil, err
 	}
 	if opts.Bind.AllowMissingHead {
 		m.Init(opts.InitSeed)

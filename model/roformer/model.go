@@ -131,13 +131,20 @@ type Model struct {
 }
 
 // New allocates a model with zero parameters for cfg and head. Use Init for
-// HF's random initialisation or Bind to load a checkpoint.
+// HF's random initialisation or Bind to load a checkpoint. A configuration
+// whose parameters (Config.ParamCount) exceed MaxParams is refused before
+// anything is allocated.
 func New(cfg Config, head Head) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("roformer: %w", err)
 	}
 	if _, err := ParseHead(string(head)); err != nil {
 		return nil, err
+	}
+	if enc, hd, err := cfg.ParamCount(head); err != nil {
+		return nil, fmt.Errorf("roformer: %w", err)
+	} else if enc+hd > MaxParams {
+		return nil, fmt.Errorf("roformer: %s with a %s head (num_labels %d) needs %d parameters, above the limit %d (MaxParams)", cfg.sizeWords(), head, cfg.NumLabels, enc+hd, int64(MaxParams))
 	}
 	act, _ := cfg.Activation()
 	rot, err := rope.New(cfg.ropeConfig())
