@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"sort"
 
@@ -118,10 +119,47 @@ func decode(dtype string, raw []byte, n int) ([]float32, error) {
 	if size == 0 {
 		return nil, fmt.Errorf("%w %s", ErrUnsupportedDType, dtype)
 	}
-	if len(raw) != n*size {
-		return nil, fmt.Errorf("have %d bytes for %d %s elements, need %d", len(raw), n, dtype, n*size)
+	if int64(len(raw)) != int64(n)*int64(size) {
+		return nil, fmt.Errorf("have %d bytes for %d %s elements, need %d", len(raw), n, dtype, int64(n)*int64(size))
 	}
 	out := make([]float32, n)
+	if err := decodeInto(out, dtype, raw, 0); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// decodeChunk is the number of bytes decodeFrom reads at a time.
+const decodeChunk = 1 << 16
+
+// decodeFrom fills out with len(out) little-endian elements of dtype read
+// from r, decodeChunk bytes at a time, so that the raw bytes are never held
+// whole beside their float32 values. The caller has checked that r holds
+// exactly len(out) elements; a short read is an error.
+func decodeFrom(out []float32, dtype string, r io.Reader) error {
+	size := dtypeSizes[dtype]
+	if size == 0 {
+		return fmt.Errorf("%w %s", ErrUnsupportedDType, dtype)
+	}
+	per := decodeChunk / size
+	buf := make([]byte, min(len(out), per)*size)
+	for base := 0; base < len(out); base += per {
+		k := min(per, len(out)-base)
+		raw := buf[:k*size]
+		if n, err := io.ReadFull(r, raw); err != nil {
+			return fmt.Errorf("read %d of %d bytes: %w", int64(base)*int64(size)+int64(n), int64(len(out))*int64(size), err)
+		}
+		if err := decodeInto(out[base:base+k], dtype, raw, base); err != nil {
+			return valueError{err}
+		}
+	}
+	return nil
+}
+
+// decodeInto converts len(out) elements of dtype from raw (exactly
+// len(out)*size bytes) into out; base is the index of out[0] in the whole
+// tensor, used in error messages.
+func decodeInto(out []float32, dtype string, raw []byte, base int) error {
 	le := binary.LittleEndian
 	switch dtype {
 	case "F32":
@@ -144,10 +182,11 @@ func decode(dtype string, raw []byte, n int) ([]float32, error) {
 		for i := range out {
 			switch raw[i] {
 			case 0:
+				out[i] = 0
 			case 1:
 				out[i] = 1
 			default:
-				return nil, fmt.Errorf("BOOL value %d at index %d is not 0 or 1", raw[i], i)
+				return fmt.Errorf("BOOL value %d at index %d is not 0 or 1", raw[i], base+i)
 			}
 		}
 	case "U8", "I8", "U16", "I16":
@@ -174,7 +213,7 @@ func decode(dtype string, raw []byte, n int) ([]float32, error) {
 			}
 			f := float32(v)
 			if f >= 0x1p63 || f < -0x1p63 || int64(f) != v {
-				return nil, fmt.Errorf("%s value %d at index %d is not exactly representable as float32", dtype, v, i)
+				return fmt.Errorf("%s value %d at index %d is not exactly representable as float32", dtype, v, base+i)
 			}
 			out[i] = f
 		}
@@ -188,12 +227,60 @@ func decode(dtype string, raw []byte, n int) ([]float32, error) {
 			}
 			f := float32(v)
 			if f >= 0x1p64 || uint64(f) != v {
-				return nil, fmt.Errorf("%s value %d at index %d is not exactly representable as float32", dtype, v, i)
+				return fmt.Errorf("%s value %d at index %d is not exactly representable as float32", dtype, v, base+i)
 			}
 			out[i] = f
 		}
+	default:
+		return fmt.Errorf("%w %s", ErrUnsupportedDType, dtype)
 	}
-	return out, nil
+	return nil
+}
+
+// Memory budget. A reader allocates at most memoryBudget(size) bytes for a
+// file of size bytes: the float32 values it returns (each stored element
+// decoded once, plus the copies that non-contiguous views need) and, for
+// torch archives, the pickle machine's own allocations. Four bytes per byte
+// of file is what a file of 1-byte elements (U8, I8, BOOL) needs once
+// converted to float32; an F32 checkpoint uses a quarter of it, F16 or BF16
+// half. The constant leaves room for small files and the pickle machine.
+const (
+	budgetPerByte = 4
+	budgetBase    = 128 << 20
+)
+
+// memoryBudget returns the most bytes a reader of this package allocates
+// for a checkpoint file of size bytes: 4 × size + 128 MiB. A file that
+// would need more (a view copied thousands of times, a zip entry that
+// decompresses far beyond its size) is refused with an error that names the
+// tensor and the numbers. It does not count a file's bytes that the caller
+// already holds (ParseSafetensors, ParsePyTorch).
+func memoryBudget(size int64) int64 {
+	if size < 0 {
+		size = 0
+	}
+	if size > (math.MaxInt64-budgetBase)/budgetPerByte {
+		return math.MaxInt64
+	}
+	return budgetPerByte*size + budgetBase
+}
+
+// budget tracks the bytes a reader still may allocate.
+type budget struct {
+	limit, used int64
+}
+
+func newBudget(fileSize int64) *budget { return &budget{limit: memoryBudget(fileSize)} }
+
+// take reserves n bytes, or returns an error naming what (the allocation)
+// and the numbers.
+func (b *budget) take(n int64, what string) error {
+	if n < 0 || n > b.limit-b.used {
+		return fmt.Errorf("%s needs %d bytes, but only %d of the %d-byte memory budget (4 × file size + 128 MiB) remain",
+			what, n, b.limit-b.used, b.limit)
+	}
+	b.used += n
+	return nil
 }
 
 // newFile returns an empty File with non-nil maps.

@@ -206,7 +206,7 @@ func FuzzStateDictPickle(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, pkl []byte) {
-		sd, err := parseStateDictPickle(pkl, "fuzz.bin", "a/data.pkl")
+		sd, err := parseStateDictPickle(pkl, "fuzz.bin", "a/data.pkl", newBudget(int64(len(pkl))))
 		if err != nil {
 			checkErr(t, err, "fuzz.bin")
 			return
@@ -223,7 +223,7 @@ func FuzzStateDictPickle(f *testing.F) {
 			for i := range st {
 				st[i] = 1
 			}
-			vals, err := materialise(tr, st, len(tr.storage.users) == 1)
+			vals, err := materialise(tr, st, newBudget(int64(len(pkl))))
 			if err != nil {
 				continue
 			}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/nlpodyssey/gopickle/pickle"
@@ -111,10 +112,15 @@ type stateDict struct {
 
 // parseStateDictPickle runs data.pkl (pkl) through the restricted VM and
 // returns the state_dict it describes. file and entry name the source in
-// errors.
-func parseStateDictPickle(pkl []byte, file, entry string) (sd *stateDict, err error) {
-	if err := scanPickle(pkl, file, entry); err != nil {
+// errors. The VM's estimated allocations (see scanPickle) are charged to bud
+// before it runs.
+func parseStateDictPickle(pkl []byte, file, entry string, bud *budget) (sd *stateDict, err error) {
+	cost, err := scanPickle(pkl, file, entry)
+	if err != nil {
 		return nil, err
+	}
+	if err := bud.take(cost, fmt.Sprintf("running %s (%d bytes of pickle)", entry, len(pkl))); err != nil {
+		return nil, formatErr(file, "%v", err)
 	}
 	sd = &stateDict{tensors: map[string]*tensorRef{}, storages: map[string]*storageRef{}}
 	u := pickle.NewUnpickler(bytes.NewReader(pkl))
@@ -232,6 +238,9 @@ func intTuple(v any, what string) ([]int64, error) {
 	t, ok := v.(*types.Tuple)
 	if !ok {
 		return nil, fmt.Errorf("_rebuild_tensor_v2: %s is %s, want a tuple of ints", what, describe(v))
+	}
+	if t.Len() > maxDims {
+		return nil, fmt.Errorf("_rebuild_tensor_v2: %s has %d dimensions, more than %d", what, t.Len(), maxDims)
 	}
 	out := make([]int64, t.Len())
 	for i := range out {
@@ -412,33 +421,112 @@ func init() {
 	def(0x98, "READONLY_BUFFER", argNone, 0, 0, false)
 }
 
-// scanPickle walks the opcodes of pkl up to STOP without executing them. It
-// refuses unknown opcodes, arguments that run past the end, FRAME sizes
-// larger than the rest of the data, protocols above 5, MARK nesting deeper
-// than maxMarkDepth, and GLOBAL, INST or STACK_GLOBAL (when its operands are
-// literal strings) naming anything outside allowedGlobals. The VM resolves
-// globals through the same allowlist; this pass names them early and also
-// covers the few that gopickle resolves by itself (__builtin__.object,
+// Limits of the pickle machine. Each opcode is at least one byte, so a
+// pickle of n bytes runs at most n operations; these bound what those
+// operations may hold. A torch.save state_dict keeps at most a few thousand
+// items on the stack (pickle batches SETITEMS by 1,000 pairs), nests MARKs
+// three deep and memoizes about ten objects per tensor.
+const (
+	maxStackItems  = 1 << 20 // items on the stack, all MARK frames together
+	maxMemoEntries = 1 << 22 // distinct memo keys
+	maxNumberLine  = 64      // bytes of an INT, LONG, FLOAT, GET or PUT text argument
+	maxLongBytes   = 64      // bytes of a LONG1 or LONG4 argument (a 512-bit integer)
+	maxDims        = 64      // dimensions of a tensor view
+)
+
+// Upper estimates, in bytes, of what gopickle's VM allocates per operation
+// (pickle/pickle.go v0.2.0: read() allocates every argument, MARK starts a
+// 16-slot stack, containers grow by append). scanPickle adds them up and the
+// total is charged to the reader's memory budget before the VM runs.
+const (
+	costSlot     = 18   // a 16-byte stack slot, with size-class rounding
+	costMark     = 320  // a new 16-slot stack and its meta-stack slot
+	costBox      = 16   // a boxed int or float, an 8-byte argument buffer
+	costLine     = 32   // readLine's initial buffer (plus 4 per byte)
+	costContainr = 160  // an empty list, dict or tuple header with backing
+	costSet      = 320  // an empty set (a map)
+	costItem     = 80   // one item appended to a list (growth included)
+	costPair     = 256  // one dict or OrderedDict entry (map, list element)
+	costSetItem  = 96   // one set entry
+	costMemo     = 160  // one new memo entry (VM map and this scanner's set)
+	costCall     = 2048 // REDUCE, NEWOBJ, INST, OBJ: an allowlisted call's result
+	costStateKey = 96   // one entry BUILD copies into an object's attributes
+)
+
+// simFrame is one MARK frame of the simulated stack: its length and the
+// capacity gopickle's slice would have.
+type simFrame struct{ n, cap int64 }
+
+// growCap is Go's growth rule for appending to a full slice of cap elements.
+func growCap(c int64) int64 {
+	if c < 256 {
+		return max(2*c, 1)
+	}
+	return c + (c+3*256)/4
+}
+
+// scanPickle walks the opcodes of pkl up to STOP without executing them and
+// returns an upper estimate of the bytes the VM will allocate running them.
+// A pickle is a straight-line program, so the walk sees exactly what the VM
+// will do: it simulates the stack's depth (not its values) and the memo's
+// keys. It refuses unknown opcodes, arguments that run past the end, FRAME
+// sizes larger than the rest of the data, protocols above 5, MARK nesting
+// deeper than maxMarkDepth, more than maxStackItems stacked items or
+// maxMemoEntries memo keys, a GET of a key never PUT, oversized numbers,
+// NEWOBJ_EX (which copies its argument tuple; no state_dict uses it), and
+// GLOBAL, INST or STACK_GLOBAL (when its operands are literal strings)
+// naming anything outside allowedGlobals. The VM resolves globals through
+// the same allowlist; this pass names them early and also covers the few
+// that gopickle resolves by itself (__builtin__.object,
 // copy_reg._reconstructor), which map to inert Go values anyway.
-func scanPickle(pkl []byte, file, entry string) error {
+func scanPickle(pkl []byte, file, entry string) (cost int64, err error) {
 	bad := func(pos int, format string, args ...any) error {
 		return formatErr(file, "%s: byte %d: %s", entry, pos, fmt.Sprintf(format, args...))
 	}
-	depth := 0
 	// The last two stack pushes, when they were literal strings (for
 	// STACK_GLOBAL); ok tells whether each is known.
 	var last [2]string
 	var known [2]bool
-	push := func(s string, ok bool) {
+	pushStr := func(s string, ok bool) {
 		last[0], known[0] = last[1], known[1]
 		last[1], known[1] = s, ok
 	}
+	// The simulated stack. Underflows are clamped: the VM reports them.
+	frames := []simFrame{{0, 16}}
+	var total int64 // items in all frames
+	push := func() {
+		f := &frames[len(frames)-1]
+		if f.n == f.cap {
+			f.cap = growCap(f.cap)
+			cost += f.cap * costSlot
+		}
+		f.n++
+		total++
+	}
+	pop := func(k int64) {
+		f := &frames[len(frames)-1]
+		k = min(k, f.n)
+		f.n -= k
+		total -= k
+	}
+	popMark := func() int64 {
+		f := frames[len(frames)-1]
+		total -= f.n
+		if len(frames) > 1 {
+			frames = frames[:len(frames)-1]
+		} else {
+			frames[0].n = 0
+		}
+		return f.n
+	}
+	memo := map[int]struct{}{}
+	var dictItems int64 // entries ever set into any dict: bounds any one dict's size
 	for pos := 0; pos < len(pkl); {
 		start := pos
 		code := pkl[pos]
 		op := opcodes[code]
 		if op == nil {
-			return bad(start, "unknown pickle opcode 0x%02x", code)
+			return 0, bad(start, "unknown pickle opcode 0x%02x", code)
 		}
 		pos++
 		var arg []byte
@@ -457,6 +545,7 @@ func scanPickle(pkl []byte, file, entry string) error {
 			}
 			l := pkl[pos : pos+i]
 			pos += i + 1
+			cost += costLine + 4*int64(len(l))
 			return l, nil
 		}
 		var err error
@@ -468,12 +557,13 @@ func scanPickle(pkl []byte, file, entry string) error {
 			if mod, err = line(); err == nil {
 				if name, err = line(); err == nil {
 					if _, ok := allowedGlobals[string(mod)+"."+string(name)]; !ok {
-						return refuseGlobal(file, string(mod), string(name), fmt.Sprintf("%s at %s byte %d", op.name, entry, start))
+						return 0, refuseGlobal(file, string(mod), string(name), fmt.Sprintf("%s at %s byte %d", op.name, entry, start))
 					}
 				}
 			}
 		case argFixed:
 			err = need(uint64(op.n), "argument")
+			cost += costBox
 		case argLen1, argLen4, argLen8:
 			width := map[int]int{argLen1: 1, argLen4: 4, argLen8: 8}[op.arg]
 			if err = need(uint64(width), "length"); err == nil {
@@ -482,63 +572,193 @@ func scanPickle(pkl []byte, file, entry string) error {
 					n = n<<8 | uint64(arg[i])
 				}
 				err = need(n, "data")
+				// read(n) and, for strings, the string conversion.
+				cost += costBox + 2*int64(len(arg)) + 24
 			}
 		}
 		if err != nil {
-			return err
+			return 0, err
 		}
 
 		switch code {
+		case 'I', 'L', 'F', 'g', 'p':
+			if len(arg) > maxNumberLine {
+				return 0, bad(start, "%s argument of %d bytes, more than %d", op.name, len(arg), maxNumberLine)
+			}
+		case 0x8a, 0x8b: // LONG1, LONG4: gopickle builds a big.Int byte by byte
+			if len(arg) > maxLongBytes {
+				return 0, bad(start, "%s of %d bytes, more than %d", op.name, len(arg), maxLongBytes)
+			}
+			cost += 64 * int64(len(arg))
+		case 0x92:
+			return 0, bad(start, "opcode NEWOBJ_EX is not used by torch.save state_dicts")
 		case 0x80: // PROTO
 			if arg[0] > pickle.HighestProtocol {
-				return bad(start, "pickle protocol %d is newer than %d", arg[0], pickle.HighestProtocol)
+				return 0, bad(start, "pickle protocol %d is newer than %d", arg[0], pickle.HighestProtocol)
 			}
-		case 0x95: // FRAME
-			if n := binary.LittleEndian.Uint64(arg); n > uint64(len(pkl)-pos) {
-				return bad(start, "FRAME of %d bytes, only %d remain (truncated?)", n, len(pkl)-pos)
+		case 0x95: // FRAME: gopickle copies the frame
+			n := binary.LittleEndian.Uint64(arg)
+			if n > uint64(len(pkl)-pos) {
+				return 0, bad(start, "FRAME of %d bytes, only %d remain (truncated?)", n, len(pkl)-pos)
 			}
+			cost += int64(n) + 64
 		case 0x93: // STACK_GLOBAL
 			if known[0] && known[1] {
 				if _, ok := allowedGlobals[last[0]+"."+last[1]]; !ok {
-					return refuseGlobal(file, last[0], last[1], fmt.Sprintf("STACK_GLOBAL at %s byte %d", entry, start))
+					return 0, refuseGlobal(file, last[0], last[1], fmt.Sprintf("STACK_GLOBAL at %s byte %d", entry, start))
 				}
 			}
 		case '.':
-			return nil
+			return cost, nil
 		}
 
-		depth += op.marks
-		if depth < 0 {
-			depth = 0 // the VM reports the missing MARK itself
+		// Memo keys.
+		memoKey := -1
+		switch code {
+		case 'g', 'p':
+			k, err := strconv.Atoi(string(arg))
+			if err != nil || k < 0 {
+				return 0, bad(start, "%s argument %q is not a memo index", op.name, clip(string(arg)))
+			}
+			memoKey = k
+		case 'h', 'q':
+			memoKey = int(arg[0])
+		case 'j', 'r':
+			memoKey = int(binary.LittleEndian.Uint32(arg))
+		case 0x94: // MEMOIZE stores at len(memo), like the VM
+			memoKey = len(memo)
 		}
-		if depth > maxMarkDepth {
-			return bad(start, "MARKs nest deeper than %d", maxMarkDepth)
+		switch code {
+		case 'g', 'h', 'j': // GET
+			if _, ok := memo[memoKey]; !ok {
+				return 0, bad(start, "%s of memo key %d, which was never PUT", op.name, memoKey)
+			}
+		case 'p', 'q', 'r', 0x94: // PUT
+			if _, ok := memo[memoKey]; !ok {
+				if len(memo) >= maxMemoEntries {
+					return 0, bad(start, "more than %d memo entries", maxMemoEntries)
+				}
+				memo[memoKey] = struct{}{}
+				cost += costMemo
+			}
+		}
+
+		// Stack effects (Python's Lib/pickletools.py, stack_before/after).
+		switch code {
+		case '(': // MARK
+			if len(frames) > maxMarkDepth {
+				return 0, bad(start, "MARKs nest deeper than %d", maxMarkDepth)
+			}
+			frames = append(frames, simFrame{0, 16})
+			cost += costMark
+		case '0': // POP: an empty frame pops its MARK
+			if frames[len(frames)-1].n > 0 {
+				pop(1)
+			} else {
+				popMark()
+			}
+		case '1': // POP_MARK
+			popMark()
+		case 't', 'l': // TUPLE, LIST: the frame's slice becomes the container
+			popMark()
+			push()
+			cost += costContainr
+		case 'd': // DICT
+			n := popMark()
+			push()
+			cost += costContainr + costPair*(n/2)
+			dictItems += n / 2
+		case 0x91: // FROZENSET
+			n := popMark()
+			push()
+			cost += costSet + costSetItem*n
+		case 'e': // APPENDS
+			n := popMark()
+			pop(1)
+			push()
+			cost += costItem * n
+		case 'u': // SETITEMS
+			n := popMark()
+			pop(1)
+			push()
+			cost += costPair * (n / 2)
+			dictItems += n / 2
+		case 0x90: // ADDITEMS
+			n := popMark()
+			pop(1)
+			push()
+			cost += costSetItem * n
+		case 'i', 'o': // INST, OBJ
+			popMark()
+			push()
+			cost += costCall
+		case 'a': // APPEND
+			pop(2)
+			push()
+			cost += costItem
+		case 's': // SETITEM
+			pop(2)
+			cost += costPair
+			dictItems++
+		case 'b': // BUILD copies a dict state (and slot state) entry by entry
+			pop(1)
+			cost += costCall + 2*costStateKey*dictItems
+		case 'R', 0x81: // REDUCE, NEWOBJ
+			pop(2)
+			push()
+			cost += costCall
+		case 'Q', 0x85: // BINPERSID, TUPLE1
+			pop(1)
+			push()
+			cost += costCall / 8
+		case 0x86, 0x93: // TUPLE2, STACK_GLOBAL
+			pop(2)
+			push()
+			cost += costContainr / 2
+		case 0x87: // TUPLE3
+			pop(3)
+			push()
+			cost += costContainr / 2
+		case ')', '}', ']': // EMPTY_TUPLE, EMPTY_DICT, EMPTY_LIST
+			push()
+			cost += costContainr
+		case 0x8f: // EMPTY_SET
+			push()
+			cost += costSet
+		case 0x80, 0x95, 'p', 'q', 'r', 0x94, 0x98: // PROTO, FRAME, PUT, MEMOIZE, READONLY_BUFFER
+		default: // every other opcode pushes one value
+			push()
+			cost += costBox
+		}
+		if total > maxStackItems {
+			return 0, bad(start, "%s: the stack holds more than %d items", op.name, maxStackItems)
 		}
 		switch {
 		case code == 'S': // STRING: a quoted repr; the VM strips the quotes
 			if len(arg) >= 2 && (arg[0] == '\'' || arg[0] == '"') && arg[len(arg)-1] == arg[0] {
-				push(string(arg[1:len(arg)-1]), true)
+				pushStr(string(arg[1:len(arg)-1]), true)
 			} else {
-				push("", false)
+				pushStr("", false)
 			}
 		case op.str:
-			push(string(arg), true)
+			pushStr(string(arg), true)
 		case code == 0x94 || code == 'p' || code == 'q' || code == 'r' || code == 0x95 || code == 0x80:
 			// MEMOIZE, PUT, BINPUT, LONG_BINPUT, FRAME, PROTO leave the stack alone.
 		default:
-			push("", false)
+			pushStr("", false)
 		}
 	}
-	return formatErr(file, "%s: pickle has no STOP opcode (truncated?)", entry)
+	return 0, formatErr(file, "%s: pickle has no STOP opcode (truncated?)", entry)
 }
 
 // materialise returns tensor t read from its decoded storage st, row-major.
-// A contiguous view is copied out, or, when share is set (the storage has
-// no other user), returned as a capacity-limited subslice of st. Other
-// strided views are gathered, but only when they hold no more elements than
-// the storage, so that a zero-stride (broadcast) view in a tiny file cannot
-// demand unbounded memory.
-func materialise(t *tensorRef, st []float32, share bool) ([]float32, error) {
+// A contiguous view is returned as a capacity-limited subslice of st, shared
+// with every other view of that storage. A strided view is gathered into a
+// new slice, charged to bud first, and only when it holds no more elements
+// than the storage, so that a zero-stride (broadcast) view in a tiny file
+// cannot demand unbounded memory. Offsets, sizes and strides are checked
+// with overflow-safe arithmetic before anything is touched.
+func materialise(t *tensorRef, st []float32, bud *budget) ([]float32, error) {
 	size := dtypeSizes[t.storage.class.dtype]
 	n, err := numel(t.shape, size)
 	if err != nil {
@@ -571,17 +791,15 @@ func materialise(t *tensorRef, st []float32, share bool) ([]float32, error) {
 		return nil, fmt.Errorf("view offset %d, size %v, stride %v reaches element %d of a %d-element storage",
 			t.offset, t.shape, t.stride, last, len(st))
 	}
-	if contiguous && share {
-		return st[t.offset : t.offset+n : t.offset+n], nil
-	}
 	if contiguous {
-		out := make([]float32, n)
-		copy(out, st[t.offset:t.offset+n])
-		return out, nil
+		return st[t.offset : t.offset+n : t.offset+n], nil
 	}
 	if n > int64(len(st)) {
 		return nil, fmt.Errorf("strided view size %v stride %v has %d elements, more than its %d-element storage (broadcast views are refused)",
 			t.shape, t.stride, n, len(st))
+	}
+	if err := bud.take(4*n, fmt.Sprintf("copying strided view size %v stride %v (%d elements)", t.shape, t.stride, n)); err != nil {
+		return nil, err
 	}
 	out := make([]float32, n)
 	idx := make([]int64, len(t.shape))
