@@ -1,0 +1,2 @@
+// Package hostile generates hostile inputs for tests.
+package hostile
