@@ -1,0 +1,323 @@
+package blas
+
+import (
+	"fmt"
+	"sync"
+)
+
+// KindGoAsm is the backend of our own SGEMM: Go blocking and packing around
+// a microkernel in Go assembly (AVX-512 or AVX2+FMA), needing no library.
+const KindGoAsm = "go-asm"
+
+// microkernel is one register-blocked kernel: it multiplies a packed mr×kc
+// panel of A by a packed kc×nr panel of B and writes
+// C = alpha·(A·B) + beta·C into an mr×nr tile of C (row r at c[r·ldc:]);
+// beta == 0 writes without reading C. fn is nil for the pure-Go twin.
+type microkernel struct {
+	isa    string // "avx512", "avx2" or "go"
+	mr, nr int
+	fn     func(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+}
+
+// goAsm is the go-asm backend: the five loops of BLIS (Goto's algorithm,
+// as in BLIS and OpenBLAS) around one microkernel, single-threaded per
+// call like the libraries (the callers in kernels split rows or heads
+// across the worker pool, each calling Sgemm on its block).
+//
+//	for jc in steps of nc over N         B block kc×nc packed (L3)
+//	  for pc in steps of kc over K         into nr-wide panels
+//	    for ic in steps of mc over M       A block mc×kc packed (L2)
+//	      for jr in steps of nr             B panel kc×nr stays in L1
+//	        for ir in steps of mr           microkernel on one tile
+//
+// Edges are padded with zeros by the packing, so every tile is a full
+// mr×nr product; a tile that sticks out of C is computed into a local tile
+// and only its valid part is written back. beta applies on the first kc
+// block, later blocks accumulate (beta = 1).
+type goAsm struct {
+	k          microkernel
+	kc, mc, nc int  // block sizes (multiples of 8, mr and nr)
+	asmPack    bool // transposing packs through packT4x8AVX
+}
+
+// Name says which kernel and blocks run, e.g.
+// "go-asm (avx512 12x32 microkernel; kc 192, mc 672, nc 4096)".
+func (g *goAsm) Name() string {
+	return fmt.Sprintf("go-asm (%s %dx%d microkernel; kc %d, mc %d, nc %d)", g.k.isa, g.k.mr, g.k.nr, g.kc, g.mc, g.nc)
+}
+
+// maxTile bounds mr·nr (the edge tile lives on the stack).
+const maxTile = 16 * 32
+
+// newGoAsm sizes the blocks of kernel k to the caches (l1 and l2 in bytes;
+// 0 when unknown takes 32 KiB and 512 KiB): a kc×nr panel of B fills half
+// of L1, leaving room for the streamed mr×kc panels of A and the C tile,
+// and an mc×kc block of A fills half of L2. kc is kept within [128, 512]
+// so that the loop overhead and the C tile's loads and stores stay small
+// against the kc·mr·nr multiply-adds.
+func newGoAsm(k microkernel, l1, l2 int, asmPack bool) *goAsm {
+	if l1 <= 0 {
+		l1 = 32 << 10
+	}
+	if l2 <= 0 {
+		l2 = 512 << 10
+	}
+	kc := min(max(l1/2/(4*k.nr)/8*8, 128), 512)
+	mc := min(max(l2/2/(4*kc)/k.mr*k.mr, k.mr), 4096/k.mr*k.mr)
+	nc := 4096 / k.nr * k.nr
+	return &goAsm{k: k, kc: kc, mc: mc, nc: nc, asmPack: asmPack}
+}
+
+// goAsmBufs are one call's packed blocks, pooled so that a warm call
+// allocates nothing. Their sizes are bounded by the block sizes
+// (mc·kc and nc·kc floats, at most 8 MiB for B).
+type goAsmBufs struct{ a, b []float32 }
+
+var goAsmPool sync.Pool
+
+func getBufs(na, nb int) *goAsmBufs {
+	p, _ := goAsmPool.Get().(*goAsmBufs)
+	if p == nil {
+		p = new(goAsmBufs)
+	}
+	if cap(p.a) < na {
+		p.a = make([]float32, na)
+	}
+	if cap(p.b) < nb {
+		p.b = make([]float32, nb)
+	}
+	p.a, p.b = p.a[:na], p.b[:nb]
+	return p
+}
+
+// split divides n into the fewest blocks of at most block elements, of
+// equal size rounded up to a multiple of unit (the last may be shorter), so
+// that k = 200 with kc = 192 runs 2×100 rather than 192 + 8.
+func split(n, block, unit int) int {
+	nb := (n + block - 1) / block
+	s := (n + nb - 1) / nb
+	return (s + unit - 1) / unit * unit
+}
+
+func roundUp(n, unit int) int { return (n + unit - 1) / unit * unit }
+
+// Sgemm computes C = alpha·op(A)·op(B) + beta·C (row-major). The arguments
+// are checked by the package-level Sgemm; called directly, a slice too
+// short for its dimensions panics on a bounds check before any assembly
+// runs.
+func (g *goAsm) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m <= 0 || n <= 0 {
+		return
+	}
+	if k <= 0 || alpha == 0 {
+		// A and B are not read (BLAS semantics): C = beta·C.
+		scaleC(m, n, beta, c, ldc)
+		return
+	}
+	mr, nr := g.k.mr, g.k.nr
+	kc := split(k, g.kc, 8)
+	mc := split(m, g.mc, mr)
+	nc := split(n, g.nc, nr)
+	bufs := getBufs(mc*kc, roundUp(min(nc, n), nr)*kc)
+	defer goAsmPool.Put(bufs)
+	ap, bp := bufs.a, bufs.b
+	var edge [maxTile]float32
+	for jc := 0; jc < n; jc += nc {
+		ncc := min(nc, n-jc)
+		for pc := 0; pc < k; pc += kc {
+			kcc := min(kc, k-pc)
+			g.packB(bp, b, ldb, transB, pc, jc, kcc, ncc)
+			bt := beta
+			if pc > 0 {
+				bt = 1
+			}
+			for ic := 0; ic < m; ic += mc {
+				mcc := min(mc, m-ic)
+				g.packA(ap, a, lda, transA, ic, pc, mcc, kcc)
+				for jr := 0; jr < ncc; jr += nr {
+					bpan := bp[jr*kcc : (jr+nr)*kcc]
+					cols := min(nr, ncc-jr)
+					for ir := 0; ir < mcc; ir += mr {
+						apan := ap[ir*kcc : (ir+mr)*kcc]
+						rows := min(mr, mcc-ir)
+						off := (ic+ir)*ldc + jc + jr
+						if rows == mr && cols == nr {
+							g.tile(kcc, apan, bpan, c[off:off+(mr-1)*ldc+nr], ldc, alpha, bt)
+							continue
+						}
+						t := edge[:mr*nr]
+						g.tile(kcc, apan, bpan, t, nr, alpha, 0)
+						for r := 0; r < rows; r++ {
+							cr := c[off+r*ldc : off+r*ldc+cols]
+							tr := t[r*nr : r*nr+cols]
+							if bt == 0 {
+								copy(cr, tr)
+								continue
+							}
+							for j := range cr {
+								cr[j] = tr[j] + bt*cr[j]
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// tile runs the microkernel on one full tile; a, b and c are exactly the
+// panels and the tile's span of C, so their bounds were checked by the
+// slicing.
+func (g *goAsm) tile(kc int, a, b, c []float32, ldc int, alpha, beta float32) {
+	if g.k.fn != nil {
+		g.k.fn(kc, &a[0], &b[0], &c[0], ldc, alpha, beta)
+		return
+	}
+	kernelGo(g.k.mr, g.k.nr, kc, a, b, c, ldc, alpha, beta)
+}
+
+// kernelGo is the pure-Go twin of the assembly microkernels: the same
+// packed panels, float32 accumulation in the same order over p (without
+// fused multiply-adds, so it differs from them by rounding only).
+func kernelGo(mr, nr, kc int, a, b, c []float32, ldc int, alpha, beta float32) {
+	var acc [maxTile]float32
+	t := acc[:mr*nr]
+	for p := 0; p < kc; p++ {
+		ar := a[p*mr : p*mr+mr]
+		br := b[p*nr : p*nr+nr]
+		for i, x := range ar {
+			row := t[i*nr : i*nr+nr]
+			for j, y := range br {
+				row[j] += x * y
+			}
+		}
+	}
+	for i := 0; i < mr; i++ {
+		cr := c[i*ldc : i*ldc+nr]
+		row := t[i*nr : i*nr+nr]
+		for j := range cr {
+			if beta == 0 {
+				cr[j] = alpha * row[j]
+			} else {
+				cr[j] = alpha*row[j] + beta*cr[j]
+			}
+		}
+	}
+}
+
+// packA packs rows [i0, i0+mc) and columns [p0, p0+kc) of op(A) into
+// panels of mr rows, panel q at dst[q·mr·kc:], value (i, p) of the panel
+// at p·mr + i; rows past mc are zeros.
+func (g *goAsm) packA(dst, a []float32, lda int, trans bool, i0, p0, mc, kc int) {
+	mr := g.k.mr
+	for q := 0; q*mr < mc; q++ {
+		rows := min(mr, mc-q*mr)
+		panel := dst[q*mr*kc : (q+1)*mr*kc]
+		i := i0 + q*mr
+		if trans { // op(A)[i][p] = a[p·lda + i]: contiguous along i
+			packCopy(panel, mr, a, p0*lda+i, lda, kc, rows)
+		} else { // a[i·lda + p]: contiguous along p
+			g.packTrans(panel, mr, a, i*lda+p0, lda, kc, rows)
+		}
+	}
+}
+
+// packB packs rows [p0, p0+kc) and columns [j0, j0+nc) of op(B) into
+// panels of nr columns, panel q at dst[q·nr·kc:], value (p, j) of the panel
+// at p·nr + j; columns past nc are zeros.
+func (g *goAsm) packB(dst, b []float32, ldb int, trans bool, p0, j0, kc, nc int) {
+	nr := g.k.nr
+	for q := 0; q*nr < nc; q++ {
+		cols := min(nr, nc-q*nr)
+		panel := dst[q*nr*kc : (q+1)*nr*kc]
+		j := j0 + q*nr
+		if trans { // op(B)[p][j] = b[j·ldb + p]: contiguous along p
+			g.packTrans(panel, nr, b, j*ldb+p0, ldb, kc, cols)
+		} else {
+			packCopy(panel, nr, b, p0*ldb+j, ldb, kc, cols)
+		}
+	}
+}
+
+// packCopy fills panel (kc groups of w) with group p = src[off+p·ld :][:valid]
+// followed by w−valid zeros.
+func packCopy(panel []float32, w int, src []float32, off, ld, kc, valid int) {
+	for p := 0; p < kc; p++ {
+		d := panel[p*w : p*w+w]
+		s := src[off+p*ld : off+p*ld+valid]
+		copy(d, s)
+		clear(d[valid:])
+	}
+}
+
+// packTrans fills panel (kc groups of w) with the transpose of valid rows
+// of kc values (row q at src[off+q·ld:]): panel[p·w + q] = row q's value p;
+// the w−valid groups' tails are zeros. Blocks of 4 rows × 8 columns go
+// through packT4x8AVX when asmPack is set; the rest (kc mod 8 columns,
+// valid mod 4 rows) is copied one value at a time.
+func (g *goAsm) packTrans(panel []float32, w int, src []float32, off, ld, kc, valid int) {
+	q0 := 0
+	if g.asmPack && kc >= 8 {
+		n8 := kc / 8
+		for ; q0+4 <= valid; q0 += 4 {
+			// The last element read and written, checked here so that
+			// the assembly stays within both slices.
+			_ = src[off+(q0+3)*ld+8*n8-1]
+			_ = panel[(8*n8-1)*w+q0+3]
+			packT4x8AVX(&panel[q0], w, &src[off+q0*ld], ld, n8)
+			for q := q0; q < q0+4; q++ {
+				row := src[off+q*ld+8*n8 : off+q*ld+kc]
+				for p, v := range row {
+					panel[(8*n8+p)*w+q] = v
+				}
+			}
+		}
+	}
+	for q := q0; q < valid; q++ {
+		row := src[off+q*ld : off+q*ld+kc]
+		for p, v := range row {
+			panel[p*w+q] = v
+		}
+	}
+	if valid < w {
+		for p := 0; p < kc; p++ {
+			clear(panel[p*w+valid : p*w+w])
+		}
+	}
+}
+
+// goAsmFor returns the go-asm backend with the microkernel of isa
+// ("avx512", "avx2", or "" for the fastest this processor runs), blocks
+// sized to its caches. It fails off amd64, with the purego tag, or when
+// the processor lacks the instruction set.
+func goAsmFor(isa string) (*goAsm, error) {
+	ks := asmKernels()
+	if len(ks) == 0 {
+		return nil, fmt.Errorf("blas: go-asm needs amd64 with AVX2 and FMA, built without the purego tag")
+	}
+	for _, k := range ks {
+		if isa == "" || isa == k.isa {
+			l1, l2 := cacheSizes()
+			return newGoAsm(k, l1, l2, asmPackOK), nil
+		}
+	}
+	return nil, fmt.Errorf("blas: go-asm:%s: this processor runs only %s", isa, kernelNames(ks))
+}
+
+func kernelNames(ks []microkernel) string {
+	s := ""
+	for i, k := range ks {
+		if i > 0 {
+			s += ", "
+		}
+		s += k.isa
+	}
+	return s
+}
+
+// goAsmBest is the go-asm backend with the fastest kernel (nil when there
+// is none).
+var goAsmBest = sync.OnceValue(func() *goAsm {
+	g, _ := goAsmFor("")
+	return g
+})

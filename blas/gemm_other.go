@@ -1,0 +1,15 @@
+//go:build !amd64 || purego
+
+package blas
+
+// Off amd64, or with the purego tag, there are no assembly microkernels:
+// go-asm is not a candidate and gonum's SGEMM is the fallback. The
+// blocking and packing still run, with the pure-Go microkernel, in tests.
+
+func asmKernels() []microkernel { return nil }
+
+const asmPackOK = false
+
+func packT4x8AVX(dst *float32, dstStride int, src *float32, lds int, n8 int) {
+	panic("blas: packT4x8AVX without assembly")
+}
