@@ -28,6 +28,8 @@ type fakeHub struct {
 	serve map[string][]byte // bodies served instead of files (a corrupted transfer)
 	token string            // when set, requests without "Bearer token" get 401
 	cut   map[string]int    // the first GET of a file stops after this many bytes
+	bare  bool              // the file list gives names only, no sizes or hashes
+	list  map[string]sibling
 
 	mu       sync.Mutex
 	requests []string // "METHOD path range=... auth=..."
@@ -35,7 +37,7 @@ type fakeHub struct {
 }
 
 func newFakeHub(t *testing.T, repo string, files map[string][]byte, lfs ...string) *fakeHub {
-	h := &fakeHub{repo: repo, files: files, lfs: map[string]bool{}, serve: map[string][]byte{}, cut: map[string]int{}}
+	h := &fakeHub{repo: repo, files: files, lfs: map[string]bool{}, serve: map[string][]byte{}, cut: map[string]int{}, list: map[string]sibling{}}
 	for _, f := range lfs {
 		h.lfs[f] = true
 	}
@@ -77,10 +79,24 @@ func (h *fakeHub) handle(w http.ResponseWriter, r *http.Request) {
 		}
 		var info repoInfo
 		info.Sha = testCommit
-		for name := range h.files {
-			info.Siblings = append(info.Siblings, struct {
-				Rfilename string `json:"rfilename"`
-			}{name})
+		for name, body := range h.files {
+			s := sibling{Rfilename: name}
+			if r.URL.Query().Get("blobs") == "true" && !h.bare {
+				size := int64(len(body))
+				s.Size = &size
+				s.BlobID = gitHash(body)
+				if h.lfs[name] {
+					s.BlobID = gitHash([]byte("pointer"))
+					s.LFS = &struct {
+						SHA256 string `json:"sha256"`
+						Size   *int64 `json:"size"`
+					}{sha(body), &size}
+				}
+			}
+			if l, ok := h.list[name]; ok {
+				s = l
+			}
+			info.Siblings = append(info.Siblings, s)
 		}
 		json.NewEncoder(w).Encode(info)
 		return
@@ -254,7 +270,14 @@ func TestDownloadErrors(t *testing.T) {
 
 	// The file list names a file the resolve endpoint does not have.
 	h.files["tokenizer.json"] = []byte("{}")
-	d := downloader{o: Options{Endpoint: h.URL}.withDefaults(), repo: "org/name", commit: testCommit, repoDir: t.TempDir(), snap: t.TempDir()}
+	o := Options{Endpoint: h.URL}.withDefaults()
+	client, _ := o.newClient()
+	root, err := os.OpenRoot(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	d := downloader{o: o, client: client, repo: "org/name", commit: testCommit, root: root}
 	err = d.file(ctx, "missing.json")
 	if err == nil || !strings.Contains(err.Error(), "org/name") || !strings.Contains(err.Error(), "missing.json") || !strings.Contains(err.Error(), "404") {
 		t.Errorf("missing file: %v", err)
