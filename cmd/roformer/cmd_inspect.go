@@ -18,6 +18,9 @@ func init() {
 	register(&command{name: "inspect", summary: "describe a model folder: config, parameters, tensors, which heads it can run", run: cmdInspect})
 }
 
+// maxInspectLabels is the number of label names inspect prints.
+const maxInspectLabels = 64
+
 type inspectOptions struct {
 	model   string
 	tensors bool
@@ -58,7 +61,11 @@ func runInspect(_ context.Context, o inspectOptions, w io.Writer) error {
 		cfg.VocabSize, cfg.EmbeddingSize, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.HeadSize(), cfg.IntermediateSize, cfg.HiddenAct)
 	fmt.Fprintf(w, "              type vocab %d, max_position_embeddings %d (not a limit: RoPE is computed for any length), layer_norm_eps %g, rotary_value %v, is_decoder %v\n",
 		cfg.TypeVocabSize, cfg.MaxPositionEmbeddings, cfg.LayerNormEps, cfg.RotaryValue, cfg.IsDecoder)
-	fmt.Fprintf(w, "labels        %d %v", cfg.NumLabels, cfg.Labels())
+	if labels := cfg.Labels(); len(labels) <= maxInspectLabels {
+		fmt.Fprintf(w, "labels        %d %v", cfg.NumLabels, labels)
+	} else {
+		fmt.Fprintf(w, "labels        %d %v …", cfg.NumLabels, labels[:maxInspectLabels])
+	}
 	if cfg.ProblemType != "" {
 		fmt.Fprintf(w, ", problem_type %s", cfg.ProblemType)
 	}
@@ -72,13 +79,25 @@ func runInspect(_ context.Context, o inspectOptions, w io.Writer) error {
 		fmt.Fprintf(w, "other keys    %s\n", strings.Join(keys, ", "))
 	}
 	src := map[string]*tensor.Tensor{}
+	shapes := map[string][]int{}
 	total := 0
 	for n, e := range f.Tensors {
 		src[n] = &tensor.Tensor{Shape: e.Shape, Data: e.Data}
+		shapes[n] = e.Shape
 		total += len(e.Data)
 	}
 	fmt.Fprintf(w, "stored        %d values\n\nheads:\n", total)
+	// Compare config.json with the tensors before allocating a model of its
+	// size: an encoder that does not fit is an error, a head that does not
+	// is reported on its line.
+	if err := cfg.CheckShapes(roformer.HeadBase, shapes); err != nil {
+		return fmt.Errorf("roformer: %s does not fit %s: %w", filepath.Join(o.model, "config.json"), f.Path, err)
+	}
 	for _, h := range roformer.Heads {
+		if err := cfg.CheckShapes(h, shapes); err != nil {
+			fmt.Fprintf(w, "  %-24s cannot load: %v\n", h, err)
+			continue
+		}
 		m, err := roformer.New(cfg, h)
 		if err != nil {
 			return err

@@ -105,7 +105,14 @@ var ConfigCases = map[string]map[string]any{
 	"vocab_size_fits_limit":  {"vocab_size": 1 << 24},
 	"hidden_size_fits_limit": {"hidden_size": 1 << 16, "embedding_size": 1 << 16, "num_attention_heads": 256},
 	"layers_1024":            {"num_hidden_layers": 1024},
-	"num_labels_2^20":        {"num_labels": 1 << 20, "id2label": nil, "label2id": nil},
+}
+
+// HeadConfigCases are config.json overrides that only the heads which use
+// them must refuse (sequence and token classification, for num_labels),
+// naming the key; the base model loads from them, and allocates nothing by
+// them.
+var HeadConfigCases = map[string]map[string]any{
+	"num_labels_2^20": {"num_labels": 1 << 20, "id2label": nil, "label2id": nil},
 }
 
 // CRVocab returns n bytes of '\r': a vocab.txt of n empty lines under

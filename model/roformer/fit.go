@@ -15,15 +15,15 @@ import (
 // it; so should anything that calls New for a checkpoint it has read.
 //
 // It checks, in this order:
-//   - that the encoder's parameters (Config.ParamCount) are no more than the
-//     values the checkpoint holds (every encoder tensor must come from it),
-//     and the head's no more either (a head the checkpoint lacks is
-//     initialised, and a real head is far smaller than its encoder);
 //   - the shapes of the word, token-type and learned position embeddings,
 //     the embedding projection, the pooler, the first and last layers'
 //     attention and feed-forward weights, and the head's weights, where the
 //     checkpoint holds them (with or without the "roformer." prefix);
-//   - that the checkpoint's layers reach layer num_hidden_layers − 1.
+//   - that the checkpoint's layers reach layer num_hidden_layers − 1;
+//   - that the encoder's parameters (Config.ParamCount) are no more than the
+//     values the checkpoint holds (every encoder tensor must come from it),
+//     and the head's no more either (a head the checkpoint lacks is
+//     initialised, and a real head is far smaller than its encoder).
 //
 // The errors name the tensor, the shape found, and the config.json keys and
 // values that imply another. Tensors the checkpoint lacks are left to Bind,
@@ -34,18 +34,6 @@ func (c *Config) CheckShapes(head Head, shapes map[string][]int) error {
 		if stored.add(s...); stored.err != nil {
 			return fmt.Errorf("tensor %s %v: %w", n, s, stored.err)
 		}
-	}
-	enc, hd, err := c.ParamCount(head)
-	if err != nil {
-		return err
-	}
-	if enc > stored.n {
-		return fmt.Errorf("%s imply %d encoder parameters (%d MB as float32), but the checkpoint holds only %d values in %d tensors",
-			c.sizeWords(), enc, enc*4>>20, stored.n, len(shapes))
-	}
-	if hd > stored.n {
-		return fmt.Errorf("the %s head needs %d parameters (num_labels %d, hidden_size %d, vocab_size %d), more than the checkpoint's %d values",
-			head, hd, c.NumLabels, c.HiddenSize, c.VocabSize, stored.n)
 	}
 
 	E, H, I, V, L := c.EmbeddingSize, c.HiddenSize, c.IntermediateSize, c.VocabSize, c.NumHiddenLayers
@@ -128,6 +116,19 @@ func (c *Config) CheckShapes(head Head, shapes map[string][]int) error {
 	}
 	if last >= 0 && last < L-1 {
 		return fmt.Errorf("num_hidden_layers %d, but the checkpoint's layers end at encoder.layer.%d (%d layers)", L, last, last+1)
+	}
+
+	enc, hd, err := c.ParamCount(head)
+	if err != nil {
+		return err
+	}
+	if enc > stored.n {
+		return fmt.Errorf("%s imply %d encoder parameters (%d MB as float32), but the checkpoint holds only %d values in %d tensors",
+			c.sizeWords(), enc, enc*4>>20, stored.n, len(shapes))
+	}
+	if hd > stored.n {
+		return fmt.Errorf("the %s head needs %d parameters (num_labels %d, hidden_size %d, vocab_size %d), more than the checkpoint's %d values",
+			head, hd, c.NumLabels, c.HiddenSize, c.VocabSize, stored.n)
 	}
 	return nil
 }
