@@ -3,6 +3,7 @@ package blas
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,11 @@ func benchBackends(b *testing.B) []Backend {
 			bs = append(bs, be)
 		}
 	}
+	if CPU().AVX512F && !strings.EqualFold(os.Getenv("OPENBLAS_CORETYPE"), "SkylakeX") {
+		if o, err := openOpenBLAS("", "SkylakeX"); err == nil {
+			bs = append(bs, o)
+		}
+	}
 	for _, k := range asmKernels() {
 		l1, l2 := cacheSizes()
 		bs = append(bs, newGoAsm(k, l1, l2, asmPackOK))
@@ -28,6 +34,9 @@ func benchBackends(b *testing.B) []Backend {
 func shortName(be Backend) string {
 	if g, ok := be.(*goAsm); ok {
 		return KindGoAsm + ":" + g.k.isa
+	}
+	if o, ok := be.(*openBLAS); ok && o.kernels != "" {
+		return KindOpenBLAS + ":" + o.kernels
 	}
 	return strings.Fields(be.Name())[0]
 }

@@ -66,7 +66,8 @@ type cacheFile struct {
 
 // probeVersion is part of the cache key: a change to the probe's products
 // or rules invalidates old verdicts.
-const probeVersion = 2
+// Version 3 added go-asm, our own assembly SGEMM, as a candidate.
+const probeVersion = 3
 
 // CacheDir returns the folder that holds the probe's verdict:
 // $ROFORMER_CACHE_DIR, or roformer/ in the user's cache folder
@@ -163,6 +164,11 @@ func (l libraries) key(cpu CPUInfo) string {
 	} else {
 		parts = append(parts, "onednn none")
 	}
+	if g := goAsmBest(); g != nil {
+		parts = append(parts, "go-asm "+g.k.isa)
+	} else {
+		parts = append(parts, "go-asm none")
+	}
 	if v := os.Getenv("OPENBLAS_CORETYPE"); v != "" {
 		parts = append(parts, "OPENBLAS_CORETYPE="+v)
 	}
@@ -186,7 +192,8 @@ func fileStamp(part string) string {
 // candidates lists what can be measured on this machine: oneDNN, OpenBLAS
 // with its own kernel choice and, unless the user fixed OPENBLAS_CORETYPE,
 // the kernel sets this processor's instruction sets can run (chosen by
-// instruction set, not by processor name), and the pure-Go fallback.
+// instruction set, not by processor name), go-asm (amd64 with AVX2 or
+// AVX-512, without the purego tag), and gonum's pure-Go fallback.
 func (l libraries) candidates(cpu CPUInfo) []Candidate {
 	var cs []Candidate
 	if l.oneDNN != nil {
@@ -212,6 +219,9 @@ func (l libraries) candidates(cpu CPUInfo) []Candidate {
 			}
 		}
 	}
+	if goAsmBest() != nil {
+		cs = append(cs, Candidate{Kind: KindGoAsm})
+	}
 	return append(cs, Candidate{Kind: KindGo})
 }
 
@@ -220,6 +230,17 @@ func (l libraries) open(c Candidate) (Backend, error) {
 	switch c.Kind {
 	case KindGo:
 		return goBackend{}, nil
+	case KindGoAsm:
+		if c.CoreType == "" {
+			if g := goAsmBest(); g != nil {
+				return g, nil
+			}
+		}
+		g, err := goAsmFor(c.CoreType)
+		if err != nil {
+			return nil, err
+		}
+		return g, nil
 	case KindOneDNN:
 		if l.oneDNN == nil {
 			return nil, errors.New("oneDNN is not loaded")
@@ -241,8 +262,8 @@ func (l libraries) open(c Candidate) (Backend, error) {
 // the candidates take turns for a few rounds (so that a burst of other
 // load on the machine hits all of them alike) and each keeps its best
 // round. With quick set (the automatic choice, which should take about
-// 0.2 s), the pure-Go fallback is left out when a library is available (it
-// is 3–40% of their speed, and slow to time), and OpenBLAS's other kernel
+// 0.3 s), gonum's pure-Go fallback is left out when a library or go-asm is
+// available (it is 3–40% of their speed, and slow to time), and OpenBLAS's other kernel
 // sets are measured only when OpenBLAS's own choice is in contention
 // (within margin of oneDNN, or oneDNN is missing).
 func (l libraries) measureAll(cs []Candidate, quick bool) []Measurement {
@@ -285,7 +306,7 @@ func (l libraries) measureAll(cs []Candidate, quick bool) []Measurement {
 		ms[i].Candidate = c
 		switch {
 		case quick && native && c.Kind == KindGo:
-			ms[i].Err = "not measured: a native library is available"
+			ms[i].Err = "not measured: a faster backend is available"
 		case c.Kind == KindGo:
 			run([]int{i}, 1) // ~0.1 s a round
 		case c.CoreType == "":
@@ -297,9 +318,10 @@ func (l libraries) measureAll(cs []Candidate, quick bool) []Measurement {
 	run(first, 3)
 	var onednn, own float64
 	for _, i := range first {
-		if cs[i].Kind == KindOneDNN {
+		switch cs[i].Kind {
+		case KindOneDNN:
 			onednn = ms[i].GFLOPS
-		} else {
+		case KindOpenBLAS:
 			own = ms[i].GFLOPS
 		}
 	}
@@ -321,7 +343,7 @@ func (l libraries) measureAll(cs []Candidate, quick bool) []Measurement {
 
 // margin is how much faster than the first measured candidate (in the
 // order of candidates: oneDNN, OpenBLAS's own kernels, other kernel sets,
-// Go) another must be to replace it. The probe's rounds vary by up to ±5%
+// go-asm, gonum) another must be to replace it. The probe's rounds vary by up to ±5%
 // between runs on a shared 2-core machine (AMD Zen 4: oneDNN 89–96,
 // OpenBLAS's Haswell kernels 91–98 GFLOP/s), a verdict should not flip on
 // noise, and oneDNN brings more than its SGEMM: float32 inference with
@@ -386,12 +408,15 @@ func chooseAuto(reprobe bool) (Backend, Choice) {
 	took := time.Since(t0)
 	m, ok := best(ms)
 	if !ok {
-		return goBackend{}, Choice{Candidate: Candidate{Kind: KindGo}, Name: goBackend{}.Name(),
-			Reason: "no library could be measured; the pure-Go fallback is in use", Measurements: ms}
+		fb, fc := fallback()
+		return fb, Choice{Candidate: fc, Name: fb.Name(),
+			Reason: "no backend could be measured; " + fc.Kind + " is in use", Measurements: ms}
 	}
 	b, err := libs.open(m.Candidate)
 	if err != nil { // cannot happen: it was just measured
-		b, m = goBackend{}, Measurement{Candidate: Candidate{Kind: KindGo}, Name: goBackend{}.Name()}
+		var fc Candidate
+		b, fc = fallback()
+		m = Measurement{Candidate: fc, Name: b.Name()}
 	}
 	c := Choice{Candidate: m.Candidate, Name: b.Name(), Measurements: ms, Measured: time.Now().UTC(), CacheFile: path,
 		Reason: fmt.Sprintf("fastest measured on this machine (%d ms): %s", took.Milliseconds(), describe(ms))}
@@ -401,9 +426,19 @@ func chooseAuto(reprobe bool) (Backend, Choice) {
 	return b, c
 }
 
+// fallback is the backend used when the chosen one cannot be: go-asm
+// where it runs, else gonum's pure-Go SGEMM.
+func fallback() (Backend, Candidate) {
+	if g := goAsmBest(); g != nil {
+		return g, Candidate{Kind: KindGoAsm}
+	}
+	return goBackend{}, Candidate{Kind: KindGo}
+}
+
 // chooseExplicit applies a ROFORMER_BLAS value other than "" and "auto":
-// "go", "openblas", "openblas:KERNELSET", "onednn", or a library path
-// (oneDNN when its file name contains "dnnl", OpenBLAS otherwise).
+// "go", "go-asm", "go-asm:avx512", "go-asm:avx2", "openblas",
+// "openblas:KERNELSET", "onednn", or a library path (oneDNN when its file
+// name contains "dnnl", OpenBLAS otherwise).
 func chooseExplicit(v string) (Backend, Choice, error) {
 	reason := "ROFORMER_BLAS=" + v
 	var b Backend
@@ -412,6 +447,9 @@ func chooseExplicit(v string) (Backend, Choice, error) {
 	switch kind, core, _ := strings.Cut(v, ":"); {
 	case v == KindGo:
 		b, cand = goBackend{}, Candidate{Kind: KindGo}
+	case kind == KindGoAsm:
+		cand = Candidate{Kind: KindGoAsm, CoreType: core}
+		b, err = libraries{}.open(cand)
 	case kind == KindOpenBLAS:
 		b, err = openOpenBLAS("", core)
 		cand = Candidate{Kind: KindOpenBLAS, CoreType: core}
@@ -425,11 +463,12 @@ func chooseExplicit(v string) (Backend, Choice, error) {
 		b, err = openOpenBLAS(v, "")
 		cand = Candidate{Kind: KindOpenBLAS}
 	default:
-		err = fmt.Errorf("blas: ROFORMER_BLAS=%s: want auto, go, openblas, openblas:KERNELSET, onednn or a library path", v)
+		err = fmt.Errorf("blas: ROFORMER_BLAS=%s: want auto, go, go-asm, go-asm:avx512, go-asm:avx2, openblas, openblas:KERNELSET, onednn or a library path", v)
 	}
 	if err != nil {
-		return goBackend{}, Choice{Candidate: Candidate{Kind: KindGo}, Name: goBackend{}.Name(),
-			Reason: reason + " could not be loaded; the pure-Go fallback is in use"}, err
+		fb, fc := fallback()
+		return fb, Choice{Candidate: fc, Name: fb.Name(),
+			Reason: reason + " could not be loaded; " + fc.Kind + " is in use"}, err
 	}
 	return b, Choice{Candidate: cand, Name: b.Name(), Reason: reason}, nil
 }

@@ -1,6 +1,7 @@
 package blas
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,11 +82,21 @@ func TestExplicitChoice(t *testing.T) {
 	if _, _, err := chooseExplicit("nonsense"); err == nil {
 		t.Error("ROFORMER_BLAS=nonsense accepted")
 	}
-	if _, c, err := chooseExplicit("/nonexistent/libopenblas.so"); err == nil || c.Kind != KindGo {
-		t.Errorf("missing library: %v, %+v", err, c)
+	_, want := fallback()
+	if _, c, err := chooseExplicit("/nonexistent/libopenblas.so"); err == nil || c.Candidate != want {
+		t.Errorf("missing library: %v, %+v, want the fallback %v", err, c, want)
 	}
 	if b, c, err := chooseExplicit("go"); err != nil || b.Name() != Go().Name() || c.Kind != KindGo {
 		t.Errorf("go: %v %+v", err, c)
+	}
+	if _, _, err := chooseExplicit("go-asm:sse"); err == nil {
+		t.Error("ROFORMER_BLAS=go-asm:sse accepted")
+	}
+	for _, k := range asmKernels() {
+		b, c, err := chooseExplicit("go-asm:" + k.isa)
+		if g, ok := b.(*goAsm); err != nil || !ok || g.k.isa != k.isa || c.Candidate != (Candidate{KindGoAsm, k.isa}) {
+			t.Errorf("go-asm:%s: %v, %s, %+v", k.isa, err, b.Name(), c)
+		}
 	}
 }
 
@@ -109,16 +120,25 @@ func TestOpenBLASKernelSets(t *testing.T) {
 	testBackend(t, o)
 }
 
-// Without any library the choice falls back to Go, measured, and says so.
-func TestNoLibraryFallsBackToGo(t *testing.T) {
+// Without any library the choice is go-asm where it runs (amd64 with AVX2,
+// no purego tag), measured, with gonum left out of the quick measurement;
+// elsewhere it falls back to gonum.
+func TestNoLibraryChoosesGoAsm(t *testing.T) {
 	l := libraries{}
 	cs := l.candidates(CPU())
-	if len(cs) != 1 || cs[0].Kind != KindGo {
-		t.Fatalf("candidates without libraries: %v", cs)
+	want := []Candidate{{Kind: KindGo}}
+	if goAsmBest() != nil {
+		want = []Candidate{{Kind: KindGoAsm}, {Kind: KindGo}}
+	}
+	if fmt.Sprint(cs) != fmt.Sprint(want) {
+		t.Fatalf("candidates without libraries: %v, want %v", cs, want)
 	}
 	ms := l.measureAll(cs, true)
 	m, ok := best(ms)
-	if !ok || m.Kind != KindGo || !(m.GFLOPS > 0) {
+	if !ok || m.Candidate != want[0] || !(m.GFLOPS > 0) {
 		t.Errorf("measurements %+v", ms)
+	}
+	if len(ms) == 2 && ms[1].Err == "" {
+		t.Errorf("gonum measured in the quick probe: %+v", ms[1])
 	}
 }

@@ -81,8 +81,10 @@ func openOpenBLAS(path, coreType string) (b *openBLAS, err error) {
 		names = []string{path}
 	}
 	first := len(obLoaded) == 0
-	if !first && coreType != "" {
-		// Another instance is loaded already: load a copy of its file.
+	if !first && coreType != "" && path == "" {
+		// Another instance is loaded already: load a copy of its file
+		// (an explicit path is opened as it is, also when
+		// OPENBLAS_CORETYPE is set).
 		src, err := loadedLibraryFile("libopenblas")
 		if err != nil {
 			return nil, fmt.Errorf("blas: OpenBLAS kernel set %s: %w", coreType, err)

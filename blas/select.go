@@ -16,10 +16,13 @@ var (
 )
 
 // Init chooses the backend the first time it is called (later calls do
-// nothing). ROFORMER_BLAS decides when set: "go", "openblas",
-// "openblas:KERNELSET" (an OPENBLAS_CORETYPE name), "onednn", or a library
-// path; "auto" or unset measures the candidates once per machine and
-// library build (about 0.35 s) and reuses the cached verdict after that.
+// nothing). ROFORMER_BLAS decides when set: "go" (gonum), "go-asm" (our
+// assembly SGEMM; "go-asm:avx512" or "go-asm:avx2" forces a microkernel),
+// "openblas", "openblas:KERNELSET" (an OPENBLAS_CORETYPE name), "onednn",
+// or a library path; "auto" or unset measures the candidates once per
+// machine and library build (about 0.4 s) and reuses the cached verdict
+// after that. Without any library, go-asm is the choice on amd64 with AVX2
+// or AVX-512, and gonum elsewhere (or with the purego build tag).
 // Init returns the error of an explicit choice that cannot be loaded; the
 // pure-Go fallback is then in use. Sgemm calls Init itself.
 func Init() error {
@@ -75,8 +78,9 @@ func Open(path string) error {
 	return nil
 }
 
-// UseGo makes the pure-Go fallback the backend in use, whether or not a
-// library is present.
+// UseGo makes gonum's pure-Go fallback the backend in use, whether or not
+// a library or go-asm is present (the golden training numbers were
+// recorded with it).
 func UseGo() {
 	once.Do(func() {})
 	mu.Lock()
@@ -100,8 +104,8 @@ func Set(b Backend) Backend {
 func Go() Backend { return goBackend{} }
 
 // Available returns every backend this machine can load: oneDNN, OpenBLAS
-// with its own kernel choice, and the pure-Go fallback (tests run the same
-// math through each).
+// with its own kernel choice, go-asm with its fastest microkernel, and
+// gonum's pure-Go fallback (tests run the same math through each).
 func Available() []Backend {
 	l := findLibraries()
 	var bs []Backend
@@ -110,6 +114,9 @@ func Available() []Backend {
 	}
 	if l.openBLAS != nil {
 		bs = append(bs, l.openBLAS)
+	}
+	if g := goAsmBest(); g != nil {
+		bs = append(bs, g)
 	}
 	return append(bs, goBackend{})
 }
