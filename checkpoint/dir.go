@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -56,6 +57,15 @@ func readByName(p string) (*File, error) {
 		p, filepath.Ext(p), ErrFormat)
 }
 
+// Limits of a shard index. transformers writes about 80 bytes per tensor
+// (the name, the shard name, JSON punctuation), so a model of a million
+// tensors has a 100 MB index; real ones are under 1 MB.
+const (
+	maxIndexBytes   = 64 << 20 // bytes of an *.index.json file
+	maxIndexTensors = 1 << 20  // entries of its weight_map
+	maxIndexShards  = 1 << 16  // distinct shard files
+)
+
 // shardIndex is a transformers sharded-checkpoint index
 // (model.safetensors.index.json, pytorch_model.bin.index.json).
 type shardIndex struct {
@@ -68,10 +78,16 @@ type shardIndex struct {
 // shard is read once and must hold exactly the tensors mapped to it. The
 // index "metadata" object becomes File.Metadata (strings as they are, other
 // values as JSON text, e.g. "total_size").
+//
+// The index is read through a limit of 64 MiB and may list at most 2^20
+// tensors in at most 65,536 shard files; shard names are cleaned
+// (filepath.Clean), so that one file cannot be listed under several
+// spellings. Each shard is read within its own memory budget (see the
+// package documentation).
 func ReadSharded(indexPath string) (*File, error) {
-	raw, err := os.ReadFile(indexPath)
+	raw, err := readLimited(indexPath, maxIndexBytes)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
+		return nil, err
 	}
 	var idx shardIndex
 	if err := json.Unmarshal(raw, &idx); err != nil {
@@ -80,12 +96,20 @@ func ReadSharded(indexPath string) (*File, error) {
 	if len(idx.WeightMap) == 0 {
 		return nil, formatErr(indexPath, "index has no weight_map entries")
 	}
+	if len(idx.WeightMap) > maxIndexTensors {
+		return nil, formatErr(indexPath, "weight_map lists %d tensors, more than %d", len(idx.WeightMap), maxIndexTensors)
+	}
 	byShard := map[string][]string{}
 	for tname, shard := range idx.WeightMap {
 		if !filepath.IsLocal(shard) {
 			return nil, formatErr(indexPath, "tensor %q: shard %q is not a path inside the index folder", tname, shard)
 		}
+		shard = filepath.Clean(shard)
+		idx.WeightMap[tname] = shard
 		byShard[shard] = append(byShard[shard], tname)
+		if len(byShard) > maxIndexShards {
+			return nil, formatErr(indexPath, "weight_map names more than %d shard files", maxIndexShards)
+		}
 	}
 	shards := make([]string, 0, len(byShard))
 	for s := range byShard {
@@ -141,6 +165,31 @@ func ReadSharded(indexPath string) (*File, error) {
 	}
 	out.sortNames()
 	return out, nil
+}
+
+// readLimited reads the file at path, refusing one larger than limit bytes
+// (checked both from its size and while reading, through a limit).
+func readLimited(path string, limit int64) ([]byte, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	if st.Size() > limit {
+		return nil, formatErr(path, "file is %d bytes, more than the %d-byte limit for an index", st.Size(), limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(fh, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	if int64(len(b)) > limit {
+		return nil, formatErr(path, "file holds more than the %d-byte limit for an index", limit)
+	}
+	return b, nil
 }
 
 func firstSorted(s []string) string {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -22,13 +23,20 @@ const MaxSafetensorsHeader = 100 << 20
 // metadataKey is the reserved header key holding the string-to-string map.
 const metadataKey = "__metadata__"
 
-// ReadSafetensors reads a .safetensors file; see ParseSafetensors.
+// ReadSafetensors reads a .safetensors file; see ParseSafetensors. The
+// header is read, checked and then each tensor is decoded from the file in
+// chunks, so the file is never held in memory beside its float32 values.
 func ReadSafetensors(path string) (*File, error) {
-	data, err := os.ReadFile(path)
+	fh, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
-	return ParseSafetensors(data, path)
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	return parseSafetensors(fh, st.Size(), path)
 }
 
 // stHeaderEntry is one tensor's record in a safetensors header. Pointers tell
@@ -60,19 +68,32 @@ type stTensor struct {
 // trailing bytes. Every violation returns an error wrapping ErrFormat (or
 // ErrUnsupportedDType) that names the file, the tensor and the numbers.
 func ParseSafetensors(data []byte, name string) (*File, error) {
-	if len(data) < 8 {
-		return nil, formatErr(name, "file is %d bytes, too short for the 8-byte header length (truncated?)", len(data))
+	return parseSafetensors(bytes.NewReader(data), int64(len(data)), name)
+}
+
+// parseSafetensors reads the size-byte safetensors file r.
+func parseSafetensors(r io.ReaderAt, size int64, name string) (*File, error) {
+	if size < 8 {
+		return nil, formatErr(name, "file is %d bytes, too short for the 8-byte header length (truncated?)", size)
 	}
-	n := binary.LittleEndian.Uint64(data)
-	rest := uint64(len(data) - 8)
+	var lenbuf [8]byte
+	if _, err := r.ReadAt(lenbuf[:], 0); err != nil {
+		return nil, formatErr(name, "reading the header length: %v", err)
+	}
+	n := binary.LittleEndian.Uint64(lenbuf[:])
+	rest := uint64(size - 8)
 	if n > MaxSafetensorsHeader {
 		return nil, formatErr(name, "header length %d is larger than the %d-byte limit", n, MaxSafetensorsHeader)
 	}
 	if n > rest {
 		return nil, formatErr(name, "header length %d is larger than the %d bytes that follow it (truncated?)", n, rest)
 	}
-	header := data[8 : 8+n]
-	body := data[8+n:]
+	header := make([]byte, n)
+	if _, err := r.ReadAt(header, 8); err != nil {
+		return nil, formatErr(name, "reading the %d-byte header: %v", n, err)
+	}
+	bodyOff := 8 + int64(n)
+	bodyLen := size - bodyOff
 
 	if !utf8.Valid(header) {
 		return nil, formatErr(name, "JSON header (%d bytes) is not valid UTF-8", len(header))
@@ -83,22 +104,32 @@ func ParseSafetensors(data []byte, name string) (*File, error) {
 	}
 	tensors := make([]stTensor, 0, len(entries))
 	for _, e := range entries {
-		t, err := validateSTEntry(e.name, e.raw, int64(len(body)), name)
+		t, err := validateSTEntry(e.name, e.raw, bodyLen, name)
 		if err != nil {
 			return nil, err
 		}
 		tensors = append(tensors, t)
 	}
-	if err := checkTiling(tensors, int64(len(body)), name); err != nil {
+	if err := checkTiling(tensors, bodyLen, name); err != nil {
 		return nil, err
 	}
 
+	// The tensors tile the data section, so their float32 values take at
+	// most 4 bytes per stored byte; the budget states it.
+	bud := newBudget(size)
 	f := newFile(name, FormatSafetensors)
 	f.Metadata = meta
 	for _, t := range tensors {
-		vals, err := decode(t.dtype, body[t.begin:t.end], int(t.n))
-		if err != nil {
-			return nil, fmt.Errorf("checkpoint: %s: tensor %q: %w", name, t.name, err)
+		if err := bud.take(4*t.n, fmt.Sprintf("tensor %q: converting %d %s elements to float32", t.name, t.n, t.dtype)); err != nil {
+			return nil, formatErr(name, "%v", err)
+		}
+		vals := make([]float32, t.n)
+		if err := decodeFrom(vals, t.dtype, io.NewSectionReader(r, bodyOff+t.begin, t.end-t.begin)); err != nil {
+			var ve valueError
+			if errors.As(err, &ve) {
+				return nil, fmt.Errorf("checkpoint: %s: tensor %q: %w", name, t.name, err)
+			}
+			return nil, formatErr(name, "tensor %q: data_offsets [%d, %d]: %v", t.name, t.begin, t.end, err)
 		}
 		f.Tensors[t.name] = &Entry{Name: t.name, DType: t.dtype, Shape: intShape(t.shape), Data: vals}
 	}
@@ -184,6 +215,9 @@ func validateSTEntry(tname string, raw json.RawMessage, bodyLen int64, file stri
 		return bad("header record has no data_offsets")
 	}
 	t := stTensor{name: tname, dtype: *h.DType, shape: *h.Shape}
+	if len(t.shape) > maxDims {
+		return bad("shape has %d dimensions, more than %d", len(t.shape), maxDims)
+	}
 	size := dtypeSizes[t.dtype]
 	if size == 0 {
 		return stTensor{}, fmt.Errorf("checkpoint: %s: tensor %q: %w %q (supported: %s)",
