@@ -14,9 +14,9 @@ import (
 	"github.com/roformer-go/roformer/pipeline"
 )
 
-// Dynamic batching. Every embedding request (POST /v1/embed, /embed,
-// /v1/embeddings) holds one of Options.MaxConcurrentRequests slots from the
-// moment it arrives until it is answered; a request that finds none free is
+// Dynamic batching. Every request of a POST route holds one of
+// Options.MaxConcurrentRequests slots from the moment its body has been
+// read until it is answered (guard.go); a request that finds none free is
 // refused at once (429 with Retry-After), so the queue, and the memory it
 // holds, stay bounded. Once tokenized, a request's rows (one per input) go
 // into the queue of the scheduler, one goroutine that forms the batches and
@@ -82,27 +82,24 @@ var (
 	errClosed     = errors.New("the server is shutting down")
 )
 
-// admit takes a slot for an embedding request, or returns false when every
-// slot is taken (or the server is closed). The caller must call s.leave
-// unless it hands the job to submit.
-func (s *Server) admit() bool {
+// admit takes a slot for a request whose body is in, or returns false
+// when every slot is taken (or the server is closed). A batched request
+// (whose rows will go through submit) is counted in preparing until it is
+// queued. handle (guard.go) gives the slot back (release) unless the
+// request hands it to submit.
+func (s *Server) admit(batched bool) bool {
 	if s.closed.Load() {
 		return false
 	}
 	select {
 	case s.slots <- struct{}{}:
-		s.preparing.Add(1)
+		if batched {
+			s.preparing.Add(1)
+		}
 		return true
 	default:
 		return false
 	}
-}
-
-// leave gives back the slot of a request that was admitted but not
-// submitted (it failed validation).
-func (s *Server) leave() {
-	s.preparing.Add(-1)
-	<-s.slots
 }
 
 // submit queues the rows of an admitted request and waits for them. It
@@ -110,6 +107,12 @@ func (s *Server) leave() {
 // the rows that have not run), and the forward pass's error when it fails.
 // The slot goes back when the scheduler is done with the job.
 func (s *Server) submit(ctx context.Context, rows []embedRow) error {
+	st := stateOf(ctx)
+	if st == nil || !st.slot || st.handed || !st.batched {
+		panic("server: submit without the admission slot of a batched route") // a bug: a route registered without batched
+	}
+	st.handed = true // the scheduler gives the slot back
+	s.yieldCPU(st)
 	t, tokens := timingOf(ctx), 0
 	for _, r := range rows {
 		tokens += len(r.ids)

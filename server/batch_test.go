@@ -24,7 +24,7 @@ import (
 func post(t testing.TB, s http.Handler, path, body string) (int, http.Header, []byte) {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	s.ServeHTTP(rec, httptest.NewRequest("POST", path, strings.NewReader(body)))
+	s.ServeHTTP(rec, jsonRequest("POST", path, strings.NewReader(body)))
 	return rec.Code, rec.Header(), rec.Body.Bytes()
 }
 
@@ -197,7 +197,7 @@ func TestCancelledDroppedBeforeForward(t *testing.T) {
 	done := make(chan int)
 	go func() {
 		rec := httptest.NewRecorder()
-		s.ServeHTTP(rec, httptest.NewRequest("POST", "/embed", strings.NewReader(`{"inputs": ["the sea", "a ship"]}`)).WithContext(ctx))
+		s.ServeHTTP(rec, jsonRequest("POST", "/embed", strings.NewReader(`{"inputs": ["the sea", "a ship"]}`)).WithContext(ctx))
 		done <- rec.Code
 	}()
 	waitFor(t, func() bool { return len(s.slots) == 1 && s.preparing.Load() == 0 })
@@ -510,7 +510,7 @@ func TestConcurrentClients(t *testing.T) {
 				cancel()
 			}
 			rec := httptest.NewRecorder()
-			s.ServeHTTP(rec, httptest.NewRequest("POST", "/embed", strings.NewReader(fmt.Sprintf(`{"inputs": [%q, %q], "normalize": false}`, texts[i], texts[(i+1)%len(texts)]))).WithContext(ctx))
+			s.ServeHTTP(rec, jsonRequest("POST", "/embed", strings.NewReader(fmt.Sprintf(`{"inputs": [%q, %q], "normalize": false}`, texts[i], texts[(i+1)%len(texts)]))).WithContext(ctx))
 			if k%7 == 3 {
 				if rec.Code != 200 && rec.Code != 503 {
 					t.Errorf("client %d (left): %d", k, rec.Code)
@@ -552,7 +552,7 @@ func TestLeftClientsFreeTheirSlots(t *testing.T) {
 		done := make(chan int)
 		go func() {
 			rec := httptest.NewRecorder()
-			s.ServeHTTP(rec, httptest.NewRequest("POST", "/embed", strings.NewReader(`{"inputs": "the sea"}`)).WithContext(ctx))
+			s.ServeHTTP(rec, jsonRequest("POST", "/embed", strings.NewReader(`{"inputs": "the sea"}`)).WithContext(ctx))
 			done <- rec.Code
 		}()
 		waitFor(t, func() bool { return s.preparing.Load() == 0 && len(s.slots) >= 1 })

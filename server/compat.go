@@ -75,25 +75,18 @@ func writeOpenAIError(w http.ResponseWriter, e *apiError) {
 	writeJSON(w, e.status, body)
 }
 
-// decodeCompat reads a compatible route's JSON body into v (unknown fields
-// ignored): 413 over the size limit, 408 when the body stalls (body.go),
-// 422 when it is not JSON of v's shape.
+// decodeCompat reads a compatible route's JSON body (read by handle,
+// guard.go) into v (unknown fields ignored): 422 when it is not JSON of
+// v's shape.
 func (s *Server) decodeCompat(w http.ResponseWriter, r *http.Request, v any) *apiError {
-	b, e := s.readBody(w, r)
-	if e != nil {
-		if e.status == http.StatusBadRequest { // the body broke off: TEI's 422 for a body it cannot read
-			e.status = http.StatusUnprocessableEntity
-		}
-		return e
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
+	defer s.bodyDone(stateOf(r.Context()))
+	dec := json.NewDecoder(bytes.NewReader(bodyOf(r)))
 	if err := dec.Decode(v); err != nil {
 		return errorf(http.StatusUnprocessableEntity, "Validation", "", "request body: %v", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return errorf(http.StatusUnprocessableEntity, "Validation", "", "request body: more than one JSON value, or data after it")
 	}
-	markRead(r)
 	return nil
 }
 
@@ -121,13 +114,12 @@ type embedOptions struct {
 	normalize      bool
 }
 
-// embedTexts embeds texts for a compatible route, for a request that s.admit
-// let in: it checks them against the limits, tokenizes and truncates them,
-// runs them through the batcher (setting *submitted, after which the
-// scheduler gives the slot back), cuts the vectors to o.dims and
+// embedTexts embeds texts for a compatible route: it checks them against
+// the limits, tokenizes and truncates them, runs them through the batcher
+// (which takes the request's slot over), cuts the vectors to o.dims and
 // normalizes them after. It returns the vectors and the tokens they came
 // from, [CLS] and [SEP] included.
-func (s *Server) embedTexts(r *http.Request, texts []string, o embedOptions, field string, submitted *bool) ([][]float32, int, *apiError) {
+func (s *Server) embedTexts(r *http.Request, texts []string, o embedOptions, field string) ([][]float32, int, *apiError) {
 	H := s.model.Config.HiddenSize
 	switch {
 	case len(texts) == 0:
@@ -160,7 +152,6 @@ func (s *Server) embedTexts(r *http.Request, texts []string, o embedOptions, fie
 		rows[i] = embedRow{ids: ids, types: types, pool: pool}
 		tokens += len(ids)
 	}
-	*submitted = true
 	if err := s.submit(r.Context(), rows); err != nil {
 		switch embedStatus(r.Context(), err) {
 		case http.StatusServiceUnavailable:
@@ -184,21 +175,9 @@ func (s *Server) embedTexts(r *http.Request, texts []string, o embedOptions, fie
 	return out, tokens, nil
 }
 
-// admitted runs h for an embedding request once it has a slot, and answers
-// 429 (with fail) when none is free.
-func (s *Server) admitted(w http.ResponseWriter, r *http.Request, fail func(http.ResponseWriter, *apiError),
-	h func(submitted *bool) *apiError) {
-	if !s.admit() {
-		fail(w, errorf(http.StatusTooManyRequests, "Overloaded", "", "%v", errOverloaded))
-		return
-	}
-	submitted := false
-	defer func() {
-		if !submitted {
-			s.leave()
-		}
-	}()
-	if e := h(&submitted); e != nil {
+// answer runs h and answers its error, if any, with fail.
+func answer(w http.ResponseWriter, fail func(http.ResponseWriter, *apiError), h func() *apiError) {
+	if e := h(); e != nil {
 		fail(w, e)
 	}
 }
@@ -253,7 +232,7 @@ type TEIEmbedRequest struct {
 
 // teiEmbed answers POST /embed with a bare [[float]].
 func (s *Server) teiEmbed(w http.ResponseWriter, r *http.Request) {
-	s.admitted(w, r, writeTEIError, func(submitted *bool) *apiError {
+	answer(w, writeTEIError, func() *apiError {
 		var req TEIEmbedRequest
 		if e := s.decodeCompat(w, r, &req); e != nil {
 			return e
@@ -276,7 +255,7 @@ func (s *Server) teiEmbed(w http.ResponseWriter, r *http.Request) {
 			}
 			o.dims = *req.Dimensions
 		}
-		vecs, _, e := s.embedTexts(r, in, o, "inputs", submitted)
+		vecs, _, e := s.embedTexts(r, in, o, "inputs")
 		if e != nil {
 			return e
 		}
@@ -315,7 +294,7 @@ type OpenAIEmbeddingsResponse struct {
 // openAIEmbeddings answers POST /v1/embeddings. Vectors are normalized (as
 // OpenAI's are); an input that is too long is a 400, as OpenAI answers.
 func (s *Server) openAIEmbeddings(w http.ResponseWriter, r *http.Request) {
-	s.admitted(w, r, writeOpenAIError, func(submitted *bool) *apiError {
+	answer(w, writeOpenAIError, func() *apiError {
 		var req OpenAIEmbeddingsRequest
 		if e := s.decodeCompat(w, r, &req); e != nil {
 			if e.status == http.StatusUnprocessableEntity {
@@ -351,7 +330,7 @@ func (s *Server) openAIEmbeddings(w http.ResponseWriter, r *http.Request) {
 			}
 			o.dims = *req.Dimensions
 		}
-		vecs, tokens, e := s.embedTexts(r, in, o, "input", submitted)
+		vecs, tokens, e := s.embedTexts(r, in, o, "input")
 		if e != nil {
 			if e.status < 500 && e.status != http.StatusTooManyRequests && e.status != http.StatusFailedDependency {
 				e.status = http.StatusBadRequest

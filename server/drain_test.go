@@ -51,7 +51,7 @@ func TestDrain(t *testing.T) {
 		{"POST", "/v1/embeddings", `{"input": "the whale"}`, `{"error":{"message":"the server is shutting down: it takes no new requests","type":"server_error","param":null,"code":null}}`},
 	} {
 		rec := httptest.NewRecorder()
-		s.ServeHTTP(rec, httptest.NewRequest(c.method, c.path, strings.NewReader(c.body)))
+		s.ServeHTTP(rec, jsonRequest(c.method, c.path, strings.NewReader(c.body)))
 		h := rec.Header()
 		if rec.Code != 503 || h.Get("Connection") != "close" || h.Get("Retry-After") != "1" || strings.TrimSpace(rec.Body.String()) != c.want {
 			t.Errorf("%s %s while draining: %d %v %s", c.method, c.path, rec.Code, h, rec.Body)
@@ -124,17 +124,17 @@ func TestErrorTypesPerRoute(t *testing.T) {
 		{base, "/embed", `{"inputs": ` + long + `}`, 413, "Validation"},
 		{base, "/embed", `{"inputs": 7}`, 422, "Validation"},
 		{base, "/embed", `{"inputs": "a"`, 422, "Validation"},
-		{base, "/predict", `{"inputs": "a"}`, 424, "Backend"},
-		{base, "/rerank", `{"query": "a", "texts": ["b"]}`, 424, "Backend"},
+		{base, "/predict", `{"inputs": "a"}`, 404, "Backend"},
+		{base, "/rerank", `{"query": "a", "texts": ["b"]}`, 404, "Backend"},
 		{base, "/similarity", `{"inputs": {"source_sentence": "a", "sentences": []}}`, 400, "Empty"},
 		{base, "/similarity", `{"inputs": {"sentences": ["a"]}}`, 422, "Validation"},
 		{base, "/tokenize", `{"inputs": []}`, 400, "Empty"},
 		{base, "/tokenize", `{"inputs": ["a", "b", "c"]}`, 413, "Validation"},
 		{base, "/decode", `{"ids": [99]}`, 422, "Tokenizer"},
 		{base, "/decode", `{}`, 422, "Validation"},
-		{base, "/generate", `{"inputs": "a"}`, 424, "Backend"},
-		{base, "/v1/token-classification", `{"inputs": "a"}`, 424, "Backend"},
-		{base, "/v1/question-answering", `{"question": "a", "context": "b"}`, 424, "Backend"},
+		{base, "/generate", `{"inputs": "a"}`, 404, "Backend"},
+		{base, "/v1/token-classification", `{"inputs": "a"}`, 404, "Backend"},
+		{base, "/v1/question-answering", `{"question": "a", "context": "b"}`, 404, "Backend"},
 		{cls, "/predict", `{"inputs": []}`, 400, "Empty"},
 		{cls, "/predict", `{"inputs": ["a", "b", "c"]}`, 422, "Validation"},
 		{cls, "/predict", `{"inputs": ` + long + `}`, 413, "Validation"},

@@ -27,6 +27,7 @@ func Example() {
 	}
 
 	req := httptest.NewRequest("POST", "/v1/embed", strings.NewReader(`{"inputs": ["the whale", "the sea"], "pooling": "mean"}`))
+	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
 	s.ServeHTTP(rec, req)
 	var emb server.EmbedResponse
@@ -34,6 +35,7 @@ func Example() {
 	fmt.Println(rec.Code, len(emb.Embeddings), "vectors of", emb.Dim)
 
 	req = httptest.NewRequest("POST", "/v1/fill-mask", strings.NewReader(`{"inputs": "the [MASK]", "top_k": 2}`))
+	req.Header.Set("Content-Type", "application/json")
 	rec = httptest.NewRecorder()
 	s.ServeHTTP(rec, req)
 	var fm server.FillMaskResponse
@@ -41,6 +43,7 @@ func Example() {
 	fmt.Println(rec.Code, len(fm.Results[0][0]), "candidates for the mask")
 
 	req = httptest.NewRequest("POST", "/v1/fill-mask", strings.NewReader(`{"inputs": "the sea"}`))
+	req.Header.Set("Content-Type", "application/json")
 	rec = httptest.NewRecorder()
 	s.ServeHTTP(rec, req)
 	fmt.Print(rec.Code, " ", rec.Body.String())

@@ -23,9 +23,18 @@ import (
 // token; a client that leaves stops the generation at its next token.
 
 // DefaultMaxNewTokens is max_new_tokens of a POST /generate that does not
-// say (the prompt and the new tokens together are bounded by
-// Options.MaxLength).
+// say (at most Options.MaxNewTokens; the prompt and the new tokens
+// together are bounded by Options.MaxLength).
 const DefaultMaxNewTokens = 20
+
+// A generation's cost is checked before anything is allocated for it, in
+// this order: num_beams against Options.MaxBeams (and the vocabulary),
+// max_new_tokens against Options.MaxNewTokens, then, once the prompt is
+// tokenized, prompt + new tokens against Options.MaxLength, beams ×
+// (prompt + new tokens), the rows the cache holds, against
+// Options.MaxBatchTokens, and the memory that roformer.Model.GenerateCost
+// estimates against Options.MaxGenerateBytes. Each refusal is a 422 that
+// names the field, the value and the limit.
 
 // GenerateParameters are TGI's "parameters" of POST /generate that this
 // server honours (others are ignored, as the compatible routes ignore
@@ -105,9 +114,14 @@ func (s *Server) generateOptions(req *GenerateRequest) ([]int32, roformer.Genera
 	if req.Inputs == nil {
 		return nil, o, errorf(http.StatusUnprocessableEntity, "Validation", "inputs", `"inputs" is missing`)
 	}
+	o.MaxNewTokens = min(o.MaxNewTokens, s.opts.MaxNewTokens)
 	if p.MaxNewTokens != nil {
 		if *p.MaxNewTokens < 1 {
 			return nil, o, valid("`max_new_tokens` must be strictly positive")
+		}
+		if *p.MaxNewTokens > s.opts.MaxNewTokens {
+			return nil, o, errorf(http.StatusUnprocessableEntity, "Validation", "max_new_tokens",
+				"`max_new_tokens` must be <= %d (the server's max new tokens). Given: %d", s.opts.MaxNewTokens, *p.MaxNewTokens)
 		}
 		o.MaxNewTokens = *p.MaxNewTokens
 	}
@@ -148,6 +162,12 @@ func (s *Server) generateOptions(req *GenerateRequest) ([]int32, roformer.Genera
 		switch {
 		case *p.NumBeams < 1:
 			return nil, o, valid("`num_beams` must be at least 1")
+		case *p.NumBeams > s.opts.MaxBeams:
+			return nil, o, errorf(http.StatusUnprocessableEntity, "Validation", "num_beams",
+				"`num_beams` must be <= %d (the server's max beams). Given: %d", s.opts.MaxBeams, *p.NumBeams)
+		case *p.NumBeams > s.model.Config.VocabSize:
+			return nil, o, errorf(http.StatusUnprocessableEntity, "Validation", "num_beams",
+				"`num_beams` must be <= %d (the vocabulary's size). Given: %d", s.model.Config.VocabSize, *p.NumBeams)
 		case sample:
 			return nil, o, valid("`num_beams` > 1 is beam search, which does not sample: drop do_sample, temperature, top_k and top_p")
 		case req.Stream:
@@ -162,9 +182,23 @@ func (s *Server) generateOptions(req *GenerateRequest) ([]int32, roformer.Genera
 	if len(enc.IDs) == 0 {
 		return nil, o, errorf(http.StatusUnprocessableEntity, "Validation", "inputs", "`inputs` gives no tokens: generation needs at least one to continue")
 	}
+	// max_new_tokens ≤ MaxNewTokens, so the sum cannot overflow.
 	if n := len(enc.IDs) + o.MaxNewTokens; n > s.opts.MaxLength {
 		return nil, o, errorf(http.StatusUnprocessableEntity, "Validation", "inputs",
 			"`inputs` tokens + `max_new_tokens` must be <= %d. Given: %d `inputs` tokens and %d `max_new_tokens`", s.opts.MaxLength, len(enc.IDs), o.MaxNewTokens)
+	}
+	cost, err := s.model.GenerateCost(1, len(enc.IDs), o)
+	switch {
+	case err != nil:
+		return nil, o, errorf(http.StatusUnprocessableEntity, "Validation", "parameters", "%v", err)
+	case cost.Tokens > int64(s.opts.MaxBatchTokens):
+		return nil, o, errorf(http.StatusUnprocessableEntity, "Validation", "num_beams",
+			"`num_beams` × (`inputs` tokens + `max_new_tokens`) must be <= %d (the server's max batch tokens). Given: %d × (%d + %d) = %d",
+			s.opts.MaxBatchTokens, cost.Rows, len(enc.IDs), o.MaxNewTokens, cost.Tokens)
+	case cost.Bytes > s.opts.MaxGenerateBytes:
+		return nil, o, errorf(http.StatusUnprocessableEntity, "Validation", "num_beams",
+			"this generation would take about %d MiB (%d beams × %d tokens of cache, %d × %d vocabulary scores); the limit is %d MiB (the server's max generate bytes): ask for fewer `num_beams` or `max_new_tokens`",
+			cost.Bytes>>20, cost.Rows, len(enc.IDs)+o.MaxNewTokens, cost.Rows, s.model.Config.VocabSize, s.opts.MaxGenerateBytes>>20)
 	}
 	return int32s(enc.IDs), o, nil
 }
@@ -194,6 +228,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
+	s.yieldCPU(stateOf(ctx))
 	select {
 	case s.gate <- struct{}{}:
 	case <-ctx.Done():

@@ -100,11 +100,11 @@ type timing struct {
 	chars, tokens                  int
 }
 
-type timingKey struct{}
-
 func timingOf(ctx context.Context) *timing {
-	t, _ := ctx.Value(timingKey{}).(*timing)
-	return t
+	if st := stateOf(ctx); st != nil {
+		return &st.timing
+	}
+	return nil
 }
 
 // markRead notes that the request's body has been read: the times of
@@ -164,11 +164,15 @@ type recorder struct {
 	http.ResponseWriter
 	s      *Server
 	t      *timing
+	st     *reqState
 	status int
 }
 
+// WriteHeader also gives back the request's CPU token (guard.go): its
+// answer is ready, and the client may read it slowly.
 func (w *recorder) WriteHeader(code int) {
 	if w.status == 0 {
+		w.s.yieldCPU(w.st)
 		w.status = code
 		if code == http.StatusOK && w.t.submitted {
 			w.t.setHeaders(w.Header())
@@ -207,9 +211,9 @@ func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // (r.Pattern once the mux has matched it) and status.
 func (s *Server) instrument(w http.ResponseWriter, r *http.Request, next func(http.ResponseWriter, *http.Request)) {
 	now := time.Now()
-	t := &timing{arrived: now, start: now}
-	rec := &recorder{ResponseWriter: w, s: s, t: t}
-	r = r.WithContext(context.WithValue(r.Context(), timingKey{}, t))
+	st := &reqState{timing: timing{arrived: now, start: now}}
+	rec := &recorder{ResponseWriter: w, s: s, t: &st.timing, st: st}
+	r = r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
 	defer func() {
 		status := rec.status
 		if status == 0 {

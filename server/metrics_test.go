@@ -173,7 +173,7 @@ func TestLoading(t *testing.T) {
 	l := NewLoading()
 	for _, c := range []struct{ method, path string }{{"GET", "/health"}, {"POST", "/embed"}, {"GET", "/info"}, {"POST", "/v1/embeddings"}, {"GET", "/metrics"}} {
 		rec := httptest.NewRecorder()
-		l.ServeHTTP(rec, httptest.NewRequest(c.method, c.path, strings.NewReader(`{"inputs": "the whale"}`)))
+		l.ServeHTTP(rec, jsonRequest(c.method, c.path, strings.NewReader(`{"inputs": "the whale"}`)))
 		var e TEIError
 		if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || rec.Code != 503 || e != (TEIError{"model is loading", "Unhealthy"}) {
 			t.Errorf("%s %s while loading: %d %s", c.method, c.path, rec.Code, rec.Body.String())
@@ -228,7 +228,7 @@ func TestQueueSizeGauge(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := httptest.NewRequest("POST", "/embed", strings.NewReader(body))
+			r := jsonRequest("POST", "/embed", strings.NewReader(body))
 			if i == 1 {
 				r = r.WithContext(ctx)
 			}

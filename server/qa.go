@@ -9,6 +9,7 @@ import (
 
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/pipeline"
+	"github.com/roformer-go/roformer/tokenizer"
 )
 
 // QuestionAnsweringRequest is the body of POST /v1/question-answering (or
@@ -29,6 +30,41 @@ type QuestionAnsweringRequest struct {
 	MaxQuestionLen int `json:"max_question_len"` // 0 or absent: 64
 }
 
+// qaWindows is the number of windows pipeline.QuestionAnswering runs for
+// q with o (its question cut to MaxQuestionLen, windows of MaxSeqLen
+// tokens that overlap by DocStride), counted from the tokens alone, or the
+// pipeline's error for options it refuses.
+func (s *Server) qaWindows(q QuestionAnsweringRequest, o pipeline.QuestionAnsweringOptions) (int, error) {
+	qe, err := s.tok.Encode(q.Question, tokenizer.EncodeOptions{NoSpecialTokens: true, Truncation: tokenizer.TruncateNone})
+	if err != nil {
+		return 0, err
+	}
+	ce, err := s.tok.Encode(q.Context, tokenizer.EncodeOptions{NoSpecialTokens: true, Truncation: tokenizer.TruncateNone})
+	if err != nil {
+		return 0, err
+	}
+	qmax := o.MaxQuestionLen
+	if qmax == 0 {
+		qmax = 64
+	}
+	stride := o.DocStride
+	switch stride {
+	case 0:
+		stride = min(o.MaxSeqLen/2, 128)
+	case -1:
+		stride = 0
+	}
+	n, room := len(ce.IDs), o.MaxSeqLen-min(len(qe.IDs), qmax)-3
+	if n <= room {
+		return 1, nil
+	}
+	if room <= 0 || stride >= room {
+		return 1, nil // the pipeline refuses it with its own message
+	}
+	step := room - stride
+	return 1 + (n-room+step-1)/step, nil
+}
+
 // questionAnswerer says whether /v1/question-answering answers.
 func (s *Server) questionAnswerer() bool { return s.model.Head == roformer.HeadQA }
 
@@ -39,9 +75,6 @@ func (s *Server) questionAnswering(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serveQuestionAnswering(w http.ResponseWriter, r *http.Request) *apiError {
-	if !s.questionAnswerer() {
-		return errorf(http.StatusFailedDependency, "Backend", "", "model is not a question-answering model: %s", s.model.Head.HFClass())
-	}
 	var raw json.RawMessage
 	if e := s.decodeCompat(w, r, &raw); e != nil {
 		return e
@@ -77,6 +110,8 @@ func (s *Server) serveQuestionAnswering(w http.ResponseWriter, r *http.Request) 
 			return errorf(http.StatusRequestEntityTooLarge, "Validation", "max_seq_len", "input %d: max_seq_len %d > the limit %d (max_input_length)", i, q.MaxSeqLen, s.opts.MaxLength)
 		case q.MaxSeqLen < 0 || q.TopK < 0 || q.MaxAnswerLen < 0 || q.MaxQuestionLen < 0 || (q.DocStride != nil && *q.DocStride < 0):
 			return errorf(http.StatusUnprocessableEntity, "Validation", "", "input %d: top_k, max_answer_len, max_seq_len, max_question_len and doc_stride must not be negative", i)
+		case q.TopK > s.opts.MaxTopK:
+			return errorf(http.StatusUnprocessableEntity, "Validation", "top_k", "input %d: top_k %d > the limit %d", i, q.TopK, s.opts.MaxTopK)
 		}
 		o := pipeline.QuestionAnsweringOptions{TopK: q.TopK, MaxAnswerLen: q.MaxAnswerLen, MaxSeqLen: q.MaxSeqLen,
 			MaxQuestionLen: q.MaxQuestionLen, HandleImpossibleAnswer: q.HandleImpossibleAnswer}
@@ -93,6 +128,22 @@ func (s *Server) serveQuestionAnswering(w http.ResponseWriter, r *http.Request) 
 			}
 		}
 		opts[i] = o
+	}
+	// The windows' tokens, all questions together, are bounded as the
+	// tokens of the largest request of the other routes (MaxInputs inputs
+	// of MaxLength): a doc_stride just under a window's room would make
+	// one window per context token.
+	tokens := 0
+	for i, q := range reqs {
+		n, err := s.qaWindows(q, opts[i])
+		if err != nil {
+			return errorf(http.StatusUnprocessableEntity, "Tokenizer", "", "input %d: %v", i, err)
+		}
+		if tokens += n * opts[i].MaxSeqLen; tokens > s.maxAnswerTokens() {
+			return errorf(http.StatusRequestEntityTooLarge, "Validation", "doc_stride",
+				"input %d: %d windows of up to %d tokens; with the inputs before it, %d tokens; the limit is %d tokens a request (max_client_batch_size %d × max_input_length %d): use a smaller doc_stride or a shorter context",
+				i, n, opts[i].MaxSeqLen, tokens, s.maxAnswerTokens(), s.opts.MaxInputs, s.opts.MaxLength)
+		}
 	}
 	out := make([][]pipeline.QAAnswer, len(reqs))
 	for i, q := range reqs {

@@ -3,14 +3,16 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"net/http"
 	"path/filepath"
-	"slices"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,8 +35,53 @@ type Options struct {
 	// model's max_position_embeddings (with rotary positions not a limit of
 	// the model, but of what one request may cost).
 	MaxLength int
-	// MaxTopK bounds fill-mask's top_k. Default 100.
+	// MaxTopK bounds fill-mask's and question answering's top_k. Default
+	// 100.
 	MaxTopK int
+	// MaxMasks bounds the [MASK] tokens of one fill-mask request, its
+	// inputs together: each gives top_k candidates, each with the whole
+	// text filled in, so the answer grows as masks × top_k × length.
+	// Default 16 (DefaultMaxMasks).
+	MaxMasks int
+	// MaxBeams bounds POST /generate's num_beams: beam search holds a
+	// key/value cache per beam and scores beams × vocabulary candidates a
+	// step. Default 8 (DefaultMaxBeams).
+	MaxBeams int
+	// MaxNewTokens bounds POST /generate's max_new_tokens (a request that
+	// does not say gets min(DefaultMaxNewTokens, MaxNewTokens)). Default
+	// 256 (DefaultMaxNewTokensLimit).
+	MaxNewTokens int
+	// MaxGenerateBytes bounds the memory of one generation as
+	// roformer.Model.GenerateCost estimates it (the key/value cache of
+	// every beam, beams × vocabulary scores, the kept scores); beyond it a
+	// request gets 422. Besides, beams × (prompt + new tokens) must be at
+	// most MaxBatchTokens, the tokens one batched forward pass may hold.
+	// Default 256 MiB (DefaultMaxGenerateBytes).
+	MaxGenerateBytes int64
+	// MaxReadingBytes bounds the bytes that the bodies being read hold at
+	// once, over all requests (a body's buffer grows as its bytes
+	// arrive); a body that would pass it gets 429. Requests take their
+	// admission slot only once their body is read, so this, not
+	// MaxConcurrentRequests, bounds what slow senders hold. Default 64 MiB
+	// (DefaultMaxReadingBytes), at least MaxBodyBytes.
+	MaxReadingBytes int64
+	// APIKey, when set, is required on every route but GET /health,
+	// GET /healthz (the probes) and the page's static files (GET /,
+	// /web/…), as "Authorization: Bearer KEY"; other requests get 401.
+	// Default: none (no key asked).
+	APIKey string
+	// CORSAllowOrigins are the origins (scheme://host[:port], or "*" for
+	// any) whose pages may read the answers: they get
+	// Access-Control-Allow-Origin, and their preflight requests 204 with
+	// the methods and headers allowed (Authorization, Content-Type).
+	// Default: none, and no CORS headers at all.
+	CORSAllowOrigins []string
+	// LoopbackOnly refuses (403) requests whose Host is not a loopback
+	// name or address (localhost, 127.0.0.0/8, [::1], any port): set it
+	// when the server listens on a loopback address only, so that a web
+	// page whose DNS name is rebound to 127.0.0.1 cannot reach it.
+	// Default false; roformer serve sets it from its --addr.
+	LoopbackOnly bool
 	// Name is what /v1/model reports as the model's name.
 	Name string
 	// Precision of the linear layers' products (fp32 when empty); Load
@@ -51,8 +98,11 @@ type Options struct {
 	// join a batch that is not full, and only while requests are on their
 	// way (being read or tokenized). Default 2 ms; negative: never wait.
 	MaxBatchWait time.Duration
-	// MaxConcurrentRequests bounds the embedding requests being read,
-	// queued or run; beyond it they get 429 with Retry-After. Default 512.
+	// MaxConcurrentRequests bounds the requests of the POST routes
+	// (embedding, fill-mask, generation, the tasks, tokenize) admitted at
+	// once: each takes a slot once its body is read and holds it until it
+	// is answered (an embedding request until its rows have run); beyond
+	// it they get 429 with Retry-After. Default 512.
 	MaxConcurrentRequests int
 	// BodyTimeout bounds the time a client has to send a request's body
 	// once its headers are in; a body that stalls gets 408 and its
@@ -69,6 +119,16 @@ const (
 	DefaultMaxBodyBytes = 1 << 20
 	DefaultMaxInputs    = 64
 	DefaultBodyTimeout  = 10 * time.Second
+)
+
+// The defaults of the other bounds of a request.
+const (
+	DefaultMaxMasks          = 16
+	DefaultMaxBeams          = 8
+	DefaultMaxNewTokensLimit = 256
+	DefaultMaxGenerateBytes  = 256 << 20
+	DefaultMaxReadingBytes   = 64 << 20
+	DefaultMaxTopK           = 100
 )
 
 // The defaults of the batching options.
@@ -93,8 +153,24 @@ func (o *Options) defaults(cfg *roformer.Config) {
 		o.MaxLength = cfg.MaxPositionEmbeddings
 	}
 	if o.MaxTopK <= 0 {
-		o.MaxTopK = 100
+		o.MaxTopK = DefaultMaxTopK
 	}
+	if o.MaxMasks <= 0 {
+		o.MaxMasks = DefaultMaxMasks
+	}
+	if o.MaxBeams <= 0 {
+		o.MaxBeams = DefaultMaxBeams
+	}
+	if o.MaxNewTokens <= 0 {
+		o.MaxNewTokens = DefaultMaxNewTokensLimit
+	}
+	if o.MaxGenerateBytes <= 0 {
+		o.MaxGenerateBytes = DefaultMaxGenerateBytes
+	}
+	if o.MaxReadingBytes <= 0 {
+		o.MaxReadingBytes = DefaultMaxReadingBytes
+	}
+	o.MaxReadingBytes = max(o.MaxReadingBytes, o.MaxBodyBytes)
 	if o.MaxBatchTokens <= 0 {
 		o.MaxBatchTokens = DefaultMaxBatchTokens
 	}
@@ -125,9 +201,15 @@ type Server struct {
 	mux    *http.ServeMux
 	routes []route
 
-	// Batching (batch.go): a slot per admitted embedding request, the
-	// queue of tokenized ones, how many are admitted but not yet queued.
-	slots          chan struct{}
+	// Admission (guard.go): a slot per admitted request, a token per CPU
+	// for the requests being decoded and tokenized, the bytes the bodies
+	// being read hold, the API key's SHA-256 (nil: no key).
+	slots   chan struct{}
+	cpu     chan struct{}
+	reading atomic.Int64
+	key     []byte
+	// Batching (batch.go): the queue of tokenized embedding requests,
+	// how many are admitted but not yet queued.
 	queue          chan *embedJob
 	preparing      atomic.Int64
 	startScheduler sync.Once
@@ -160,32 +242,48 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 			opts.MaxLength, m.Config.MaxPositionEmbeddings)
 	}
 	s := &Server{model: m, tok: tok, opts: opts, gate: make(chan struct{}, 1), mux: http.NewServeMux(),
-		slots: make(chan struct{}, opts.MaxConcurrentRequests), queue: make(chan *embedJob, 2*opts.MaxConcurrentRequests),
-		quit: make(chan struct{}), metrics: newMetrics()}
+		slots: make(chan struct{}, opts.MaxConcurrentRequests), cpu: make(chan struct{}, runtime.GOMAXPROCS(0)),
+		queue: make(chan *embedJob, 2*opts.MaxConcurrentRequests), quit: make(chan struct{}), metrics: newMetrics()}
+	if opts.APIKey != "" {
+		k := sha256.Sum256([]byte(opts.APIKey))
+		s.key = k[:]
+	}
 	lm := func() bool { return m.LM != nil }
 	s.routes = []route{ // in the order GET /v1/model lists them
-		{"GET", "/healthz", s.healthz, nil},
-		{"GET", "/v1/model", s.info, nil},
-		{"POST", "/v1/tokenize", s.tokenize, nil},
-		{"POST", "/v1/embed", s.embed, nil},
-		{"GET", "/health", s.health, nil},
-		{"GET", "/info", s.teiInfo, nil},
-		{"POST", "/embed", s.teiEmbed, nil},
-		{"POST", "/v1/embeddings", s.openAIEmbeddings, nil},
-		{"GET", "/metrics", s.serveMetrics, nil},
-		{"POST", "/v1/fill-mask", s.fillMask, lm},
-		{"POST", "/predict", s.teiPredict, s.classifier}, // tei.go
-		{"POST", "/rerank", s.teiRerank, s.reranker},
-		{"POST", "/similarity", s.teiSimilarity, nil},
-		{"POST", "/tokenize", s.teiTokenize, nil},
-		{"POST", "/decode", s.teiDecode, nil},
-		{"POST", "/generate", s.generate, s.generator},                                 // generate.go
-		{"POST", "/v1/token-classification", s.tokenClassification, s.tokenClassifier}, // tasks.go
-		{"POST", "/v1/question-answering", s.questionAnswering, s.questionAnswerer},    // qa.go
+		{method: "GET", path: "/healthz", h: s.healthz},
+		{method: "GET", path: "/v1/model", h: s.info},
+		{method: "POST", path: "/v1/tokenize", h: s.tokenize},
+		{method: "POST", path: "/v1/embed", h: s.embed, batched: true},
+		{method: "GET", path: "/health", h: s.health, shape: shapeTEI},
+		{method: "GET", path: "/info", h: s.teiInfo, shape: shapeTEI},
+		{method: "POST", path: "/embed", h: s.teiEmbed, shape: shapeTEI, batched: true},
+		{method: "POST", path: "/v1/embeddings", h: s.openAIEmbeddings, shape: shapeOpenAI, batched: true},
+		{method: "GET", path: "/metrics", h: s.serveMetrics},
+		{method: "POST", path: "/v1/fill-mask", h: s.fillMask, answers: lm, needs: "a masked-LM model"},
+		{method: "POST", path: "/predict", h: s.teiPredict, shape: shapeTEI, batched: true, answers: s.classifier, // tei.go
+			needs: "a sequence-classification model (" + roformer.HeadSequenceCls.HFClass() + ")"},
+		{method: "POST", path: "/rerank", h: s.teiRerank, shape: shapeTEI, batched: true, answers: s.reranker,
+			needs: "a re-ranker: a sequence-classification model with one label (a cross-encoder)"},
+		{method: "POST", path: "/similarity", h: s.teiSimilarity, shape: shapeTEI, batched: true},
+		{method: "POST", path: "/tokenize", h: s.teiTokenize, shape: shapeTEI},
+		{method: "POST", path: "/decode", h: s.teiDecode, shape: shapeTEI},
+		{method: "POST", path: "/generate", h: s.generate, shape: shapeTEI, answers: s.generator, // generate.go
+			needs: "a generator: a causal-LM model, or RoFormer-Sim (a masked-LM model with a pooler and is_decoder)"},
+		{method: "POST", path: "/v1/token-classification", h: s.tokenClassification, shape: shapeTEI, answers: s.tokenClassifier, // tasks.go
+			needs: "a token-classification model (" + roformer.HeadTokenCls.HFClass() + ")"},
+		{method: "POST", path: "/v1/question-answering", h: s.questionAnswering, shape: shapeTEI, answers: s.questionAnswerer, // qa.go
+			needs: "a question-answering model (" + roformer.HeadQA.HFClass() + ")"},
 	}
-	methods := map[string]string{}
+	// Only the routes that answer for this model are served (and listed
+	// by GET /v1/model and /info); the others are unknown, with a 404 that
+	// says what model they need.
+	methods, absent := map[string]string{}, map[string]route{}
 	for _, e := range s.routes {
-		s.mux.HandleFunc(e.method+" "+e.path, e.h)
+		if e.answers != nil && !e.answers() {
+			absent[e.path] = e
+			continue
+		}
+		s.mux.HandleFunc(e.method+" "+e.path, s.handle(e))
 		methods[e.path] = e.method
 	}
 	s.registerWeb() // GET /: the page (web.go)
@@ -193,6 +291,11 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 		if m, ok := methods[r.URL.Path]; ok {
 			w.Header().Set("Allow", m)
 			writeError(w, http.StatusMethodNotAllowed, "%s %s: this endpoint takes %s", r.Method, r.URL.Path, m)
+			return
+		}
+		if e, ok := absent[r.URL.Path]; ok {
+			e.shape.write(w, errorf(http.StatusNotFound, "Backend", "", "no endpoint %s %s for this model: %s %s needs %s; this one is %s (see GET /info for the routes it answers)",
+				r.Method, r.URL.Path, e.method, e.path, e.needs, s.model.Head.HFClass()))
 			return
 		}
 		writeError(w, http.StatusNotFound, "no endpoint %s %s (see GET /v1/model)", r.Method, r.URL.Path)
@@ -224,20 +327,23 @@ func Load(dir string, opts Options) (*Server, error) {
 	return New(l.Model, tok, opts)
 }
 
-// ServeHTTP answers one request. A panic while answering becomes a 500
-// with a JSON error, and is logged. Every request is counted and timed
-// (metrics.go).
+// ServeHTTP answers one request. The Host rule, CORS and the API key come
+// first (guard.go). A panic while answering becomes a 500 with a JSON
+// error, and is logged. Every request is counted and timed (metrics.go).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.flight.enter() { // draining (drain.go)
-		if !passesDrain(r) {
-			_, r.Pattern = s.mux.Handler(r) // counted under its route
-			s.instrument(w, r, refuseDraining)
-			return
-		}
-	} else {
+	entered := s.flight.enter() // false: draining (drain.go)
+	if entered {
 		defer s.flight.leave()
 	}
 	s.instrument(w, r, func(w http.ResponseWriter, r *http.Request) {
+		if !s.guard(w, r) {
+			return
+		}
+		if !entered && !passesDrain(r) {
+			_, r.Pattern = s.mux.Handler(r) // counted under its route
+			refuseDraining(w, r)
+			return
+		}
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
@@ -280,12 +386,15 @@ func (s *Server) Info() ModelInfo {
 }
 
 // route is one endpoint: its handler and, when not every model serves it,
-// whether the loaded one does (GET /v1/model and GET /info list the routes
-// that answer).
+// whether the loaded one does and what it needs (only the routes that
+// answer are served, and GET /v1/model and GET /info list them).
 type route struct {
 	method, path string
 	h            http.HandlerFunc
 	answers      func() bool
+	needs        string   // what answers checks, for the 404 of a model without it
+	shape        errShape // how the route writes its errors (guard.go)
+	batched      bool     // its rows go through the batch scheduler (batch.go)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
@@ -388,15 +497,30 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := make([]TokenizeResult, len(req.Inputs))
+	tokens := 0
 	for i, x := range req.Inputs {
 		enc, err := s.encode(x, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
 		if err != nil {
 			writeError(w, http.StatusBadRequest, "input %d: %v", i, err)
 			return
 		}
+		if tokens += len(enc.IDs); tokens > s.maxAnswerTokens() {
+			writeError(w, http.StatusBadRequest, "%d tokens in the first %d inputs; the limit is %d a request (max inputs %d × max length %d)",
+				tokens, i+1, s.maxAnswerTokens(), s.opts.MaxInputs, s.opts.MaxLength)
+			return
+		}
 		out[i] = TokenizeResult{Tokens: enc.Tokens, IDs: enc.IDs, TypeIDs: enc.TypeIDs, Offsets: enc.Offsets}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"results": out})
+}
+
+// maxAnswerTokens bounds the tokens of a tokenize answer: as many as the
+// largest request of the model routes, MaxInputs inputs of MaxLength.
+func (s *Server) maxAnswerTokens() int {
+	if s.opts.MaxLength > math.MaxInt/s.opts.MaxInputs {
+		return math.MaxInt
+	}
+	return s.opts.MaxInputs * s.opts.MaxLength
 }
 
 func (s *Server) encode(x Input, opts tokenizer.EncodeOptions) (*tokenizer.Encoding, error) {
@@ -426,17 +550,6 @@ type EmbedResponse struct {
 }
 
 func (s *Server) embed(w http.ResponseWriter, r *http.Request) {
-	if !s.admit() {
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusTooManyRequests, "%v", errOverloaded)
-		return
-	}
-	submitted := false
-	defer func() {
-		if !submitted {
-			s.leave()
-		}
-	}()
 	var req EmbedRequest
 	if !s.read(w, r, &req, &req.Inputs, true) {
 		return
@@ -471,7 +584,6 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request) {
 			noteChars(r.Context(), *x.TextPair)
 		}
 	}
-	submitted = true
 	if err := s.submit(r.Context(), rows); err != nil {
 		s.embedFailed(w, r, err)
 		return
@@ -520,10 +632,6 @@ type FillMaskResponse struct {
 }
 
 func (s *Server) fillMask(w http.ResponseWriter, r *http.Request) {
-	if s.model.LM == nil {
-		writeError(w, http.StatusNotFound, "fill-mask needs a masked-LM model; this one is %s", s.model.Head.HFClass())
-		return
-	}
 	var req FillMaskRequest
 	if !s.read(w, r, &req, &req.Inputs, false) {
 		return
@@ -535,6 +643,7 @@ func (s *Server) fillMask(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "top_k %d: want 1 to %d", req.TopK, s.opts.MaxTopK)
 		return
 	}
+	masks := 0
 	for i, x := range req.Inputs {
 		enc, err := s.tok.Encode(x.Text, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
 		if err != nil {
@@ -545,8 +654,18 @@ func (s *Server) fillMask(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "input %d has %d tokens; the limit is %d", i, len(enc.IDs), s.opts.MaxLength)
 			return
 		}
-		if !slices.Contains(enc.IDs, s.tok.MaskID()) {
+		n := 0
+		for _, id := range enc.IDs {
+			if id == s.tok.MaskID() {
+				n++
+			}
+		}
+		if n == 0 {
 			writeError(w, http.StatusBadRequest, "input %d has no [MASK] token", i)
+			return
+		}
+		if masks += n; masks > s.opts.MaxMasks {
+			writeError(w, http.StatusBadRequest, "%d [MASK] tokens in the first %d inputs; the limit is %d a request (max masks)", masks, i+1, s.opts.MaxMasks)
 			return
 		}
 	}
@@ -568,6 +687,7 @@ func (s *Server) fillMask(w http.ResponseWriter, r *http.Request) {
 // client went away while waiting, 500 when fn fails.
 func (s *Server) run(w http.ResponseWriter, r *http.Request, fn func(context.Context) error) bool {
 	ctx := r.Context()
+	s.yieldCPU(stateOf(ctx))
 	select {
 	case s.gate <- struct{}{}:
 	case <-ctx.Done():
@@ -590,16 +710,12 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, fn func(context.Con
 	return true
 }
 
-// decode reads the JSON body into v; on failure it answers 400, 408 or 413
-// and returns false. Unknown fields are errors, so a misspelt option is not
+// decode reads the JSON body (read by handle, guard.go) into v; on failure
+// it answers 400 and returns false. Unknown fields are errors, so a misspelt option is not
 // silently ignored.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	b, e := s.readBody(w, r)
-	if e != nil {
-		writeError(w, e.status, "%s", e.msg)
-		return false
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
+	dec := json.NewDecoder(bytes.NewReader(bodyOf(r)))
+	defer s.bodyDone(stateOf(r.Context()))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		writeError(w, http.StatusBadRequest, "request body: %v", err)
@@ -609,7 +725,6 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		writeError(w, http.StatusBadRequest, "request body: more than one JSON value, or data after it")
 		return false
 	}
-	markRead(r)
 	return true
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -34,11 +35,21 @@ func newServer(t testing.TB, head roformer.Head, labels []string, opts Options) 
 	return s, m, tok
 }
 
+// jsonRequest is a request with body, sent as JSON (Content-Type:
+// application/json) when the method is POST.
+func jsonRequest(method, path string, body io.Reader) *http.Request {
+	r := httptest.NewRequest(method, path, body)
+	if method == http.MethodPost {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	return r
+}
+
 // call sends body to s and decodes the JSON answer into out (when not nil);
 // it returns the status and the error message of an error answer.
 func call(t testing.TB, s http.Handler, method, path, body string, out any) (int, string) {
 	t.Helper()
-	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req := jsonRequest(method, path, strings.NewReader(body))
 	rec := httptest.NewRecorder()
 	s.ServeHTTP(rec, req)
 	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
@@ -216,7 +227,7 @@ func TestCancelledWhileWaiting(t *testing.T) {
 	s.gate <- struct{}{} // another request is running
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	req := httptest.NewRequest("POST", "/v1/fill-mask", strings.NewReader(`{"inputs": ["the [MASK]"]}`)).WithContext(ctx)
+	req := jsonRequest("POST", "/v1/fill-mask", strings.NewReader(`{"inputs": ["the [MASK]"]}`)).WithContext(ctx)
 	rec := httptest.NewRecorder()
 	s.ServeHTTP(rec, req)
 	if rec.Code != http.StatusServiceUnavailable {

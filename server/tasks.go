@@ -25,6 +25,7 @@ import (
 // while waiting, 500 when fn fails.
 func (s *Server) exclusive(r *http.Request, fn func(context.Context) error) *apiError {
 	ctx := r.Context()
+	s.yieldCPU(stateOf(ctx))
 	select {
 	case s.gate <- struct{}{}:
 	case <-ctx.Done():
@@ -66,9 +67,6 @@ func (s *Server) tokenClassification(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serveTokenClassification(w http.ResponseWriter, r *http.Request) *apiError {
-	if !s.tokenClassifier() {
-		return errorf(http.StatusFailedDependency, "Backend", "", "model is not a token classifier: %s", s.model.Head.HFClass())
-	}
 	var req TokenClassificationRequest
 	if e := s.decodeCompat(w, r, &req); e != nil {
 		return e

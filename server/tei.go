@@ -128,10 +128,9 @@ func (s *Server) classifyRows(in []Input, truncate, left bool, field string) ([]
 	return rows, nil
 }
 
-// runRows runs the rows of an admitted request through the batcher (setting
-// *submitted) and maps its failure to TEI's errors.
-func (s *Server) runRows(r *http.Request, rows []embedRow, submitted *bool) *apiError {
-	*submitted = true
+// runRows runs the rows of a request through the batcher and maps its
+// failure to TEI's errors.
+func (s *Server) runRows(r *http.Request, rows []embedRow) *apiError {
 	err := s.submit(r.Context(), rows)
 	if err == nil {
 		return nil
@@ -237,11 +236,7 @@ type TEIPrediction struct {
 // teiPredict answers POST /predict: per input, every label's score, best
 // first; a list of such lists for a batch.
 func (s *Server) teiPredict(w http.ResponseWriter, r *http.Request) {
-	s.admitted(w, r, writeTEIError, func(submitted *bool) *apiError {
-		if !s.classifier() {
-			return errorf(http.StatusFailedDependency, "Backend", "", "model is not a classifier: /predict needs a sequence-classification model (%s); this one is %s",
-				roformer.HeadSequenceCls.HFClass(), s.model.Head.HFClass())
-		}
+	answer(w, writeTEIError, func() *apiError {
 		var req TEIPredictRequest
 		if e := s.decodeCompat(w, r, &req); e != nil {
 			return e
@@ -261,7 +256,7 @@ func (s *Server) teiPredict(w http.ResponseWriter, r *http.Request) {
 		if e != nil {
 			return e
 		}
-		if e := s.runRows(r, rows, submitted); e != nil {
+		if e := s.runRows(r, rows); e != nil {
 			return e
 		}
 		labels := s.model.Config.Labels()
@@ -306,14 +301,7 @@ type TEIRank struct {
 // teiRerank answers POST /rerank: each (query, text) pair through the
 // cross-encoder, the texts best first.
 func (s *Server) teiRerank(w http.ResponseWriter, r *http.Request) {
-	s.admitted(w, r, writeTEIError, func(submitted *bool) *apiError {
-		if !s.reranker() {
-			what := s.model.Head.HFClass()
-			if s.classifier() {
-				what = fmt.Sprintf("a classifier with %d labels (use /predict)", s.model.Config.NumLabels)
-			}
-			return errorf(http.StatusFailedDependency, "Backend", "", "model is not a re-ranker model: /rerank needs a sequence-classification model with one label (a cross-encoder); this one is %s", what)
-		}
+	answer(w, writeTEIError, func() *apiError {
 		var req TEIRerankRequest
 		if e := s.decodeCompat(w, r, &req); e != nil {
 			return e
@@ -338,7 +326,7 @@ func (s *Server) teiRerank(w http.ResponseWriter, r *http.Request) {
 		if e != nil {
 			return e
 		}
-		if e := s.runRows(r, rows, submitted); e != nil {
+		if e := s.runRows(r, rows); e != nil {
 			return e
 		}
 		out := make([]TEIRank, len(rows))
@@ -371,7 +359,7 @@ type TEISimilarityRequest struct {
 // teiSimilarity answers POST /similarity: the cosine of the source
 // sentence's embedding with each sentence's, pooled as /embed pools.
 func (s *Server) teiSimilarity(w http.ResponseWriter, r *http.Request) {
-	s.admitted(w, r, writeTEIError, func(submitted *bool) *apiError {
+	answer(w, writeTEIError, func() *apiError {
 		var req TEISimilarityRequest
 		if e := s.decodeCompat(w, r, &req); e != nil {
 			return e
@@ -390,7 +378,7 @@ func (s *Server) teiSimilarity(w http.ResponseWriter, r *http.Request) {
 			return e
 		}
 		texts := append([]string{*req.Inputs.SourceSentence}, req.Inputs.Sentences...)
-		vecs, _, e := s.embedTexts(r, texts, embedOptions{truncate: req.Truncate, left: left, normalize: true}, "inputs", submitted)
+		vecs, _, e := s.embedTexts(r, texts, embedOptions{truncate: req.Truncate, left: left, normalize: true}, "inputs")
 		if e != nil {
 			return e
 		}
@@ -444,10 +432,16 @@ func (s *Server) teiTokenize(w http.ResponseWriter, r *http.Request) {
 	}
 	opts := tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone, NoSpecialTokens: req.AddSpecialTokens != nil && !*req.AddSpecialTokens}
 	out := make([][]TEIToken, len(in))
+	tokens := 0
 	for i, text := range in {
 		enc, err := s.tok.Encode(text, opts)
 		if err != nil {
 			writeTEIError(w, errorf(http.StatusUnprocessableEntity, "Tokenizer", "inputs", "input %d: %v", i, err))
+			return
+		}
+		if tokens += len(enc.IDs); tokens > s.maxAnswerTokens() {
+			writeTEIError(w, errorf(http.StatusRequestEntityTooLarge, "Validation", "inputs", "%d tokens in the first %d inputs; the limit is %d a request (max_client_batch_size %d × max_input_length %d)",
+				tokens, i+1, s.maxAnswerTokens(), s.opts.MaxInputs, s.opts.MaxLength))
 			return
 		}
 		out[i] = make([]TEIToken, len(enc.IDs))

@@ -215,14 +215,14 @@ func TestTEIPredict(t *testing.T) {
 			t.Errorf("%s: status %d %s, want %d %s", c.body, code, kind, c.code, c.kind)
 		}
 	}
-	if code, _, _ := post(t, s, "/rerank", `{"query": "the", "texts": ["whale"]}`); code != 424 {
-		t.Errorf("/rerank on a classifier with 3 labels: status %d, want 424", code)
+	if code, _, _ := post(t, s, "/rerank", `{"query": "the", "texts": ["whale"]}`); code != 404 {
+		t.Errorf("/rerank on a classifier with 3 labels: status %d, want 404", code)
 	}
 
-	// A masked-LM cannot classify: 424, TEI's answer for a model of another kind.
+	// A masked-LM cannot classify: /predict is not one of its routes (404).
 	lm, _, _ := newServer(t, roformer.HeadMaskedLM, nil, Options{})
-	if code, kind := teiCall(t, lm, "/predict", `{"inputs": "the whale"}`, nil); code != 424 || kind != "Backend" {
-		t.Errorf("/predict on a masked-LM: status %d %s, want 424 Backend", code, kind)
+	if code, kind := teiCall(t, lm, "/predict", `{"inputs": "the whale"}`, nil); code != 404 || kind != "Backend" {
+		t.Errorf("/predict on a masked-LM: status %d %s, want 404 Backend", code, kind)
 	}
 	if slices.Contains(lm.Info().Endpoints, "POST /predict") || !slices.Contains(s.Info().Endpoints, "POST /predict") || slices.Contains(s.Info().Endpoints, "POST /rerank") {
 		t.Errorf("endpoints: masked-LM %v, classifier %v", lm.Info().Endpoints, s.Info().Endpoints)
@@ -304,7 +304,7 @@ func TestTEIRerank(t *testing.T) {
 		t.Errorf("GET /info: %s", rec.Body.String())
 	}
 	base, _, _ := newServer(t, roformer.HeadBase, nil, Options{})
-	if code, kind := teiCall(t, base, "/rerank", string(body), nil); code != 424 || kind != "Backend" {
+	if code, kind := teiCall(t, base, "/rerank", string(body), nil); code != 404 || kind != "Backend" {
 		t.Errorf("/rerank on a base model: %d %s", code, kind)
 	}
 }

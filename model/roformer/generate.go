@@ -309,6 +309,122 @@ func (m *Model) checkOptions(opts *GenerateOptions) error {
 	return nil
 }
 
+// GenerateCost is what one call of Generate holds and computes at most,
+// from the sizes alone: see Model.GenerateCost.
+type GenerateCost struct {
+	// Rows are the sequences decoded together: prompts × beams (× 1
+	// without beam search).
+	Rows int64
+	// Tokens are the positions the cache holds: Rows × (the longest
+	// prompt + MaxNewTokens).
+	Tokens int64
+	// Work is Rows × V × (the longest prompt + MaxNewTokens): the
+	// vocabulary-wide scores over every position of every row, the
+	// measure of the LM head's products and beam search's candidates.
+	Work int64
+	// Bytes is an upper estimate of the memory Generate allocates: the
+	// key/value cache (2 × layers × Tokens × H float32, twice with beam
+	// search, whose reorder gathers a new copy), the prompt pass's and a
+	// step's activations, a step's logits, beam search's candidates and
+	// log-probabilities (about 36 bytes per row and id), and the scores
+	// that greedy decoding and sampling return (prompts × MaxNewTokens ×
+	// V float32).
+	Bytes int64
+}
+
+// costSum adds products of sizes with overflow checks; the first overflow
+// (or negative size) is kept in err and later additions do nothing.
+type costSum struct {
+	n   int64
+	err error
+}
+
+// mul returns the product of dims, or records an overflow.
+func (s *costSum) mul(dims ...int64) int64 {
+	p := int64(1)
+	for _, d := range dims {
+		if s.err != nil {
+			return 0
+		}
+		if d < 0 {
+			s.err = fmt.Errorf("a negative size %d in %v", d, dims)
+			return 0
+		}
+		if d != 0 && p > math.MaxInt64/d {
+			s.err = fmt.Errorf("the product of the sizes %v overflows int64", dims)
+			return 0
+		}
+		p *= d
+	}
+	return p
+}
+
+// add adds the product of dims.
+func (s *costSum) add(dims ...int64) {
+	p := s.mul(dims...)
+	if s.err == nil && s.n > math.MaxInt64-p {
+		s.err = fmt.Errorf("the sum of the sizes overflows int64 adding %v", dims)
+	}
+	if s.err == nil {
+		s.n += p
+	}
+}
+
+// GenerateCost checks the sizes of a call of Generate with B prompts of at
+// most L tokens and opts, and says what it would hold and compute
+// (GenerateCost's fields), with overflow-checked arithmetic and before
+// anything is allocated, so that a caller (a server) can refuse a request
+// beyond its budget. It fails when B, L, MaxNewTokens or NumBeams is out of
+// range or a product overflows int64; Generate calls it too.
+func (m *Model) GenerateCost(B, L int, opts GenerateOptions) (GenerateCost, error) {
+	cfg := &m.Config
+	fail := func(format string, args ...any) (GenerateCost, error) {
+		return GenerateCost{}, fmt.Errorf("roformer: generation of %d prompts of up to %d tokens, %d new tokens, %d beams: "+format,
+			append([]any{B, L, opts.MaxNewTokens, opts.NumBeams}, args...)...)
+	}
+	if B < 1 || L < 1 || opts.MaxNewTokens < 1 || opts.NumBeams < 0 {
+		return fail("the prompts, their tokens and the new tokens must be at least 1, the beams not negative")
+	}
+	K := int64(1)
+	if opts.Strategy == StrategyBeam {
+		K = int64(max(opts.NumBeams, 1))
+	}
+	var c costSum
+	b, n := int64(B), int64(opts.MaxNewTokens)
+	capacity := int64(L) + n // no overflow: both are ints ≥ 1
+	if capacity < 0 {
+		return fail("the prompt and the new tokens overflow")
+	}
+	V, H, E, I := int64(cfg.VocabSize), int64(cfg.HiddenSize), int64(cfg.EmbeddingSize), int64(cfg.IntermediateSize)
+	layers := int64(cfg.NumHiddenLayers)
+	var cost GenerateCost
+	cost.Rows = c.mul(b, K)
+	cost.Tokens = c.mul(cost.Rows, capacity)
+	cost.Work = c.mul(cost.Tokens, V)
+	copies := int64(1)
+	if K > 1 {
+		copies = 2
+	}
+	c.add(copies, 2, layers, cost.Tokens, H, 4) // the key/value cache
+	c.add(copies, cost.Tokens, 4)               // its mask
+	perToken := c.mul(2*E+13*H+I+8, 4)          // a forward pass's activations per token (NewState)
+	c.add(b, int64(L), perToken)                // the prompt pass
+	c.add(b, int64(L), capacity, 4)             // its attention scores
+	c.add(cost.Rows, perToken)                  // a step
+	c.add(cost.Rows, V, 8)                      // a step's logits and the LM head's output
+	if K > 1 {
+		c.add(cost.Rows, V, 20) // expanded logits, each beam's log-probabilities (float64 and float32)
+		c.add(K, V, 16)         // one prompt's candidates
+	} else {
+		c.add(b, n, V, 4) // Scores: every step's processed logits
+	}
+	if c.err != nil {
+		return fail("%v", c.err)
+	}
+	cost.Bytes = c.n
+	return cost, nil
+}
+
 // decoder is the state of one generation: the cache, each row's next
 // position and the token type of new tokens.
 type decoder struct {
@@ -420,6 +536,15 @@ func (d *decoder) reorder(idx []int) {
 func (m *Model) Generate(ctx context.Context, prompts [][]int32, opts GenerateOptions) (*Generation, error) {
 	if err := m.checkOptions(&opts); err != nil {
 		return nil, err
+	}
+	L := 0
+	for _, p := range prompts {
+		L = max(L, len(p))
+	}
+	if len(prompts) > 0 && L > 0 { // prefill names an empty prompt
+		if _, err := m.GenerateCost(len(prompts), L, opts); err != nil {
+			return nil, err
+		}
 	}
 	d, logits, err := m.prefill(ctx, prompts, &opts)
 	if err != nil {
