@@ -68,7 +68,9 @@ func readEmbeddings(t *testing.T, path string) [][]float32 {
 func serverEmbed(t *testing.T, s *server.Server, path, body string) [][]float32 {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	s.ServeHTTP(rec, httptest.NewRequest("POST", path, strings.NewReader(body)))
+	req := httptest.NewRequest("POST", path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json") // the server takes JSON only
+	s.ServeHTTP(rec, req)
 	if rec.Code != 200 {
 		t.Fatalf("POST %s: %d %s", path, rec.Code, rec.Body)
 	}

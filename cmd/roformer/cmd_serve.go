@@ -9,6 +9,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -41,13 +42,29 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.srv.MaxBatchTokens, "max-batch-tokens", server.DefaultMaxBatchTokens, "padded tokens (rows × longest row) per batched forward pass of the embedding endpoints")
 	fs.IntVar(&o.srv.MaxBatchRequests, "max-batch-requests", server.DefaultMaxBatchRequests, "inputs per batched forward pass")
 	fs.DurationVar(&o.srv.MaxBatchWait, "max-batch-wait", server.DefaultMaxBatchWait, "longest wait for requests on their way to join a batch (0: none)")
-	fs.IntVar(&o.srv.MaxConcurrentRequests, "max-concurrent-requests", server.DefaultMaxConcurrentRequests, "embedding requests read, queued or running at once; beyond: 429")
+	fs.IntVar(&o.srv.MaxConcurrentRequests, "max-concurrent-requests", server.DefaultMaxConcurrentRequests, "requests admitted at once (each once its body is read, until it is answered); beyond: 429")
+	fs.IntVar(&o.srv.MaxBeams, "max-beams", server.DefaultMaxBeams, "most num_beams of a POST /generate")
+	fs.IntVar(&o.srv.MaxNewTokens, "max-new-tokens", server.DefaultMaxNewTokensLimit, "most max_new_tokens of a POST /generate")
+	fs.Int64Var(&o.srv.MaxGenerateBytes, "max-generate-bytes", server.DefaultMaxGenerateBytes, "most memory one generation may take (its key/value cache and vocabulary-wide scores, as estimated before it starts)")
+	fs.IntVar(&o.srv.MaxMasks, "max-masks", server.DefaultMaxMasks, "most [MASK] tokens of one fill-mask request")
+	fs.IntVar(&o.srv.MaxTopK, "max-top-k", server.DefaultMaxTopK, "most top_k of fill-mask and question answering")
+	fs.Int64Var(&o.srv.MaxReadingBytes, "max-reading-bytes", server.DefaultMaxReadingBytes, "bytes the request bodies being read may hold at once, over all clients; beyond: 429")
+	fs.StringVar(&o.srv.APIKey, "api-key", "", "require \"Authorization: Bearer KEY\" on every route but GET /health and /healthz (default: $ROFORMER_API_KEY; none when unset). The environment variable keeps the key out of the process list")
+	cors := fs.String("cors-allow-origin", "", "comma-separated origins (scheme://host[:port]) whose web pages may call the server, or \"*\" for any (default: none, no CORS headers)")
 	precisionFlag(fs, &o.precision)
 	th := threadsFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	o.threads = *th
+	if o.srv.APIKey == "" {
+		o.srv.APIKey = os.Getenv("ROFORMER_API_KEY")
+	}
+	for _, origin := range strings.Split(*cors, ",") {
+		if origin = strings.TrimSpace(origin); origin != "" {
+			o.srv.CORSAllowOrigins = append(o.srv.CORSAllowOrigins, origin)
+		}
+	}
 	switch {
 	case fs.NArg() > 0:
 		return usagef("unexpected arguments %q", fs.Args())
@@ -57,6 +74,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef("--max-inputs and --max-body must be at least 1, --max-length at least 0")
 	case o.srv.MaxBatchTokens < 1 || o.srv.MaxBatchRequests < 1 || o.srv.MaxConcurrentRequests < 1:
 		return usagef("--max-batch-tokens, --max-batch-requests and --max-concurrent-requests must be at least 1")
+	case o.srv.MaxBeams < 1 || o.srv.MaxNewTokens < 1 || o.srv.MaxGenerateBytes < 1 || o.srv.MaxMasks < 1 || o.srv.MaxTopK < 1:
+		return usagef("--max-beams, --max-new-tokens, --max-generate-bytes, --max-masks and --max-top-k must be at least 1")
+	case o.srv.MaxReadingBytes < o.srv.MaxBodyBytes:
+		return usagef("--max-reading-bytes %d must be at least --max-body %d", o.srv.MaxReadingBytes, o.srv.MaxBodyBytes)
 	case o.srv.MaxBatchWait < 0:
 		return usagef("--max-batch-wait %v must not be negative", o.srv.MaxBatchWait)
 	case o.srv.BodyTimeout <= 0 || o.drainTimeout <= 0:
@@ -92,6 +113,12 @@ func runServe(ctx context.Context, o serveOptions, ln net.Listener, stderr io.Wr
 		return usagef("--precision: %v", err)
 	}
 	o.srv.Precision = prec
+	// Listening on a loopback address only: refuse requests for other
+	// host names (DNS rebinding).
+	o.srv.LoopbackOnly = loopbackAddr(ln.Addr())
+	if !o.srv.LoopbackOnly && o.srv.APIKey == "" {
+		fmt.Fprintf(stderr, "warning: listening on %s, beyond this machine, without --api-key: whoever reaches the port can use the model\n", ln.Addr())
+	}
 	loading := server.NewLoading()
 	// A client has 10 s to send a request's headers and --body-timeout for
 	// its body: the handlers set that deadline themselves when they read
@@ -137,6 +164,13 @@ func runServe(ctx context.Context, o serveOptions, ln net.Listener, stderr io.Wr
 	case <-ctx.Done():
 	}
 	return shutdown(hs, loading.Server(), done, o.drainTimeout, stderr)
+}
+
+// loopbackAddr says whether a listener's address is a loopback one (not
+// the unspecified address, which listens on every interface).
+func loopbackAddr(a net.Addr) bool {
+	t, ok := a.(*net.TCPAddr)
+	return ok && t.IP.IsLoopback()
 }
 
 // shutdown stops hs, whose Serve reports to done. With a loaded server s it

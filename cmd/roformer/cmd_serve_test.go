@@ -102,6 +102,11 @@ func TestServeCLIBatchFlags(t *testing.T) {
 		{[]string{"--max-batch-wait", "-1ms"}, "--max-batch-wait"},
 		{[]string{"--body-timeout", "0s"}, "--body-timeout"},
 		{[]string{"--drain-timeout", "-1s"}, "--drain-timeout"},
+		{[]string{"--max-beams", "0"}, "--max-beams"},
+		{[]string{"--max-new-tokens", "-1"}, "--max-new-tokens"},
+		{[]string{"--max-generate-bytes", "0"}, "--max-generate-bytes"},
+		{[]string{"--max-masks", "0"}, "--max-masks"},
+		{[]string{"--max-reading-bytes", "10", "--max-body", "100"}, "--max-reading-bytes"},
 	} {
 		args := append([]string{"serve", "--model", t.TempDir()}, c.args...)
 		if code, _, stderr := runCLI(t, args...); code != 2 || !strings.Contains(stderr, c.msg) {
@@ -268,7 +273,7 @@ func TestServeCLIDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	fmt.Fprintf(c, "POST /embed HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(body), body[:12])
+	fmt.Fprintf(c, "POST /embed HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", addr, len(body), body[:12])
 	for i := 0; s.InFlight() == 0; i++ {
 		if i == 1000 {
 			t.Fatal("the request never came in")
@@ -325,5 +330,80 @@ func TestServeCLIDrain(t *testing.T) {
 	}
 	if l := logs.String(); !strings.Contains(l, "draining: 1 requests in flight") {
 		t.Errorf("shutdown lines: %q", l)
+	}
+}
+
+// The guards' flags reach the server: --api-key (or $ROFORMER_API_KEY)
+// asks every route but the probes for the key, --cors-allow-origin answers
+// the listed origins' preflights, --max-beams and --max-new-tokens bound
+// /generate; listening on 127.0.0.1, the server refuses other Host names
+// (DNS rebinding).
+func TestServeCLIGuards(t *testing.T) {
+	dir := ftModel(t)
+	t.Setenv("ROFORMER_API_KEY", "s3cret")
+	var o serveOptions
+	loadServer = func(dir string, so server.Options) (*server.Server, error) {
+		o.srv = so
+		return server.Load(dir, so)
+	}
+	defer func() { loadServer = server.Load }()
+	// cmdServe reads the flags and the environment; it listens on the
+	// address it is given, so take one that is free.
+	probe, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skip("cannot listen on localhost:", err)
+	}
+	addr := probe.Addr().String()
+	probe.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- cmdServe(ctx, []string{"--model", dir, "--addr", addr, "--cors-allow-origin", "https://a.example, https://b.example", "--max-beams", "2", "--max-new-tokens", "7"}, io.Discard, io.Discard)
+	}()
+	url := "http://" + addr
+	waitReady(t, url)
+	if o.srv.APIKey != "s3cret" || !o.srv.LoopbackOnly || len(o.srv.CORSAllowOrigins) != 2 || o.srv.CORSAllowOrigins[1] != "https://b.example" || o.srv.MaxBeams != 2 || o.srv.MaxNewTokens != 7 {
+		t.Errorf("server options %+v", o.srv)
+	}
+	do := func(method, path, body string, h map[string]string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
+		for k, v := range h {
+			if k == "Host" {
+				req.Host = v
+			} else {
+				req.Header.Set(k, v)
+			}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	js := map[string]string{"Content-Type": "application/json"}
+	keyed := map[string]string{"Content-Type": "application/json", "Authorization": "Bearer s3cret"}
+	if r := do("POST", "/embed", `{"inputs": "good"}`, js); r.StatusCode != 401 {
+		t.Errorf("POST /embed without the key: %d", r.StatusCode)
+	}
+	if r := do("POST", "/embed", `{"inputs": "good"}`, keyed); r.StatusCode != 200 {
+		t.Errorf("POST /embed with the key: %d", r.StatusCode)
+	}
+	if r := do("GET", "/health", "", nil); r.StatusCode != 200 {
+		t.Errorf("GET /health without the key: %d", r.StatusCode)
+	}
+	if r := do("GET", "/info", "", map[string]string{"Authorization": "Bearer s3cret", "Host": "evil.example:" + strings.Split(addr, ":")[1]}); r.StatusCode != 403 {
+		t.Errorf("Host evil.example: %d, want 403", r.StatusCode)
+	}
+	r := do("OPTIONS", "/embed", "", map[string]string{"Origin": "https://b.example", "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization, content-type"})
+	if r.StatusCode != 204 || r.Header.Get("Access-Control-Allow-Origin") != "https://b.example" || !strings.Contains(r.Header.Get("Access-Control-Allow-Headers"), "Authorization") {
+		t.Errorf("preflight from a listed origin: %d %v", r.StatusCode, r.Header)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve returned %v", err)
 	}
 }
