@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -171,17 +172,96 @@ type hfTokenizerJSON struct {
 		UnkToken                string         `json:"unk_token"`
 		ContinuingSubwordPrefix *string        `json:"continuing_subword_prefix"`
 		MaxInputCharsPerWord    int            `json:"max_input_chars_per_word"`
-		Vocab                   map[string]int `json:"vocab"`
+		Vocab                   wordPieceVocab `json:"vocab"`
 	} `json:"model"`
 }
 
-func readJSON(path string, v any) (bool, error) {
-	raw, err := os.ReadFile(path)
+// Limits on the JSON files of a tokenizer folder, far above any real one
+// (tokenizer.json: a few MB, 33 MB for the largest BPE vocabularies;
+// tokenizer_config.json and the others: a few KB).
+const (
+	MaxTokenizerJSONBytes = 256 << 20 // tokenizer.json
+	MaxSmallJSONBytes     = 16 << 20  // tokenizer_config.json, special_tokens_map.json, config.json
+)
+
+// wordPieceVocab is tokenizer.json's model.vocab, token → id, decoded one
+// entry at a time so that a vocabulary of more than MaxVocabTokens tokens is
+// refused before it is all held. A repeated token keeps its last id, as
+// json.Unmarshal into a map does.
+type wordPieceVocab map[string]int
+
+func (v *wordPieceVocab) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return fmt.Errorf("model.vocab is not an object of token → id")
+	}
+	m := wordPieceVocab{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("model.vocab: %w", err)
+		}
+		tok, _ := t.(string)
+		var num json.Number
+		if err := dec.Decode(&num); err != nil {
+			return fmt.Errorf("model.vocab: the id of %.40q is not a number", tok)
+		}
+		id, err := strconv.Atoi(num.String())
+		if err != nil || id < 0 || id >= maxVocabTokens {
+			return fmt.Errorf("model.vocab: the id %.40s of %.40q is not an integer in [0, %d) (MaxVocabTokens)", num, tok, maxVocabTokens)
+		}
+		m[tok] = id
+		if len(m) > maxVocabTokens {
+			return fmt.Errorf("model.vocab has more than %d tokens (MaxVocabTokens)", maxVocabTokens)
+		}
+	}
+	*v = m
+	return nil
+}
+
+// readLimited reads the file at path if it is at most limit bytes long;
+// ok is false when it does not exist.
+func readLimited(path string, limit int64) (data []byte, ok bool, err error) {
+	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("tokenizer: %w", err)
+		return nil, false, fmt.Errorf("tokenizer: %w", err)
+	}
+	defer f.Close()
+	size := int64(0)
+	if fi, err := f.Stat(); err == nil {
+		size = fi.Size()
+	}
+	if size > limit {
+		return nil, false, fmt.Errorf("tokenizer: %s is %d bytes, more than the %d a %s may have", path, size, limit, filepath.Base(path))
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size+bytes.MinRead)) // ReadFrom grows a buffer with less room than MinRead
+	if _, err := buf.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
+		return nil, false, fmt.Errorf("tokenizer: %w", err)
+	}
+	if int64(buf.Len()) > limit {
+		return nil, false, fmt.Errorf("tokenizer: %s is more than the %d bytes a %s may have", path, limit, filepath.Base(path))
+	}
+	return buf.Bytes(), true, nil
+}
+
+// readJSON decodes the file at path into v if it exists, refusing a file
+// over MaxTokenizerJSONBytes (tokenizer.json) or MaxSmallJSONBytes (the
+// others).
+func readJSON(path string, v any) (bool, error) {
+	limit := int64(MaxSmallJSONBytes)
+	if filepath.Base(path) == TokenizerJSONFile {
+		limit = MaxTokenizerJSONBytes
+	}
+	raw, ok, err := readLimited(path, limit)
+	if !ok || err != nil {
+		return false, err
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
 		return false, fmt.Errorf("tokenizer: %s: %w", path, err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 	"unicode/utf8"
@@ -25,11 +26,32 @@ type Vocab struct {
 // ErrBadVocab is wrapped by the errors about malformed vocabularies.
 var ErrBadVocab = errors.New("tokenizer: invalid vocabulary")
 
+// Limits on the vocabularies the readers accept, far above every released
+// model's (the largest vocabularies have about 2.6·10⁵ tokens in a few MB),
+// so that a file built to exhaust memory is refused: ReadVocab and
+// tokenizer.json's vocabulary hold at most MaxVocabTokens tokens, and
+// vocab.txt is at most MaxVocabBytes long. Reading one takes about twice
+// the file's size plus 16 bytes a line and a map entry per distinct token.
+const (
+	MaxVocabTokens = 1 << 22  // 4,194,304 tokens
+	MaxVocabBytes  = 64 << 20 // 64 MiB of vocab.txt
+)
+
+// maxVocabTokens is MaxVocabTokens; the tests lower it.
+var maxVocabTokens = MaxVocabTokens
+
 // NewVocab returns the vocabulary whose id i is tokens[i]. Tokens must not
 // contain line breaks (vocab.txt could not hold them); the empty token is
 // allowed, as in HF.
 func NewVocab(tokens []string) (*Vocab, error) {
-	v := &Vocab{tokens: make([]string, len(tokens)), ids: make(map[string]int, len(tokens))}
+	return newVocab(append([]string(nil), tokens...))
+}
+
+// newVocab is NewVocab taking ownership of tokens.
+func newVocab(tokens []string) (*Vocab, error) {
+	// A repeated token (the many empty lines of a file of line breaks) is
+	// one map entry; the map grows only with the distinct tokens.
+	v := &Vocab{tokens: tokens, ids: make(map[string]int, min(len(tokens), 1<<16))}
 	for i, t := range tokens {
 		if strings.ContainsAny(t, "\n\r") {
 			return nil, fmt.Errorf("%w: token %d (%q) contains a line break", ErrBadVocab, i, t)
@@ -37,7 +59,6 @@ func NewVocab(tokens []string) (*Vocab, error) {
 		if !utf8.ValidString(t) {
 			return nil, fmt.Errorf("%w: token %d is not valid UTF-8", ErrBadVocab, i)
 		}
-		v.tokens[i] = t
 		v.ids[t] = i
 		v.maxRunes = max(v.maxRunes, utf8.RuneCountInString(t))
 	}
@@ -47,55 +68,87 @@ func NewVocab(tokens []string) (*Vocab, error) {
 // ReadVocab reads vocab.txt: one token per line, id = line number from 0.
 // Lines end in "\n", "\r\n" or "\r" (Python's universal newlines, which HF's
 // load_vocab reads with); a final line break does not start another token.
+// A text longer than MaxVocabBytes or of more than MaxVocabTokens lines is
+// refused, with the numbers, before the tokens are made.
 func ReadVocab(r io.Reader) (*Vocab, error) {
-	br := bufio.NewReaderSize(r, 1<<16)
-	var tokens []string
-	var line []byte
-	for {
-		b, err := br.ReadSlice('\n')
-		line = append(line, b...)
-		if err == bufio.ErrBufferFull {
-			continue
+	// Read in chunks and join them once, into the string the tokens are
+	// substrings of: about twice the text is allocated, where a growing
+	// buffer would take four times.
+	var chunks [][]byte
+	total := 0
+	for size := 4 << 10; ; size = min(2*size, 1<<20) {
+		b := make([]byte, size)
+		k, err := io.ReadFull(r, b)
+		chunks = append(chunks, b[:k])
+		total += k
+		if total > MaxVocabBytes {
+			return nil, fmt.Errorf("%w: more than %d bytes (MaxVocabBytes); the largest real vocab.txt files are a few MB", ErrBadVocab, MaxVocabBytes)
 		}
-		if len(line) > 0 {
-			// Universal newlines: a lone \r also ends a line.
-			for _, part := range splitCR(line) {
-				if !utf8.Valid(part) {
-					return nil, fmt.Errorf("%w: line %d is not valid UTF-8", ErrBadVocab, len(tokens)+1)
-				}
-				tokens = append(tokens, string(part))
-			}
-			line = line[:0]
-		}
-		if err == io.EOF {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("tokenizer: reading vocabulary after line %d: %w", len(tokens), err)
+			return nil, fmt.Errorf("tokenizer: reading vocabulary: %w", err)
 		}
 	}
-	return NewVocab(tokens)
-}
-
-// splitCR splits one "\n"-terminated line at universal line breaks and drops
-// the terminators: "a\r\n" → ["a"], "a\rb\n" → ["a", "b"], "a\r" → ["a"].
-func splitCR(line []byte) [][]byte {
-	line = bytes.TrimSuffix(line, []byte{'\n'})
-	line = bytes.TrimSuffix(line, []byte{'\r'})
-	if bytes.IndexByte(line, '\r') < 0 {
-		return [][]byte{line}
+	var sb strings.Builder
+	sb.Grow(total)
+	for _, b := range chunks {
+		sb.Write(b)
 	}
-	return bytes.Split(line, []byte{'\r'})
+	return parseVocab(sb.String())
 }
 
-// LoadVocab reads a vocab.txt file.
+// parseVocab is ReadVocab on the text of vocab.txt.
+func parseVocab(text string) (*Vocab, error) {
+	// Count the lines first, so that the token slice is made once, and only
+	// for a vocabulary within the limit.
+	n := 0
+	for i := 0; i < len(text); i++ {
+		if c := text[i]; c == '\n' || c == '\r' {
+			n++
+			if c == '\r' && i+1 < len(text) && text[i+1] == '\n' {
+				i++
+			}
+		}
+	}
+	if len(text) > 0 && text[len(text)-1] != '\n' && text[len(text)-1] != '\r' {
+		n++ // a last line without a line break
+	}
+	if n > maxVocabTokens {
+		return nil, fmt.Errorf("%w: %d lines, more than the %d tokens a vocabulary may have (MaxVocabTokens); %d bytes", ErrBadVocab, n, maxVocabTokens, len(text))
+	}
+	tokens := make([]string, 0, n)
+	for start, i := 0, 0; i <= len(text); i++ {
+		if i < len(text) && text[i] != '\n' && text[i] != '\r' {
+			continue
+		}
+		if i == len(text) && start == i {
+			break // the text ended with a line break (or is empty)
+		}
+		line := text[start:i]
+		if !utf8.ValidString(line) {
+			return nil, fmt.Errorf("%w: line %d is not valid UTF-8", ErrBadVocab, len(tokens)+1)
+		}
+		tokens = append(tokens, line)
+		if i+1 < len(text) && text[i] == '\r' && text[i+1] == '\n' {
+			i++
+		}
+		start = i + 1
+	}
+	return newVocab(tokens)
+}
+
+// LoadVocab reads a vocab.txt file, as ReadVocab does.
 func LoadVocab(path string) (*Vocab, error) {
-	f, err := os.Open(path)
+	data, ok, err := readLimited(path, MaxVocabBytes)
 	if err != nil {
-		return nil, fmt.Errorf("tokenizer: %w", err)
+		return nil, err
 	}
-	defer f.Close()
-	v, err := ReadVocab(f)
+	if !ok {
+		return nil, fmt.Errorf("tokenizer: open %s: %w", path, fs.ErrNotExist)
+	}
+	v, err := parseVocab(string(data)) // one copy; the tokens are substrings of it
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
