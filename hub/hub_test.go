@@ -29,7 +29,11 @@ type fakeHub struct {
 	token string            // when set, requests without "Bearer token" get 401
 	cut   map[string]int    // the first GET of a file stops after this many bytes
 	bare  bool              // the file list gives names only, no sizes or hashes
-	list  map[string]sibling
+	list  map[string]sibling // entries of the file list instead of the true ones
+
+	// override answers instead, for a file's last path element: keyed by
+	// "METHOD name", or by name for every method (see on).
+	override map[string]http.HandlerFunc
 
 	mu       sync.Mutex
 	requests []string // "METHOD path range=... auth=..."
@@ -37,13 +41,25 @@ type fakeHub struct {
 }
 
 func newFakeHub(t *testing.T, repo string, files map[string][]byte, lfs ...string) *fakeHub {
-	h := &fakeHub{repo: repo, files: files, lfs: map[string]bool{}, serve: map[string][]byte{}, cut: map[string]int{}, list: map[string]sibling{}}
+	h := &fakeHub{repo: repo, files: files, lfs: map[string]bool{}, serve: map[string][]byte{}, cut: map[string]int{}, list: map[string]sibling{}, override: map[string]http.HandlerFunc{}}
 	for _, f := range lfs {
 		h.lfs[f] = true
 	}
 	h.Server = httptest.NewServer(http.HandlerFunc(h.handle))
 	t.Cleanup(h.Close)
 	return h
+}
+
+// on makes f answer the requests for a file (see fakeHub.override); nil
+// restores the fake's own answers.
+func (h *fakeHub) on(key string, f http.HandlerFunc) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if f == nil {
+		delete(h.override, key)
+		return
+	}
+	h.override[key] = f
 }
 
 func gitHash(b []byte) string {
@@ -71,6 +87,19 @@ func (h *fakeHub) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := r.URL.Path
+	if !strings.HasPrefix(p, "/api/") {
+		name := p[strings.LastIndex(p, "/")+1:]
+		h.mu.Lock()
+		f := h.override[r.Method+" "+name]
+		if f == nil {
+			f = h.override[name]
+		}
+		h.mu.Unlock()
+		if f != nil {
+			f(w, r)
+			return
+		}
+	}
 	if rest, ok := strings.CutPrefix(p, "/api/models/"+h.repo+"/revision/"); ok {
 		if rest != "main" && rest != testCommit {
 			w.Header().Set("X-Error-Code", "RevisionNotFound")
