@@ -24,11 +24,11 @@ const testCommit = "0123456789abcdef0123456789abcdef01234567"
 type fakeHub struct {
 	repo  string
 	files map[string][]byte
-	lfs   map[string]bool   // files stored in LFS: ETag is their sha256, served through a redirect
-	serve map[string][]byte // bodies served instead of files (a corrupted transfer)
-	token string            // when set, requests without "Bearer token" get 401
-	cut   map[string]int    // the first GET of a file stops after this many bytes
-	bare  bool              // the file list gives names only, no sizes or hashes
+	lfs   map[string]bool    // files stored in LFS: ETag is their sha256, served through a redirect
+	serve map[string][]byte  // bodies served instead of files (a corrupted transfer)
+	token string             // when set, requests without "Bearer token" get 401
+	cut   map[string]int     // the first GET of a file stops after this many bytes
+	bare  bool               // the file list gives names only, no sizes or hashes
 	list  map[string]sibling // entries of the file list instead of the true ones
 
 	// override answers instead, for a file's last path element: keyed by
