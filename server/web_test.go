@@ -376,3 +376,31 @@ func TestWebPageBrowserQuestionAnswering(t *testing.T) {
 		t.Errorf("the marked context reads %q; want %q", para, context)
 	}
 }
+
+// TestWebPageBrowserKey: with an API key (and the loopback Host rule),
+// the page, served without the key, asks for it, then sends it with every
+// request: the panels appear and fill-mask answers.
+func TestWebPageBrowserKey(t *testing.T) {
+	ctx := browser(t)
+	s, _, _ := newServer(t, roformer.HeadMaskedLM, nil, Options{APIKey: "k3y", LoopbackOnly: true})
+	url := serve(t, s)
+	var panels []string
+	var n int
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(url+"/"),
+		chromedp.WaitVisible(`#key input[name=key]`),
+		chromedp.SendKeys(`#key input[name=key]`, "k3y", chromedp.ByQuery),
+		chromedp.Click(`#key button`),
+		chromedp.WaitVisible(`body[data-ready="true"]`),
+		chromedp.Evaluate(visiblePanels, &panels),
+		typeInto(`#fill-mask input[name=text]`, "the [MASK] sails the sea ."),
+		chromedp.Click(`#fill-mask button`),
+		chromedp.WaitVisible(`#fill-mask ol.results li`),
+		chromedp.Evaluate(`document.querySelectorAll("#fill-mask ol.results li").length`, &n),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(panels, "fill-mask") || n == 0 {
+		t.Errorf("with the key: panels %v, %d fill-mask results", panels, n)
+	}
+}

@@ -3,13 +3,23 @@
 // route. Plain JavaScript, no libraries.
 "use strict";
 
+// The server's API key, when it asks for one (roformer serve --api-key):
+// typed into the page's key form, kept for this tab (sessionStorage).
+let apiKey = sessionStorage.getItem("roformer-api-key") || "";
+
+// headers are a request's headers: its own, and the API key's.
+function headers(h) {
+  if (apiKey) h.Authorization = "Bearer " + apiKey;
+  return h;
+}
+
 // api posts body as JSON to path and returns the decoded answer; an error
 // answer throws an Error with the server's message (TEI's {"error": …},
 // OpenAI's {"error": {"message": …}}, or the status text).
 async function api(path, body) {
-  const init = body === undefined ? {} : {
+  const init = body === undefined ? {headers: headers({})} : {
     method: "POST",
-    headers: {"Content-Type": "application/json"},
+    headers: headers({"Content-Type": "application/json"}),
     body: JSON.stringify(body),
   };
   let res;
@@ -54,7 +64,7 @@ async function generate(f, out) {
   try {
     res = await fetch("/generate", {
       method: "POST",
-      headers: {"Content-Type": "application/json", "Accept": "text/event-stream"},
+      headers: headers({"Content-Type": "application/json", "Accept": "text/event-stream"}),
       body: JSON.stringify(body),
     });
   } catch (e) {
@@ -306,6 +316,22 @@ function wire(section, spec) {
   });
 }
 
+// askKey shows the key form and resolves once a key is typed in.
+function askKey() {
+  const form = document.getElementById("key");
+  form.hidden = false;
+  form.key.focus();
+  return new Promise((resolve) => {
+    form.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      apiKey = form.key.value.trim();
+      sessionStorage.setItem("roformer-api-key", apiKey);
+      form.hidden = true;
+      resolve();
+    }, {once: true});
+  });
+}
+
 async function start() {
   const model = document.getElementById("model");
   const status = document.getElementById("status");
@@ -317,6 +343,10 @@ async function start() {
     } catch (e) {
       status.textContent = e.message + (e.status === 503 ? " (retrying)" : "");
       status.hidden = false;
+      if (e.status === 401) {
+        await askKey();
+        continue;
+      }
       if (e.status !== 503) return;
       await new Promise((r) => setTimeout(r, 1000));
     }
