@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,13 +19,51 @@ const FileName = "bpe.json"
 // file is bpe.json: the alphabet and the merges (each "left right"), from
 // which the vocabulary is rebuilt.
 type file struct {
-	Format    string   `json:"format"` // "roformer-bpe"
-	Version   int      `json:"version"`
-	VocabSize int      `json:"vocab_size"`
-	EndOfWord string   `json:"end_of_word"`
-	Specials  []string `json:"specials"`
-	Alphabet  []string `json:"alphabet"`
-	Merges    []string `json:"merges"`
+	Format    string    `json:"format"` // "roformer-bpe"
+	Version   int       `json:"version"`
+	VocabSize int       `json:"vocab_size"`
+	EndOfWord string    `json:"end_of_word"`
+	Specials  []string  `json:"specials"`
+	Alphabet  []string  `json:"alphabet"`
+	Merges    mergeList `json:"merges"`
+}
+
+// Limits on bpe.json, far above a real one (the largest BPE vocabularies
+// have about 2.8·10⁵ merges in a few MB): the file is at most MaxFileBytes
+// and holds at most MaxMerges merges, counted while they are decoded.
+const (
+	MaxFileBytes = 64 << 20
+	MaxMerges    = 1 << 21
+)
+
+// maxMerges is MaxMerges; the tests lower it.
+var maxMerges = MaxMerges
+
+// mergeList is bpe.json's merges, decoded one at a time so that more than
+// MaxMerges are refused before they are all held.
+type mergeList []string
+
+func (ml *mergeList) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+		return fmt.Errorf("merges is not an array of strings")
+	}
+	var out mergeList
+	for dec.More() {
+		var s string
+		if err := dec.Decode(&s); err != nil {
+			return fmt.Errorf("merges[%d] is not a string", len(out))
+		}
+		if len(out) == maxMerges {
+			return fmt.Errorf("more than %d merges (MaxMerges)", maxMerges)
+		}
+		out = append(out, s)
+	}
+	*ml = out
+	return nil
 }
 
 const formatName = "roformer-bpe"
@@ -53,12 +92,24 @@ func (m *Model) Save(dir string) error {
 	return nil
 }
 
-// Load reads dir/bpe.json and checks it.
+// Load reads dir/bpe.json and checks it; a file over MaxFileBytes, or of
+// more than MaxMerges merges, is refused with the numbers.
 func Load(dir string) (*Model, error) {
 	path := filepath.Join(dir, FileName)
-	data, err := os.ReadFile(path)
+	fh, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("bpe: %w", err)
+	}
+	defer fh.Close()
+	if fi, err := fh.Stat(); err == nil && fi.Size() > MaxFileBytes {
+		return nil, fmt.Errorf("bpe: %s is %d bytes, more than the %d a bpe.json may have (MaxFileBytes)", path, fi.Size(), MaxFileBytes)
+	}
+	data, err := io.ReadAll(io.LimitReader(fh, MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("bpe: %w", err)
+	}
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("bpe: %s is more than the %d bytes a bpe.json may have (MaxFileBytes)", path, MaxFileBytes)
 	}
 	m, err := parse(data)
 	if err != nil {
