@@ -2,6 +2,7 @@ package blas
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 )
 
@@ -46,7 +47,7 @@ func (g *goAsm) Name() string {
 	return fmt.Sprintf("go-asm (%s %dx%d microkernel; kc %d, mc %d, nc %d)", g.k.isa, g.k.mr, g.k.nr, g.kc, g.mc, g.nc)
 }
 
-// maxTile bounds mr·nr (the edge tile lives on the stack).
+// maxTile bounds mr·nr (the Go twin's accumulators live on the stack).
 const maxTile = 16 * 32
 
 // newGoAsm sizes the blocks of kernel k to the caches (l1 and l2 in bytes;
@@ -68,26 +69,41 @@ func newGoAsm(k microkernel, l1, l2 int, asmPack bool) *goAsm {
 	return &goAsm{k: k, kc: kc, mc: mc, nc: nc, asmPack: asmPack}
 }
 
-// goAsmBufs are one call's packed blocks, pooled so that a warm call
-// allocates nothing. Their sizes are bounded by the block sizes
-// (mc·kc and nc·kc floats, at most 8 MiB for B).
-type goAsmBufs struct{ a, b []float32 }
+// goAsmBufs keeps the packed blocks of finished calls for the next ones:
+// a free list that the garbage collector does not empty (a sync.Pool
+// would, and then every product after a collection would allocate and
+// zero megabytes again). At most maxFree buffers are kept, each of
+// max(need, 1 Mi) floats (4 MiB: the blocks of the default sizes, mc·kc +
+// nc·kc, fit), so the memory held is bounded by about 4 MiB per thread;
+// more concurrent calls than that allocate and drop their own.
+var goAsmBufs struct {
+	mu   sync.Mutex
+	free [][]float32
+}
 
-var goAsmPool sync.Pool
+// maxFree is how many packing buffers are kept between calls.
+var maxFree = runtime.GOMAXPROCS(0) + 2
 
-func getBufs(na, nb int) *goAsmBufs {
-	p, _ := goAsmPool.Get().(*goAsmBufs)
-	if p == nil {
-		p = new(goAsmBufs)
+func getBuf(need int) []float32 {
+	goAsmBufs.mu.Lock()
+	var buf []float32
+	if n := len(goAsmBufs.free); n > 0 {
+		buf = goAsmBufs.free[n-1]
+		goAsmBufs.free = goAsmBufs.free[:n-1]
 	}
-	if cap(p.a) < na {
-		p.a = make([]float32, na)
+	goAsmBufs.mu.Unlock()
+	if cap(buf) < need {
+		buf = make([]float32, max(need, 1<<20))
 	}
-	if cap(p.b) < nb {
-		p.b = make([]float32, nb)
+	return buf[:need]
+}
+
+func putBuf(buf []float32) {
+	goAsmBufs.mu.Lock()
+	if len(goAsmBufs.free) < maxFree {
+		goAsmBufs.free = append(goAsmBufs.free, buf)
 	}
-	p.a, p.b = p.a[:na], p.b[:nb]
-	return p
+	goAsmBufs.mu.Unlock()
 }
 
 // split divides n into the fewest blocks of at most block elements, of
@@ -118,10 +134,12 @@ func (g *goAsm) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float
 	kc := split(k, g.kc, 8)
 	mc := split(m, g.mc, mr)
 	nc := split(n, g.nc, nr)
-	bufs := getBufs(mc*kc, roundUp(min(nc, n), nr)*kc)
-	defer goAsmPool.Put(bufs)
-	ap, bp := bufs.a, bufs.b
-	var edge [maxTile]float32
+	// One buffer: the packed A block, the packed B block and the edge
+	// tile (a local array would escape through the kernel's func value).
+	na, nb := mc*kc, roundUp(min(nc, n), nr)*kc
+	buf := getBuf(na + nb + mr*nr)
+	defer putBuf(buf)
+	ap, bp, edge := buf[:na], buf[na:na+nb], buf[na+nb:]
 	for jc := 0; jc < n; jc += nc {
 		ncc := min(nc, n-jc)
 		for pc := 0; pc < k; pc += kc {
