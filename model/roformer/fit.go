@@ -20,10 +20,12 @@ import (
 //     attention and feed-forward weights, and the head's weights, where the
 //     checkpoint holds them (with or without the "roformer." prefix);
 //   - that the checkpoint's layers reach layer num_hidden_layers − 1;
-//   - that the encoder's parameters (Config.ParamCount) are no more than the
-//     values the checkpoint holds (every encoder tensor must come from it),
-//     and the head's no more either (a head the checkpoint lacks is
-//     initialised, and a real head is far smaller than its encoder).
+//   - that the encoder's parameters (Config.ParamCount) are no more than
+//     twice the values the checkpoint holds plus 2²⁰ (every encoder tensor
+//     must come from it; a smaller excess is left to Bind, which names each
+//     missing tensor), and the head's no more either (a head the checkpoint
+//     lacks is initialised, and a real head is far smaller than its
+//     encoder).
 //
 // The errors name the tensor, the shape found, and the config.json keys and
 // values that imply another. Tensors the checkpoint lacks are left to Bind,
@@ -122,11 +124,15 @@ func (c *Config) CheckShapes(head Head, shapes map[string][]int) error {
 	if err != nil {
 		return err
 	}
-	if enc > stored.n {
-		return fmt.Errorf("%s imply %d encoder parameters (%d MB as float32), but the checkpoint holds only %d values in %d tensors",
+	// Twice the stored values plus 2²⁰ (4 MiB as float32): a config that
+	// needs more cannot fit; one that needs a little more is left to Bind,
+	// which names every missing tensor.
+	slack := 2*stored.n + 1<<20
+	if enc > slack {
+		return fmt.Errorf("%s imply %d encoder parameters (%d MB as float32), but the checkpoint holds only %d values in %d tensors (the most a config may imply is twice that plus 2²⁰)",
 			c.sizeWords(), enc, enc*4>>20, stored.n, len(shapes))
 	}
-	if hd > stored.n {
+	if hd > slack {
 		return fmt.Errorf("the %s head needs %d parameters (num_labels %d, hidden_size %d, vocab_size %d), more than the checkpoint's %d values",
 			head, hd, c.NumLabels, c.HiddenSize, c.VocabSize, stored.n)
 	}

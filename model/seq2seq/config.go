@@ -3,6 +3,7 @@ package seq2seq
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -49,8 +50,47 @@ func (c Config) activation() (kernels.Activation, error) {
 	return a, nil
 }
 
-// Validate checks the numbers, naming the field.
+// Limits on config.json's sizes, far above every released
+// encoder-decoder (Transformer-big: d_model 1024, ffn 4096, 6 + 6 layers),
+// checked by Validate before anything is allocated from them.
+const (
+	MaxConfigBytes = 1 << 20 // config.json
+	MaxVocabSize   = 1 << 24
+	MaxDModel      = 1 << 16
+	MaxHeads       = 4096
+	MaxFFN         = 1 << 18
+	MaxLayers      = 1024 // encoder_layers and decoder_layers each
+	// MaxParams bounds the parameter count the sizes imply: 2³⁴, 137 GB
+	// with gradients as float32.
+	MaxParams = 1 << 34
+)
+
+// NumParamsFor returns the number of parameters newEmpty allocates for c
+// (each with a gradient of the same size). Within the limits above the
+// count is exact in int64: V·C ≤ 2⁴⁰ and each layer below 2³⁷.
+func (c Config) NumParamsFor() int64 {
+	C, I, V := int64(c.DModel), int64(c.FFN), int64(c.VocabSize)
+	lin := func(out, in int64) int64 { return out*in + out }
+	enc := 2*2*C + lin(3*C, C) + lin(C, C) + lin(I, C) + lin(C, I)
+	dec := 3*2*C + lin(3*C, C) + lin(C, C) + lin(C, C) + lin(2*C, C) + lin(C, C) + lin(I, C) + lin(C, I)
+	return V*C + int64(c.EncoderLayers)*enc + 2*C + int64(c.DecoderLayers)*dec + 2*C
+}
+
+// Validate checks the numbers, naming the field. The sizes must be at most
+// MaxVocabSize, MaxDModel, MaxHeads, MaxFFN and MaxLayers, and the
+// parameter count they imply (NumParamsFor) at most MaxParams.
 func (c Config) Validate() error {
+	for _, f := range []struct {
+		key      string
+		v, limit int
+	}{
+		{"vocab_size", c.VocabSize, MaxVocabSize}, {"d_model", c.DModel, MaxDModel}, {"num_heads", c.Heads, MaxHeads},
+		{"ffn_size", c.FFN, MaxFFN}, {"encoder_layers", c.EncoderLayers, MaxLayers}, {"decoder_layers", c.DecoderLayers, MaxLayers},
+	} {
+		if f.v > f.limit {
+			return fmt.Errorf("seq2seq: %s %d is above the limit %d", f.key, f.v, f.limit)
+		}
+	}
 	switch {
 	case c.VocabSize < 2:
 		return fmt.Errorf("seq2seq: vocab_size %d must be at least 2", c.VocabSize)
@@ -76,6 +116,10 @@ func (c Config) Validate() error {
 	if _, err := c.activation(); err != nil {
 		return err
 	}
+	if n := c.NumParamsFor(); n > MaxParams {
+		return fmt.Errorf("seq2seq: vocab_size %d, d_model %d, ffn_size %d, encoder_layers %d and decoder_layers %d imply %d parameters, above the limit %d (MaxParams)",
+			c.VocabSize, c.DModel, c.FFN, c.EncoderLayers, c.DecoderLayers, n, int64(MaxParams))
+	}
 	for _, id := range []struct {
 		name string
 		v    int
@@ -98,12 +142,21 @@ func BaseConfig(v int, position string) Config {
 		Position: position, Dropout: 0.1, LabelSmooth: 0.1, PadID: 0, BOSID: 1, EOSID: 2, LayerNormEps: 1e-5}
 }
 
-// ReadConfig reads dir/config.json; unknown keys are ignored.
+// ReadConfig reads dir/config.json (at most MaxConfigBytes); unknown keys
+// are ignored.
 func ReadConfig(dir string) (Config, error) {
 	path := filepath.Join(dir, "config.json")
-	raw, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("seq2seq: %w", err)
+	}
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
+	if err != nil {
+		return Config{}, fmt.Errorf("seq2seq: %w", err)
+	}
+	if len(raw) > MaxConfigBytes {
+		return Config{}, fmt.Errorf("seq2seq: %s is larger than %d bytes, the limit for a config.json (MaxConfigBytes)", path, MaxConfigBytes)
 	}
 	var c Config
 	if err := json.Unmarshal(raw, &c); err != nil {

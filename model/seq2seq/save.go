@@ -40,14 +40,30 @@ func Load(dir string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := newEmpty(cfg)
-	if err != nil {
-		return nil, err
-	}
 	path := filepath.Join(dir, "model.safetensors")
 	f, err := checkpoint.ReadSafetensors(path)
 	if err != nil {
 		return nil, fmt.Errorf("seq2seq: %w", err)
+	}
+	// Compare config.json with the weights before allocating a model of
+	// its size: one that needs more than twice the values the checkpoint
+	// holds (plus 2²⁰) is refused here; smaller differences are left to
+	// the report of every mismatched tensor below.
+	stored := int64(0)
+	for _, e := range f.Tensors {
+		stored += int64(len(e.Data))
+	}
+	if e, ok := f.Tensors["embed_tokens.weight"]; ok && !slices.Equal(e.Shape, []int{cfg.VocabSize, cfg.DModel}) {
+		return nil, fmt.Errorf("seq2seq: %s does not match %s: embed_tokens.weight has shape %v, but vocab_size %d and d_model %d need [%d %d]",
+			path, filepath.Join(dir, "config.json"), e.Shape, cfg.VocabSize, cfg.DModel, cfg.VocabSize, cfg.DModel)
+	}
+	if n := cfg.NumParamsFor(); n > 2*stored+1<<20 {
+		return nil, fmt.Errorf("seq2seq: %s does not match %s: vocab_size %d, d_model %d, ffn_size %d, encoder_layers %d and decoder_layers %d imply %d parameters, but the checkpoint holds %d values",
+			path, filepath.Join(dir, "config.json"), cfg.VocabSize, cfg.DModel, cfg.FFN, cfg.EncoderLayers, cfg.DecoderLayers, n, stored)
+	}
+	m, err := newEmpty(cfg)
+	if err != nil {
+		return nil, err
 	}
 	var problems []string
 	want := map[string]bool{}
