@@ -28,8 +28,8 @@ import (
 const DefaultMaxNewTokens = 20
 
 // A generation's cost is checked before anything is allocated for it, in
-// this order: num_beams against Options.MaxBeams (and the vocabulary),
-// max_new_tokens against Options.MaxNewTokens, then, once the prompt is
+// this order: max_new_tokens against Options.MaxNewTokens, num_beams
+// against Options.MaxBeams (and the vocabulary), then, once the prompt is
 // tokenized, prompt + new tokens against Options.MaxLength, beams ×
 // (prompt + new tokens), the rows the cache holds, against
 // Options.MaxBatchTokens, and the memory that roformer.Model.GenerateCost
