@@ -151,7 +151,7 @@ func TestRequestBounds(t *testing.T) {
 	}
 
 	qa, _, _ := newServer(t, roformer.HeadQA, nil, Options{MaxInputs: 16}) // 16 × 32 tokens a request
-	ctx := strings.Repeat("the sea a ship . ", 40)                        // 200 tokens
+	ctx := strings.Repeat("the sea a ship . ", 40)                         // 200 tokens
 	for _, c := range []struct {
 		body   string
 		status int
