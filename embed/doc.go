@@ -41,7 +41,7 @@
 // itself is written once, atomically, from the parts in order, when every
 // part is done; then the folder is removed.
 //
-// Ranks. With a Group of Size N (an MPI job, see package dist), part p is
+// Ranks. With a Group of Size N (an MPI job, see package distributed), part p is
 // rank p mod N's. Each rank reads the whole input (to check it and find
 // the parts), embeds its parts and writes them into the work folder, which
 // must therefore be one folder for every rank (one host, or a shared file

@@ -24,7 +24,7 @@ import (
 	"github.com/roformer-go/roformer/tokenizer"
 )
 
-// Group is the process group a run is sharded over: package dist's Comm
+// Group is the process group a run is sharded over: package distributed's Comm
 // (an MPI job) has these methods. Every rank calls Run with the same
 // arguments.
 type Group interface {

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/roformer-go/roformer/dist"
+	"github.com/roformer-go/roformer/distributed"
 )
 
 // Two ranks equal one process with --accum 2 (and two ranks with
@@ -17,7 +17,7 @@ func TestParallelEqualsAccum(t *testing.T) {
 	dir := tinyModel(t)
 	spec := Spec{Problem: SingleLabel, Labels: []string{"negative", "positive"}}
 	run := func(ranks, accum int) ([]float32, *Result) {
-		cs := dist.Loopback(ranks)
+		cs := distributed.Loopback(ranks)
 		params := make([][]float32, ranks)
 		results := make([]*Result, ranks)
 		errs := make([]error, ranks)

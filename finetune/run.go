@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/roformer-go/roformer/dist"
+	"github.com/roformer-go/roformer/distributed"
 	"github.com/roformer-go/roformer/internal/atomicfile"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/tokenizer"
@@ -82,7 +82,7 @@ type RunOptions struct {
 	// Group, when it has more than one rank, makes this process one rank of
 	// a data-parallel run (Job.Group): every rank calls Run with the same
 	// options, rank 0 alone prints, evaluates and writes Out. Nil: alone.
-	Group dist.Comm
+	Group distributed.Comm
 }
 
 // RunResult is the outcome of Run.
@@ -117,14 +117,14 @@ func CheckOut(dir string) error {
 func Run(ctx context.Context, ro RunOptions) (*RunResult, error) {
 	g := ro.Group
 	if g == nil {
-		g = dist.Local()
+		g = distributed.Local()
 	}
 	lead := g.Rank() == 0
 	if !lead {
 		ro.Progress = nil
 	}
 	r, err := prepareRun(ro, lead)
-	if err := dist.Agree(g, err); err != nil {
+	if err := distributed.Agree(g, err); err != nil {
 		if r != nil && r.staged != nil {
 			r.staged.Discard()
 		}
@@ -228,7 +228,7 @@ func prepareRun(ro RunOptions, lead bool) (*preparedRun, error) {
 }
 
 // run trains, and on rank 0 tests and publishes.
-func (r *preparedRun) run(ctx context.Context, ro RunOptions, g dist.Comm) (*RunResult, error) {
+func (r *preparedRun) run(ctx context.Context, ro RunOptions, g distributed.Comm) (*RunResult, error) {
 	spec, m, tok, tokFrom, continued := r.spec, r.m, r.tok, r.tokFrom, r.continued
 	say := func(format string, a ...any) {
 		if ro.Progress != nil {

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/roformer-go/roformer/dist"
+	"github.com/roformer-go/roformer/distributed"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/optim"
 	"github.com/roformer-go/roformer/tensor"
@@ -122,7 +122,7 @@ type Job struct {
 	// dropout included), the gradients are averaged with an allreduce, and
 	// rank 0 alone evaluates (broadcasting which epoch is best and whether
 	// to stop) and should alone be given Progress and Metrics. Nil: alone.
-	Group dist.Comm
+	Group distributed.Comm
 }
 
 // EpochResult is what one epoch measured.
@@ -258,11 +258,11 @@ func Train(ctx context.Context, j Job) (*Result, error) {
 	params := m.Params()
 	g := j.Group
 	if g == nil {
-		g = dist.Local()
+		g = distributed.Local()
 	}
 	ranks, accum := g.Size(), max(o.Accum, 1)
 	if ranks > 1 {
-		if err := dist.CheckSame(g, "parameters at the start", paramBytes(params)); err != nil {
+		if err := distributed.CheckSame(g, "parameters at the start", paramBytes(params)); err != nil {
 			return nil, fmt.Errorf("finetune: %w", err)
 		}
 	}
@@ -283,7 +283,7 @@ func Train(ctx context.Context, j Job) (*Result, error) {
 	// step's; the gradient average is then Σ (this rank's sum) / all.
 	var mine, all int
 	if ranks > 1 {
-		red := dist.NewReducer(g, 0)
+		red := distributed.NewReducer(g, 0)
 		grads := make([][]float32, len(params))
 		for i, p := range params {
 			grads[i] = p.Grad
@@ -406,7 +406,7 @@ func Train(ctx context.Context, j Job) (*Result, error) {
 					isBest = rep.Main() > bestScore
 				}
 			}
-			if err := dist.Agree(g, err); err != nil {
+			if err := distributed.Agree(g, err); err != nil {
 				return res, err
 			}
 			if ranks > 1 {

@@ -12,7 +12,7 @@ import (
 	"github.com/roformer-go/roformer/checkpoint"
 	"github.com/roformer-go/roformer/data"
 	"github.com/roformer-go/roformer/data/corpus"
-	"github.com/roformer-go/roformer/dist"
+	"github.com/roformer-go/roformer/distributed"
 	"github.com/roformer-go/roformer/internal/atomicfile"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/tensor"
@@ -51,7 +51,7 @@ type Options struct {
 	// a data-parallel run (train.Job.Group): every rank prepares the same
 	// corpus, vocabulary and model, and rank 0 writes the run folder. Nil:
 	// this process alone.
-	Group dist.Comm `json:"-"`
+	Group distributed.Comm `json:"-"`
 }
 
 // DefaultOptions returns the main job's settings: the tiny preset on the
@@ -235,7 +235,7 @@ func Start(ctx context.Context, opts Options, out io.Writer, terminal bool) (*Jo
 		out = nil
 	}
 	j, err := start(opts, g.Rank() == 0, out)
-	if err := dist.Agree(g, err); err != nil {
+	if err := distributed.Agree(g, err); err != nil {
 		return nil, nil, err
 	}
 	j.Train.Out, j.Train.IsTerminal = out, terminal
@@ -243,9 +243,9 @@ func Start(ctx context.Context, opts Options, out io.Writer, terminal bool) (*Jo
 	return j, res, err
 }
 
-func group(g dist.Comm) dist.Comm {
+func group(g distributed.Comm) distributed.Comm {
 	if g == nil {
-		return dist.Local()
+		return distributed.Local()
 	}
 	return g
 }
@@ -281,13 +281,13 @@ func start(opts Options, write bool, out io.Writer) (*Job, error) {
 // process alone); every rank reads dir, so it must be on a file system
 // they all see (see train.Resume for a number of ranks other than the
 // run's).
-func Resume(ctx context.Context, dir string, steps, threads int, g dist.Comm, out io.Writer, terminal bool) (*Job, *train.Result, error) {
+func Resume(ctx context.Context, dir string, steps, threads int, g distributed.Comm, out io.Writer, terminal bool) (*Job, *train.Result, error) {
 	g = group(g)
 	if g.Rank() != 0 {
 		out = nil
 	}
 	j, err := prepareResume(dir, threads, g, out)
-	if err := dist.Agree(g, err); err != nil {
+	if err := distributed.Agree(g, err); err != nil {
 		return nil, nil, err
 	}
 	j.Train.Options.Steps = steps
@@ -296,7 +296,7 @@ func Resume(ctx context.Context, dir string, steps, threads int, g dist.Comm, ou
 	return j, res, err
 }
 
-func prepareResume(dir string, threads int, g dist.Comm, out io.Writer) (*Job, error) {
+func prepareResume(dir string, threads int, g distributed.Comm, out io.Writer) (*Job, error) {
 	raw, err := os.ReadFile(filepath.Join(dir, RunFile))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {

@@ -7,7 +7,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/roformer-go/roformer/dist"
+	"github.com/roformer-go/roformer/distributed"
 	"github.com/roformer-go/roformer/tensor"
 )
 
@@ -21,7 +21,7 @@ import (
 // loader's generator and the dropout streams from Batch.Seed, so they are
 // those of the single process too. Each rank averages the gradients of its
 // A micro-batches, the gradient allreduce (Stepper.Reduce, bucketed by
-// dist.Reducer) averages them over the ranks, and every rank then clips and
+// distributed.Reducer) averages them over the ranks, and every rank then clips and
 // applies the same AdamW update: the parameters stay identical without
 // ever being sent. The loss of the step is averaged over the ranks with one
 // more (float64) allreduce, which also carries each rank's vote to stop, so
@@ -36,9 +36,9 @@ import (
 // drift between ranks is an error rather than a silent divergence.
 
 // group returns the run's group: job.Group, or this process alone.
-func (t *trainer) group() dist.Comm {
+func (t *trainer) group() distributed.Comm {
 	if t.job.Group == nil {
-		return dist.Local()
+		return distributed.Local()
 	}
 	return t.job.Group
 }
@@ -49,12 +49,12 @@ func (t *trainer) parallel() bool { return t.g.Size() > 1 }
 // leader reports whether this rank writes the run folder.
 func (t *trainer) leader() bool { return t.g.Rank() == 0 }
 
-// agree is dist.Agree.
-func agree(g dist.Comm, err error) error { return dist.Agree(g, err) }
+// agree is distributed.Agree.
+func agree(g distributed.Comm, err error) error { return distributed.Agree(g, err) }
 
-// sameOnAllRanks is dist.CheckSame, with the package's prefix.
-func sameOnAllRanks(g dist.Comm, what string, b []byte) error {
-	if err := dist.CheckSame(g, what, b); err != nil {
+// sameOnAllRanks is distributed.CheckSame, with the package's prefix.
+func sameOnAllRanks(g distributed.Comm, what string, b []byte) error {
+	if err := distributed.CheckSame(g, what, b); err != nil {
 		return fmt.Errorf("train: %w", err)
 	}
 	return nil
@@ -92,7 +92,7 @@ func (t *trainer) checkRanks(loader []byte) error {
 // time into waiting for the slowest rank (t.waitSec: load imbalance, a
 // busy machine) and moving and summing the gradients (t.commSec).
 func (t *trainer) newReduce() func([]*tensor.Param) error {
-	red := dist.NewReducer(t.g, 0)
+	red := distributed.NewReducer(t.g, 0)
 	grads := make([][]float32, len(t.params))
 	for i, p := range t.params {
 		grads[i] = p.Grad

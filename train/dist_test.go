@@ -11,13 +11,13 @@ import (
 	"testing"
 
 	"github.com/roformer-go/roformer/data"
-	"github.com/roformer-go/roformer/dist"
+	"github.com/roformer-go/roformer/distributed"
 )
 
 // onRanks runs f(rank, group) for every rank of an in-process group of n
 // ranks, each in its own goroutine, and returns their errors.
-func onRanks(n int, f func(r int, g dist.Comm) error) []error {
-	cs := dist.Loopback(n)
+func onRanks(n int, f func(r int, g distributed.Comm) error) []error {
+	cs := distributed.Loopback(n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r := range cs {
@@ -39,7 +39,7 @@ func noErrors(t *testing.T, errs []error) {
 // parallelRun trains the test job on n ranks with accumulation accum.
 func parallelRun(t *testing.T, dir string, n, accum int) {
 	t.Helper()
-	noErrors(t, onRanks(n, func(r int, g dist.Comm) error {
+	noErrors(t, onRanks(n, func(r int, g distributed.Comm) error {
 		job := testJob(t, dir, newFake(40, 8, 1))
 		job.Options.Accum, job.Group = accum, g
 		_, err := Train(context.Background(), job)
@@ -117,7 +117,7 @@ func TestParallelInterruptResume(t *testing.T) {
 	parallelRun(t, straight, 2, 1)
 	interrupted := func() string {
 		dir := t.TempDir()
-		errs := onRanks(2, func(r int, g dist.Comm) error {
+		errs := onRanks(2, func(r int, g distributed.Comm) error {
 			m := newFake(40, 8, 1)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -151,7 +151,7 @@ func TestParallelInterruptResume(t *testing.T) {
 		return dir
 	}
 	resume := func(dir string, n int) []error {
-		return onRanks(n, func(r int, g dist.Comm) error {
+		return onRanks(n, func(r int, g distributed.Comm) error {
 			job := testJob(t, dir, newFake(40, 8, 3))
 			job.Options, job.Group = Options{OutDir: dir}, g
 			_, err := Resume(context.Background(), job)
@@ -187,7 +187,7 @@ func TestParallelInterruptResume(t *testing.T) {
 // Ranks that do not hold the same data stop with an error that says so.
 func TestParallelDataMismatch(t *testing.T) {
 	dir := t.TempDir()
-	errs := onRanks(2, func(r int, g dist.Comm) error {
+	errs := onRanks(2, func(r int, g distributed.Comm) error {
 		job := testJob(t, dir, newFake(40, 8, 1))
 		job.Group = g
 		if r == 1 {
@@ -233,7 +233,7 @@ func (m *statefulFake) SetTrainState(b []byte) error {
 // that rank; another number of ranks is refused.
 func TestParallelRankModelStates(t *testing.T) {
 	dir := t.TempDir()
-	errs := onRanks(2, func(r int, g dist.Comm) error {
+	errs := onRanks(2, func(r int, g distributed.Comm) error {
 		m := &statefulFake{fakeModel: newFake(40, 8, 1), count: uint64(1000 * r)}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -265,7 +265,7 @@ func TestParallelRankModelStates(t *testing.T) {
 		}
 	}
 	restored := make([][]byte, 2)
-	noErrors(t, onRanks(2, func(r int, g dist.Comm) error {
+	noErrors(t, onRanks(2, func(r int, g distributed.Comm) error {
 		m := &statefulFake{fakeModel: newFake(40, 8, 3)}
 		job := testJob(t, dir, nil)
 		job.Model, job.Group, job.Options = m, g, Options{OutDir: dir, Steps: st.Step}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/roformer-go/roformer/data"
-	"github.com/roformer-go/roformer/dist"
+	"github.com/roformer-go/roformer/distributed"
 	"github.com/roformer-go/roformer/optim"
 	"github.com/roformer-go/roformer/tensor"
 )
@@ -45,7 +45,7 @@ type Job struct {
 	// pass, a NaN loss) is returned on its rank while the others wait in the
 	// next collective, so the caller must then end the job (Comm.Abort), as
 	// cmd/roformer does. Nil: this process alone.
-	Group dist.Comm
+	Group distributed.Comm
 }
 
 // Result summarises a run.
@@ -72,7 +72,7 @@ func Train(ctx context.Context, job Job) (*Result, error) {
 	o := job.Options.Defaults()
 	g := job.Group
 	if g == nil {
-		g = dist.Local()
+		g = distributed.Local()
 	}
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -124,7 +124,7 @@ func newRunFolder(dir string) error {
 func Resume(ctx context.Context, job Job) (*Result, error) {
 	g := job.Group
 	if g == nil {
-		g = dist.Local()
+		g = distributed.Local()
 	}
 	t, err := prepareResume(job, g)
 	if err := agree(g, err); err != nil {
@@ -159,7 +159,7 @@ func Resume(ctx context.Context, job Job) (*Result, error) {
 
 // prepareResume builds the trainer of Resume from the latest checkpoint of
 // job.Options.OutDir; rank 0 also clears what a killed run left behind.
-func prepareResume(job Job, g dist.Comm) (*trainer, error) {
+func prepareResume(job Job, g distributed.Comm) (*trainer, error) {
 	dir := job.Options.OutDir
 	st, ckpt, err := ReadLatestState(dir)
 	if err != nil {
@@ -246,10 +246,10 @@ type trainer struct {
 	eval    []*data.Batch
 	saved   Options // a resumed run's options as saved
 
-	g       dist.Comm     // the data-parallel group; dist.Local() alone
-	reducer *dist.Reducer // the gradient allreduce; nil alone
-	commSec float64       // seconds in the gradient allreduce since the last record
-	waitSec float64       // seconds waiting for the other ranks before it
+	g       distributed.Comm     // the data-parallel group; distributed.Local() alone
+	reducer *distributed.Reducer // the gradient allreduce; nil alone
+	commSec float64              // seconds in the gradient allreduce since the last record
+	waitSec float64              // seconds waiting for the other ranks before it
 
 	metrics *metricsLog
 	records []Record // metrics so far, for the plot

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/roformer-go/roformer/dist"
+	"github.com/roformer-go/roformer/distributed"
 	"github.com/roformer-go/roformer/embed"
 	roformer "github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/pipeline"
@@ -85,14 +85,14 @@ func cmdEmbed(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // all at once), so every rank leaves with MPI_Finalize; a rank other than 0
 // keeps quiet about a failure that is not its own (rank 0 names the rank
 // that failed and, when the failure was in embedding, what it said).
-func leaveEmbed(g dist.Comm, err error) error {
+func leaveEmbed(g distributed.Comm, err error) error {
 	if g.Size() == 1 {
 		return err
 	}
 	if cerr := g.Close(); err == nil {
 		return cerr
 	}
-	if g.Rank() != 0 && (errors.Is(err, dist.ErrOtherRank) || errors.Is(err, embed.ErrOtherRank) || errors.Is(err, errInterrupted)) {
+	if g.Rank() != 0 && (errors.Is(err, distributed.ErrOtherRank) || errors.Is(err, embed.ErrOtherRank) || errors.Is(err, errInterrupted)) {
 		return quietError{err}
 	}
 	if g.Rank() != 0 {
@@ -104,9 +104,9 @@ func leaveEmbed(g dist.Comm, err error) error {
 // runEmbed loads the model and embeds the input, as rank g.Rank() of g;
 // rank 0 prints where it stands (at most every 10 s) and what the ranks did
 // to stderr.
-func runEmbed(ctx context.Context, o embedOptions, g dist.Comm, stderr io.Writer) error {
+func runEmbed(ctx context.Context, o embedOptions, g distributed.Comm, stderr io.Writer) error {
 	m, tok, err := loadEmbedModel(o)
-	if err = dist.Agree(g, err); err != nil {
+	if err = distributed.Agree(g, err); err != nil {
 		return err
 	}
 	o.run.Group = g

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/roformer-go/roformer/dist"
+	"github.com/roformer-go/roformer/distributed"
 	"github.com/roformer-go/roformer/finetune"
 	"github.com/roformer-go/roformer/tasks"
 )
@@ -126,7 +126,7 @@ type finetuneOptions struct {
 	threads                       int
 	set                           map[string]bool // the flags given on the command line
 	baselineEpochs                int
-	group                         dist.Comm // the MPI job's ranks, or this process alone
+	group                         distributed.Comm // the MPI job's ranks, or this process alone
 }
 
 func cmdFinetune(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -208,7 +208,7 @@ func runFinetune(ctx context.Context, o finetuneOptions, stdout, stderr io.Write
 		return err
 	}
 	if o.group == nil {
-		o.group = dist.Local()
+		o.group = distributed.Local()
 	}
 	progress := stderr
 	if o.quiet || o.group.Rank() != 0 {
@@ -220,11 +220,11 @@ func runFinetune(ctx context.Context, o finetuneOptions, stdout, stderr io.Write
 	if o.group.Size() > 1 {
 		fmt.Fprintf(progress, "roformer: %v\n", o.group)
 	}
-	if err := dist.Agree(o.group, finetune.CheckOut(o.out)); err != nil {
+	if err := distributed.Agree(o.group, finetune.CheckOut(o.out)); err != nil {
 		return err
 	}
 	d, err := finetuneData(ctx, &o, progress)
-	if err := dist.Agree(o.group, err); err != nil {
+	if err := distributed.Agree(o.group, err); err != nil {
 		return err
 	}
 	if o.baseline != "" {

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/roformer-go/roformer/dist"
+	"github.com/roformer-go/roformer/distributed"
 	"github.com/roformer-go/roformer/pipeline"
 	"github.com/roformer-go/roformer/pretrain"
 	"github.com/roformer-go/roformer/train"
@@ -29,7 +29,7 @@ type pretrainOptions struct {
 	steps   int
 	threads int
 	quiet   bool
-	group   dist.Comm // the MPI job's ranks, or this process alone
+	group   distributed.Comm // the MPI job's ranks, or this process alone
 }
 
 func cmdPretrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -113,7 +113,7 @@ func cmdPretrain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 
 func runPretrain(ctx context.Context, o pretrainOptions, stdout, stderr io.Writer) error {
 	if o.group == nil {
-		o.group = dist.Local()
+		o.group = distributed.Local()
 	}
 	progress := stderr
 	if o.quiet || o.group.Rank() != 0 {

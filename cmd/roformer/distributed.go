@@ -8,7 +8,7 @@ import (
 	"os"
 	"runtime"
 
-	"github.com/roformer-go/roformer/dist"
+	"github.com/roformer-go/roformer/distributed"
 )
 
 // distributedFlag registers --distributed on fs.
@@ -22,15 +22,15 @@ func distributedFlag(fs *flag.FlagSet) *bool {
 // user did not set --threads, becomes the CPUs divided among the ranks on
 // this host. ROFORMER_MPI_LIB names the library file when it is not
 // libmpi.so.40.
-func joinGroup(explicit bool, threads *int, threadsSet bool) (dist.Comm, error) {
-	l, under, err := dist.Detect(os.Getenv)
+func joinGroup(explicit bool, threads *int, threadsSet bool) (distributed.Comm, error) {
+	l, under, err := distributed.Detect(os.Getenv)
 	if err != nil {
 		return nil, err
 	}
 	if !under && !explicit {
-		return dist.Local(), nil
+		return distributed.Local(), nil
 	}
-	c, err := dist.Init(os.Getenv("ROFORMER_MPI_LIB"))
+	c, err := distributed.Init(os.Getenv("ROFORMER_MPI_LIB"))
 	if err != nil {
 		return nil, fmt.Errorf("%w (the process runs under mpirun or was given --distributed; ROFORMER_MPI_LIB names another libmpi file)", err)
 	}
@@ -52,11 +52,11 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 // leaves with MPI_Finalize and returns err; any other error is printed with
 // the rank and ends the whole job (MPI_Abort), since the other ranks may be
 // waiting for this one in a collective.
-func leaveGroup(g dist.Comm, verb string, err error, stderr io.Writer) error {
+func leaveGroup(g distributed.Comm, verb string, err error, stderr io.Writer) error {
 	if g.Size() == 1 {
 		return err
 	}
-	if err == nil || errors.Is(err, errInterrupted) || errors.Is(err, dist.ErrOtherRank) {
+	if err == nil || errors.Is(err, errInterrupted) || errors.Is(err, distributed.ErrOtherRank) {
 		if cerr := g.Close(); err == nil {
 			err = cerr
 		}
@@ -79,7 +79,7 @@ func (q quietError) Error() string { return q.err.Error() }
 func (q quietError) Unwrap() error { return q.err }
 
 // bcastString returns rank 0's s on every rank.
-func bcastString(g dist.Comm, s string) (string, error) {
+func bcastString(g distributed.Comm, s string) (string, error) {
 	if g.Size() == 1 {
 		return s, nil
 	}

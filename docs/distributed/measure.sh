@@ -9,7 +9,7 @@
 #   - the CPU time of a step (all processes, user + system): the CPU time of
 #     the STEPS-step run less that of a 1-step run, over STEPS − 1, which
 #     the other jobs of a shared machine do not inflate as they do wall time;
-#   - the gradient allreduce alone (dist's BenchmarkAllreduceMPI) over both;
+#   - the gradient allreduce alone (distributed's BenchmarkAllreduceMPI) over both;
 #   - a ring-allreduce model of the efficiency at 8 and 64 nodes on 10 and
 #     100 Gb/s, from the measured step time and bytes per step.
 # Usage: docs/distributed/measure.sh [STEPS] [RUNS]   (defaults 30 and 2)
@@ -21,7 +21,7 @@ OUT=docs/distributed/results.json
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 go build -o "$work/roformer" ./cmd/roformer
-go test -c -o "$work/dist.test" ./dist
+go test -c -o "$work/dist.test" ./distributed
 MPI=(mpirun --allow-run-as-root --oversubscribe)
 COMMON=(pretrain --size tiny --seq 128 --seed 1 --eval-every 0 --save-every 0 --log-every 10 --quiet)
 load0=$(cut -d' ' -f1-3 /proc/loadavg)

@@ -1,4 +1,4 @@
-package dist
+package distributed
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ import (
 // process.
 func Loopback(n int) []Comm {
 	if n < 1 {
-		panic(fmt.Sprintf("dist: Loopback(%d): need at least one rank", n))
+		panic(fmt.Sprintf("distributed: Loopback(%d): need at least one rank", n))
 	}
 	h := &hub{n: n, in: make([]any, n)}
 	h.cond = sync.NewCond(&h.mu)
@@ -51,7 +51,7 @@ type loop struct {
 // result combine computes from every rank's part (in rank order).
 func (l *loop) meet(op string, x any, combine func(in []any) (any, error)) (any, error) {
 	if l.closed {
-		return nil, fmt.Errorf("dist: rank %d: %s after Close", l.rank, op)
+		return nil, fmt.Errorf("distributed: rank %d: %s after Close", l.rank, op)
 	}
 	h := l.h
 	h.mu.Lock()
@@ -60,7 +60,7 @@ func (l *loop) meet(op string, x any, combine func(in []any) (any, error)) (any,
 	if h.arrived == 0 {
 		h.op, h.err = op, nil
 	} else if h.op != op && h.err == nil {
-		h.err = fmt.Errorf("dist: ranks called different collectives together (%s and %s)", h.op, op)
+		h.err = fmt.Errorf("distributed: ranks called different collectives together (%s and %s)", h.op, op)
 	}
 	h.in[l.rank] = x
 	h.arrived++
@@ -89,7 +89,7 @@ func sameLen[T any](op string, in []any) (int, error) {
 	n := len(in[0].([]T))
 	for r, x := range in {
 		if len(x.([]T)) != n {
-			return 0, fmt.Errorf("dist: %s: rank 0 passed %d values, rank %d %d", op, n, r, len(x.([]T)))
+			return 0, fmt.Errorf("distributed: %s: rank 0 passed %d values, rank %d %d", op, n, r, len(x.([]T)))
 		}
 	}
 	return n, nil
@@ -129,7 +129,7 @@ func (l *loop) AllreduceSum64(buf []float64) error {
 
 func (l *loop) Bcast(buf []byte, root int) error {
 	if root < 0 || root >= l.h.n {
-		return fmt.Errorf("dist: broadcast root %d is not a rank of a group of %d", root, l.h.n)
+		return fmt.Errorf("distributed: broadcast root %d is not a rank of a group of %d", root, l.h.n)
 	}
 	s, err := l.meet(fmt.Sprintf("Bcast(root %d)", root), buf, func(in []any) (any, error) {
 		if _, err := sameLen[byte]("Bcast", in); err != nil {
@@ -145,7 +145,7 @@ func (l *loop) Bcast(buf []byte, root int) error {
 
 func (l *loop) Gather(buf []byte, root int) ([][]byte, error) {
 	if root < 0 || root >= l.h.n {
-		return nil, fmt.Errorf("dist: gather root %d is not a rank of a group of %d", root, l.h.n)
+		return nil, fmt.Errorf("distributed: gather root %d is not a rank of a group of %d", root, l.h.n)
 	}
 	s, err := l.meet(fmt.Sprintf("Gather(root %d)", root), buf, func(in []any) (any, error) {
 		out := make([][]byte, len(in))

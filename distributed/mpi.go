@@ -1,6 +1,6 @@
 //go:build !windows
 
-package dist
+package distributed
 
 import (
 	"errors"
@@ -51,7 +51,7 @@ func Init(path string) (c Comm, err error) {
 	initMu.Lock()
 	defer initMu.Unlock()
 	if initDone {
-		return nil, errors.New("dist: MPI was already initialised in this process (it can be once)")
+		return nil, errors.New("distributed: MPI was already initialised in this process (it can be once)")
 	}
 	lib, version, err := loadMPI(path)
 	if err != nil {
@@ -71,7 +71,7 @@ func Init(path string) (c Comm, err error) {
 func loadMPI(path string) (lib *mpiLib, version string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			lib, err = nil, fmt.Errorf("dist: loading MPI: %v", r)
+			lib, err = nil, fmt.Errorf("distributed: loading MPI: %v", r)
 		}
 	}()
 	names := LibraryNames
@@ -92,7 +92,7 @@ func loadMPI(path string) (lib *mpiLib, version string, err error) {
 		errs = append(errs, n+": "+strings.TrimSpace(err.Error()))
 	}
 	if h == 0 {
-		return nil, "", errors.New("dist: Open MPI not found (" + strings.Join(errs, "; ") + "); install it, e.g. apt-get install openmpi-bin libopenmpi-dev")
+		return nil, "", errors.New("distributed: Open MPI not found (" + strings.Join(errs, "; ") + "); install it, e.g. apt-get install openmpi-bin libopenmpi-dev")
 	}
 	lib = new(mpiLib)
 	syms := []struct {
@@ -112,9 +112,9 @@ func loadMPI(path string) (lib *mpiLib, version string, err error) {
 		p, err := purego.Dlsym(h, s.name)
 		if err != nil {
 			if strings.HasPrefix(s.name, "ompi_") {
-				return nil, "", fmt.Errorf("dist: %s has no symbol %s: only Open MPI's library is supported (MPICH's handles are integers)", names[0], s.name)
+				return nil, "", fmt.Errorf("distributed: %s has no symbol %s: only Open MPI's library is supported (MPICH's handles are integers)", names[0], s.name)
 			}
-			return nil, "", fmt.Errorf("dist: %w", err)
+			return nil, "", fmt.Errorf("distributed: %w", err)
 		}
 		*s.dst = p
 	}
@@ -169,10 +169,10 @@ func (m *mpiComm) start() error {
 		os.Setenv("OMPI_MCA_opal_signal", "")
 	}
 	if r, _, _ := purego.SyscallN(l.initThread, 0, 0, mpiThreadFunneled, uintptr(unsafe.Pointer(&provided))); r != mpiSuccess {
-		return fmt.Errorf("dist: MPI_Init_thread failed with error code %d", int32(r))
+		return fmt.Errorf("distributed: MPI_Init_thread failed with error code %d", int32(r))
 	}
 	if provided < mpiThreadFunneled {
-		return fmt.Errorf("dist: MPI provides thread level %d, below MPI_THREAD_FUNNELED", provided)
+		return fmt.Errorf("distributed: MPI provides thread level %d, below MPI_THREAD_FUNNELED", provided)
 	}
 	if r, _, _ := purego.SyscallN(l.commSetErrhandler, l.commWorld, l.errorsReturn); r != mpiSuccess {
 		return m.errorf("MPI_Comm_set_errhandler", r)
@@ -199,12 +199,12 @@ func (m *mpiComm) errorf(op string, r uintptr) error {
 	}
 	runtime.KeepAlive(buf)
 	if msg == "" {
-		return fmt.Errorf("dist: rank %d: %s failed with error code %d", m.rank, op, int32(r))
+		return fmt.Errorf("distributed: rank %d: %s failed with error code %d", m.rank, op, int32(r))
 	}
-	return fmt.Errorf("dist: rank %d: %s failed: %s (error code %d)", m.rank, op, msg, int32(r))
+	return fmt.Errorf("distributed: rank %d: %s failed: %s (error code %d)", m.rank, op, msg, int32(r))
 }
 
-var errClosed = errors.New("dist: the MPI group is closed")
+var errClosed = errors.New("distributed: the MPI group is closed")
 
 // do runs f on the MPI thread and returns its error.
 func (m *mpiComm) do(f func() error) error {
@@ -266,7 +266,7 @@ func (m *mpiComm) AllreduceSum64(buf []float64) error {
 
 func (m *mpiComm) checkRoot(op string, root int) error {
 	if root < 0 || root >= m.size {
-		return fmt.Errorf("dist: %s root %d is not a rank of a group of %d", op, root, m.size)
+		return fmt.Errorf("distributed: %s root %d is not a rank of a group of %d", op, root, m.size)
 	}
 	return nil
 }
@@ -297,7 +297,7 @@ func (m *mpiComm) Gather(buf []byte, root int) ([][]byte, error) {
 		return nil, err
 	}
 	if len(buf) > maxCount {
-		return nil, fmt.Errorf("dist: gather of %d bytes from rank %d: at most %d bytes a rank", len(buf), m.rank, maxCount)
+		return nil, fmt.Errorf("distributed: gather of %d bytes from rank %d: at most %d bytes a rank", len(buf), m.rank, maxCount)
 	}
 	n := int32(len(buf))
 	var counts, displs []int32
@@ -323,7 +323,7 @@ func (m *mpiComm) Gather(buf []byte, root int) ([][]byte, error) {
 		total := 0
 		for i, c := range counts {
 			if total+int(c) > maxCount {
-				return nil, fmt.Errorf("dist: gather of more than %d bytes in all on rank %d", maxCount, root)
+				return nil, fmt.Errorf("distributed: gather of more than %d bytes in all on rank %d", maxCount, root)
 			}
 			displs[i] = int32(total)
 			total += int(c)

@@ -1,20 +1,20 @@
-package dist_test
+package distributed_test
 
 import (
 	"fmt"
 	"os"
 
-	"github.com/roformer-go/roformer/dist"
+	"github.com/roformer-go/roformer/distributed"
 )
 
 // A program written against Comm runs alone (Local) or as one rank of an
 // MPI job (Init, when Detect says mpirun started it): here, the mean of a
 // gradient over the ranks.
 func ExampleComm() {
-	var c dist.Comm = dist.Local()
-	if _, underMPI, _ := dist.Detect(os.Getenv); underMPI {
+	var c distributed.Comm = distributed.Local()
+	if _, underMPI, _ := distributed.Detect(os.Getenv); underMPI {
 		var err error
-		if c, err = dist.Init(""); err != nil {
+		if c, err = distributed.Init(""); err != nil {
 			fmt.Println(err)
 			return
 		}
@@ -36,7 +36,7 @@ func ExampleComm() {
 // fourth process.
 func ExampleDetect() {
 	env := map[string]string{"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "3"}
-	l, ok, err := dist.Detect(func(k string) string { return env[k] })
+	l, ok, err := distributed.Detect(func(k string) string { return env[k] })
 	fmt.Println(l.Launcher, l.Rank, l.Size, ok, err)
 	// Output: Open MPI 3 4 true <nil>
 }
@@ -45,14 +45,14 @@ func ExampleDetect() {
 // over an in-process group of two ranks (Loopback), each in its own
 // goroutine, as tests do without MPI.
 func ExampleReducer() {
-	group := dist.Loopback(2)
+	group := distributed.Loopback(2)
 	grads := [][][]float32{ // per rank: two parameters' gradients
 		{{1, 2}, {3}},
 		{{3, 4}, {5}},
 	}
 	done := make(chan error, 2)
 	for r, c := range group {
-		go func() { done <- dist.NewReducer(c, 0).AllreduceMean32(grads[r]) }()
+		go func() { done <- distributed.NewReducer(c, 0).AllreduceMean32(grads[r]) }()
 	}
 	for range group {
 		if err := <-done; err != nil {

@@ -1,4 +1,4 @@
-package dist
+package distributed
 
 import "errors"
 
@@ -8,5 +8,5 @@ var LibraryNames []string
 // Init is not supported on Windows (Open MPI does not run there; MS-MPI's
 // handles are integers).
 func Init(path string) (Comm, error) {
-	return nil, errors.New("dist: MPI is not supported on windows")
+	return nil, errors.New("distributed: MPI is not supported on windows")
 }

@@ -1,4 +1,4 @@
-package dist_test
+package distributed_test
 
 import (
 	"fmt"
@@ -6,12 +6,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/roformer-go/roformer/dist"
+	"github.com/roformer-go/roformer/distributed"
 )
 
 var (
 	benchOnce sync.Once
-	benchComm dist.Comm
+	benchComm distributed.Comm
 	benchErr  error
 )
 
@@ -31,13 +31,13 @@ func TestMain(m *testing.M) {
 // count. It runs only under mpirun, with a fixed count so that every rank
 // makes the same calls:
 //
-//	go test -c -o dist.test ./dist
-//	mpirun -np 2 ./dist.test -test.run '^$' -test.bench AllreduceMPI -test.benchtime 20x
+//	go test -c -o distributed.test ./distributed
+//	mpirun -np 2 ./distributed.test -test.run '^$' -test.bench AllreduceMPI -test.benchtime 20x
 func BenchmarkAllreduceMPI(b *testing.B) {
-	if _, ok, _ := dist.Detect(os.Getenv); !ok {
+	if _, ok, _ := distributed.Detect(os.Getenv); !ok {
 		b.Skip("runs under mpirun (see the comment)")
 	}
-	benchOnce.Do(func() { benchComm, benchErr = dist.Init("") })
+	benchOnce.Do(func() { benchComm, benchErr = distributed.Init("") })
 	if benchErr != nil {
 		b.Fatal(benchErr)
 	}
@@ -45,7 +45,7 @@ func BenchmarkAllreduceMPI(b *testing.B) {
 	for _, n := range []int{1 << 16, 1 << 20, 5282368} {
 		b.Run(fmt.Sprintf("n%d", n), func(b *testing.B) {
 			buf := [][]float32{make([]float32, n)}
-			red := dist.NewReducer(c, 0)
+			red := distributed.NewReducer(c, 0)
 			b.SetBytes(int64(4 * n))
 			for b.Loop() {
 				b.StopTimer()

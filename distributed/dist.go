@@ -1,4 +1,4 @@
-package dist
+package distributed
 
 import (
 	"crypto/sha256"
@@ -52,14 +52,14 @@ func (local) Abort(code int)                 { exit(code) }
 
 func (local) Bcast(_ []byte, root int) error {
 	if root != 0 {
-		return fmt.Errorf("dist: broadcast root %d is not a rank of a group of 1", root)
+		return fmt.Errorf("distributed: broadcast root %d is not a rank of a group of 1", root)
 	}
 	return nil
 }
 
 func (local) Gather(buf []byte, root int) ([][]byte, error) {
 	if root != 0 {
-		return nil, fmt.Errorf("dist: gather root %d is not a rank of a group of 1", root)
+		return nil, fmt.Errorf("distributed: gather root %d is not a rank of a group of 1", root)
 	}
 	return [][]byte{buf}, nil
 }
@@ -87,13 +87,13 @@ func Detect(getenv func(string) string) (Launch, bool, error) {
 		v := getenv(name)
 		if v == "" {
 			if need {
-				return fmt.Errorf("dist: %s is set but %s is not", "OMPI_COMM_WORLD_SIZE", name)
+				return fmt.Errorf("distributed: %s is set but %s is not", "OMPI_COMM_WORLD_SIZE", name)
 			}
 			return nil
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil || n < min {
-			return fmt.Errorf("dist: environment variable %s=%q is not an integer >= %d", name, v, min)
+			return fmt.Errorf("distributed: environment variable %s=%q is not an integer >= %d", name, v, min)
 		}
 		*dst = n
 		return nil
@@ -111,7 +111,7 @@ func Detect(getenv func(string) string) (Launch, bool, error) {
 		return Launch{}, false, err
 	}
 	if l.Rank >= l.Size {
-		return Launch{}, false, fmt.Errorf("dist: OMPI_COMM_WORLD_RANK %d is not below OMPI_COMM_WORLD_SIZE %d", l.Rank, l.Size)
+		return Launch{}, false, fmt.Errorf("distributed: OMPI_COMM_WORLD_RANK %d is not below OMPI_COMM_WORLD_SIZE %d", l.Rank, l.Size)
 	}
 	return l, true, nil
 }
@@ -149,7 +149,7 @@ func Agree(c Comm, err error) error {
 
 // ErrOtherRank is wrapped by the errors of Agree on the ranks that did not
 // fail themselves.
-var ErrOtherRank = errors.New("dist: another rank failed")
+var ErrOtherRank = errors.New("distributed: another rank failed")
 
 // CheckSame returns an error on every rank of c unless every rank's b is
 // rank 0's (compared by SHA-256, broadcast from rank 0): what names the
@@ -163,11 +163,11 @@ func CheckSame(c Comm, what string, b []byte) error {
 	mine := sha256.Sum256(b)
 	root := mine
 	if err := c.Bcast(root[:], 0); err != nil {
-		return fmt.Errorf("dist: comparing %s between ranks: %w", what, err)
+		return fmt.Errorf("distributed: comparing %s between ranks: %w", what, err)
 	}
 	var err error
 	if mine != root {
-		err = fmt.Errorf("dist: rank %d's %s differ from rank 0's (sha256 %x…, rank 0 %x…)", c.Rank(), what, mine[:6], root[:6])
+		err = fmt.Errorf("distributed: rank %d's %s differ from rank 0's (sha256 %x…, rank 0 %x…)", c.Rank(), what, mine[:6], root[:6])
 	}
 	return Agree(c, err)
 }

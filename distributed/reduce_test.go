@@ -1,4 +1,4 @@
-package dist_test
+package distributed_test
 
 import (
 	"fmt"
@@ -6,12 +6,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/roformer-go/roformer/dist"
+	"github.com/roformer-go/roformer/distributed"
 )
 
 // onRanks runs f on every rank of cs, each in its own goroutine, and
 // returns the ranks' errors.
-func onRanks(cs []dist.Comm, f func(c dist.Comm) error) []error {
+func onRanks(cs []distributed.Comm, f func(c distributed.Comm) error) []error {
 	errs := make([]error, len(cs))
 	var wg sync.WaitGroup
 	for r, c := range cs {
@@ -22,8 +22,8 @@ func onRanks(cs []dist.Comm, f func(c dist.Comm) error) []error {
 }
 
 func TestLoopback(t *testing.T) {
-	cs := dist.Loopback(3)
-	errs := onRanks(cs, func(c dist.Comm) error {
+	cs := distributed.Loopback(3)
+	errs := onRanks(cs, func(c distributed.Comm) error {
 		r := c.Rank()
 		for round := range 50 { // many rounds: the rendezvous is reused
 			f := []float32{float32(r), float32(round)}
@@ -57,8 +57,8 @@ func TestLoopback(t *testing.T) {
 		}
 	}
 	// Mismatched calls are errors on every rank, not a hang.
-	cs = dist.Loopback(2)
-	errs = onRanks(cs, func(c dist.Comm) error {
+	cs = distributed.Loopback(2)
+	errs = onRanks(cs, func(c distributed.Comm) error {
 		if c.Rank() == 0 {
 			return c.AllreduceSum32(make([]float32, 2))
 		}
@@ -69,7 +69,7 @@ func TestLoopback(t *testing.T) {
 			t.Errorf("rank %d: buffers of 2 and 3 values: no error", r)
 		}
 	}
-	errs = onRanks(cs, func(c dist.Comm) error {
+	errs = onRanks(cs, func(c distributed.Comm) error {
 		if c.Rank() == 0 {
 			return c.Barrier()
 		}
@@ -90,9 +90,9 @@ func TestReducer(t *testing.T) {
 	for _, bucket := range []int{1, 4, 8, 9, 16, 100} {
 		t.Run(fmt.Sprintf("bucket%d", bucket), func(t *testing.T) {
 			const n = 4
-			cs := dist.Loopback(n)
+			cs := distributed.Loopback(n)
 			calls := make([]int64, n)
-			errs := onRanks(cs, func(c dist.Comm) error {
+			errs := onRanks(cs, func(c distributed.Comm) error {
 				r := c.Rank()
 				bufs := make([][]float32, len(lens))
 				for s, l := range lens {
@@ -101,7 +101,7 @@ func TestReducer(t *testing.T) {
 						bufs[s][i] = value(r, s, i)
 					}
 				}
-				red := dist.NewReducer(c, bucket)
+				red := distributed.NewReducer(c, bucket)
 				if err := red.AllreduceMean32(bufs); err != nil {
 					return err
 				}
@@ -137,19 +137,19 @@ func TestReducer(t *testing.T) {
 
 func TestReducerLocal(t *testing.T) {
 	b := [][]float32{{1, 2}}
-	red := dist.NewReducer(dist.Local(), 0)
+	red := distributed.NewReducer(distributed.Local(), 0)
 	if err := red.AllreduceMean32(b); err != nil || b[0][0] != 1 || red.Calls != 0 {
 		t.Errorf("one rank: %v %v, %d calls", b, err, red.Calls)
 	}
 }
 
 func TestAgree(t *testing.T) {
-	cs := dist.Loopback(3)
-	errs := onRanks(cs, func(c dist.Comm) error {
+	cs := distributed.Loopback(3)
+	errs := onRanks(cs, func(c distributed.Comm) error {
 		if c.Rank() == 1 {
-			return dist.Agree(c, fmt.Errorf("disk full"))
+			return distributed.Agree(c, fmt.Errorf("disk full"))
 		}
-		return dist.Agree(c, nil)
+		return distributed.Agree(c, nil)
 	})
 	for r, err := range errs {
 		switch {
@@ -159,7 +159,7 @@ func TestAgree(t *testing.T) {
 			t.Errorf("rank %d: %v, want one naming rank 1", r, err)
 		}
 	}
-	errs = onRanks(cs, func(c dist.Comm) error { return dist.Agree(c, nil) })
+	errs = onRanks(cs, func(c distributed.Comm) error { return distributed.Agree(c, nil) })
 	for r, err := range errs {
 		if err != nil {
 			t.Errorf("rank %d: %v with no failure", r, err)

@@ -1,4 +1,4 @@
-package dist_test
+package distributed_test
 
 import (
 	"bytes"
@@ -7,12 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/roformer-go/roformer/dist"
+	"github.com/roformer-go/roformer/distributed"
 	"github.com/roformer-go/roformer/internal/testutil"
 )
 
 func TestLocal(t *testing.T) {
-	c := dist.Local()
+	c := distributed.Local()
 	if c.Rank() != 0 || c.Size() != 1 {
 		t.Fatalf("Local: rank %d size %d, want 0 1", c.Rank(), c.Size())
 	}
@@ -46,18 +46,18 @@ func TestDetect(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		env     map[string]string
-		want    dist.Launch
+		want    distributed.Launch
 		ok, bad bool
 	}{
 		{name: "none", env: nil},
 		{name: "openmpi", env: map[string]string{"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "2"},
-			want: dist.Launch{Launcher: "Open MPI", Rank: 3, Size: 4, LocalRank: 1, LocalSize: 2}, ok: true},
+			want: distributed.Launch{Launcher: "Open MPI", Rank: 3, Size: 4, LocalRank: 1, LocalSize: 2}, ok: true},
 		{name: "no-rank", env: map[string]string{"OMPI_COMM_WORLD_SIZE": "4"}, bad: true},
 		{name: "rank-too-big", env: map[string]string{"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "2"}, bad: true},
 		{name: "not-a-number", env: map[string]string{"OMPI_COMM_WORLD_SIZE": "two", "OMPI_COMM_WORLD_RANK": "0"}, bad: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l, ok, err := dist.Detect(func(k string) string { return tc.env[k] })
+			l, ok, err := distributed.Detect(func(k string) string { return tc.env[k] })
 			if (err != nil) != tc.bad {
 				t.Fatalf("error %v, want error %v", err, tc.bad)
 			}
@@ -91,11 +91,11 @@ func TestMPIChild(t *testing.T) {
 	if os.Getenv("DIST_TEST_CHILD") == "" {
 		t.Skip("runs under TestMPI's mpirun")
 	}
-	l, ok, err := dist.Detect(os.Getenv)
+	l, ok, err := distributed.Detect(os.Getenv)
 	if err != nil || !ok {
 		t.Fatalf("Detect under mpirun: %+v %v %v", l, ok, err)
 	}
-	c, err := dist.Init("")
+	c, err := distributed.Init("")
 	if err != nil {
 		t.Fatal(err)
 	}

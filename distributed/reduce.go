@@ -1,4 +1,4 @@
-package dist
+package distributed
 
 import "fmt"
 
@@ -98,7 +98,7 @@ func (r *Reducer) AllreduceMean32(bufs [][]float32) error {
 
 func (r *Reducer) allreduce(b []float32) error {
 	if err := r.c.AllreduceSum32(b); err != nil {
-		return fmt.Errorf("dist: averaging %d values: %w", len(b), err)
+		return fmt.Errorf("distributed: averaging %d values: %w", len(b), err)
 	}
 	r.Calls++
 	r.Values += int64(len(b))

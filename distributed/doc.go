@@ -1,4 +1,4 @@
-// Package dist is the toolkit's seam to a distributed engine: a Comm is a
+// Package distributed is the toolkit's seam to a distributed engine: a Comm is a
 // group of Size processes (ranks 0 … Size−1) that run the same program and
 // combine their data with collective operations: AllreduceSum32 and
 // AllreduceSum64 (every rank ends with the element-wise sum over the ranks),
@@ -36,4 +36,4 @@
 // aborting, so a failed collective comes back as an error naming the
 // operation and MPI's message. When a rank dies, mpirun ends the others and
 // prints which rank died and how; Abort ends the whole job from one rank.
-package dist
+package distributed
