@@ -134,9 +134,18 @@ func (g *goAsm) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float
 	kc := split(k, g.kc, 8)
 	mc := split(m, g.mc, mr)
 	nc := split(n, g.nc, nr)
-	// One buffer: the packed A block, the packed B block and the edge
-	// tile (a local array would escape through the kernel's func value).
+	// With a single A block (m ≤ mc, the model's case: each worker's rows)
+	// every B panel is used by that block only, so it is packed just before
+	// its tiles and is still in L1 when they run; a packed kc×nc block of B
+	// would round-trip through L3 (2.4 MB at kc 192, n 3072).
+	fused := m <= mc
+	// One buffer: the packed A block, the packed B block (or panel) and
+	// the edge tile (a local array would escape through the kernel's func
+	// value).
 	na, nb := mc*kc, roundUp(min(nc, n), nr)*kc
+	if fused {
+		nb = nr * kc
+	}
 	buf := getBuf(na + nb + mr*nr)
 	defer putBuf(buf)
 	ap, bp, edge := buf[:na], buf[na:na+nb], buf[na+nb:]
@@ -144,7 +153,9 @@ func (g *goAsm) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float
 		ncc := min(nc, n-jc)
 		for pc := 0; pc < k; pc += kc {
 			kcc := min(kc, k-pc)
-			g.packB(bp, b, ldb, transB, pc, jc, kcc, ncc)
+			if !fused {
+				g.packB(bp, b, ldb, transB, pc, jc, kcc, ncc)
+			}
 			bt := beta
 			if pc > 0 {
 				bt = 1
@@ -153,31 +164,45 @@ func (g *goAsm) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float
 				mcc := min(mc, m-ic)
 				g.packA(ap, a, lda, transA, ic, pc, mcc, kcc)
 				for jr := 0; jr < ncc; jr += nr {
-					bpan := bp[jr*kcc : (jr+nr)*kcc]
 					cols := min(nr, ncc-jr)
-					for ir := 0; ir < mcc; ir += mr {
-						apan := ap[ir*kcc : (ir+mr)*kcc]
-						rows := min(mr, mcc-ir)
-						off := (ic+ir)*ldc + jc + jr
-						if rows == mr && cols == nr {
-							g.tile(kcc, apan, bpan, c[off:off+(mr-1)*ldc+nr], ldc, alpha, bt)
-							continue
-						}
-						t := edge[:mr*nr]
-						g.tile(kcc, apan, bpan, t, nr, alpha, 0)
-						for r := 0; r < rows; r++ {
-							cr := c[off+r*ldc : off+r*ldc+cols]
-							tr := t[r*nr : r*nr+cols]
-							if bt == 0 {
-								copy(cr, tr)
-								continue
-							}
-							for j := range cr {
-								cr[j] = tr[j] + bt*cr[j]
-							}
-						}
+					var bpan []float32
+					if fused {
+						bpan = bp[:nr*kcc]
+						g.packB(bpan, b, ldb, transB, pc, jc+jr, kcc, cols)
+					} else {
+						bpan = bp[jr*kcc : (jr+nr)*kcc]
 					}
+					g.panel(kcc, ap, bpan, c, ic*ldc+jc+jr, mcc, cols, ldc, alpha, bt, edge)
 				}
+			}
+		}
+	}
+}
+
+// panel runs the microkernel down one packed B panel: the tiles of rows
+// [0, mc) of the packed A block against it, into C from c[off:]. cols
+// (≤ nr) columns of the panel are valid.
+func (g *goAsm) panel(kc int, ap, bpan, c []float32, off, mc, cols, ldc int, alpha, beta float32, edge []float32) {
+	mr, nr := g.k.mr, g.k.nr
+	for ir := 0; ir < mc; ir += mr {
+		apan := ap[ir*kc : (ir+mr)*kc]
+		rows := min(mr, mc-ir)
+		o := off + ir*ldc
+		if rows == mr && cols == nr {
+			g.tile(kc, apan, bpan, c[o:o+(mr-1)*ldc+nr], ldc, alpha, beta)
+			continue
+		}
+		t := edge[:mr*nr]
+		g.tile(kc, apan, bpan, t, nr, alpha, 0)
+		for r := 0; r < rows; r++ {
+			cr := c[o+r*ldc : o+r*ldc+cols]
+			tr := t[r*nr : r*nr+cols]
+			if beta == 0 {
+				copy(cr, tr)
+				continue
+			}
+			for j := range cr {
+				cr[j] = tr[j] + beta*cr[j]
 			}
 		}
 	}
@@ -258,13 +283,55 @@ func (g *goAsm) packB(dst, b []float32, ldb int, trans bool, p0, j0, kc, nc int)
 }
 
 // packCopy fills panel (kc groups of w) with group p = src[off+p·ld :][:valid]
-// followed by w−valid zeros.
+// followed by w−valid zeros. Full groups of the kernels' widths are copied
+// as fixed-size arrays (inline moves, not a call to memmove per group).
 func packCopy(panel []float32, w int, src []float32, off, ld, kc, valid int) {
+	if valid == w {
+		switch w {
+		case 32:
+			packCopy32(panel, src, off, ld, kc)
+			return
+		case 24:
+			packCopy24(panel, src, off, ld, kc)
+			return
+		case 12:
+			packCopy12(panel, src, off, ld, kc)
+			return
+		case 4:
+			packCopy4(panel, src, off, ld, kc)
+			return
+		}
+	}
 	for p := 0; p < kc; p++ {
 		d := panel[p*w : p*w+w]
 		s := src[off+p*ld : off+p*ld+valid]
 		copy(d, s)
 		clear(d[valid:])
+	}
+}
+
+// packCopy32 … packCopy4 are packCopy of full groups of 32 … 4 values.
+func packCopy32(panel, src []float32, off, ld, kc int) {
+	for p := 0; p < kc; p++ {
+		*(*[32]float32)(panel[p*32:]) = *(*[32]float32)(src[off+p*ld:])
+	}
+}
+
+func packCopy24(panel, src []float32, off, ld, kc int) {
+	for p := 0; p < kc; p++ {
+		*(*[24]float32)(panel[p*24:]) = *(*[24]float32)(src[off+p*ld:])
+	}
+}
+
+func packCopy12(panel, src []float32, off, ld, kc int) {
+	for p := 0; p < kc; p++ {
+		*(*[12]float32)(panel[p*12:]) = *(*[12]float32)(src[off+p*ld:])
+	}
+}
+
+func packCopy4(panel, src []float32, off, ld, kc int) {
+	for p := 0; p < kc; p++ {
+		*(*[4]float32)(panel[p*4:]) = *(*[4]float32)(src[off+p*ld:])
 	}
 }
 

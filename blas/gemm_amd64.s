@@ -503,7 +503,8 @@ k2beta0:
 //
 // Transposes 4 rows of 8·n8 floats (row i at src + i·lds) into 8·n8 groups
 // of 4: group p (the 4 rows' values at column p) at dst + p·dstStride. Four
-// 8-wide loads, four unpacks and four shuffles give eight 4-wide stores.
+// 8-wide loads, four unpacks and four shuffles give eight 4-wide stores;
+// the next four rows (the caller's next group) are prefetched on the way.
 TEXT ·packT4x8AVX(SB), NOSPLIT, $0-40
 	MOVQ dst+0(FP), DI
 	MOVQ dstStride+8(FP), DX
@@ -518,7 +519,13 @@ TEXT ·packT4x8AVX(SB), NOSPLIT, $0-40
 	LEAQ (DX)(DX*2), R9   // 3·stride
 	MOVQ DX, R10
 	SHLQ $2, R10          // 4·stride
+	LEAQ (SI)(BX*4), R11  // row 4: the next call's rows, prefetched
+	LEAQ (R8)(BX*4), R12  // row 6
 tloop:
+	PREFETCHT0 (R11)
+	PREFETCHT0 (R11)(BX*1)
+	PREFETCHT0 (R12)
+	PREFETCHT0 (R12)(BX*1)
 	VMOVUPS (SI), Y0
 	VMOVUPS (SI)(BX*1), Y1
 	VMOVUPS (R8), Y2
@@ -543,6 +550,8 @@ tloop:
 	ADDQ R10, DI
 	ADDQ $32, SI
 	ADDQ $32, R8
+	ADDQ $32, R11
+	ADDQ $32, R12
 	DECQ CX
 	JNZ tloop
 	VZEROUPPER
