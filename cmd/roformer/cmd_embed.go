@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/roformer-go/roformer/batchembed"
 	"github.com/roformer-go/roformer/distributed"
-	"github.com/roformer-go/roformer/embed"
 	roformer "github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/pipeline"
 	"github.com/roformer-go/roformer/tokenizer"
@@ -25,7 +25,7 @@ type embedOptions struct {
 	precision            string
 	pooling              string
 	threads              int
-	run                  embed.Options
+	run                  batchembed.Options
 }
 
 // embedFlags registers the flags of embed on fs.
@@ -81,7 +81,7 @@ func cmdEmbed(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // leaveEmbed ends embed's part in an MPI job. runEmbed returns on every
-// rank together (the ranks agree after loading, and embed.Run returns on
+// rank together (the ranks agree after loading, and batchembed.Run returns on
 // all at once), so every rank leaves with MPI_Finalize; a rank other than 0
 // keeps quiet about a failure that is not its own (rank 0 names the rank
 // that failed and, when the failure was in embedding, what it said).
@@ -92,7 +92,7 @@ func leaveEmbed(g distributed.Comm, err error) error {
 	if cerr := g.Close(); err == nil {
 		return cerr
 	}
-	if g.Rank() != 0 && (errors.Is(err, distributed.ErrOtherRank) || errors.Is(err, embed.ErrOtherRank) || errors.Is(err, errInterrupted)) {
+	if g.Rank() != 0 && (errors.Is(err, distributed.ErrOtherRank) || errors.Is(err, batchembed.ErrOtherRank) || errors.Is(err, errInterrupted)) {
 		return quietError{err}
 	}
 	if g.Rank() != 0 {
@@ -111,7 +111,7 @@ func runEmbed(ctx context.Context, o embedOptions, g distributed.Comm, stderr io
 	}
 	o.run.Group = g
 	last := time.Now()
-	o.run.Progress = func(p embed.Progress) {
+	o.run.Progress = func(p batchembed.Progress) {
 		if p.Rank == 0 && time.Since(last) >= 10*time.Second && p.Done < p.Parts {
 			last = time.Now()
 			whose := ""
@@ -121,7 +121,7 @@ func runEmbed(ctx context.Context, o embedOptions, g distributed.Comm, stderr io
 			fmt.Fprintf(stderr, "embed: %d%s %d parts done; %d lines, %.0f lines/s\n", p.Done, whose, p.Parts, p.Lines, float64(p.Lines)/p.Elapsed.Seconds())
 		}
 	}
-	st, err := embed.Run(ctx, m, tok, o.input, o.output, o.run)
+	st, err := batchembed.Run(ctx, m, tok, o.input, o.output, o.run)
 	if errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%w: the finished parts are kept; run the same command again to continue", errInterrupted)
 	}

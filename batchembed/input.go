@@ -1,4 +1,4 @@
-package embed
+package batchembed
 
 import (
 	"bufio"
@@ -102,7 +102,7 @@ func (lr *lineReader) next() ([]byte, error) {
 		return nil, io.EOF
 	}
 	if err != nil && err != io.EOF {
-		return nil, fmt.Errorf("embed: reading %s after line %d: %w", lr.path, lr.n, err)
+		return nil, fmt.Errorf("batchembed: reading %s after line %d: %w", lr.path, lr.n, err)
 	}
 	lr.n++
 	lr.off += int64(len(b))
@@ -125,7 +125,7 @@ type inputInfo struct {
 func scan(path string, tok *tokenizer.Tokenizer, o pipeline.EmbedOptions, window int) (inputInfo, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return inputInfo{}, fmt.Errorf("embed: %w", err)
+		return inputInfo{}, fmt.Errorf("batchembed: %w", err)
 	}
 	defer f.Close()
 	h := sha256.New()
@@ -153,7 +153,7 @@ func scan(path string, tok *tokenizer.Tokenizer, o pipeline.EmbedOptions, window
 			}
 		}
 		if err != nil {
-			return inputInfo{}, fmt.Errorf("embed: %s:%d: %w", path, lr.n, err)
+			return inputInfo{}, fmt.Errorf("batchembed: %s:%d: %w", path, lr.n, err)
 		}
 		info.lines++
 	}
@@ -167,7 +167,7 @@ func scan(path string, tok *tokenizer.Tokenizer, o pipeline.EmbedOptions, window
 func countLines(path string) (int, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, fmt.Errorf("embed: %w", err)
+		return 0, fmt.Errorf("batchembed: %w", err)
 	}
 	defer f.Close()
 	buf := make([]byte, 1<<20)
@@ -182,7 +182,7 @@ func countLines(path string) (int, error) {
 			break
 		}
 		if err != nil {
-			return 0, fmt.Errorf("embed: reading %s: %w", path, err)
+			return 0, fmt.Errorf("batchembed: reading %s: %w", path, err)
 		}
 	}
 	if last != '\n' {
@@ -195,24 +195,24 @@ func countLines(path string) (int, error) {
 func readPart(path string, off int64, n int) ([]Input, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("embed: %w", err)
+		return nil, fmt.Errorf("batchembed: %w", err)
 	}
 	defer f.Close()
 	if _, err := f.Seek(off, io.SeekStart); err != nil {
-		return nil, fmt.Errorf("embed: %s: %w", path, err)
+		return nil, fmt.Errorf("batchembed: %s: %w", path, err)
 	}
 	lr := &lineReader{r: bufio.NewReader(f), path: path}
 	ins := make([]Input, n)
 	for i := range ins {
 		line, err := lr.next()
 		if err == io.EOF {
-			return nil, fmt.Errorf("embed: %s ended %d lines into the part at byte %d, before its %d lines: did the file change during the run?", path, i, off, n)
+			return nil, fmt.Errorf("batchembed: %s ended %d lines into the part at byte %d, before its %d lines: did the file change during the run?", path, i, off, n)
 		}
 		if err != nil {
 			return nil, err
 		}
 		if ins[i], err = ParseLine(line); err != nil {
-			return nil, fmt.Errorf("embed: %s, the part at byte %d, its line %d: %w (did the file change during the run?)", path, off, i+1, err)
+			return nil, fmt.Errorf("batchembed: %s, the part at byte %d, its line %d: %w (did the file change during the run?)", path, off, i+1, err)
 		}
 	}
 	return ins, nil

@@ -1,4 +1,4 @@
-package embed
+package batchembed
 
 import (
 	"bytes"
@@ -414,7 +414,7 @@ func TestRanks(t *testing.T) {
 	// Rank 1 cannot read its input.
 	bad := filepath.Join(dir, "bad.jsonl")
 	_, errs = runRanks(t, 3, in, bad, o, nil, []string{in, filepath.Join(dir, "none.jsonl"), in})
-	if errs[0] == nil || !strings.Contains(errs[0].Error(), "rank 1: embed: open") ||
+	if errs[0] == nil || !strings.Contains(errs[0].Error(), "rank 1: batchembed: open") ||
 		!errors.Is(errs[1], os.ErrNotExist) || !errors.Is(errs[2], ErrOtherRank) || !strings.Contains(errs[2].Error(), "rank 1") {
 		t.Errorf("rank 1 failing: errors %v", errs)
 	}

@@ -1,4 +1,4 @@
-// Package embed embeds a file: one vector per line of a JSONL file, written
+// Package batchembed embeds a file: one vector per line of a JSONL file, written
 // to a JSONL file in the input's order, in batches, resumably, and sharded
 // over the ranks of a process group (an MPI job) when it is given one.
 // `roformer embed` is a thin shell over Run.
@@ -51,4 +51,4 @@
 // the output of one process byte for byte (with the same threads per
 // process and matrix-product backend), and a run stopped with N ranks may
 // be continued with any other number.
-package embed
+package batchembed

@@ -1,4 +1,4 @@
-package embed
+package batchembed
 
 import (
 	"context"
@@ -43,7 +43,7 @@ type Group interface {
 // ErrOtherRank is wrapped by the error of Run on a rank whose own part
 // went well when the run failed on another rank (or in rank 0's writing
 // of the output).
-var ErrOtherRank = errors.New("embed: the run failed on another rank")
+var ErrOtherRank = errors.New("batchembed: the run failed on another rank")
 
 // MaxDefaultWindow and MinDefaultWindow bound the default of
 // Options.Window: MaxDefaultWindow lines, or fewer so that the input has at
@@ -141,7 +141,7 @@ func Run(ctx context.Context, m *roformer.Model, tok *tokenizer.Tokenizer, input
 	}
 	all, gerr := g.Gather(buf, 0)
 	if gerr != nil {
-		return st, errors.Join(err, fmt.Errorf("embed: rank %d reporting to rank 0: %w", j.rank, gerr))
+		return st, errors.Join(err, fmt.Errorf("batchembed: rank %d reporting to rank 0: %w", j.rank, gerr))
 	}
 	var out report // the outcome, rank 0's to say
 	if j.rank == 0 {
@@ -156,7 +156,7 @@ func Run(ctx context.Context, m *roformer.Model, tok *tokenizer.Tokenizer, input
 		return st, err
 	}
 	if berr := bcastReport(g, &out); berr != nil {
-		return st, errors.Join(err, fmt.Errorf("embed: rank %d hearing from rank 0: %w", j.rank, berr))
+		return st, errors.Join(err, fmt.Errorf("batchembed: rank %d hearing from rank 0: %w", j.rank, berr))
 	}
 	switch {
 	case err != nil:
@@ -181,13 +181,13 @@ func (j *job) finish(st Stats, err error, reports [][]byte) (Stats, error) {
 	for r, b := range reports {
 		var rr report
 		if e := json.Unmarshal(b, &rr); e != nil {
-			return st, fmt.Errorf("embed: rank %d's report: %w", r, e)
+			return st, fmt.Errorf("batchembed: rank %d's report: %w", r, e)
 		}
 		if rr.Canceled {
-			return st, fmt.Errorf("embed: rank %d was interrupted: %w", r, context.Canceled)
+			return st, fmt.Errorf("batchembed: rank %d was interrupted: %w", r, context.Canceled)
 		}
 		if rr.Err != "" {
-			return st, fmt.Errorf("embed: rank %d: %s", r, rr.Err)
+			return st, fmt.Errorf("batchembed: rank %d: %s", r, rr.Err)
 		}
 		total.Embedded.Add(rr.Stats.Embedded)
 		total.Embedding = max(total.Embedding, time.Duration(rr.Embedding*float64(time.Second)))
@@ -278,7 +278,7 @@ func (j *job) work(ctx context.Context) (Stats, error) {
 	o := &j.o
 	var err error
 	if o.EmbedOptions, err = o.EmbedOptions.WithDefaults(j.m); err != nil {
-		return Stats{}, fmt.Errorf("embed: %w", err)
+		return Stats{}, fmt.Errorf("batchembed: %w", err)
 	}
 	if o.Window == 0 {
 		n, err := countLines(j.input)
@@ -288,10 +288,10 @@ func (j *job) work(ctx context.Context) (Stats, error) {
 		o.Window = DefaultWindow(n)
 	}
 	if o.Window < 1 {
-		return Stats{}, fmt.Errorf("embed: window %d must be at least 1", o.Window)
+		return Stats{}, fmt.Errorf("batchembed: window %d must be at least 1", o.Window)
 	}
 	if j.tok.VocabSize() > j.m.Config.VocabSize {
-		return Stats{}, fmt.Errorf("embed: the tokenizer has %d tokens, the model only %d", j.tok.VocabSize(), j.m.Config.VocabSize)
+		return Stats{}, fmt.Errorf("batchembed: the tokenizer has %d tokens, the model only %d", j.tok.VocabSize(), j.m.Config.VocabSize)
 	}
 	if j.info, err = scan(j.input, j.tok, o.EmbedOptions, o.Window); err != nil {
 		return Stats{}, err
@@ -319,7 +319,7 @@ func (j *job) work(ctx context.Context) (Stats, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			todo = append(todo, p)
 		} else if err != nil {
-			return st, fmt.Errorf("embed: %w", err)
+			return st, fmt.Errorf("batchembed: %w", err)
 		}
 	}
 	start := time.Now()
@@ -351,13 +351,13 @@ func (j *job) prepare() error {
 		Precision: string(j.m.Precision()), Pooling: string(j.o.Pooling), Normalize: j.o.Normalize,
 		MaxLength: j.o.MaxLength, Truncate: j.o.Truncate, MaxBatch: j.o.MaxBatch, MaxBatchTokens: j.o.MaxBatchTokens}
 	if err := os.MkdirAll(j.dir, 0o755); err != nil {
-		return fmt.Errorf("embed: %w", err)
+		return fmt.Errorf("batchembed: %w", err)
 	}
 	path := filepath.Join(j.dir, manifestName)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		if parts, _ := filepath.Glob(filepath.Join(j.dir, "part-*.jsonl")); len(parts) > 0 {
-			return fmt.Errorf("embed: %s holds %d parts but no %s: it is not this run's folder; remove it, or give another --work folder", j.dir, len(parts), manifestName)
+			return fmt.Errorf("batchembed: %s holds %d parts but no %s: it is not this run's folder; remove it, or give another --work folder", j.dir, len(parts), manifestName)
 		}
 		b, err := json.MarshalIndent(want, "", "  ")
 		if err != nil {
@@ -366,14 +366,14 @@ func (j *job) prepare() error {
 		return j.af.WriteFile(path, append(b, '\n'))
 	}
 	if err != nil {
-		return fmt.Errorf("embed: %w", err)
+		return fmt.Errorf("batchembed: %w", err)
 	}
 	var got manifest
 	if err := json.Unmarshal(b, &got); err != nil {
-		return fmt.Errorf("embed: %s: %w", path, err)
+		return fmt.Errorf("batchembed: %s: %w", path, err)
 	}
 	if diff := manifestDiff(got, want); diff != "" {
-		return fmt.Errorf("embed: %s was made for another run (%s); run with the same input, model and options to continue it, or remove %s to start again",
+		return fmt.Errorf("batchembed: %s was made for another run (%s); run with the same input, model and options to continue it, or remove %s to start again",
 			path, diff, j.dir)
 	}
 	return nil
@@ -439,17 +439,17 @@ func (j *job) part(ctx context.Context, p int) (pipeline.EmbedStats, error) {
 	first := p * j.o.Window
 	for i, in := range ins {
 		if rows[i], err = pipeline.EncodeEmbedInput(j.tok, in.EmbedInput, j.o.EmbedOptions); err != nil {
-			return pipeline.EmbedStats{}, fmt.Errorf("embed: %s:%d: %w", j.input, first+i+1, err)
+			return pipeline.EmbedStats{}, fmt.Errorf("batchembed: %s:%d: %w", j.input, first+i+1, err)
 		}
 	}
 	vecs, st, err := pipeline.EmbedRows(ctx, j.m, int32(j.tok.PadID()), rows, j.o.EmbedOptions)
 	if err != nil {
-		return st, fmt.Errorf("embed: part %d (lines %d to %d): %w", p, first+1, first+len(ins), err)
+		return st, fmt.Errorf("batchembed: part %d (lines %d to %d): %w", p, first+1, first+len(ins), err)
 	}
 	var buf []byte
 	for i, v := range vecs {
 		if buf, err = appendLine(buf, first+i, ins[i].ID, v); err != nil {
-			return st, fmt.Errorf("embed: %s:%d: %w", j.input, first+i+1, err)
+			return st, fmt.Errorf("batchembed: %s:%d: %w", j.input, first+i+1, err)
 		}
 	}
 	return st, j.af.WriteFile(j.partPath(p), buf)
@@ -493,20 +493,20 @@ func (j *job) merge() error {
 	parts := len(j.info.starts)
 	for p := range parts {
 		if _, err := os.Stat(j.partPath(p)); err != nil {
-			return fmt.Errorf("embed: every rank is done but part %d is missing: %w", p, err)
+			return fmt.Errorf("batchembed: every rank is done but part %d is missing: %w", p, err)
 		}
 	}
 	err := j.af.Write(j.output, func(w io.Writer) error {
 		for p := range parts {
 			b, err := os.ReadFile(j.partPath(p))
 			if err != nil {
-				return fmt.Errorf("embed: %w", err)
+				return fmt.Errorf("batchembed: %w", err)
 			}
 			if n, want := strings.Count(string(b), "\n"), j.partLines(p); n != want {
-				return fmt.Errorf("embed: %s has %d lines, want %d: remove it and run again to redo it", j.partPath(p), n, want)
+				return fmt.Errorf("batchembed: %s has %d lines, want %d: remove it and run again to redo it", j.partPath(p), n, want)
 			}
 			if _, err := w.Write(b); err != nil {
-				return fmt.Errorf("embed: writing %s: %w", j.output, err)
+				return fmt.Errorf("batchembed: writing %s: %w", j.output, err)
 			}
 		}
 		return nil
@@ -521,7 +521,7 @@ func (j *job) merge() error {
 func (j *job) clean() error {
 	ents, err := os.ReadDir(j.dir)
 	if err != nil {
-		return fmt.Errorf("embed: %w", err)
+		return fmt.Errorf("batchembed: %w", err)
 	}
 	for _, e := range ents {
 		n := e.Name()
@@ -530,7 +530,7 @@ func (j *job) clean() error {
 			(strings.HasPrefix(n, "progress-") && strings.HasSuffix(n, ".json"))
 		if ours && !e.IsDir() {
 			if err := os.Remove(filepath.Join(j.dir, n)); err != nil {
-				return fmt.Errorf("embed: %s is written; cleaning up: %w", j.output, err)
+				return fmt.Errorf("batchembed: %s is written; cleaning up: %w", j.output, err)
 			}
 		}
 	}

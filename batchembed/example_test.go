@@ -1,4 +1,4 @@
-package embed_test
+package batchembed_test
 
 import (
 	"bufio"
@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/roformer-go/roformer/embed"
+	"github.com/roformer-go/roformer/batchembed"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/pipeline"
 	"github.com/roformer-go/roformer/tokenizer"
@@ -36,7 +36,7 @@ func ExampleRun() {
 "the whale"
 {"text": "the whale", "text_pair": "call me", "id": 7}
 `), 0o644)
-	st, err := embed.Run(context.Background(), m, tok, in, out, embed.Options{
+	st, err := batchembed.Run(context.Background(), m, tok, in, out, batchembed.Options{
 		EmbedOptions: pipeline.EmbedOptions{Pooling: pipeline.PoolMean, Normalize: true},
 	})
 	if err != nil {
