@@ -26,9 +26,19 @@
 // Options.BodyTimeout), 413 (body too large), 503 (the client went away
 // while waiting, or the server drains), 429 (too many requests queued, with
 // Retry-After) or 500; the TEI routes answer {"error", "error_type"} with
-// 400/408/413/422/424/429/503 and TEI's error_type values, /v1/embeddings OpenAI's {"error":
+// 400/404/408/413/422/424/429/503 and TEI's error_type values, /v1/embeddings OpenAI's {"error":
 // {"message", "type", "param", "code"}}. Limits (body size, inputs per
-// request, tokens per input, top_k, the queue) are Options.
+// request, tokens per input, top_k, masks, beams, new tokens, a
+// generation's memory, the queue, the bytes of the bodies being read) are
+// Options; each is checked before anything is allocated for the request.
+//
+// Only the caller meant (guard.go): a POST body must be application/json
+// (415), a request must carry Options.APIKey when one is set (401, TEI's
+// shape, error_type "Unauthorized"; not for GET /health, /healthz and the
+// page's files), its Host must be a loopback name when Options.LoopbackOnly
+// is set (403), and CORS headers go only to Options.CORSAllowOrigins.
+// Only the routes that answer for the loaded model are served; the others
+// are 404 as unknown routes are.
 //
 // Forward passes run one at a time, each on all the kernels' workers. The
 // embedding routes batch concurrent requests into one forward pass by a

@@ -18,7 +18,8 @@ import (
 // (pairs, raw_scores) and answer ([{score, label}] per input) TEI's clients
 // rely on, while a token classifier answers entities with offsets. Their
 // forward passes take the gate one request at a time, as fill-mask's;
-// errors are TEI's {"error", "error_type"}, 424 on a model without the head.
+// errors are TEI's {"error", "error_type"}; on a model without the head the
+// routes do not exist (404).
 
 // exclusive runs fn once no other forward pass runs (the gate of server.go's
 // run and batch.go's scheduler). It fails with 503 when the client leaves

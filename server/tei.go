@@ -24,9 +24,10 @@ import (
 // of the same batch). Errors are TEI's {"error", "error_type"} with TEI's
 // statuses: 413 for validation (too many inputs, too long without
 // "truncate"), 400 for an empty batch, 422 for a body that does not parse
-// or a tokenizer error, 424 for a route the loaded model cannot serve (as
-// TEI answers /predict or /rerank on an embedding model), 429 when the queue
-// is full.
+// or a tokenizer error, 424 for a forward pass that fails, 429 when the
+// queue is full. A route the loaded model cannot serve is not served (404,
+// where TEI answers 424 for /predict or /rerank on an embedding model), so
+// that GET /info lists exactly the routes that exist.
 
 // classifier says whether the model has a sequence-classification head
 // (/predict answers), reranker whether it has one label (/rerank answers).
