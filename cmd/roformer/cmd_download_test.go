@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,6 +20,12 @@ import (
 // fakeHubServer serves the files of folder as the Hub serves model
 // org/name: the file list, and the resolve endpoint with sha256 ETags.
 func fakeHubServer(t *testing.T, folder string) *httptest.Server {
+	return stallingHubServer(t, folder, "", nil)
+}
+
+// stallingHubServer is fakeHubServer, except that a GET of the file stall
+// sends its first 100 bytes and then nothing until release is closed.
+func stallingHubServer(t *testing.T, folder, stall string, release <-chan struct{}) *httptest.Server {
 	t.Helper()
 	const commit = "fedcba9876543210fedcba9876543210fedcba98"
 	entries, err := os.ReadDir(folder)
@@ -44,6 +51,16 @@ func fakeHubServer(t *testing.T, folder string) *httptest.Server {
 		sum := sha256.Sum256(data)
 		w.Header().Set("ETag", `"`+hex.EncodeToString(sum[:])+`"`)
 		w.Header().Set("X-Repo-Commit", commit)
+		if name == stall && r.Method == http.MethodGet {
+			w.Header().Set("Content-Length", fmt.Sprint(len(data)))
+			w.Write(data[:100])
+			w.(http.Flusher).Flush()
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
 		http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(data))
 	}))
 	t.Cleanup(srv.Close)
@@ -105,5 +122,27 @@ func TestDownloadThenInspect(t *testing.T) {
 	}
 	if code, _, _ := runCLI(t, "download"); code != 2 {
 		t.Errorf("no model id: exit %d, want 2", code)
+	}
+}
+
+// A server that stops sending fails the download after --timeout, saying
+// so; a rerun resumes it.
+func TestDownloadStalledTimeout(t *testing.T) {
+	folder := testmodel.Tiny{Words: []string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"}, Seed: 3}.Folder(t)
+	release := make(chan struct{})
+	defer close(release)
+	srv := stallingHubServer(t, folder, "model.safetensors", release)
+	t.Setenv("HF_ENDPOINT", srv.URL)
+	t.Setenv("HF_TOKEN", "")
+	cache := t.TempDir()
+	code, _, stderr := runCLI(t, "download", "org/name", "--cache", cache, "--quiet", "--timeout", "200ms")
+	want := "no bytes for 200ms from " + srv.URL + "/org/name/resolve/"
+	if code != 1 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "after 100 of ") || !strings.Contains(stderr, "resume") {
+		t.Fatalf("exit %d, want 1 and %q:\n%s", code, want, stderr)
+	}
+	for _, bad := range []string{"0s", "-1s"} {
+		if code, _, stderr := runCLI(t, "download", "org/name", "--cache", cache, "--timeout", bad); code != 2 {
+			t.Errorf("--timeout %s: exit %d, want 2\n%s", bad, code, stderr)
+		}
 	}
 }
