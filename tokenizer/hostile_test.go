@@ -204,3 +204,30 @@ func TestSmallJSONLimits(t *testing.T) {
 		}
 	}
 }
+
+// FuzzReadVocab: any text either reads to one token per line or is
+// refused, allocating no more than a small multiple of its size: 16 bytes
+// a line for the tokens, twice the text, a map entry per distinct token.
+func FuzzReadVocab(f *testing.F) {
+	for _, s := range []string{"a\nb\n", "\r\r\r\r", "a\r\nb\rc", "\xff\n", "", "x\nx\nx\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var v *Vocab
+		var err error
+		n := allocated(func() { v, err = ReadVocab(bytes.NewReader(data)) })
+		if limit := uint64(96*len(data) + 1<<20); n > limit {
+			t.Fatalf("ReadVocab of %d bytes allocated %d, want ≤ %d", len(data), n, limit)
+		}
+		if err != nil {
+			return
+		}
+		want := bytes.Count(data, []byte("\n")) + bytes.Count(data, []byte("\r")) - bytes.Count(data, []byte("\r\n"))
+		if len(data) > 0 && data[len(data)-1] != '\n' && data[len(data)-1] != '\r' {
+			want++
+		}
+		if v.Size() != want {
+			t.Fatalf("%q: %d tokens, want %d", data, v.Size(), want)
+		}
+	})
+}

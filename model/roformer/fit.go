@@ -117,7 +117,7 @@ func (c *Config) CheckShapes(head Head, shapes map[string][]int) error {
 		}
 	}
 	if last >= 0 && last < L-1 {
-		return fmt.Errorf("num_hidden_layers %d, but the checkpoint's layers end at encoder.layer.%d (%d layers)", L, last, last+1)
+		return fmt.Errorf("num_hidden_layers %d, but the checkpoint's layers end at encoder.layer.%d", L, last)
 	}
 
 	enc, hd, err := c.ParamCount(head)

@@ -182,7 +182,7 @@ func TestCheckShapes(t *testing.T) {
 		{"last layer", nil, with(func(s map[string][]int) { s["roformer.encoder.layer.1.attention.self.key.weight"] = []int{8, 9} }), HeadBase,
 			"tensor roformer.encoder.layer.1.attention.self.key.weight has shape [8 9], but hidden_size 8 need [8 8]"},
 		{"layers", func(c *Config) { c.NumHiddenLayers = 40 }, with(func(map[string][]int) {}), HeadBase,
-			"num_hidden_layers 40, but the checkpoint's layers end at encoder.layer.1 (2 layers)"},
+			"num_hidden_layers 40, but the checkpoint's layers end at encoder.layer.1"},
 		{"labels", func(c *Config) { c.NumLabels = 4 }, with(func(map[string][]int) {}), HeadSequenceCls,
 			"tensor classifier.out_proj.weight has shape [3 8], but num_labels 4, hidden_size 8 need [4 8]"},
 		{"pooler", nil, with(func(s map[string][]int) { s["roformer.pooler.dense.weight"] = []int{8, 7} }), HeadBase,
@@ -206,4 +206,32 @@ func TestCheckShapes(t *testing.T) {
 			t.Errorf("%s: error %v, want %q", c.name, err, c.want)
 		}
 	}
+}
+
+// FuzzParseConfig: any config.json either parses to sizes whose parameter
+// count is computable and within MaxParams, or is refused; neither
+// allocates more than a small multiple of the input.
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte(`{"vocab_size": 99, "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 1, "intermediate_size": 37}`))
+	f.Add([]byte(`{"vocab_size": 10000000000}`))
+	f.Add([]byte(`{"hidden_size": 65536, "embedding_size": 65536, "num_attention_heads": 256}`))
+	f.Add([]byte(`{"num_labels": 1e10, "id2label": {"0": "a"}}`))
+	f.Add([]byte(`{"position_embedding_type": "relative", "relative_max_distance": 65536}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var c Config
+		var err error
+		n := allocated(func() { c, err = ParseConfig(data, "config.json") })
+		if limit := uint64(64*len(data) + 4<<20); n > limit {
+			t.Fatalf("ParseConfig of %d bytes allocated %d, want ≤ %d", len(data), n, limit)
+		}
+		if err != nil {
+			return
+		}
+		for _, h := range Heads {
+			enc, hd, err := c.ParamCount(h)
+			if err != nil || enc < 0 || hd < 0 || enc > MaxParams {
+				t.Fatalf("%s: ParamCount %d, %d, %v after a successful parse", h, enc, hd, err)
+			}
+		}
+	})
 }
