@@ -14,7 +14,9 @@ import (
 )
 
 // The fuzz targets check that no input panics, that every error names the
-// package and file, and that whatever parses is self-consistent. Run them
+// package and file, that whatever parses is self-consistent, and that no
+// input makes a reader allocate more than allocBound(len(input)): the
+// memory budget (4 × size + 128 MiB) plus the zip directory's share. Run them
 // with, e.g., go test ./checkpoint -run '^$' -fuzz FuzzParseSafetensors
 // -fuzztime 60s. Their seeds are generated below; -write-fuzz-seeds also
 // stores them under testdata/fuzz so that plain go test runs them too.
@@ -58,6 +60,12 @@ func torchSeeds(t testing.TB) map[string][]byte {
 	})
 	out["strided_half"] = torchZip(t, "archive", pkl, map[string][]byte{"0": encodeAs("F16", []float32{1, 2, 3, 4, 5, 6})})
 	out["os_system"] = torchZip(t, "archive", maliciousPickles()["os.system"], nil)
+	out["dups"] = torchZip(t, "archive", repeatOps([]byte{0x80, 2, ']'}, []byte{'2'}, 1000, []byte{'.'}), nil)
+	out["alias"] = aliasZip([]zipEntry{{"a/data.pkl", statePickle([]ptTensor{
+		{name: "x", key: "0", storage: "FloatStorage", numel: 2, shape: []int{2}},
+		{name: "y", key: "1", storage: "FloatStorage", numel: 2, shape: []int{2}},
+	})}, {"a/data/0", f32Bytes(1, 2)}}, "a/data/0", []string{"a/data/1"})
+	out["deflated"] = zipDeflated(t, []zipEntry{{"a/data.pkl", pkl}, {"a/data/0", encodeAs("F16", []float32{1, 2, 3, 4, 5, 6})}})
 	return out
 }
 
@@ -73,6 +81,8 @@ func pickleSeeds() map[string][]byte {
 	for name, p := range maliciousPickles() {
 		out["malicious_"+strings.NewReplacer(" ", "_", ".", "_").Replace(name)] = p
 	}
+	out["dup_memo"] = repeatOps([]byte{0x80, 4, ']'}, []byte{'2', 0x94, 'a'}, 100, []byte{'h', 3, '.'})
+	out["build"] = []byte("\x80\x02ccollections\nOrderedDict\n)R}(X\x01\x00\x00\x00kNubq\x00h\x00.")
 	return out
 }
 
@@ -127,6 +137,15 @@ func checkFile(t *testing.T, f *File, format string) {
 	}
 }
 
+// checkAlloc runs read and fails t when it allocated more than
+// allocBound(size) bytes.
+func checkAlloc(t *testing.T, size int, read func()) {
+	t.Helper()
+	if got := allocatedNoGC(read); got > allocBound(size) {
+		t.Fatalf("reading %d bytes allocated %d, more than %d", size, got, allocBound(size))
+	}
+}
+
 func checkErr(t *testing.T, err error, file string) {
 	t.Helper()
 	if !strings.HasPrefix(err.Error(), "checkpoint: "+file+": ") {
@@ -139,7 +158,9 @@ func FuzzParseSafetensors(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		file, err := ParseSafetensors(data, "fuzz.st")
+		var file *File
+		var err error
+		checkAlloc(t, len(data), func() { file, err = ParseSafetensors(data, "fuzz.st") })
 		if err != nil {
 			checkErr(t, err, "fuzz.st")
 			return
@@ -189,7 +210,9 @@ func FuzzReadPyTorch(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		file, err := ParsePyTorch(data, "fuzz.bin")
+		var file *File
+		var err error
+		checkAlloc(t, len(data), func() { file, err = ParsePyTorch(data, "fuzz.bin") })
 		if err != nil {
 			checkErr(t, err, "fuzz.bin")
 			return
@@ -206,7 +229,9 @@ func FuzzStateDictPickle(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, pkl []byte) {
-		sd, err := parseStateDictPickle(pkl, "fuzz.bin", "a/data.pkl", newBudget(int64(len(pkl))))
+		var sd *stateDict
+		var err error
+		checkAlloc(t, len(pkl), func() { sd, err = parseStateDictPickle(pkl, "fuzz.bin", "a/data.pkl", newBudget(int64(len(pkl)))) })
 		if err != nil {
 			checkErr(t, err, "fuzz.bin")
 			return

@@ -115,7 +115,7 @@ type stateDict struct {
 // errors. The VM's estimated allocations (see scanPickle) are charged to bud
 // before it runs.
 func parseStateDictPickle(pkl []byte, file, entry string, bud *budget) (sd *stateDict, err error) {
-	cost, err := scanPickle(pkl, file, entry)
+	cost, err := scanPickle(pkl, file, entry, bud.limit-bud.used)
 	if err != nil {
 		return nil, err
 	}
@@ -432,6 +432,7 @@ const (
 	maxNumberLine  = 64      // bytes of an INT, LONG, FLOAT, GET or PUT text argument
 	maxLongBytes   = 64      // bytes of a LONG1 or LONG4 argument (a 512-bit integer)
 	maxDims        = 64      // dimensions of a tensor view
+	maxGlobalName  = 256     // longest module or name the scan remembers for STACK_GLOBAL
 )
 
 // Upper estimates, in bytes, of what gopickle's VM allocates per operation
@@ -443,7 +444,7 @@ const (
 	costMark     = 320  // a new 16-slot stack and its meta-stack slot
 	costBox      = 16   // a boxed int or float, an 8-byte argument buffer
 	costLine     = 32   // readLine's initial buffer (plus 4 per byte)
-	costContainr = 160  // an empty list, dict or tuple header with backing
+	costContainr = 224  // an empty list, dict or tuple header with backing
 	costSet      = 320  // an empty set (a map)
 	costItem     = 80   // one item appended to a list (growth included)
 	costPair     = 256  // one dict or OrderedDict entry (map, list element)
@@ -466,7 +467,8 @@ func growCap(c int64) int64 {
 }
 
 // scanPickle walks the opcodes of pkl up to STOP without executing them and
-// returns an upper estimate of the bytes the VM will allocate running them.
+// returns an upper estimate of the bytes the VM will allocate running them,
+// refusing the pickle as soon as the estimate passes limit.
 // A pickle is a straight-line program, so the walk sees exactly what the VM
 // will do: it simulates the stack's depth (not its values) and the memo's
 // keys. It refuses unknown opcodes, arguments that run past the end, FRAME
@@ -479,7 +481,7 @@ func growCap(c int64) int64 {
 // the same allowlist; this pass names them early and also covers the few
 // that gopickle resolves by itself (__builtin__.object,
 // copy_reg._reconstructor), which map to inert Go values anyway.
-func scanPickle(pkl []byte, file, entry string) (cost int64, err error) {
+func scanPickle(pkl []byte, file, entry string, limit int64) (cost int64, err error) {
 	bad := func(pos int, format string, args ...any) error {
 		return formatErr(file, "%s: byte %d: %s", entry, pos, fmt.Sprintf(format, args...))
 	}
@@ -733,15 +735,21 @@ func scanPickle(pkl []byte, file, entry string) (cost int64, err error) {
 		if total > maxStackItems {
 			return 0, bad(start, "%s: the stack holds more than %d items", op.name, maxStackItems)
 		}
+		if cost > limit { // stop early: the memo set above grows with cost
+			return 0, bad(start, "running the pickle up to %s would allocate about %d bytes, more than the %d bytes left of the memory budget (4 × file size + 128 MiB)",
+				op.name, cost, limit)
+		}
 		switch {
 		case code == 'S': // STRING: a quoted repr; the VM strips the quotes
-			if len(arg) >= 2 && (arg[0] == '\'' || arg[0] == '"') && arg[len(arg)-1] == arg[0] {
+			if len(arg) >= 2 && len(arg) <= maxGlobalName && (arg[0] == '\'' || arg[0] == '"') && arg[len(arg)-1] == arg[0] {
 				pushStr(string(arg[1:len(arg)-1]), true)
 			} else {
 				pushStr("", false)
 			}
-		case op.str:
+		case op.str && len(arg) <= maxGlobalName:
 			pushStr(string(arg), true)
+		case op.str: // too long to be an allowed name: refused by STACK_GLOBAL
+			pushStr(string(arg[:maxGlobalName])+"...", true)
 		case code == 0x94 || code == 'p' || code == 'q' || code == 'r' || code == 0x95 || code == 0x80:
 			// MEMOIZE, PUT, BINPUT, LONG_BINPUT, FRAME, PROTO leave the stack alone.
 		default:

@@ -1,5 +1,5 @@
-// Package hostile holds generators of hostile inputs for tests: files built
-// the way an attacker would build them to make a reader take far more memory
+// Torch archives. These generators build files the way an attacker would
+// build them to make a reader take far more memory
 // or time than the file's size justifies. Each generator returns the file's
 // bytes; tests write them out and check that the readers refuse them with a
 // clear error and within their memory bound.
@@ -10,6 +10,7 @@
 // reader that only checked syntax would accept them. The writer is
 // standalone (archive/zip and a few pickle opcodes), independent of the
 // checkpoint package it attacks.
+
 package hostile
 
 import (
