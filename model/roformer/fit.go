@@ -2,6 +2,7 @@ package roformer
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -127,13 +128,16 @@ func (c *Config) CheckShapes(head Head, shapes map[string][]int) error {
 	// Twice the stored values plus 2²⁰ (4 MiB as float32): a config that
 	// needs more cannot fit; one that needs a little more is left to Bind,
 	// which names every missing tensor.
-	slack := 2*stored.n + 1<<20
+	slack := int64(math.MaxInt64)
+	if stored.n < math.MaxInt64/4 {
+		slack = 2*stored.n + 1<<20
+	}
 	if enc > slack {
 		return fmt.Errorf("%s imply %d encoder parameters (%d MB as float32), but the checkpoint holds only %d values in %d tensors (the most a config may imply is twice that plus 2²⁰)",
 			c.sizeWords(), enc, enc*4>>20, stored.n, len(shapes))
 	}
 	if hd > slack {
-		return fmt.Errorf("the %s head needs %d parameters (num_labels %d, hidden_size %d, vocab_size %d), more than the checkpoint's %d values",
+		return fmt.Errorf("the %s head needs %d parameters (num_labels %d, hidden_size %d, vocab_size %d), more than twice the checkpoint's %d values plus 2²⁰",
 			head, hd, c.NumLabels, c.HiddenSize, c.VocabSize, stored.n)
 	}
 	return nil
