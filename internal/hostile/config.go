@@ -115,6 +115,26 @@ var HeadConfigCases = map[string]map[string]any{
 	"num_labels_2^20": {"num_labels": 1 << 20, "id2label": nil, "label2id": nil},
 }
 
+// VocabFolder writes ConfigFolder(dir, nil) and then replaces its
+// vocab.txt with vocab. The tokenizer reads it (roformer tokenize,
+// fill-mask, embed, serve); inspect and forward do not.
+func VocabFolder(dir string, vocab []byte) error {
+	if err := ConfigFolder(dir, nil); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "vocab.txt"), vocab, 0o644)
+}
+
+// VocabCases are hostile vocab.txt contents, made on demand (they are
+// large), keyed by a short name: each must be refused naming vocab.txt and
+// the numbers, within a small multiple of its size.
+var VocabCases = map[string]func() []byte{
+	"cr_20MB":        func() []byte { return CRVocab(20 << 20) },                     // 20,971,520 empty lines
+	"lf_5M":          func() []byte { return bytes.Repeat([]byte{'\n'}, 5<<20) },     // 5,242,880 empty lines: over the token limit
+	"one_line_100MB": func() []byte { return LongLineVocab(100 << 20) },              // over the size limit
+	"crlf_mixed":     func() []byte { return bytes.Repeat([]byte("\r\n\r"), 3<<20) }, // 6,291,456 empty lines in 9 MB
+}
+
 // CRVocab returns n bytes of '\r': a vocab.txt of n empty lines under
 // Python's universal newlines.
 func CRVocab(n int) []byte { return bytes.Repeat([]byte{'\r'}, n) }
