@@ -32,8 +32,9 @@ const DefaultMaxNewTokens = 20
 // against Options.MaxBeams (and the vocabulary), then, once the prompt is
 // tokenized, prompt + new tokens against Options.MaxLength, beams ×
 // (prompt + new tokens), the rows the cache holds, against
-// Options.MaxBatchTokens, and the memory that roformer.Model.GenerateCost
-// estimates against Options.MaxGenerateBytes. Each refusal is a 422 that
+// Options.MaxBatchTokens, the memory that roformer.Model.GenerateCost
+// estimates against Options.MaxGenerateBytes, and a beam search's beams ×
+// vocabulary × (prompt + new tokens) against Options.MaxBeamWork. Each refusal is a 422 that
 // names the field, the value and the limit.
 
 // GenerateParameters are TGI's "parameters" of POST /generate that this
@@ -195,6 +196,10 @@ func (s *Server) generateOptions(req *GenerateRequest) ([]int32, roformer.Genera
 		return nil, o, errorf(http.StatusUnprocessableEntity, "Validation", "num_beams",
 			"`num_beams` × (`inputs` tokens + `max_new_tokens`) must be <= %d (the server's max batch tokens). Given: %d × (%d + %d) = %d",
 			s.opts.MaxBatchTokens, cost.Rows, len(enc.IDs), o.MaxNewTokens, cost.Tokens)
+	case o.NumBeams > 1 && cost.Work > s.opts.MaxBeamWork:
+		return nil, o, errorf(http.StatusUnprocessableEntity, "Validation", "num_beams",
+			"`num_beams` × vocabulary × (`inputs` tokens + `max_new_tokens`) must be <= %d (the server's max beam work). Given: %d × %d × (%d + %d) = %d: ask for fewer `num_beams` or `max_new_tokens`",
+			s.opts.MaxBeamWork, cost.Rows, s.model.Config.VocabSize, len(enc.IDs), o.MaxNewTokens, cost.Work)
 	case cost.Bytes > s.opts.MaxGenerateBytes:
 		return nil, o, errorf(http.StatusUnprocessableEntity, "Validation", "num_beams",
 			"this generation would take about %d MiB (%d beams × %d tokens of cache, %d × %d vocabulary scores); the limit is %d MiB (the server's max generate bytes): ask for fewer `num_beams` or `max_new_tokens`",

@@ -115,10 +115,22 @@ func TestGenerateBounds(t *testing.T) {
 	if code, kind := teiCall(t, small, "/generate", `{"inputs": "the"}`, &res); code != 200 || res.GeneratedText != want {
 		t.Errorf("default max_new_tokens under a limit of 3: %d %s %q, want %q", code, kind, res.GeneratedText, want)
 	}
+	// A beam search's beams × vocabulary × length against MaxBeamWork
+	// (14 ids here); greedy decoding is not bound by it.
+	work, _, _ := newServer(t, roformer.HeadCausalLM, nil, Options{MaxBeamWork: 14 * 2 * 6})
+	code, _, b := send(t, work, "POST", "/generate", `{"inputs": "the whale", "parameters": {"num_beams": 3, "max_new_tokens": 4}}`, map[string]string{"Content-Type": "application/json"})
+	if msg, kind := teiError(t, "beam work", b); code != 422 || kind != "Validation" || !strings.Contains(msg, "3 × 14 × (2 + 4) = 252") || !strings.Contains(msg, "168") {
+		t.Errorf("over MaxBeamWork: %d %s %q", code, kind, msg)
+	}
+	for _, p := range []string{`{"num_beams": 2, "max_new_tokens": 4}`, `{"max_new_tokens": 20}`} {
+		if code, _, b := send(t, work, "POST", "/generate", `{"inputs": "the whale", "parameters": `+p+`}`, map[string]string{"Content-Type": "application/json"}); code != 200 {
+			t.Errorf("within MaxBeamWork, %s: %d %s", p, code, b)
+		}
+	}
 	// The memory estimate (roformer.Model.GenerateCost) against
 	// MaxGenerateBytes.
 	tight, _, _ := newServer(t, roformer.HeadCausalLM, nil, Options{MaxGenerateBytes: 1 << 10})
-	code, _, b := send(t, tight, "POST", "/generate", `{"inputs": "the", "parameters": {"max_new_tokens": 2}}`, map[string]string{"Content-Type": "application/json"})
+	code, _, b = send(t, tight, "POST", "/generate", `{"inputs": "the", "parameters": {"max_new_tokens": 2}}`, map[string]string{"Content-Type": "application/json"})
 	if msg, kind := teiError(t, "memory", b); code != 422 || kind != "Validation" || !strings.Contains(msg, "MiB") {
 		t.Errorf("over MaxGenerateBytes: %d %s %q", code, kind, msg)
 	}

@@ -58,6 +58,15 @@ type Options struct {
 	// most MaxBatchTokens, the tokens one batched forward pass may hold.
 	// Default 256 MiB (DefaultMaxGenerateBytes).
 	MaxGenerateBytes int64
+	// MaxBeamWork bounds a beam search's num_beams × vocabulary × (prompt
+	// + new tokens) (roformer.GenerateCost's Work): each step ranks
+	// num_beams × vocabulary candidates while the search holds the model,
+	// so this bounds its time (at the default, about 4 s on 2 cores of a
+	// 2,000-token vocabulary's tiny model). Greedy decoding and sampling,
+	// whose steps cost a forward pass and one pass over the vocabulary,
+	// are bounded by MaxNewTokens and MaxGenerateBytes. Default 2^24
+	// (DefaultMaxBeamWork).
+	MaxBeamWork int64
 	// MaxReadingBytes bounds the bytes that the bodies being read hold at
 	// once, over all requests (a body's buffer grows as its bytes
 	// arrive); a body that would pass it gets 429. Requests take their
@@ -127,6 +136,7 @@ const (
 	DefaultMaxBeams          = 8
 	DefaultMaxNewTokensLimit = 256
 	DefaultMaxGenerateBytes  = 256 << 20
+	DefaultMaxBeamWork       = 1 << 24
 	DefaultMaxReadingBytes   = 64 << 20
 	DefaultMaxTopK           = 100
 )
@@ -166,6 +176,9 @@ func (o *Options) defaults(cfg *roformer.Config) {
 	}
 	if o.MaxGenerateBytes <= 0 {
 		o.MaxGenerateBytes = DefaultMaxGenerateBytes
+	}
+	if o.MaxBeamWork <= 0 {
+		o.MaxBeamWork = DefaultMaxBeamWork
 	}
 	if o.MaxReadingBytes <= 0 {
 		o.MaxReadingBytes = DefaultMaxReadingBytes

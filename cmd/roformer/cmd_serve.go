@@ -46,6 +46,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.srv.MaxBeams, "max-beams", server.DefaultMaxBeams, "most num_beams of a POST /generate")
 	fs.IntVar(&o.srv.MaxNewTokens, "max-new-tokens", server.DefaultMaxNewTokensLimit, "most max_new_tokens of a POST /generate")
 	fs.Int64Var(&o.srv.MaxGenerateBytes, "max-generate-bytes", server.DefaultMaxGenerateBytes, "most memory one generation may take (its key/value cache and vocabulary-wide scores, as estimated before it starts)")
+	fs.Int64Var(&o.srv.MaxBeamWork, "max-beam-work", server.DefaultMaxBeamWork, "most num_beams × vocabulary × (prompt + new tokens) of a beam search, which bounds its time")
 	fs.IntVar(&o.srv.MaxMasks, "max-masks", server.DefaultMaxMasks, "most [MASK] tokens of one fill-mask request")
 	fs.IntVar(&o.srv.MaxTopK, "max-top-k", server.DefaultMaxTopK, "most top_k of fill-mask and question answering")
 	fs.Int64Var(&o.srv.MaxReadingBytes, "max-reading-bytes", server.DefaultMaxReadingBytes, "bytes the request bodies being read may hold at once, over all clients; beyond: 429")
@@ -74,8 +75,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef("--max-inputs and --max-body must be at least 1, --max-length at least 0")
 	case o.srv.MaxBatchTokens < 1 || o.srv.MaxBatchRequests < 1 || o.srv.MaxConcurrentRequests < 1:
 		return usagef("--max-batch-tokens, --max-batch-requests and --max-concurrent-requests must be at least 1")
-	case o.srv.MaxBeams < 1 || o.srv.MaxNewTokens < 1 || o.srv.MaxGenerateBytes < 1 || o.srv.MaxMasks < 1 || o.srv.MaxTopK < 1:
-		return usagef("--max-beams, --max-new-tokens, --max-generate-bytes, --max-masks and --max-top-k must be at least 1")
+	case o.srv.MaxBeams < 1 || o.srv.MaxNewTokens < 1 || o.srv.MaxGenerateBytes < 1 || o.srv.MaxBeamWork < 1 || o.srv.MaxMasks < 1 || o.srv.MaxTopK < 1:
+		return usagef("--max-beams, --max-new-tokens, --max-generate-bytes, --max-beam-work, --max-masks and --max-top-k must be at least 1")
 	case o.srv.MaxReadingBytes < o.srv.MaxBodyBytes:
 		return usagef("--max-reading-bytes %d must be at least --max-body %d", o.srv.MaxReadingBytes, o.srv.MaxBodyBytes)
 	case o.srv.MaxBatchWait < 0:

@@ -106,6 +106,7 @@ func TestServeCLIBatchFlags(t *testing.T) {
 		{[]string{"--max-new-tokens", "-1"}, "--max-new-tokens"},
 		{[]string{"--max-generate-bytes", "0"}, "--max-generate-bytes"},
 		{[]string{"--max-masks", "0"}, "--max-masks"},
+		{[]string{"--max-beam-work", "0"}, "--max-beam-work"},
 		{[]string{"--max-reading-bytes", "10", "--max-body", "100"}, "--max-reading-bytes"},
 	} {
 		args := append([]string{"serve", "--model", t.TempDir()}, c.args...)
