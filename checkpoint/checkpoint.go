@@ -272,15 +272,20 @@ type budget struct {
 
 func newBudget(fileSize int64) *budget { return &budget{limit: memoryBudget(fileSize)} }
 
-// take reserves n bytes, or returns an error naming what (the allocation)
-// and the numbers.
-func (b *budget) take(n int64, what string) error {
+// take reserves n bytes and reports whether they fit.
+func (b *budget) take(n int64) bool {
 	if n < 0 || n > b.limit-b.used {
-		return fmt.Errorf("%s needs %d bytes, but only %d of the %d-byte memory budget (4 × file size + 128 MiB) remain",
-			what, n, b.limit-b.used, b.limit)
+		return false
 	}
 	b.used += n
-	return nil
+	return true
+}
+
+// refuse is the error for an allocation of n bytes, named by what, that
+// take refused.
+func (b *budget) refuse(n int64, what string) error {
+	return fmt.Errorf("%s needs %d bytes, but only %d of the %d-byte memory budget (4 × file size + 128 MiB) remain",
+		what, n, b.limit-b.used, b.limit)
 }
 
 // newFile returns an empty File with non-nil maps.

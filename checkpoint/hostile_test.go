@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -410,5 +412,110 @@ func TestDeflatedEntriesWithinRatio(t *testing.T) {
 	}
 	if !slices.Equal(f.Tensors["w"].Data, vals) {
 		t.Error("values differ")
+	}
+}
+
+// TestHostileSafetensors reads safetensors files whose header costs more
+// than its bytes: many empty tensors, many dimensions, and checks the
+// memory bound of a file of 1-byte elements (the widest conversion).
+func TestHostileSafetensors(t *testing.T) {
+	empties := func(n int) []byte {
+		var b strings.Builder
+		b.WriteString("{")
+		for i := range n {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `"t%d":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}`, i)
+		}
+		b.WriteString("}")
+		return stBytes(b.String(), nil)
+	}
+	dims := `{"x":{"dtype":"F32","shape":[` + strings.Repeat("1,", 64) + `1],"data_offsets":[0,4]}}`
+	cases := []struct {
+		name string
+		data []byte
+		want string // "" for a file that must load
+	}{
+		{"20,000 empty tensors", empties(20000), ""},
+		// Each record costs about 1.3 KB to parse and hold: a 12 MB header
+		// of empty tensors would take 250 MB.
+		{"200,000 empty tensors", empties(200000), "listing more than 88365 tensors needs 2048 bytes"},
+		{"65 dimensions", stBytes(dims, f32Bytes(1)), `tensor "x": shape has 65 dimensions, more than 64`},
+		{"16 MiB of U8", stBytes(`{"u":{"dtype":"U8","shape":[16777216],"data_offsets":[0,16777216]}}`, make([]byte, 16<<20)), ""},
+		{"header length past the file", stBytes(`{}`, nil)[:8], "header length 2 is larger than the 0 bytes that follow it"},
+		{"header length 2^63", append(binary.LittleEndian.AppendUint64(nil, 1<<63), "{}"...), "header length 9223372036854775808 is larger than the 104857600-byte limit"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var err error
+			got := allocated(func() { _, err = ParseSafetensors(c.data, "h.safetensors") })
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatal(err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("error %v, want %q", err, c.want)
+			}
+			t.Logf("%d-byte file: %d bytes allocated (%.1f per byte), bound %d", len(c.data), got, float64(got)/float64(len(c.data)), allocBound(len(c.data)))
+			if got > allocBound(len(c.data)) {
+				t.Errorf("allocated %d bytes, more than %d", got, allocBound(len(c.data)))
+			}
+		})
+	}
+}
+
+// TestHostileIndex refuses shard indexes that are too big or name too
+// many shards, before reading any shard.
+func TestHostileIndex(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.index.json")
+	fh, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fh.Truncate(maxIndexBytes + 1); err != nil { // sparse: no disk used
+		t.Fatal(err)
+	}
+	fh.Close()
+	if _, err := ReadSharded(big); err == nil || !strings.Contains(err.Error(), "file is 67108865 bytes, more than the 67108864-byte limit") {
+		t.Errorf("64 MiB + 1 index: %v", err)
+	}
+
+	var b strings.Builder
+	b.WriteString(`{"weight_map":{`)
+	for i := range maxIndexShards + 1 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"t%d":"s%d.safetensors"`, i, i)
+	}
+	b.WriteString("}}")
+	shards := filepath.Join(dir, "shards.index.json")
+	if err := os.WriteFile(shards, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var rerr error
+	got := allocated(func() { _, rerr = ReadSharded(shards) })
+	if rerr == nil || !strings.Contains(rerr.Error(), "weight_map names more than 65536 shard files") {
+		t.Errorf("65,537 shards: %v", rerr)
+	}
+	if got > allocBound(b.Len()) {
+		t.Errorf("allocated %d bytes for a %d-byte index", got, b.Len())
+	}
+
+	// One shard under two spellings is one shard.
+	sub := t.TempDir()
+	if err := WriteSafetensors(filepath.Join(sub, "a.safetensors"), []*Entry{
+		{Name: "x", Shape: []int{1}, Data: []float32{1}}, {Name: "y", Shape: []int{1}, Data: []float32{2}},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	idx := filepath.Join(sub, "model.safetensors.index.json")
+	if err := os.WriteFile(idx, []byte(`{"weight_map":{"x":"a.safetensors","y":"./a.safetensors"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := ReadSharded(idx)
+	if err != nil || len(f.Names) != 2 {
+		t.Fatalf("two spellings of one shard: %v", err)
 	}
 }

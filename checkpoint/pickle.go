@@ -119,8 +119,8 @@ func parseStateDictPickle(pkl []byte, file, entry string, bud *budget) (sd *stat
 	if err != nil {
 		return nil, err
 	}
-	if err := bud.take(cost, fmt.Sprintf("running %s (%d bytes of pickle)", entry, len(pkl))); err != nil {
-		return nil, formatErr(file, "%v", err)
+	if !bud.take(cost) {
+		return nil, formatErr(file, "%v", bud.refuse(cost, fmt.Sprintf("running %s (%d bytes of pickle)", entry, len(pkl))))
 	}
 	sd = &stateDict{tensors: map[string]*tensorRef{}, storages: map[string]*storageRef{}}
 	u := pickle.NewUnpickler(bytes.NewReader(pkl))
@@ -806,8 +806,8 @@ func materialise(t *tensorRef, st []float32, bud *budget) ([]float32, error) {
 		return nil, fmt.Errorf("strided view size %v stride %v has %d elements, more than its %d-element storage (broadcast views are refused)",
 			t.shape, t.stride, n, len(st))
 	}
-	if err := bud.take(4*n, fmt.Sprintf("copying strided view size %v stride %v (%d elements)", t.shape, t.stride, n)); err != nil {
-		return nil, err
+	if !bud.take(4 * n) {
+		return nil, bud.refuse(4*n, fmt.Sprintf("copying strided view size %v stride %v (%d elements)", t.shape, t.stride, n))
 	}
 	out := make([]float32, n)
 	idx := make([]int64, len(t.shape))

@@ -178,8 +178,8 @@ func readStatePickle(zf *zip.File, name string, size int64, bud *budget) (*state
 	if n > maxPickleBytes {
 		return nil, formatErr(name, "zip entry %s holds %d bytes, more than the %d-byte limit", zf.Name, n, maxPickleBytes)
 	}
-	if err := bud.take(n, "reading "+zf.Name); err != nil {
-		return nil, formatErr(name, "%v", err)
+	if !bud.take(n) {
+		return nil, formatErr(name, "%v", bud.refuse(n, "reading "+zf.Name))
 	}
 	pkl, err := readZipEntry(zf, n, n)
 	if err != nil {
@@ -222,8 +222,8 @@ func readStorage(s *storageRef, zf *zip.File, size int64, bud *budget) ([]float3
 	if s.numel > maxInt/4 {
 		return nil, fmt.Errorf("%d elements overflow a float32 byte count", s.numel)
 	}
-	if err := bud.take(4*s.numel, fmt.Sprintf("converting %d %s elements to float32", s.numel, s.class.dtype)); err != nil {
-		return nil, err
+	if !bud.take(4 * s.numel) {
+		return nil, bud.refuse(4*s.numel, fmt.Sprintf("converting %d %s elements to float32", s.numel, s.class.dtype))
 	}
 	rc, err := zf.Open()
 	if err != nil {
