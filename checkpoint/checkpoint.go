@@ -16,6 +16,10 @@ import (
 // DType names the element type as it was stored, in safetensors spelling
 // ("F32", "F16", "BF16", "F64", "I64", ...); Data always holds float32 values
 // in row-major (C) order, len(Data) == product of Shape (1 for a scalar).
+// Entries read from a torch archive that view one storage (tied weights)
+// share its memory: their Data are capacity-limited subslices of one slice,
+// so a caller that modifies Data in place and needs them independent
+// copies first.
 type Entry struct {
 	Name  string
 	DType string

@@ -35,10 +35,13 @@
 //	                                requires_grad, OrderedDict())
 //
 // where storage is a persistent id ('storage', torch.FloatStorage, key,
-// location, numel) whose raw little-endian bytes are data/<key>. Several
-// tensors may share one storage (tied weights); each gets its own copy.
-// Strided views are materialised in row-major order. Sharded checkpoints
-// (*.index.json with a "weight_map") are read by ReadSharded and ReadDir.
+// location, numel) whose raw little-endian bytes are data/<key>. Each
+// storage is read and converted once; several tensors may view one storage
+// (tied weights, offsets into a flat buffer), and a contiguous view is a
+// capacity-limited subslice of the converted storage, so such tensors share
+// their Data. Strided views are copied out in row-major order. Sharded
+// checkpoints (*.index.json with a "weight_map") are read by ReadSharded and
+// ReadDir.
 //
 // # Safety policy
 //
@@ -56,9 +59,52 @@
 // wrapping ErrUnsafe that names the global. Before the VM runs, the opcode
 // stream is scanned without executing it, so that disallowed globals are
 // refused up front and no length field can make the VM allocate more than
-// the file holds. Panics inside the VM are recovered into errors. Zip
-// entries are read with size limits, and a strided view may not hold more
-// elements than its storage, so a small file cannot demand unbounded memory.
+// the file holds. Panics inside the VM are recovered into errors.
+//
+// # Memory bounds
+//
+// A file built to hurt (a few KB that declare gigabytes) is refused before
+// the memory is taken. Every reader allocates at most 4 × the file's size +
+// 128 MiB (the memory budget): four bytes per stored byte is what 1-byte
+// elements (U8, I8, BOOL) need as float32, an F32 file needs a quarter of
+// it, and the constant covers small files and the pickle machine. A file
+// that would need more is refused with an error naming the tensor or entry,
+// the bytes asked for and the budget. Within it:
+//
+//   - Zip entries (torch archives): torch.save stores them uncompressed. A
+//     stored entry must declare equal compressed and uncompressed sizes; a
+//     deflated one (re-packed by another tool) may expand at most 4 × its
+//     compressed size + 4 KiB, checked from the zip directory before
+//     inflating. The entries read (data.pkl and every storage) must lie
+//     inside the file without overlapping, so one block cannot be listed as
+//     many storages. Each is read through a limit at its declared size.
+//   - Storages: numel × element size from the pickle must equal the entry's
+//     uncompressed size (overflow-checked) before anything is allocated; the
+//     float32 values are charged to the budget, and the bytes are decoded in
+//     64 KiB chunks, never held whole beside their values. ReadPyTorch and
+//     ReadSafetensors read from the file through its directory or header,
+//     so the file itself is not held in memory either.
+//   - Views: offset, sizes and strides are checked with overflow-safe
+//     arithmetic against the storage; at most 64 dimensions, no negative
+//     strides. Contiguous views share the storage (no copy, however many);
+//     a strided view is copied, charged to the budget, and may not hold more
+//     elements than its storage (no broadcast views).
+//   - The pickle (data.pkl): before the VM runs, the scan simulates its
+//     stack and memo (a pickle is a straight-line program) and refuses more
+//     than 2^20 stacked items, 2^22 memo keys, a GET of a key never PUT,
+//     numbers longer than 64 bytes, NEWOBJ_EX, and any string or bytes
+//     length that runs past the data. Each opcode is at least one byte, so
+//     operations are at most the pickle's size; the scan adds up what the
+//     VM will allocate for each (a MARK's new stack, a container's growth, a
+//     BUILD copying a dict, which is charged at the largest dict the pickle
+//     could have built) and charges the total to the budget. DUP pushes a
+//     reference, never a copy.
+//   - safetensors: the header is at most 100 MB and within the file, each
+//     header record is charged 2 KiB (what parsing and holding it costs) as
+//     it is read, and the tensors must tile the data section exactly, so
+//     their values take at most 4 bytes per stored byte.
+//   - Shard indexes: at most 64 MiB (read through a limit), 2^20 tensors and
+//     65,536 shard files; each shard is read within its own budget.
 //
 // Integer and bool tensors (I64 position ids, for example) are converted to
 // float32 only when every value is exact; otherwise loading fails with the
