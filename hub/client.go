@@ -65,11 +65,8 @@ func (e *StallError) Error() string {
 	return fmt.Sprintf("no answer within %v from %s", e.Wait, e.URL)
 }
 
-// Timeout reports true: a StallError is a timeout (net.Error).
+// Timeout reports true: a StallError is a timeout, as a net.Error says.
 func (e *StallError) Timeout() bool { return true }
-
-// Temporary reports true, as for net.Error.
-func (e *StallError) Temporary() bool { return true }
 
 // shortURL is u without its query: signed CDN addresses carry a long,
 // short-lived signature there, which errors need not show.

@@ -7,13 +7,17 @@
 // org/name lives in models--org--name/ there:
 //
 //	models--org--name/
-//	  blobs/<etag>                  the files' contents, named by their ETag
+//	  blobs/<hash>                  the files' contents, named by their hash (the Hub's
+//	                                ETag: sha256 for LFS files, git blob hash otherwise)
 //	  refs/main                     the commit hash that main pointed to
-//	  snapshots/<commit>/config.json -> ../../blobs/<etag>
+//	  snapshots/<commit>/config.json -> ../../blobs/<hash>
 //
 // Resolve turns "org/name" or "org/name@revision" into a snapshot folder;
 // Download fetches the files a RoFormer folder needs from the Hub (or any
-// server answering like it: HF_ENDPOINT) into the cache.
+// server answering like it: HF_ENDPOINT) into the cache, trusting the
+// server with nothing it is not owed: every wait has a timeout, every body
+// a limit at its announced size, every blob the hash it is named by, and
+// the token goes to the endpoint alone (see Download for the bounds).
 package hub
 
 import (
