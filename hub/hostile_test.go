@@ -589,3 +589,44 @@ func TestDownloadSlowBodyIsNotStalled(t *testing.T) {
 		t.Error("the file differs")
 	}
 }
+
+// A resumed download is bounded the same way: a 206 answer that goes on
+// past the announced size fails there, and one whose Content-Range does
+// not fit the file is refused before its body is read.
+func TestDownloadResumeBounded(t *testing.T) {
+	files := testFiles()
+	w := files["model.safetensors"] // 10,000 bytes
+	for _, tc := range []struct{ name, contentRange, want string }{
+		{"longer body", "bytes 4321-9999/10000", "more than the 10000 bytes it announced"},
+		{"other total", "bytes 4321-99999/100000", `got Content-Range "bytes 4321-99999/100000"`},
+		{"other start", "bytes 0-9999/10000", `got Content-Range "bytes 0-9999/10000"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newFakeHub(t, "org/name", files, "model.safetensors")
+			var sent atomic.Int64
+			h.on("GET model.safetensors", func(rw http.ResponseWriter, r *http.Request) {
+				if r.Header.Get("Range") != "bytes=4321-" {
+					t.Errorf("Range %q", r.Header.Get("Range"))
+				}
+				rw.Header().Set("Content-Range", tc.contentRange)
+				rw.WriteHeader(http.StatusPartialContent)
+				endless(rw, w[:1000], 64<<20, &sent)
+			})
+			cache := t.TempDir()
+			blobs := filepath.Join(cache, "models--org--name", "blobs")
+			os.MkdirAll(blobs, 0o755)
+			if err := os.WriteFile(filepath.Join(blobs, sha(w)+".incomplete"), w[:4321], 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Download(context.Background(), "org/name", "main", Options{CacheDir: cache, Endpoint: h.URL})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+			for p, n := range cacheFiles(t, cache) {
+				if n > int64(len(w)) {
+					t.Errorf("%s: %d bytes on disk, over the %d announced", p, n, len(w))
+				}
+			}
+		})
+	}
+}
