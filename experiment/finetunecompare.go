@@ -22,6 +22,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/roformer-go/roformer/blas"
+	"github.com/roformer-go/roformer/data/labelled"
 	"github.com/roformer-go/roformer/finetune"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/pretrain"
@@ -78,7 +79,7 @@ type FinetuneCompareOptions struct {
 	Progress io.Writer `json:"-"`
 
 	// load replaces tasks.Load (tests).
-	load func(ctx context.Context, name string) (finetune.Spec, *tasks.Splits, error)
+	load func(ctx context.Context, name string) (labelled.Spec, *tasks.Splits, error)
 }
 
 // DefaultFinetuneCompare returns the settings of the recorded run, sized to
@@ -293,20 +294,20 @@ func FinetuneCompare(ctx context.Context, opts FinetuneCompareOptions) (*Finetun
 
 // loadCompareTasks loads the tasks of opts (cut to MaxTrain and MaxEval)
 // and records their sizes and metrics in res.
-func loadCompareTasks(ctx context.Context, opts FinetuneCompareOptions, res *FinetuneCompareResult) (map[string]finetune.Spec, map[string]*tasks.Splits, error) {
+func loadCompareTasks(ctx context.Context, opts FinetuneCompareOptions, res *FinetuneCompareResult) (map[string]labelled.Spec, map[string]*tasks.Splits, error) {
 	load := opts.load
 	if load == nil {
-		load = func(ctx context.Context, name string) (finetune.Spec, *tasks.Splits, error) {
+		load = func(ctx context.Context, name string) (labelled.Spec, *tasks.Splits, error) {
 			t, err := tasks.Get(name)
 			if err != nil {
-				return finetune.Spec{}, nil, err
+				return labelled.Spec{}, nil, err
 			}
 			say(opts.Progress, "%s", t.About())
 			sp, err := tasks.Load(ctx, t, opts.Cache, opts.Progress)
 			return t.Spec, sp, err
 		}
 	}
-	specs := map[string]finetune.Spec{}
+	specs := map[string]labelled.Spec{}
 	splits := map[string]*tasks.Splits{}
 	res.TaskSizes, res.Metrics = map[string][3]int{}, map[string]string{}
 	for _, name := range opts.Tasks {
@@ -330,13 +331,13 @@ func loadCompareTasks(ctx context.Context, opts FinetuneCompareOptions, res *Fin
 // pseudo-random order (the same for every run), in their original order;
 // all of them when n ≤ 0. (The first n would not do: a task's files may be
 // read class by class.)
-func firstN(ds *finetune.Dataset, n int) *finetune.Dataset {
+func firstN(ds *labelled.Dataset, n int) *labelled.Dataset {
 	if n <= 0 || len(ds.Examples) <= n {
 		return ds
 	}
 	keep := rand.New(rand.NewPCG(0x5eed, uint64(len(ds.Examples)))).Perm(len(ds.Examples))[:n]
 	sort.Ints(keep)
-	out := &finetune.Dataset{File: ds.File, Examples: make([]finetune.Example, n)}
+	out := &labelled.Dataset{File: ds.File, Examples: make([]labelled.Example, n)}
 	for i, k := range keep {
 		out.Examples[i] = ds.Examples[k]
 	}
@@ -387,7 +388,7 @@ func pretrainArm(ctx context.Context, job *pretrain.Job, base roformer.Config, a
 
 // finetuneArm fine-tunes the model in dir on one task (package finetune's
 // loop: a new head, the best dev epoch kept) and scores it on test.
-func finetuneArm(ctx context.Context, dir string, spec finetune.Spec, sp *tasks.Splits, opts FinetuneCompareOptions, name string, seed uint64) (*FinetuneRun, error) {
+func finetuneArm(ctx context.Context, dir string, spec labelled.Spec, sp *tasks.Splits, opts FinetuneCompareOptions, name string, seed uint64) (*FinetuneRun, error) {
 	fo := opts.Finetune
 	fo.Seed = seed
 	if e := opts.Epochs[name]; e > 0 {
@@ -415,7 +416,7 @@ func finetuneArm(ctx context.Context, dir string, spec finetune.Spec, sp *tasks.
 }
 
 // baselineRun trains the bag-of-words baseline on one task.
-func baselineRun(ctx context.Context, spec finetune.Spec, sp *tasks.Splits, bo finetune.BaselineOptions, seed uint64) (*FinetuneRun, error) {
+func baselineRun(ctx context.Context, spec labelled.Spec, sp *tasks.Splits, bo finetune.BaselineOptions, seed uint64) (*FinetuneRun, error) {
 	bo.Seed = seed
 	t0 := time.Now()
 	b, dev, err := finetune.TrainBaseline(ctx, spec, sp.Train, sp.Dev, bo, nil)

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/roformer-go/roformer/finetune"
+	"github.com/roformer-go/roformer/data/labelled"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/tasks"
 )
@@ -18,8 +18,8 @@ import (
 // toyTasks are two small synthetic tasks in the shape of the built-in ones:
 // single texts (the class word is among filler words) and pairs (the same
 // text twice, or two random texts).
-func toyTasks(t *testing.T) func(context.Context, string) (finetune.Spec, *tasks.Splits, error) {
-	return func(_ context.Context, name string) (finetune.Spec, *tasks.Splits, error) {
+func toyTasks(t *testing.T) func(context.Context, string) (labelled.Spec, *tasks.Splits, error) {
+	return func(_ context.Context, name string) (labelled.Spec, *tasks.Splits, error) {
 		words := strings.Fields("light colour ray prism glass red blue green sun eye body motion white black water")
 		r := rand.New(rand.NewPCG(3, uint64(len(name)))) // the same data at every call
 		sentence := func(n int) string {
@@ -29,41 +29,41 @@ func toyTasks(t *testing.T) func(context.Context, string) (finetune.Spec, *tasks
 			}
 			return strings.Join(w, " ")
 		}
-		split := func(name string, make func() finetune.Example) *tasks.Splits {
+		split := func(name string, make func() labelled.Example) *tasks.Splits {
 			sp := &tasks.Splits{}
 			for k, n := range []int{48, 16, 16} {
-				ds := &finetune.Dataset{File: fmt.Sprintf("%s/%d", name, k)}
+				ds := &labelled.Dataset{File: fmt.Sprintf("%s/%d", name, k)}
 				for i := 0; i < n; i++ {
 					ex := make()
 					ex.Line, ex.HasLabel = i+1, true
 					ds.Examples = append(ds.Examples, ex)
 				}
-				*[]**finetune.Dataset{&sp.Train, &sp.Dev, &sp.Test}[k] = ds
+				*[]**labelled.Dataset{&sp.Train, &sp.Dev, &sp.Test}[k] = ds
 			}
 			return sp
 		}
 
 		switch name {
 		case "single":
-			spec := finetune.Spec{Problem: finetune.SingleLabel, Labels: []string{"no", "yes"}, Metric: "accuracy"}
-			return spec, split(name, func() finetune.Example {
+			spec := labelled.Spec{Problem: labelled.SingleLabel, Labels: []string{"no", "yes"}, Metric: "accuracy"}
+			return spec, split(name, func() labelled.Example {
 				if r.IntN(2) == 0 {
-					return finetune.Example{Text: sentence(4) + " dark", Label: "no"}
+					return labelled.Example{Text: sentence(4) + " dark", Label: "no"}
 				}
-				return finetune.Example{Text: sentence(4) + " bright", Label: "yes"}
+				return labelled.Example{Text: sentence(4) + " bright", Label: "yes"}
 			}), nil
 		case "pair":
-			spec := finetune.Spec{Problem: finetune.SingleLabel, Labels: []string{"other", "same"}, Pair: true, Metric: "f1", Positive: "same"}
-			return spec, split(name, func() finetune.Example {
+			spec := labelled.Spec{Problem: labelled.SingleLabel, Labels: []string{"other", "same"}, Pair: true, Metric: "f1", Positive: "same"}
+			return spec, split(name, func() labelled.Example {
 				a := sentence(5)
 				b, label := sentence(5), "other"
 				if r.IntN(2) == 0 {
 					b, label = a, "same"
 				}
-				return finetune.Example{Text: a, TextPair: &b, Label: label}
+				return labelled.Example{Text: a, TextPair: &b, Label: label}
 			}), nil
 		}
-		return finetune.Spec{}, nil, fmt.Errorf("no task %q", name)
+		return labelled.Spec{}, nil, fmt.Errorf("no task %q", name)
 	}
 }
 
@@ -164,9 +164,9 @@ func TestFinetuneCompareTiny(t *testing.T) {
 }
 
 func TestFirstN(t *testing.T) {
-	ds := &finetune.Dataset{File: "x"}
+	ds := &labelled.Dataset{File: "x"}
 	for i := 0; i < 100; i++ {
-		ds.Examples = append(ds.Examples, finetune.Example{Line: i + 1})
+		ds.Examples = append(ds.Examples, labelled.Example{Line: i + 1})
 	}
 	a, b := firstN(ds, 10), firstN(ds, 10)
 	if len(a.Examples) != 10 || fmt.Sprint(a.Examples) != fmt.Sprint(b.Examples) {

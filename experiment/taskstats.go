@@ -6,7 +6,7 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/roformer-go/roformer/finetune"
+	"github.com/roformer-go/roformer/data/labelled"
 	"github.com/roformer-go/roformer/tasks"
 	"github.com/roformer-go/roformer/tokenizer"
 )
@@ -30,7 +30,7 @@ type TaskStat struct {
 }
 
 // taskStats computes the TaskStat of every task with tok at maxLen.
-func taskStats(tok *tokenizer.Tokenizer, specs map[string]finetune.Spec, splits map[string]*tasks.Splits, names []string, maxLen int) (map[string]TaskStat, error) {
+func taskStats(tok *tokenizer.Tokenizer, specs map[string]labelled.Spec, splits map[string]*tasks.Splits, names []string, maxLen int) (map[string]TaskStat, error) {
 	out := map[string]TaskStat{}
 	for _, name := range names {
 		train := splits[name].Train
@@ -72,7 +72,7 @@ func taskStats(tok *tokenizer.Tokenizer, specs map[string]finetune.Spec, splits 
 // overlapClassifier scores "positive when Jaccard(words(a), words(b)) ≥
 // th" on ds: F1 of the positive class and accuracy. With th < 0 it first
 // picks the threshold (a multiple of 0.01) with the best F1 on ds.
-func overlapClassifier(ds *finetune.Dataset, positive string, th float64) (float64, float64, float64) {
+func overlapClassifier(ds *labelled.Dataset, positive string, th float64) (float64, float64, float64) {
 	jac := make([]float64, len(ds.Examples))
 	gold := make([]bool, len(ds.Examples))
 	for i, ex := range ds.Examples {

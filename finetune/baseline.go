@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"unicode"
+
+	"github.com/roformer-go/roformer/data/labelled"
 )
 
 // BaselineFile is the name of a saved baseline in its folder.
@@ -56,7 +58,7 @@ func (o *BaselineOptions) defaults() {
 // cross-entropy, and the epoch with the best main metric on the dev set is
 // kept. It handles single-label classification only.
 type Baseline struct {
-	Spec     Spec            `json:"spec"`
+	Spec     labelled.Spec   `json:"spec"`
 	Options  BaselineOptions `json:"options"`
 	Features []string        `json:"features"`
 	W        [][]float64     `json:"weights"` // [labels][features]
@@ -83,7 +85,7 @@ func grams(text string) map[string]bool {
 }
 
 // featurize returns the raw feature names and values of an example.
-func featurize(ex *Example) map[string]float64 {
+func featurize(ex *labelled.Example) map[string]float64 {
 	a := grams(ex.Text)
 	out := map[string]float64{}
 	if ex.TextPair == nil {
@@ -140,7 +142,7 @@ type sparse struct {
 }
 
 // vector maps an example to its normalised sparse vector over known features.
-func (b *Baseline) vector(ex *Example) sparse {
+func (b *Baseline) vector(ex *labelled.Example) sparse {
 	raw := featurize(ex)
 	var v sparse
 	norm := 0.0
@@ -189,15 +191,15 @@ func softmax64(z []float64) {
 // TrainBaseline fits the baseline on train, keeping the epoch with the best
 // spec.Metric on dev (the last epoch when dev is nil). progress, when not
 // nil, receives a line per epoch.
-func TrainBaseline(ctx context.Context, spec Spec, train, dev *Dataset, opts BaselineOptions, progress io.Writer) (*Baseline, *Report, error) {
+func TrainBaseline(ctx context.Context, spec labelled.Spec, train, dev *labelled.Dataset, opts BaselineOptions, progress io.Writer) (*Baseline, *Report, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, nil, err
 	}
-	if spec.Problem != SingleLabel {
+	if spec.Problem != labelled.SingleLabel {
 		return nil, nil, fmt.Errorf("finetune: the bag-of-words baseline handles single-label classification only, not %s", spec.Problem)
 	}
 	opts.defaults()
-	for _, ds := range []*Dataset{train, dev} {
+	for _, ds := range []*labelled.Dataset{train, dev} {
 		if ds != nil {
 			if err := spec.Check(ds, "the label set"); err != nil {
 				return nil, nil, err
@@ -227,12 +229,12 @@ func TrainBaseline(ctx context.Context, spec Spec, train, dev *Dataset, opts Bas
 		b.W[k] = make([]float64, len(b.Features))
 	}
 	b.B = make([]float64, K)
-	idx := spec.labelIndex()
+	idx := spec.LabelIndex()
 	xs := make([]sparse, len(train.Examples))
 	ys := make([]int, len(train.Examples))
 	for i := range train.Examples {
 		if !train.Examples[i].HasLabel {
-			return nil, nil, &InputError{File: train.File, Line: train.Examples[i].Line, Err: errors.New("no label")}
+			return nil, nil, &labelled.InputError{File: train.File, Line: train.Examples[i].Line, Err: errors.New("no label")}
 		}
 		xs[i], ys[i] = b.vector(&train.Examples[i]), idx[train.Examples[i].Label]
 	}
@@ -288,14 +290,14 @@ func TrainBaseline(ctx context.Context, spec Spec, train, dev *Dataset, opts Bas
 }
 
 // Predict returns the baseline's predictions for ds.
-func (b *Baseline) Predict(ds *Dataset) []Prediction {
+func (b *Baseline) Predict(ds *labelled.Dataset) []Prediction {
 	K := len(b.Spec.Labels)
 	out := make([]Prediction, len(ds.Examples))
 	p := make([]float64, K)
 	for i := range ds.Examples {
 		b.logits(b.vector(&ds.Examples[i]), p)
 		softmax64(p)
-		pr := Prediction{Problem: SingleLabel, Scores: map[string]float64{}}
+		pr := Prediction{Problem: labelled.SingleLabel, Scores: map[string]float64{}}
 		for k, v := range p {
 			pr.Scores[b.Spec.Labels[k]] = v
 			if v > p[pr.id] {
@@ -309,9 +311,9 @@ func (b *Baseline) Predict(ds *Dataset) []Prediction {
 }
 
 // Evaluate scores the baseline on a labelled dataset.
-func (b *Baseline) Evaluate(ds *Dataset) *Report {
+func (b *Baseline) Evaluate(ds *labelled.Dataset) *Report {
 	preds := b.Predict(ds)
-	idx := b.Spec.labelIndex()
+	idx := b.Spec.LabelIndex()
 	feats := make([]*feature, len(ds.Examples))
 	loss := 0.0
 	for i := range ds.Examples {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/roformer-go/roformer/data/labelled"
 	"github.com/roformer-go/roformer/distributed"
 )
 
@@ -15,7 +16,7 @@ import (
 // the gradients summed in another order.
 func TestParallelEqualsAccum(t *testing.T) {
 	dir := tinyModel(t)
-	spec := Spec{Problem: SingleLabel, Labels: []string{"negative", "positive"}}
+	spec := labelled.Spec{Problem: labelled.SingleLabel, Labels: []string{"negative", "positive"}}
 	run := func(ranks, accum int) ([]float32, *Result) {
 		cs := distributed.Loopback(ranks)
 		params := make([][]float32, ranks)

@@ -4,12 +4,9 @@
 //
 // The pieces, in the order a run uses them:
 //
-//   - ReadFile reads examples from JSONL, CSV or TSV (GLUE's tab-separated
-//     layout, no quoting, included) with the text, text-pair and label
-//     columns named by the caller. Every error names the file and the line.
-//   - A Spec says what is learnt: single-label or multi-label classification,
-//     regression or token classification, the label set, whether inputs are
-//     pairs, and the metric that picks the best checkpoint.
+//   - labelled.ReadFile reads the examples and a labelled.Spec says what is
+//     learnt (package data/labelled holds both, with no model code; Head
+//     and ApplySpec give a Spec's model head and configuration).
 //   - LoadModel adds a sequence- or token-classification head to a pretrained
 //     encoder (weights initialised as Hugging Face's _init_weights does:
 //     N(0, initializer_range²) weights and zero biases) or continues a model

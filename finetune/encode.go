@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/roformer-go/roformer/data/labelled"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/tokenizer"
 )
 
 // feature is an example turned into model input.
 type feature struct {
-	ex        *Example
+	ex        *labelled.Example
 	ids       []int32   // [n] input_ids with [CLS] and [SEP], no padding
 	types     []int32   // [n] token_type_ids
 	label     int32     // SingleLabel: the class id
@@ -30,7 +31,7 @@ type encodeOptions struct {
 // encodeAll tokenizes the examples of ds (in parallel, through
 // EncodeBatch) and attaches their label ids. It returns the number of
 // truncated examples.
-func encodeAll(tok *tokenizer.Tokenizer, spec *Spec, ds *Dataset, eo encodeOptions) ([]*feature, int, error) {
+func encodeAll(tok *tokenizer.Tokenizer, spec *labelled.Spec, ds *labelled.Dataset, eo encodeOptions) ([]*feature, int, error) {
 	if eo.maxLen < 3 {
 		return nil, 0, fmt.Errorf("finetune: max length %d leaves no room for text besides [CLS] and [SEP]", eo.maxLen)
 	}
@@ -43,7 +44,7 @@ func encodeAll(tok *tokenizer.Tokenizer, spec *Spec, ds *Dataset, eo encodeOptio
 	if trunc == tokenizer.TruncateAuto {
 		trunc = tokenizer.TruncateLongestFirst
 	}
-	if spec.Problem == TokenTags && trunc != tokenizer.TruncateNone {
+	if spec.Problem == labelled.TokenTags && trunc != tokenizer.TruncateNone {
 		trunc = tokenizer.TruncateOnlyFirst
 	}
 	opts := tokenizer.EncodeOptions{MaxLength: eo.maxLen, Truncation: trunc}
@@ -51,11 +52,11 @@ func encodeAll(tok *tokenizer.Tokenizer, spec *Spec, ds *Dataset, eo encodeOptio
 	if err != nil {
 		var be *tokenizer.BatchError
 		if errors.As(err, &be) {
-			return nil, 0, &InputError{File: ds.File, Line: ds.Examples[be.Index].Line, Err: be.Err}
+			return nil, 0, &labelled.InputError{File: ds.File, Line: ds.Examples[be.Index].Line, Err: be.Err}
 		}
 		return nil, 0, fmt.Errorf("finetune: %s: %w", ds.File, err)
 	}
-	idx := spec.labelIndex()
+	idx := spec.LabelIndex()
 	feats := make([]*feature, len(encs))
 	nTrunc := 0
 	for i, enc := range encs {
@@ -66,7 +67,7 @@ func encodeAll(tok *tokenizer.Tokenizer, spec *Spec, ds *Dataset, eo encodeOptio
 		}
 		switch {
 		case trunc == tokenizer.TruncateNone && enc.Len() > eo.maxLen:
-			return nil, 0, &InputError{File: ds.File, Line: ex.Line, Err: fmt.Errorf("the input has %d tokens, more than the maximum length %d (truncation is off)", enc.Len(), eo.maxLen)}
+			return nil, 0, &labelled.InputError{File: ds.File, Line: ex.Line, Err: fmt.Errorf("the input has %d tokens, more than the maximum length %d (truncation is off)", enc.Len(), eo.maxLen)}
 		case enc.Len() == eo.maxLen:
 			// At the limit: see whether anything was cut.
 			full, err := tok.EncodeBatch(inputs[i:i+1], tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
@@ -75,12 +76,12 @@ func encodeAll(tok *tokenizer.Tokenizer, spec *Spec, ds *Dataset, eo encodeOptio
 				nTrunc++
 			}
 		}
-		if spec.Problem == TokenTags {
+		if spec.Problem == labelled.TokenTags {
 			alignWords(f, enc, ex)
 		}
 		if ex.HasLabel {
 			if err := f.setLabels(spec, idx); err != nil {
-				return nil, 0, &InputError{File: ds.File, Line: ex.Line, Err: err}
+				return nil, 0, &labelled.InputError{File: ds.File, Line: ex.Line, Err: err}
 			}
 		}
 		feats[i] = f
@@ -91,7 +92,7 @@ func encodeAll(tok *tokenizer.Tokenizer, spec *Spec, ds *Dataset, eo encodeOptio
 // alignWords maps each word of a TokenTags example to its first sub-token:
 // the words were joined by single spaces, so their byte spans are known and
 // each token's offset falls in one of them.
-func alignWords(f *feature, enc *tokenizer.Encoding, ex *Example) {
+func alignWords(f *feature, enc *tokenizer.Encoding, ex *labelled.Example) {
 	starts := make([]int, len(ex.Words))
 	pos := 0
 	for w, word := range ex.Words {
@@ -115,16 +116,16 @@ func alignWords(f *feature, enc *tokenizer.Encoding, ex *Example) {
 }
 
 // setLabels fills the label fields from the example.
-func (f *feature) setLabels(spec *Spec, idx map[string]int) error {
+func (f *feature) setLabels(spec *labelled.Spec, idx map[string]int) error {
 	ex := f.ex
 	switch spec.Problem {
-	case SingleLabel:
+	case labelled.SingleLabel:
 		id, ok := idx[ex.Label]
 		if !ok {
 			return fmt.Errorf("label %q is not in the label set", ex.Label)
 		}
 		f.label = int32(id)
-	case MultiLabel:
+	case labelled.MultiLabel:
 		f.floats = make([]float32, len(spec.Labels))
 		for _, l := range ex.Labels {
 			id, ok := idx[l]
@@ -133,9 +134,9 @@ func (f *feature) setLabels(spec *Spec, idx map[string]int) error {
 			}
 			f.floats[id] = 1
 		}
-	case Regression:
+	case labelled.Regression:
 		f.floats = []float32{float32(ex.Value)}
-	case TokenTags:
+	case labelled.TokenTags:
 		f.tags = make([]int32, len(f.ids))
 		for j := range f.tags {
 			f.tags[j] = -100
@@ -160,7 +161,7 @@ const padMultiple = 8
 
 // makeBatch pads feats to a common length (the longest, rounded up to
 // padMultiple) and returns the model input and, when withLabels, the labels.
-func makeBatch(feats []*feature, spec *Spec, padID int32, withLabels bool) (*roformer.Batch, *roformer.Labels) {
+func makeBatch(feats []*feature, spec *labelled.Spec, padID int32, withLabels bool) (*roformer.Batch, *roformer.Labels) {
 	T := 0
 	for _, f := range feats {
 		T = max(T, len(f.ids))
@@ -174,11 +175,11 @@ func makeBatch(feats []*feature, spec *Spec, padID int32, withLabels bool) (*rof
 	lab := &roformer.Labels{}
 	for _, f := range feats {
 		switch spec.Problem {
-		case SingleLabel:
+		case labelled.SingleLabel:
 			lab.IDs = append(lab.IDs, f.label)
-		case MultiLabel, Regression:
+		case labelled.MultiLabel, labelled.Regression:
 			lab.Floats = append(lab.Floats, f.floats...)
-		case TokenTags:
+		case labelled.TokenTags:
 			tags := make([]int32, T)
 			for j := range tags {
 				tags[j] = -100

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/roformer-go/roformer/data/labelled"
 	"github.com/roformer-go/roformer/tokenizer"
 )
 
@@ -33,9 +34,9 @@ func TestPairBatch(t *testing.T) {
 		}
 		return out
 	}
-	spec := &Spec{Problem: SingleLabel, Labels: []string{"no", "yes"}, Pair: true}
+	spec := &labelled.Spec{Problem: labelled.SingleLabel, Labels: []string{"no", "yes"}, Pair: true}
 	b1, b2 := "the movie was good", "a film"
-	ds := &Dataset{File: "pairs", Examples: []Example{
+	ds := &labelled.Dataset{File: "pairs", Examples: []labelled.Example{
 		{Line: 1, Text: "good plot", TextPair: &b1, Label: "yes", HasLabel: true},
 		{Line: 2, Text: "the story and the acting were seen", TextPair: &b2, Label: "no", HasLabel: true},
 	}}

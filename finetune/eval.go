@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/roformer-go/roformer/data/labelled"
 	"github.com/roformer-go/roformer/kernels"
 	"math"
 
@@ -31,7 +32,7 @@ func (o *EvalOptions) defaults() {
 
 // Prediction is the model's answer for one input.
 type Prediction struct {
-	Problem Problem
+	Problem labelled.Problem
 	// Label is the arg-max class (SingleLabel) and Score its softmax
 	// probability; Scores holds every class's probability. For MultiLabel,
 	// Labels are the classes whose sigmoid exceeds 0.5 and Scores the
@@ -58,7 +59,7 @@ type Prediction struct {
 // scores; labels and scores; value; or words, tags and scores.
 func (p Prediction) MarshalJSON() ([]byte, error) {
 	switch p.Problem {
-	case MultiLabel:
+	case labelled.MultiLabel:
 		labels := p.Labels
 		if labels == nil {
 			labels = []string{}
@@ -67,11 +68,11 @@ func (p Prediction) MarshalJSON() ([]byte, error) {
 			Labels []string           `json:"labels"`
 			Scores map[string]float64 `json:"scores"`
 		}{labels, p.Scores})
-	case Regression:
+	case labelled.Regression:
 		return json.Marshal(struct {
 			Value float64 `json:"value"`
 		}{p.Value})
-	case TokenTags:
+	case labelled.TokenTags:
 		return json.Marshal(struct {
 			Words  []string  `json:"words"`
 			Tags   []string  `json:"tags"`
@@ -130,14 +131,14 @@ func (r Report) MarshalJSON() ([]byte, error) {
 
 // Evaluate runs the model over a labelled dataset and scores it with the
 // metrics of the Spec's problem. It also returns the predictions.
-func Evaluate(ctx context.Context, m *roformer.Model, tok *tokenizer.Tokenizer, spec Spec, ds *Dataset, eo EvalOptions) (*Report, []Prediction, error) {
+func Evaluate(ctx context.Context, m *roformer.Model, tok *tokenizer.Tokenizer, spec labelled.Spec, ds *labelled.Dataset, eo EvalOptions) (*Report, []Prediction, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, nil, err
 	}
 	eo.defaults()
 	for i := range ds.Examples {
 		if !ds.Examples[i].HasLabel {
-			return nil, nil, &InputError{File: ds.File, Line: ds.Examples[i].Line, Err: fmt.Errorf("no label to evaluate against")}
+			return nil, nil, &labelled.InputError{File: ds.File, Line: ds.Examples[i].Line, Err: fmt.Errorf("no label to evaluate against")}
 		}
 	}
 	if err := spec.Check(ds, "the model's labels"); err != nil {
@@ -156,13 +157,13 @@ func Evaluate(ctx context.Context, m *roformer.Model, tok *tokenizer.Tokenizer, 
 }
 
 // Predict runs the model over a dataset (labels, if any, are ignored).
-func Predict(ctx context.Context, m *roformer.Model, tok *tokenizer.Tokenizer, spec Spec, ds *Dataset, eo EvalOptions) ([]Prediction, error) {
+func Predict(ctx context.Context, m *roformer.Model, tok *tokenizer.Tokenizer, spec labelled.Spec, ds *labelled.Dataset, eo EvalOptions) ([]Prediction, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
 	eo.defaults()
 	plain := *ds
-	plain.Examples = make([]Example, len(ds.Examples))
+	plain.Examples = make([]labelled.Example, len(ds.Examples))
 	for i, ex := range ds.Examples {
 		ex.HasLabel = false
 		plain.Examples[i] = ex
@@ -179,7 +180,7 @@ func Predict(ctx context.Context, m *roformer.Model, tok *tokenizer.Tokenizer, s
 }
 
 // evaluateFeatures predicts the features and scores the predictions.
-func evaluateFeatures(ctx context.Context, m *roformer.Model, padID int32, spec *Spec, feats []*feature, batch int) (*Report, []Prediction, error) {
+func evaluateFeatures(ctx context.Context, m *roformer.Model, padID int32, spec *labelled.Spec, feats []*feature, batch int) (*Report, []Prediction, error) {
 	preds, lossSum, lossN, err := predictFeatures(ctx, m, padID, spec, feats, batch, true)
 	if err != nil {
 		return nil, nil, err
@@ -191,7 +192,7 @@ func evaluateFeatures(ctx context.Context, m *roformer.Model, padID int32, spec 
 
 // predictFeatures runs the model in batches (in order) and decodes its
 // outputs; with labels it also sums HF's loss weighted by its terms.
-func predictFeatures(ctx context.Context, m *roformer.Model, padID int32, spec *Spec, feats []*feature, batch int, withLabels bool) (preds []Prediction, lossSum, lossN float64, err error) {
+func predictFeatures(ctx context.Context, m *roformer.Model, padID int32, spec *labelled.Spec, feats []*feature, batch int, withLabels bool) (preds []Prediction, lossSum, lossN float64, err error) {
 	preds = make([]Prediction, 0, len(feats))
 	for lo := 0; lo < len(feats); lo += batch {
 		if err := ctx.Err(); err != nil {
@@ -205,7 +206,7 @@ func predictFeatures(ctx context.Context, m *roformer.Model, padID int32, spec *
 		}
 		if withLabels && out.HasLoss {
 			n := float64(len(part))
-			if spec.Problem == TokenTags {
+			if spec.Problem == labelled.TokenTags {
 				n = 0
 				for _, id := range lab.IDs {
 					if id >= 0 {
@@ -225,13 +226,13 @@ func predictFeatures(ctx context.Context, m *roformer.Model, padID int32, spec *
 
 // decode turns logits into predictions: [B, NL] for sequence heads, [B, T, NL]
 // for token tags.
-func decode(spec *Spec, feats []*feature, logits []float32, T int) []Prediction {
+func decode(spec *labelled.Spec, feats []*feature, logits []float32, T int) []Prediction {
 	NL := spec.NumOutputs()
 	out := make([]Prediction, len(feats))
 	for r, f := range feats {
 		p := Prediction{Problem: spec.Problem}
 		switch spec.Problem {
-		case SingleLabel:
+		case labelled.SingleLabel:
 			probs := kernels.Softmax64(logits[r*NL : r*NL+NL])
 			p.Scores = make(map[string]float64, NL)
 			for k, v := range probs {
@@ -241,7 +242,7 @@ func decode(spec *Spec, feats []*feature, logits []float32, T int) []Prediction 
 				}
 			}
 			p.Label, p.Score = spec.Labels[p.id], probs[p.id]
-		case MultiLabel:
+		case labelled.MultiLabel:
 			p.Scores = make(map[string]float64, NL)
 			p.set = make([]bool, NL)
 			for k, z := range logits[r*NL : r*NL+NL] {
@@ -252,10 +253,10 @@ func decode(spec *Spec, feats []*feature, logits []float32, T int) []Prediction 
 					p.set[k] = true
 				}
 			}
-		case Regression:
+		case labelled.Regression:
 			p.Value = float64(logits[r])
 			p.Score = p.Value
-		case TokenTags:
+		case labelled.TokenTags:
 			def := 0
 			for k, l := range spec.Labels {
 				if l == "O" {
@@ -285,10 +286,10 @@ func decode(spec *Spec, feats []*feature, logits []float32, T int) []Prediction 
 }
 
 // score computes the problem's metrics from predictions and gold labels.
-func score(spec *Spec, feats []*feature, preds []Prediction) (map[string]float64, *metrics.Confusion) {
+func score(spec *labelled.Spec, feats []*feature, preds []Prediction) (map[string]float64, *metrics.Confusion) {
 	ms := map[string]float64{}
 	switch spec.Problem {
-	case SingleLabel:
+	case labelled.SingleLabel:
 		pred, gold := make([]int, len(feats)), make([]int, len(feats))
 		for i, f := range feats {
 			pred[i], gold[i] = preds[i].id, int(f.label)
@@ -297,10 +298,10 @@ func score(spec *Spec, feats []*feature, preds []Prediction) (map[string]float64
 		ms["macro_f1"] = metrics.MacroF1(pred, gold)
 		ms["mcc"] = metrics.Matthews(pred, gold)
 		if len(spec.Labels) == 2 {
-			ms["f1"] = metrics.F1(pred, gold, spec.positiveID())
+			ms["f1"] = metrics.F1(pred, gold, spec.PositiveID())
 		}
 		return ms, metrics.NewConfusion(pred, gold, spec.Labels)
-	case MultiLabel:
+	case labelled.MultiLabel:
 		pred, gold := make([][]bool, len(feats)), make([][]bool, len(feats))
 		for i, f := range feats {
 			pred[i] = preds[i].set
@@ -311,7 +312,7 @@ func score(spec *Spec, feats []*feature, preds []Prediction) (map[string]float64
 		}
 		s := metrics.ScoreMultiLabel(pred, gold)
 		ms["subset_accuracy"], ms["micro_f1"], ms["macro_f1"] = s.SubsetAccuracy, s.MicroF1, s.MacroF1
-	case Regression:
+	case labelled.Regression:
 		x, y := make([]float64, len(feats)), make([]float64, len(feats))
 		mse := 0.0
 		for i, f := range feats {
@@ -321,9 +322,9 @@ func score(spec *Spec, feats []*feature, preds []Prediction) (map[string]float64
 		ms["pearson"], ms["spearman"] = metrics.Pearson(x, y), metrics.Spearman(x, y)
 		ms["mse"] = mse / float64(max(len(feats), 1))
 		ms["neg_mse"] = -ms["mse"]
-	case TokenTags:
+	case labelled.TokenTags:
 		var pred, gold []int
-		idx := spec.labelIndex()
+		idx := spec.LabelIndex()
 		for i, f := range feats {
 			for w, t := range f.ex.Tags {
 				pred = append(pred, preds[i].ids[w])

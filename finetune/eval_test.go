@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/roformer-go/roformer/data/labelled"
 )
 
 // Undefined metrics (a constant prediction has no correlation) are written
@@ -27,7 +29,7 @@ func TestReportNaN(t *testing.T) {
 
 // score on hand-made predictions: the same numbers as package metrics.
 func TestScoreSingleLabel(t *testing.T) {
-	spec := Spec{Problem: SingleLabel, Labels: []string{"no", "yes"}, Metric: "f1"}
+	spec := labelled.Spec{Problem: labelled.SingleLabel, Labels: []string{"no", "yes"}, Metric: "f1"}
 	gold := []int32{1, 1, 1, 0, 0, 0, 1, 0}
 	pred := []int{1, 0, 1, 0, 1, 0, 1, 1}
 	feats := make([]*feature, len(gold))

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/roformer-go/roformer/data/labelled"
 	"github.com/roformer-go/roformer/internal/golden"
 )
 
@@ -19,7 +20,7 @@ import (
 func TestTrainGolden(t *testing.T) {
 	golden.Pin(t)
 	dir := tinyModel(t)
-	spec := Spec{Problem: SingleLabel, Labels: []string{"negative", "positive"}}
+	spec := labelled.Spec{Problem: labelled.SingleLabel, Labels: []string{"negative", "positive"}}
 	m, j := loadTiny(t, dir, &spec, 3)
 	j.Train, j.Eval = synth(1, 40, "train"), synth(2, 16, "dev")
 	j.Options.Epochs, j.Options.WarmupSteps, j.Options.LogEvery, j.Options.Clip = 2, 2, 1, 0.2

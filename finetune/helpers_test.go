@@ -3,11 +3,10 @@ package finetune
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/roformer-go/roformer/data/labelled"
 	"github.com/roformer-go/roformer/internal/testmodel"
 )
 
@@ -25,10 +24,10 @@ func tinyModel(t testing.TB) string {
 
 // synth returns n sentences of filler words with "good" or "bad" among
 // them; the label is positive for good.
-func synth(seed uint64, n int, name string) *Dataset {
+func synth(seed uint64, n int, name string) *labelled.Dataset {
 	r := rand.New(rand.NewPCG(seed, 1))
 	filler := testWords[7:20]
-	ds := &Dataset{File: name}
+	ds := &labelled.Dataset{File: name}
 	for i := 0; i < n; i++ {
 		w := make([]string, 3+r.IntN(6))
 		for j := range w {
@@ -40,19 +39,9 @@ func synth(seed uint64, n int, name string) *Dataset {
 			label, key = "positive", "good"
 		}
 		w[r.IntN(len(w))] = key
-		ds.Examples = append(ds.Examples, Example{Line: i + 1, Text: strings.Join(w, " "), Label: label, HasLabel: true})
+		ds.Examples = append(ds.Examples, labelled.Example{Line: i + 1, Text: strings.Join(w, " "), Label: label, HasLabel: true})
 	}
 	return ds
-}
-
-// writeFile writes content to name in a fresh temporary folder.
-func writeFile(t testing.TB, name, content string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // fastOptions are options that let the tiny model learn the synthetic rule
@@ -62,8 +51,6 @@ func fastOptions() Options {
 	o.MaxLength, o.BatchSize, o.Epochs, o.LR, o.WarmupRatio, o.LogEvery = 16, 16, 4, 1e-2, 0, 0
 	return o
 }
-
-func jsonl(lines ...string) string { return strings.Join(lines, "\n") + "\n" }
 
 func mustf(t testing.TB, err error, format string, a ...any) {
 	t.Helper()

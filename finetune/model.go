@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/roformer-go/roformer/data/labelled"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/tensor"
 	"github.com/roformer-go/roformer/tokenizer"
@@ -24,12 +25,12 @@ type ModelOptions struct {
 // HasHead reports whether the model folder dir was saved with spec's head
 // (config.json's architectures names its class), so that LoadModel would
 // continue it rather than add a new head.
-func HasHead(dir string, spec *Spec) (bool, roformer.Config, error) {
+func HasHead(dir string, spec *labelled.Spec) (bool, roformer.Config, error) {
 	cfg, err := roformer.LoadConfig(filepath.Join(dir, "config.json"))
 	if err != nil {
 		return false, cfg, err
 	}
-	return slices.Contains(cfg.Architectures, spec.Head().HFClass()), cfg, nil
+	return slices.Contains(cfg.Architectures, Head(spec).HFClass()), cfg, nil
 }
 
 // LoadModel reads the model folder dir with the head spec needs. A folder
@@ -40,13 +41,13 @@ func HasHead(dir string, spec *Spec) (bool, roformer.Config, error) {
 // initialisation (RoFormerPreTrainedModel._init_weights: weights
 // N(0, initializer_range²), biases 0), seeded by opts.Seed. The returned
 // bool says whether the head was continued.
-func LoadModel(dir string, spec *Spec, opts ModelOptions) (*roformer.Model, bool, error) {
+func LoadModel(dir string, spec *labelled.Spec, opts ModelOptions) (*roformer.Model, bool, error) {
 	has, cfg, err := HasHead(dir, spec)
 	if err != nil {
 		return nil, false, err
 	}
-	head := spec.Head()
-	override := func(c *roformer.Config) { spec.ApplyTo(c) }
+	head := Head(spec)
+	override := func(c *roformer.Config) { ApplySpec(c, spec) }
 	if has && !opts.NewHead {
 		if err := sameLabels(cfg.Labels(), spec); err != nil {
 			return nil, false, fmt.Errorf("finetune: %s was fine-tuned with %s: %w; pass a matching label set, or start a new head", dir, head.HFClass(), err)
@@ -60,7 +61,7 @@ func LoadModel(dir string, spec *Spec, opts ModelOptions) (*roformer.Model, bool
 	// A fresh head: initialise a whole model as HF does, and bind its head
 	// tensors over whatever head the checkpoint may hold.
 	cfg2 := cfg
-	spec.ApplyTo(&cfg2)
+	ApplySpec(&cfg2, spec)
 	fresh, err := roformer.New(cfg2, head)
 	if err != nil {
 		return nil, false, err
@@ -80,11 +81,11 @@ func LoadModel(dir string, spec *Spec, opts ModelOptions) (*roformer.Model, bool
 }
 
 // sameLabels checks a stored label list against the spec's.
-func sameLabels(stored []string, spec *Spec) error {
+func sameLabels(stored []string, spec *labelled.Spec) error {
 	if len(stored) != spec.NumOutputs() {
-		return fmt.Errorf("it has %d outputs (%s), the task needs %d", len(stored), quoteAll(stored), spec.NumOutputs())
+		return fmt.Errorf("it has %d outputs (%s), the task needs %d", len(stored), labelled.QuoteLabels(stored), spec.NumOutputs())
 	}
-	if spec.Problem == Regression {
+	if spec.Problem == labelled.Regression {
 		return nil
 	}
 	generic := true

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/roformer-go/roformer/data/labelled"
 	"github.com/roformer-go/roformer/distributed"
 	"github.com/roformer-go/roformer/internal/atomicfile"
 	"github.com/roformer-go/roformer/model/roformer"
@@ -31,18 +32,18 @@ const (
 // RunInfo is finetune.json: what a fine-tuned folder was made from and how,
 // so that eval and predict read inputs the same way.
 type RunInfo struct {
-	Format    string         `json:"format"` // "roformer-finetune"
-	Version   int            `json:"version"`
-	BaseModel string         `json:"base_model"`
-	Continued bool           `json:"continued"` // the head came from BaseModel
-	Tokenizer string         `json:"tokenizer"` // the folder the tokenizer was read from
-	Spec      Spec           `json:"spec"`
-	Columns   Columns        `json:"columns"`
-	Options   Options        `json:"options"`
-	Data      map[string]any `json:"data,omitempty"` // task or files, sizes
-	Result    *Result        `json:"result"`
-	Test      *Report        `json:"test,omitempty"`
-	Created   string         `json:"created"`
+	Format    string           `json:"format"` // "roformer-finetune"
+	Version   int              `json:"version"`
+	BaseModel string           `json:"base_model"`
+	Continued bool             `json:"continued"` // the head came from BaseModel
+	Tokenizer string           `json:"tokenizer"` // the folder the tokenizer was read from
+	Spec      labelled.Spec    `json:"spec"`
+	Columns   labelled.Columns `json:"columns"`
+	Options   Options          `json:"options"`
+	Data      map[string]any   `json:"data,omitempty"` // task or files, sizes
+	Result    *Result          `json:"result"`
+	Test      *Report          `json:"test,omitempty"`
+	Created   string           `json:"created"`
 }
 
 // ReadRunInfo reads dir/finetune.json; a folder without one gives
@@ -68,12 +69,12 @@ type RunOptions struct {
 	Tokenizer string // tokenizer folder; empty: see LoadTokenizer
 	// Spec: the problem, pairs, metric and positive class. Empty Labels are
 	// taken from the model when it is continued, else from the training data.
-	Spec       Spec
+	Spec       labelled.Spec
 	LabelsFrom string // where Spec.Labels came from, for errors ("--labels", "task spam")
-	Columns    Columns
-	Train      *Dataset
-	Eval       *Dataset // picks the best epoch; nil keeps the last
-	Test       *Dataset // evaluated once at the end with the kept parameters; may be nil
+	Columns    labelled.Columns
+	Train      *labelled.Dataset
+	Eval       *labelled.Dataset // picks the best epoch; nil keeps the last
+	Test       *labelled.Dataset // evaluated once at the end with the kept parameters; may be nil
 	Options    Options
 	NewHead    bool
 	Out        string
@@ -138,7 +139,7 @@ func Run(ctx context.Context, ro RunOptions) (*RunResult, error) {
 
 // preparedRun is a run checked and loaded, ready to train.
 type preparedRun struct {
-	spec      Spec
+	spec      labelled.Spec
 	m         *roformer.Model
 	tok       *tokenizer.Tokenizer
 	tokFrom   string
@@ -178,7 +179,7 @@ func prepareRun(ro RunOptions, lead bool) (*preparedRun, error) {
 	continuing := has && !ro.NewHead
 	if len(spec.Labels) == 0 {
 		switch {
-		case spec.Problem == Regression:
+		case spec.Problem == labelled.Regression:
 			name := ro.Columns.Label
 			if name == "" {
 				name = "score"
@@ -187,7 +188,7 @@ func prepareRun(ro RunOptions, lead bool) (*preparedRun, error) {
 		case continuing:
 			spec.Labels, from = cfg.Labels(), "the labels of "+ro.Model
 		default:
-			spec.Labels, from = InferLabels(ro.Train, spec.Problem), "the labels found in "+ro.Train.File
+			spec.Labels, from = labelled.InferLabels(ro.Train, spec.Problem), "the labels found in "+ro.Train.File
 		}
 	}
 	if from == "" {
@@ -196,7 +197,7 @@ func prepareRun(ro RunOptions, lead bool) (*preparedRun, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	for _, ds := range []*Dataset{ro.Train, ro.Eval, ro.Test} {
+	for _, ds := range []*labelled.Dataset{ro.Train, ro.Eval, ro.Test} {
 		if ds != nil {
 			if err := spec.Check(ds, from); err != nil {
 				return nil, err
@@ -207,11 +208,11 @@ func prepareRun(ro RunOptions, lead bool) (*preparedRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	how := "a new " + string(spec.Head()) + " head (HF initialisation, seed " + fmt.Sprint(ro.Options.Seed) + ")"
+	how := "a new " + string(Head(&spec)) + " head (HF initialisation, seed " + fmt.Sprint(ro.Options.Seed) + ")"
 	if continued {
-		how = "its fine-tuned " + string(spec.Head()) + " head, continued"
+		how = "its fine-tuned " + string(Head(&spec)) + " head, continued"
 	}
-	say("model: %s with %s; %d labels: %s", ro.Model, how, len(spec.Labels), quoteAll(spec.Labels))
+	say("model: %s with %s; %d labels: %s", ro.Model, how, len(spec.Labels), labelled.QuoteLabels(spec.Labels))
 	say("tokenizer: %s (%s, %d tokens)", tokFrom, tok.Kind(), tok.VocabSize())
 	r := &preparedRun{spec: spec, m: m, tok: tok, tokFrom: tokFrom, continued: continued}
 	if !lead {

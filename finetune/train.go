@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/roformer-go/roformer/data/labelled"
 	"github.com/roformer-go/roformer/distributed"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/optim"
@@ -107,9 +108,9 @@ func (o *Options) EvalOptions() EvalOptions {
 type Job struct {
 	Model     *roformer.Model
 	Tokenizer *tokenizer.Tokenizer
-	Spec      Spec
-	Train     *Dataset
-	Eval      *Dataset // nil: no evaluation; the parameters of the last epoch are kept
+	Spec      labelled.Spec
+	Train     *labelled.Dataset
+	Eval      *labelled.Dataset // nil: no evaluation; the parameters of the last epoch are kept
 	Options   Options
 	// Progress receives one line per LogEvery steps and per evaluation.
 	Progress io.Writer
@@ -218,8 +219,8 @@ func Train(ctx context.Context, j Job) (*Result, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	if j.Model.Head != spec.Head() || j.Model.Config.NumLabels != spec.NumOutputs() {
-		return nil, fmt.Errorf("finetune: the model has the %s head with %d outputs; the task needs %s with %d", j.Model.Head, j.Model.Config.NumLabels, spec.Head(), spec.NumOutputs())
+	if j.Model.Head != Head(&spec) || j.Model.Config.NumLabels != spec.NumOutputs() {
+		return nil, fmt.Errorf("finetune: the model has the %s head with %d outputs; the task needs %s with %d", j.Model.Head, j.Model.Config.NumLabels, Head(&spec), spec.NumOutputs())
 	}
 	say := func(format string, a ...any) {
 		if j.Progress != nil {
@@ -241,7 +242,7 @@ func Train(ctx context.Context, j Job) (*Result, error) {
 	eo := encodeOptions{maxLen: o.MaxLength, truncation: tr}
 	for i := range j.Train.Examples {
 		if !j.Train.Examples[i].HasLabel {
-			return nil, &InputError{File: j.Train.File, Line: j.Train.Examples[i].Line, Err: errors.New("no label")}
+			return nil, &labelled.InputError{File: j.Train.File, Line: j.Train.Examples[i].Line, Err: errors.New("no label")}
 		}
 	}
 	feats, nTrunc, err := encodeAll(j.Tokenizer, &spec, j.Train, eo)

@@ -12,10 +12,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/roformer-go/roformer/data/labelled"
 	"github.com/roformer-go/roformer/model/roformer"
 )
 
-func loadTiny(t *testing.T, dir string, spec *Spec, seed uint64) (*roformer.Model, *Job) {
+func loadTiny(t *testing.T, dir string, spec *labelled.Spec, seed uint64) (*roformer.Model, *Job) {
 	t.Helper()
 	if err := spec.Validate(); err != nil {
 		t.Fatal(err)
@@ -34,7 +35,7 @@ func loadTiny(t *testing.T, dir string, spec *Spec, seed uint64) (*roformer.Mode
 // of the best epoch, and the same seed gives the same run.
 func TestTrainLearns(t *testing.T) {
 	dir := tinyModel(t)
-	spec := Spec{Problem: SingleLabel, Labels: []string{"negative", "positive"}}
+	spec := labelled.Spec{Problem: labelled.SingleLabel, Labels: []string{"negative", "positive"}}
 	var runs []*Result
 	for range 2 {
 		_, j := loadTiny(t, dir, &spec, 3)
@@ -74,7 +75,7 @@ func TestTrainLearns(t *testing.T) {
 // training after the second epoch.
 func TestEarlyStopping(t *testing.T) {
 	dir := tinyModel(t)
-	spec := Spec{Problem: SingleLabel, Labels: []string{"negative", "positive"}}
+	spec := labelled.Spec{Problem: labelled.SingleLabel, Labels: []string{"negative", "positive"}}
 	_, j := loadTiny(t, dir, &spec, 3)
 	j.Train, j.Eval = synth(1, 64, "train"), synth(2, 32, "dev")
 	j.Options.LR, j.Options.Epochs, j.Options.Patience = 1e-12, 5, 1
@@ -87,7 +88,7 @@ func TestEarlyStopping(t *testing.T) {
 
 func TestTrainCancelled(t *testing.T) {
 	dir := tinyModel(t)
-	spec := Spec{Problem: SingleLabel, Labels: []string{"negative", "positive"}}
+	spec := labelled.Spec{Problem: labelled.SingleLabel, Labels: []string{"negative", "positive"}}
 	_, j := loadTiny(t, dir, &spec, 3)
 	j.Train = synth(1, 64, "train")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -102,7 +103,7 @@ func TestTrainCancelled(t *testing.T) {
 func TestProblems(t *testing.T) {
 	dir := tinyModel(t)
 	base := synth(5, 48, "train")
-	multi, reg, tags := &Dataset{File: "m"}, &Dataset{File: "r"}, &Dataset{File: "t"}
+	multi, reg, tags := &labelled.Dataset{File: "m"}, &labelled.Dataset{File: "r"}, &labelled.Dataset{File: "t"}
 	for i, ex := range base.Examples {
 		m := ex
 		m.Labels = []string{"x"}
@@ -121,19 +122,19 @@ func TestProblems(t *testing.T) {
 				tg[k] = "KEY"
 			}
 		}
-		tags.Examples = append(tags.Examples, Example{Line: i + 1, Text: ex.Text, Words: w, Tags: tg, HasLabel: true})
+		tags.Examples = append(tags.Examples, labelled.Example{Line: i + 1, Text: ex.Text, Words: w, Tags: tg, HasLabel: true})
 	}
 	for _, tc := range []struct {
 		name        string
-		spec        Spec
-		data        *Dataset
+		spec        labelled.Spec
+		data        *labelled.Dataset
 		head        roformer.Head
 		problemType string
 		metric      string
 	}{
-		{"multi_label", Spec{Problem: MultiLabel, Labels: []string{"x", "y"}}, multi, roformer.HeadSequenceCls, "multi_label_classification", "micro_f1"},
-		{"regression", Spec{Problem: Regression, Labels: []string{"score"}}, reg, roformer.HeadSequenceCls, "regression", "pearson"},
-		{"token", Spec{Problem: TokenTags, Labels: []string{"KEY", "O"}}, tags, roformer.HeadTokenCls, "", "accuracy"},
+		{"multi_label", labelled.Spec{Problem: labelled.MultiLabel, Labels: []string{"x", "y"}}, multi, roformer.HeadSequenceCls, "multi_label_classification", "micro_f1"},
+		{"regression", labelled.Spec{Problem: labelled.Regression, Labels: []string{"score"}}, reg, roformer.HeadSequenceCls, "regression", "pearson"},
+		{"token", labelled.Spec{Problem: labelled.TokenTags, Labels: []string{"KEY", "O"}}, tags, roformer.HeadTokenCls, "", "accuracy"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, j := loadTiny(t, dir, &tc.spec, 1)
@@ -159,11 +160,11 @@ func TestProblems(t *testing.T) {
 			preds, err := Predict(context.Background(), m, j.Tokenizer, tc.spec, tc.data, j.Options.EvalOptions())
 			mustf(t, err, "Predict")
 			b, _ := json.Marshal(preds[0])
-			want := map[Problem]string{MultiLabel: `"labels":`, Regression: `"value":`, TokenTags: `"tags":`}[tc.spec.Problem]
+			want := map[labelled.Problem]string{labelled.MultiLabel: `"labels":`, labelled.Regression: `"value":`, labelled.TokenTags: `"tags":`}[tc.spec.Problem]
 			if !strings.Contains(string(b), want) {
 				t.Errorf("prediction %s lacks %s", b, want)
 			}
-			if tc.spec.Problem == TokenTags && len(preds[0].Tags) != len(tc.data.Examples[0].Words) {
+			if tc.spec.Problem == labelled.TokenTags && len(preds[0].Tags) != len(tc.data.Examples[0].Words) {
 				t.Errorf("%d tags for %d words", len(preds[0].Tags), len(tc.data.Examples[0].Words))
 			}
 		})
@@ -174,9 +175,9 @@ func TestProblems(t *testing.T) {
 // are ignored (−100), truncated words get no token.
 func TestAlignWords(t *testing.T) {
 	dir := tinyModel(t)
-	spec := Spec{Problem: TokenTags, Labels: []string{"B", "O"}}
+	spec := labelled.Spec{Problem: labelled.TokenTags, Labels: []string{"B", "O"}}
 	_, j := loadTiny(t, dir, &spec, 1)
-	ds := &Dataset{File: "t", Examples: []Example{{Line: 1, Text: "johns went to paris", Words: []string{"johns", "went", "to", "paris"}, Tags: []string{"B", "O", "O", "B"}, HasLabel: true}}}
+	ds := &labelled.Dataset{File: "t", Examples: []labelled.Example{{Line: 1, Text: "johns went to paris", Words: []string{"johns", "went", "to", "paris"}, Tags: []string{"B", "O", "O", "B"}, HasLabel: true}}}
 	feats, n, err := encodeAll(j.Tokenizer, &spec, ds, encodeOptions{maxLen: 5})
 	mustf(t, err, "encodeAll")
 	f := feats[0]
@@ -202,7 +203,7 @@ func TestRun(t *testing.T) {
 	root := t.TempDir()
 	out := filepath.Join(root, "ft")
 	train, dev := synth(1, 128, "train"), synth(2, 32, "dev")
-	ro := RunOptions{Model: dir, Spec: Spec{Problem: SingleLabel}, Train: train, Eval: dev, Test: dev, Options: fastOptions(), Out: out}
+	ro := RunOptions{Model: dir, Spec: labelled.Spec{Problem: labelled.SingleLabel}, Train: train, Eval: dev, Test: dev, Options: fastOptions(), Out: out}
 	ro.Options.Epochs = 2
 	res, err := Run(context.Background(), ro)
 	mustf(t, err, "Run")

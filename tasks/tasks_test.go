@@ -8,7 +8,7 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/roformer-go/roformer/finetune"
+	"github.com/roformer-go/roformer/data/labelled"
 )
 
 // fixtureFS holds small versions of every task's files at their cache paths.
@@ -80,9 +80,9 @@ func fixtureFS(t testing.TB) fstest.MapFS {
 	return fsys
 }
 
-func all(sp *Splits) []finetune.Example {
-	var out []finetune.Example
-	for _, ds := range []*finetune.Dataset{sp.Train, sp.Dev, sp.Test} {
+func all(sp *Splits) []labelled.Example {
+	var out []labelled.Example
+	for _, ds := range []*labelled.Dataset{sp.Train, sp.Dev, sp.Test} {
 		out = append(out, ds.Examples...)
 	}
 	return out
@@ -120,7 +120,7 @@ func TestBuild(t *testing.T) {
 			}
 			// Labels fit the task, every split is the one its key hashes to,
 			// and a second build is identical.
-			for _, ds := range []*finetune.Dataset{sp.Train, sp.Dev, sp.Test} {
+			for _, ds := range []*labelled.Dataset{sp.Train, sp.Dev, sp.Test} {
 				if err := task.Spec.Check(ds, "task "+tc.task); err != nil {
 					t.Error(err)
 				}
@@ -144,7 +144,7 @@ func TestSentimentSplitsByText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for s, ds := range []*finetune.Dataset{sp.Train, sp.Dev, sp.Test} {
+	for s, ds := range []*labelled.Dataset{sp.Train, sp.Dev, sp.Test} {
 		for _, ex := range ds.Examples {
 			if bucket(ex.Text) != s {
 				t.Errorf("%q is in split %d, its key hashes to %d", ex.Text, s, bucket(ex.Text))
@@ -247,7 +247,7 @@ func TestRegistry(t *testing.T) {
 }
 
 // Each task carries the settings of its line of docs/results.md (the
-// commands listed there), and Apply leaves alone what the caller set.
+// commands listed there).
 func TestSettings(t *testing.T) {
 	page := map[string]Settings{
 		"sentiment":  {MaxLength: 64, Epochs: 6, LR: 2e-4, BatchSize: 32},
@@ -260,22 +260,5 @@ func TestSettings(t *testing.T) {
 		if task.Settings != page[n] {
 			t.Errorf("%s: settings %+v, the page used %+v", n, task.Settings, page[n])
 		}
-		o := finetune.DefaultOptions()
-		wrote := task.Settings.Apply(&o, nil)
-		if err := o.Validate(); err != nil {
-			t.Errorf("%s: %v", n, err)
-		}
-		if o.LR != task.Settings.LR || o.Epochs != task.Settings.Epochs || o.MaxLength != task.Settings.MaxLength || o.BatchSize != task.Settings.BatchSize || o.Patience != task.Settings.Patience {
-			t.Errorf("%s: Apply gave %+v from %+v", n, o, task.Settings)
-		}
-		if len(wrote) < 4 {
-			t.Errorf("%s: Apply wrote only %v", n, wrote)
-		}
-	}
-	o := finetune.DefaultOptions()
-	o.Epochs = 2
-	wrote := Settings{Epochs: 6, LR: 2e-4}.Apply(&o, func(name string) bool { return name == "epochs" })
-	if o.Epochs != 2 || o.LR != 2e-4 || strings.Join(wrote, ",") != "lr" {
-		t.Errorf("Apply with epochs kept: epochs %d lr %g wrote %v; want 2, 2e-4, [lr]", o.Epochs, o.LR, wrote)
 	}
 }

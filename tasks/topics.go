@@ -6,7 +6,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/roformer-go/roformer/finetune"
+	"github.com/roformer-go/roformer/data/labelled"
 )
 
 var fortunesSource = Source{Kind: "deb", Package: "fortunes", Version: "1:1.99.1-7.3", Files: "usr/share/games/fortunes/<category>"}
@@ -20,7 +20,7 @@ func init() {
 	register(&Task{
 		Name:        "topics",
 		Description: "quotations from Debian's fortunes, classified into 10 subject files: " + strings.Join(topicCategories, ", "),
-		Spec:        finetune.Spec{Problem: finetune.SingleLabel, Labels: topicCategories, Metric: "macro_f1"},
+		Spec:        labelled.Spec{Problem: labelled.SingleLabel, Labels: topicCategories, Metric: "macro_f1"},
 		Sources:     []Source{fortunesSource},
 		Licence:     "BSD (fortune-mod; see /usr/share/doc/fortunes/copyright in the package)",
 		Splits:      "one example per fortune (the %-separated entries), white space collapsed; key: the text; a text in two files dropped; FNV-1a 64 of the key mod 10: 0-7 train, 8 dev, 9 test",
@@ -44,7 +44,7 @@ func buildTopics(fsys fs.FS) (*Splits, error) {
 				dropped["empty"]++
 				continue
 			}
-			items = append(items, item{key: text, ex: finetune.Example{Text: text, Label: cat}})
+			items = append(items, item{key: text, ex: labelled.Example{Text: text, Label: cat}})
 		}
 	}
 	return split("topics", items, dropped), nil

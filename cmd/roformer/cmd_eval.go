@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/roformer-go/roformer/data/labelled"
 	"github.com/roformer-go/roformer/finetune"
 	"github.com/roformer-go/roformer/internal/atomicfile"
 	"github.com/roformer-go/roformer/model/roformer"
@@ -70,8 +71,8 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // fineTuned is a model folder ready to score or predict: the RoFormer with
 // its tokenizer, or a baseline.
 type fineTuned struct {
-	spec     finetune.Spec
-	columns  finetune.Columns
+	spec     labelled.Spec
+	columns  labelled.Columns
 	opts     finetune.EvalOptions
 	model    *roformer.Model
 	tok      *tokenizer.Tokenizer
@@ -94,7 +95,7 @@ func loadFineTuned(dir string, maxLength, batch int, precision string) (*fineTun
 		if err != nil {
 			return nil, err
 		}
-		return &fineTuned{spec: b.Spec, columns: finetune.DefaultColumns(b.Spec.Problem), baseline: b}, nil
+		return &fineTuned{spec: b.Spec, columns: labelled.DefaultColumns(b.Spec.Problem), baseline: b}, nil
 	}
 	ft := &fineTuned{opts: finetune.EvalOptions{MaxLength: 128, BatchSize: batch}}
 	info, err := finetune.ReadRunInfo(dir)
@@ -113,7 +114,7 @@ func loadFineTuned(dir string, maxLength, batch int, precision string) (*fineTun
 			head = roformer.HeadSequenceCls
 		}
 		ft.spec = finetune.SpecFromConfig(&cfg, head)
-		ft.columns = finetune.DefaultColumns(ft.spec.Problem)
+		ft.columns = labelled.DefaultColumns(ft.spec.Problem)
 	default:
 		return nil, err
 	}
@@ -121,12 +122,12 @@ func loadFineTuned(dir string, maxLength, batch int, precision string) (*fineTun
 		ft.opts.MaxLength = maxLength
 	}
 	if ft.columns.Text == "" {
-		ft.columns = finetune.DefaultColumns(ft.spec.Problem)
+		ft.columns = labelled.DefaultColumns(ft.spec.Problem)
 	}
 	if ft.spec.Pair && ft.columns.Pair == "" {
 		ft.columns.Pair = "text_pair"
 	}
-	l, err := roformer.Load(dir, ft.spec.Head(), roformer.LoadOptions{Precision: prec})
+	l, err := roformer.Load(dir, finetune.Head(&ft.spec), roformer.LoadOptions{Precision: prec})
 	if err != nil {
 		if errors.Is(err, roformer.ErrHeadMissing) {
 			return nil, fmt.Errorf("%w\n%s has no fine-tuned head: fine-tune it first with roformer finetune", err, dir)
@@ -140,7 +141,7 @@ func loadFineTuned(dir string, maxLength, batch int, precision string) (*fineTun
 	return ft, nil
 }
 
-func (ft *fineTuned) evaluate(ctx context.Context, ds *finetune.Dataset) (*finetune.Report, error) {
+func (ft *fineTuned) evaluate(ctx context.Context, ds *labelled.Dataset) (*finetune.Report, error) {
 	if ft.baseline != nil {
 		if err := ft.spec.Check(ds, "the baseline's labels"); err != nil {
 			return nil, err
@@ -159,7 +160,7 @@ func runEval(ctx context.Context, o evalOptions, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	var ds *finetune.Dataset
+	var ds *labelled.Dataset
 	if o.task != "" {
 		t, sp, err := loadTask(ctx, o.task, o.cache, stderr, o.quiet)
 		if err != nil {
@@ -177,7 +178,7 @@ func runEval(ctx context.Context, o evalOptions, stdout, stderr io.Writer) error
 			return err
 		}
 		ft.spec.Pair = ro.Columns.Pair != ""
-		if ds, err = finetune.ReadFile(o.file, ro); err != nil {
+		if ds, err = labelled.ReadFile(o.file, ro); err != nil {
 			return err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/roformer-go/roformer/data/labelled"
 	"github.com/roformer-go/roformer/distributed"
 	"github.com/roformer-go/roformer/finetune"
 	"github.com/roformer-go/roformer/tasks"
@@ -45,7 +46,7 @@ func (d *dataFlags) register(fs *flag.FlagSet, withProblem bool) {
 		def("(default label, or tags)", "(default: as the model was fine-tuned, else label or tags)"))
 	fs.StringVar(&d.labelSep, "label-sep", ",", "separator of the labels of a multi-label CSV/TSV cell")
 	fs.BoolVar(&d.noHeader, "no-header", false, "CSV/TSV files have no header row; name columns by 0-based index (GLUE's CoLA layout)")
-	fs.IntVar(&d.maxLineBytes, "max-line-bytes", finetune.DefaultMaxLineBytes, "longest input line accepted")
+	fs.IntVar(&d.maxLineBytes, "max-line-bytes", labelled.DefaultMaxLineBytes, "longest input line accepted")
 	if withProblem {
 		fs.StringVar(&d.problem, "problem", "single-label", "single-label, multi-label, regression or token (token classification)")
 	}
@@ -65,10 +66,10 @@ func (d *dataFlags) set(fs *flag.FlagSet) []string {
 
 // readOptions builds the reader settings; base supplies columns recorded
 // earlier (finetune.json) that flags override.
-func (d *dataFlags) readOptions(p finetune.Problem, base finetune.Columns) (finetune.ReadOptions, error) {
-	ro := finetune.ReadOptions{Problem: p, Columns: base, NoHeader: d.noHeader, LabelSep: d.labelSep, MaxLineBytes: d.maxLineBytes}
+func (d *dataFlags) readOptions(p labelled.Problem, base labelled.Columns) (labelled.ReadOptions, error) {
+	ro := labelled.ReadOptions{Problem: p, Columns: base, NoHeader: d.noHeader, LabelSep: d.labelSep, MaxLineBytes: d.maxLineBytes}
 	if d.format != "" {
-		f, err := finetune.ParseFormat(d.format)
+		f, err := labelled.ParseFormat(d.format)
 		if err != nil {
 			return ro, usageError{err}
 		}
@@ -250,9 +251,9 @@ func runFinetune(ctx context.Context, o finetuneOptions, stdout, stderr io.Write
 
 // finetuneInputs are the data and task description of a fine-tuning run.
 type finetuneInputs struct {
-	spec              finetune.Spec
-	train, eval, test *finetune.Dataset
-	columns           finetune.Columns
+	spec              labelled.Spec
+	train, eval, test *labelled.Dataset
+	columns           labelled.Columns
 	labelsFrom        string         // where the label names came from
 	data              map[string]any // recorded in the run's info
 }
@@ -263,9 +264,9 @@ type finetuneInputs struct {
 // patience: the task's unless the flag was given). Where each setting came
 // from is recorded as data["settings"].
 func finetuneData(ctx context.Context, o *finetuneOptions, stderr io.Writer) (*finetuneInputs, error) {
-	var spec finetune.Spec
-	var train, eval, test *finetune.Dataset
-	var columns finetune.Columns
+	var spec labelled.Spec
+	var train, eval, test *labelled.Dataset
+	var columns labelled.Columns
 	labelsFrom := ""
 	data := map[string]any{}
 	if o.task != "" {
@@ -275,13 +276,13 @@ func finetuneData(ctx context.Context, o *finetuneOptions, stderr io.Writer) (*f
 		}
 		spec, train, eval, test = t.Spec, sp.Train, sp.Dev, sp.Test
 		// Recorded for eval and predict on files: JSONL with text (and text_pair).
-		columns = finetune.Columns{Text: "text", Label: "label"}
+		columns = labelled.Columns{Text: "text", Label: "label"}
 		if spec.Pair {
 			columns.Pair = "text_pair"
 		}
 		spec.Labels = append([]string(nil), spec.Labels...)
 		labelsFrom = "task " + t.Name
-		fromTask := t.Settings.Apply(&o.opts, func(name string) bool { return o.set[name] })
+		fromTask := applySettings(&o.opts, t.Settings, func(name string) bool { return o.set[name] })
 		data["settings"] = settingSources(t.Name, fromTask, o.set)
 		if !o.quiet {
 			fmt.Fprintf(stderr, "  settings: %s\n", describeSettings(o.opts, t.Name, fromTask, o.set))
@@ -289,29 +290,29 @@ func finetuneData(ctx context.Context, o *finetuneOptions, stderr io.Writer) (*f
 		data["task"] = t.Name
 		data["source"] = t.About()
 	} else {
-		prob, err := finetune.ParseProblem(o.data.problem)
+		prob, err := labelled.ParseProblem(o.data.problem)
 		if err != nil {
 			return nil, usageError{err}
 		}
 		spec.Problem = prob
-		ro, err := o.data.readOptions(prob, finetune.DefaultColumns(prob))
+		ro, err := o.data.readOptions(prob, labelled.DefaultColumns(prob))
 		if err != nil {
 			return nil, err
 		}
 		columns = ro.Columns
 		spec.Pair = ro.Columns.Pair != ""
-		if train, err = finetune.ReadFile(o.train, ro); err != nil {
+		if train, err = labelled.ReadFile(o.train, ro); err != nil {
 			return nil, err
 		}
 		data["train"] = o.train
 		if o.eval != "" {
-			if eval, err = finetune.ReadFile(o.eval, ro); err != nil {
+			if eval, err = labelled.ReadFile(o.eval, ro); err != nil {
 				return nil, err
 			}
 			data["eval"] = o.eval
 		}
 		if o.test != "" {
-			if test, err = finetune.ReadFile(o.test, ro); err != nil {
+			if test, err = labelled.ReadFile(o.test, ro); err != nil {
 				return nil, err
 			}
 			data["test"] = o.test
@@ -330,12 +331,31 @@ func finetuneData(ctx context.Context, o *finetuneOptions, stderr io.Writer) (*f
 	if o.positive != "" {
 		spec.Positive = o.positive
 	}
-	for name, ds := range map[string]*finetune.Dataset{"train": train, "eval": eval, "test": test} {
+	for name, ds := range map[string]*labelled.Dataset{"train": train, "eval": eval, "test": test} {
 		if ds != nil {
 			data[name+"_examples"] = len(ds.Examples)
 		}
 	}
 	return &finetuneInputs{spec: spec, train: train, eval: eval, test: test, columns: columns, labelsFrom: labelsFrom, data: data}, nil
+}
+
+// applySettings writes a task's non-zero settings into o, except those
+// whose flag name (tasks.SettingNames) keep reports as set by the user; it
+// returns the names it wrote. keep may be nil.
+func applySettings(o *finetune.Options, s tasks.Settings, keep func(name string) bool) []string {
+	var wrote []string
+	set := func(name string, ok bool, assign func()) {
+		if ok && (keep == nil || !keep(name)) {
+			assign()
+			wrote = append(wrote, name)
+		}
+	}
+	set("max-length", s.MaxLength > 0, func() { o.MaxLength = s.MaxLength })
+	set("epochs", s.Epochs > 0, func() { o.Epochs = s.Epochs })
+	set("lr", s.LR > 0, func() { o.LR = s.LR })
+	set("batch", s.BatchSize > 0, func() { o.BatchSize = s.BatchSize })
+	set("patience", s.Patience > 0, func() { o.Patience = s.Patience })
+	return wrote
 }
 
 // settingSources says where each of a task's settings came from: "task
@@ -394,15 +414,15 @@ func printFinetuneResult(stdout io.Writer, out string, info *finetune.RunInfo, s
 			fmt.Fprint(stdout, t.Confusion)
 		}
 	}
-	fmt.Fprintf(stdout, "model  %s (loads in HF's %s)\n", out, info.Spec.Head().HFClass())
+	fmt.Fprintf(stdout, "model  %s (loads in HF's %s)\n", out, finetune.Head(&info.Spec).HFClass())
 	fmt.Fprintf(stdout, "try:   roformer eval --model %s ...   roformer predict --model %s --input IN.jsonl\n", out, out)
 }
 
 // runBaseline trains the bag-of-words baseline on the same splits and
 // writes baseline.json and eval_results.json to the output folder.
-func runBaseline(ctx context.Context, o finetuneOptions, spec finetune.Spec, train, eval, test *finetune.Dataset, stdout, progress io.Writer) error {
+func runBaseline(ctx context.Context, o finetuneOptions, spec labelled.Spec, train, eval, test *labelled.Dataset, stdout, progress io.Writer) error {
 	if len(spec.Labels) == 0 {
-		spec.Labels = finetune.InferLabels(train, spec.Problem)
+		spec.Labels = labelled.InferLabels(train, spec.Problem)
 	}
 	start := time.Now()
 	b, dev, err := finetune.TrainBaseline(ctx, spec, train, eval, finetune.BaselineOptions{Epochs: o.baselineEpochs, Seed: o.opts.Seed}, progress)

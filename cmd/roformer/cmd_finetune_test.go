@@ -12,6 +12,7 @@ import (
 
 	"github.com/roformer-go/roformer/finetune"
 	"github.com/roformer-go/roformer/internal/testmodel"
+	"github.com/roformer-go/roformer/tasks"
 )
 
 var ftWords = []string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "the", "movie", "was", "a", "film", "plot", "and", "it", "very", "quite", "story", "acting", "seen"}
@@ -341,5 +342,30 @@ func TestFinetuneCLIPairs(t *testing.T) {
 	code, _, stderr = runCLI(t, "predict", "--model", out, "--input", in, "--threads", "1")
 	if code != 1 || !strings.Contains(stderr, `in.jsonl:2: no key "b" for the second text`) {
 		t.Errorf("pair missing: exit %d, %s", code, stderr)
+	}
+}
+
+// applySettings writes each task's settings into the default options (which
+// then validate) and leaves alone what the caller set.
+func TestApplyTaskSettings(t *testing.T) {
+	for _, n := range tasks.Names() {
+		task, _ := tasks.Get(n)
+		o := finetune.DefaultOptions()
+		wrote := applySettings(&o, task.Settings, nil)
+		if err := o.Validate(); err != nil {
+			t.Errorf("%s: %v", n, err)
+		}
+		if o.LR != task.Settings.LR || o.Epochs != task.Settings.Epochs || o.MaxLength != task.Settings.MaxLength || o.BatchSize != task.Settings.BatchSize || o.Patience != task.Settings.Patience {
+			t.Errorf("%s: applySettings gave %+v from %+v", n, o, task.Settings)
+		}
+		if len(wrote) < 4 {
+			t.Errorf("%s: applySettings wrote only %v", n, wrote)
+		}
+	}
+	o := finetune.DefaultOptions()
+	o.Epochs = 2
+	wrote := applySettings(&o, tasks.Settings{Epochs: 6, LR: 2e-4}, func(name string) bool { return name == "epochs" })
+	if o.Epochs != 2 || o.LR != 2e-4 || strings.Join(wrote, ",") != "lr" {
+		t.Errorf("applySettings with epochs kept: epochs %d lr %g wrote %v; want 2, 2e-4, [lr]", o.Epochs, o.LR, wrote)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/roformer-go/roformer/data/labelled"
 	"github.com/roformer-go/roformer/finetune"
 )
 
@@ -73,15 +74,15 @@ func runPredict(ctx context.Context, o predictOptions, w io.Writer) error {
 	}
 	ro.Unlabelled = true
 	ft.spec.Pair = ro.Columns.Pair != ""
-	var ds *finetune.Dataset
+	var ds *labelled.Dataset
 	if o.input == "-" {
-		ro.Format = finetune.JSONL
-		ds, err = finetune.Read(os.Stdin, "stdin", ro)
+		ro.Format = labelled.JSONL
+		ds, err = labelled.Read(os.Stdin, "stdin", ro)
 	} else {
 		if ro.Format == "" && filepath.Ext(o.input) == "" {
-			ro.Format = finetune.JSONL
+			ro.Format = labelled.JSONL
 		}
-		ds, err = finetune.ReadFile(o.input, ro)
+		ds, err = labelled.ReadFile(o.input, ro)
 	}
 	if err != nil {
 		return err
@@ -90,7 +91,7 @@ func runPredict(ctx context.Context, o predictOptions, w io.Writer) error {
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
 	for lo := 0; lo < len(ds.Examples); lo += predictChunk {
-		part := &finetune.Dataset{File: ds.File, Examples: ds.Examples[lo:min(lo+predictChunk, len(ds.Examples))]}
+		part := &labelled.Dataset{File: ds.File, Examples: ds.Examples[lo:min(lo+predictChunk, len(ds.Examples))]}
 		var preds []finetune.Prediction
 		if ft.baseline != nil {
 			if err := ft.spec.Check(unlabelled(part), "the baseline's labels"); err != nil {
@@ -113,8 +114,8 @@ func runPredict(ctx context.Context, o predictOptions, w io.Writer) error {
 }
 
 // unlabelled returns ds with its labels ignored (for the pair check).
-func unlabelled(ds *finetune.Dataset) *finetune.Dataset {
-	out := &finetune.Dataset{File: ds.File, Examples: make([]finetune.Example, len(ds.Examples))}
+func unlabelled(ds *labelled.Dataset) *labelled.Dataset {
+	out := &labelled.Dataset{File: ds.File, Examples: make([]labelled.Example, len(ds.Examples))}
 	for i, ex := range ds.Examples {
 		ex.HasLabel = false
 		out.Examples[i] = ex

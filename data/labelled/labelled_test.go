@@ -1,7 +1,9 @@
-package finetune
+package labelled
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -72,7 +74,7 @@ func TestReadErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, file, content string
 		opts                ReadOptions
-		want                string // substring after "finetune: <path>"
+		want                string // substring after "labelled: <path>"
 	}{
 		{"empty", "e.jsonl", "", ReadOptions{}, ": no examples: the file is empty"},
 		{"blank_lines", "e.jsonl", "\n\n  \n", ReadOptions{}, ": no examples: the file is empty"},
@@ -103,7 +105,7 @@ func TestReadErrors(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
-			if want := "finetune: " + p + tc.want; !strings.Contains(err.Error(), want) {
+			if want := "labelled: " + p + tc.want; !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q\ndoes not contain %q", err, want)
 			}
 		})
@@ -147,7 +149,7 @@ func TestSpecCheck(t *testing.T) {
 	}
 	ds := &Dataset{File: "dev.jsonl", Examples: []Example{{Line: 1, Text: "a", Label: "pos", HasLabel: true}, {Line: 4, Text: "b", Label: "neutral", HasLabel: true}}}
 	err := spec.Check(ds, "task sentiment")
-	want := `finetune: dev.jsonl:4: label "neutral" is not in the label set [neg, pos] (task sentiment)`
+	want := `labelled: dev.jsonl:4: label "neutral" is not in the label set [neg, pos] (task sentiment)`
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v, want %s", err, want)
 	}
@@ -170,3 +172,16 @@ func TestSpecCheck(t *testing.T) {
 		}
 	}
 }
+
+// writeFile writes content to name in a fresh temporary folder.
+func writeFile(t testing.TB, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// jsonl joins lines into a JSONL file.
+func jsonl(lines ...string) string { return strings.Join(lines, "\n") + "\n" }

@@ -1,4 +1,4 @@
-package finetune
+package labelled
 
 import (
 	"bufio"
@@ -45,7 +45,7 @@ func ParseProblem(s string) (Problem, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("finetune: unknown problem %q (valid: single-label, multi-label, regression, token)", s)
+	return "", fmt.Errorf("labelled: unknown problem %q (valid: single-label, multi-label, regression, token)", s)
 }
 
 // Example is one labelled (or, for prediction, unlabelled) input.
@@ -103,7 +103,7 @@ func ParseFormat(s string) (Format, error) {
 	case "tsv", "tab":
 		return TSV, nil
 	}
-	return "", fmt.Errorf("finetune: unknown format %q (valid: jsonl, csv, tsv)", s)
+	return "", fmt.Errorf("labelled: unknown format %q (valid: jsonl, csv, tsv)", s)
 }
 
 // DetectFormat returns the format that path's extension names.
@@ -111,7 +111,7 @@ func DetectFormat(path string) (Format, error) {
 	ext := strings.TrimPrefix(strings.ToLower(filepath.Ext(path)), ".")
 	f, err := ParseFormat(ext)
 	if err != nil {
-		return "", fmt.Errorf("finetune: %s: cannot tell the format from the extension %q; name it with .jsonl, .csv or .tsv or give the format", path, filepath.Ext(path))
+		return "", fmt.Errorf("labelled: %s: cannot tell the format from the extension %q; name it with .jsonl, .csv or .tsv or give the format", path, filepath.Ext(path))
 	}
 	return f, nil
 }
@@ -147,9 +147,9 @@ type InputError struct {
 
 func (e *InputError) Error() string {
 	if e.Line > 0 {
-		return fmt.Sprintf("finetune: %s:%d: %v", e.File, e.Line, e.Err)
+		return fmt.Sprintf("labelled: %s:%d: %v", e.File, e.Line, e.Err)
 	}
-	return fmt.Sprintf("finetune: %s: %v", e.File, e.Err)
+	return fmt.Sprintf("labelled: %s: %v", e.File, e.Err)
 }
 
 func (e *InputError) Unwrap() error { return e.Err }
@@ -161,7 +161,7 @@ var ErrEmpty = errors.New("no examples")
 func ReadFile(path string, opts ReadOptions) (*Dataset, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("finetune: %w", err)
+		return nil, fmt.Errorf("labelled: %w", err)
 	}
 	defer f.Close()
 	if st, err := f.Stat(); err == nil && st.IsDir() {
@@ -205,7 +205,7 @@ func Read(r io.Reader, name string, opts ReadOptions) (*Dataset, error) {
 	case CSV, TSV:
 		err = readTable(lr, ds, &opts)
 	default:
-		return nil, fmt.Errorf("finetune: %s: unknown format %q", name, opts.Format)
+		return nil, fmt.Errorf("labelled: %s: unknown format %q", name, opts.Format)
 	}
 	if err != nil {
 		var ie *InputError
@@ -604,7 +604,7 @@ func readTable(lr *lineReader, ds *Dataset, opts *ReadOptions) error {
 			if optional {
 				return -1, nil
 			}
-			return 0, &InputError{Line: 1, Err: fmt.Errorf("no column %q for the %s (columns: %s)", name, what, quoteAll(header))}
+			return 0, &InputError{Line: 1, Err: fmt.Errorf("no column %q for the %s (columns: %s)", name, what, QuoteLabels(header))}
 		}
 		return i, nil
 	}
@@ -687,7 +687,9 @@ func readTable(lr *lineReader, ds *Dataset, opts *ReadOptions) error {
 	}
 }
 
-func quoteAll(s []string) string {
+// QuoteLabels returns the names quoted (strconv.Quote) and joined by ", ":
+// how messages list a label set.
+func QuoteLabels(s []string) string {
 	q := make([]string, len(s))
 	for i, v := range s {
 		q[i] = strconv.Quote(v)
