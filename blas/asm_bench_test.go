@@ -13,7 +13,7 @@ import (
 // benchBackends are the backends compared on the model's shapes: the
 // libraries found, go-asm with each microkernel this processor runs
 // (go-asm:avx2 forced on an AVX-512 processor) and gonum.
-func benchBackends(b *testing.B) []Backend {
+func benchBackends(b testing.TB) []Backend {
 	var bs []Backend
 	for _, be := range Available() {
 		if _, ok := be.(*goAsm); !ok {

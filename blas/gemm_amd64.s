@@ -13,7 +13,8 @@
 //
 // AVX-512F, 12 rows × 32 columns: 24 accumulators Z0–Z23 (row r in Z2r,
 // Z2r+1), the B row in Z24, Z25, A values broadcast into Z26–Z29 in turn.
-// The k loop is unrolled by two.
+// The k loop is unrolled by two; the C tile is prefetched before it, so
+// that its lines arrive while the products run.
 TEXT ·kern12x32AVX512(SB), NOSPLIT, $0-48
 	MOVQ kc+0(FP), CX
 	MOVQ a+8(FP), AX
@@ -22,6 +23,42 @@ TEXT ·kern12x32AVX512(SB), NOSPLIT, $0-48
 	MOVQ ldc+32(FP), DX
 	SHLQ $2, DX
 
+	MOVQ DI, R8
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -331,7 +368,7 @@ k512beta0:
 //
 // AVX2 and FMA, 4 rows × 24 columns: 12 accumulators Y0–Y11 (row r in
 // Y3r … Y3r+2), the B row in Y12–Y14, A values broadcast into Y15. The k
-// loop is unrolled by two.
+// loop is unrolled by two; the C tile (96 bytes a row) is prefetched first.
 TEXT ·kern4x24AVX2(SB), NOSPLIT, $0-48
 	MOVQ kc+0(FP), CX
 	MOVQ a+8(FP), AX
@@ -340,6 +377,18 @@ TEXT ·kern4x24AVX2(SB), NOSPLIT, $0-48
 	MOVQ ldc+32(FP), DX
 	SHLQ $2, DX
 
+	MOVQ DI, R8
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
