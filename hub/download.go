@@ -226,7 +226,7 @@ func Download(ctx context.Context, repo, revision string, opts Options) (dir str
 		return "", fmt.Errorf("hub: %s: %w", repo, err)
 	}
 	defer root.Close()
-	d.root = root
+	d.root, d.dir = root, repoDir
 
 	for _, f := range append(files, weights) {
 		if err := d.file(ctx, f); err != nil {
@@ -297,6 +297,7 @@ type downloader struct {
 	repo   string
 	commit string
 	root   *os.Root // the repo folder, models--org--name
+	dir    string   // its path, for messages
 	listed map[string]sibling
 }
 
@@ -599,6 +600,7 @@ func (d *downloader) fetch(ctx context.Context, m fileMeta, name, blob string, r
 		return fail("%w", err)
 	}
 	part := blob + ".incomplete"
+	partPath := filepath.Join(d.dir, filepath.FromSlash(part))
 	f, err := openNoFollow(d.root, part)
 	if err != nil {
 		return fail("%w", err)
@@ -695,11 +697,11 @@ func (d *downloader) fetch(ctx context.Context, m fileMeta, name, blob string, r
 		case over:
 			return removed("no size announced, and longer than the %d bytes a text file may have: refused", maxText)
 		case errors.As(err, &stall):
-			return fail("no bytes for %v from %s after %d of %s (run again to resume from %s)", stall.Wait, stall.URL, have+n, sizeText(size), part)
+			return fail("no bytes for %v from %s after %d of %s (run again to resume from %s)", stall.Wait, stall.URL, have+n, sizeText(size), partPath)
 		case err != nil:
-			return fail("download cut short after %d of %s (run again to resume from %s): %w", have+n, sizeText(size), part, err)
+			return fail("download cut short after %d of %s (run again to resume from %s): %w", have+n, sizeText(size), partPath, err)
 		case size >= 0 && have+n != size:
-			return fail("download cut short: got %d of %d bytes (run again to resume from %s)", have+n, size, part)
+			return fail("download cut short: got %d of %d bytes (run again to resume from %s)", have+n, size, partPath)
 		}
 	}
 	if err := f.Sync(); err != nil {
