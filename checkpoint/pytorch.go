@@ -317,18 +317,22 @@ func readZipEntry(zf *zip.File, limit, exact int64) ([]byte, error) {
 		return nil, fmt.Errorf("zip entry %s: %v", zf.Name, err)
 	}
 	defer rc.Close()
-	// The buffer is sized from the (checked) declared size, never grown
-	// past limit: a deflated entry that expands beyond its header is cut.
-	buf := bytes.NewBuffer(make([]byte, 0, int(zf.UncompressedSize64)+1))
-	if _, err := buf.ReadFrom(io.LimitReader(rc, limit+1)); err != nil {
+	// Exactly the declared (and checked) size is allocated; one more byte
+	// read tells an entry that holds more, and reaching EOF makes
+	// archive/zip check the CRC-32.
+	b := make([]byte, zf.UncompressedSize64)
+	if n, err := io.ReadFull(rc, b); err != nil {
+		if err == io.ErrUnexpectedEOF || err == io.EOF {
+			return nil, fmt.Errorf("zip entry %s holds %d bytes, declares %d", zf.Name, n, len(b))
+		}
 		return nil, fmt.Errorf("zip entry %s: %v", zf.Name, err)
 	}
-	b := buf.Bytes()
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("zip entry %s holds more than %d bytes", zf.Name, limit)
-	}
-	if exact >= 0 && int64(len(b)) != exact {
-		return nil, fmt.Errorf("zip entry %s holds %d bytes, want %d", zf.Name, len(b), exact)
+	var one [1]byte
+	switch n, err := rc.Read(one[:]); {
+	case n > 0:
+		return nil, fmt.Errorf("zip entry %s holds more than the %d bytes it declares", zf.Name, len(b))
+	case err != io.EOF:
+		return nil, fmt.Errorf("zip entry %s: %v", zf.Name, err)
 	}
 	return b, nil
 }
