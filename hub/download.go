@@ -677,11 +677,11 @@ func (d *downloader) fetch(ctx context.Context, m fileMeta, name, blob string, r
 		limit := size
 		switch {
 		case size < 0 && !text:
-			return fail("the server announced no size for a weights file: refusing a download without a bound")
+			return removed("the server announced no size for a weights file: refusing a download without a bound")
 		case size < 0:
 			limit = maxText
 		case text && size > maxText:
-			return fail("announced %d bytes, over the %d a text file may have: refused", size, maxText)
+			return removed("announced %d bytes, over the %d a text file may have: refused", size, maxText)
 		}
 		if err := f.Truncate(have); err != nil {
 			return fail("%w", err)
