@@ -2,7 +2,6 @@ package finetune
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -262,11 +261,6 @@ func Train(ctx context.Context, j Job) (*Result, error) {
 		g = distributed.Local()
 	}
 	ranks, accum := g.Size(), max(o.Accum, 1)
-	if ranks > 1 {
-		if err := distributed.CheckSame(g, "parameters at the start", paramBytes(params)); err != nil {
-			return nil, fmt.Errorf("finetune: %w", err)
-		}
-	}
 	stepInputs := o.BatchSize * accum * ranks // inputs per optimizer step
 	perEpoch := (len(feats) + stepInputs - 1) / stepInputs
 	total := perEpoch * o.Epochs
@@ -280,28 +274,9 @@ func Train(ctx context.Context, j Job) (*Result, error) {
 		return nil, err
 	}
 	stepper.Clip = o.Clip
-	// mine is the number of this rank's micro-batches in the step, all the
-	// step's; the gradient average is then Σ (this rank's sum) / all.
-	var mine, all int
-	if ranks > 1 {
-		red := distributed.NewReducer(g, 0)
-		grads := make([][]float32, len(params))
-		for i, p := range params {
-			grads[i] = p.Grad
-		}
-		stepper.Reduce = func([]*tensor.Param) error {
-			// The Stepper averaged over max(mine, 1) micro-batches; weigh
-			// this rank by mine·ranks/all so that the mean over the ranks
-			// is the mean over all micro-batches.
-			if w := float32(float64(mine*ranks) / float64(all)); w != 1 {
-				for _, gr := range grads {
-					for i := range gr {
-						gr[i] *= w
-					}
-				}
-			}
-			return red.AllreduceMean32(grads)
-		}
+	dp := train.NewDataParallel(g, stepper)
+	if err := dp.CheckParams("at the start"); err != nil {
+		return nil, fmt.Errorf("finetune: %w", err)
 	}
 	batchDesc := fmt.Sprint(o.BatchSize)
 	if accum > 1 || ranks > 1 {
@@ -334,18 +309,9 @@ func Train(ctx context.Context, j Job) (*Result, error) {
 			// The step's inputs order[lo:hi] form micro-batches of
 			// BatchSize; rank r computes numbers r·accum … r·accum+accum−1.
 			hi := min(lo+stepInputs, len(order))
-			all = (hi - lo + o.BatchSize - 1) / o.BatchSize
-			first := min(g.Rank()*accum, all)
-			mine = min(accum, all-first)
-			stepper.Accum = max(mine, 1)
-			mctx := ctx
-			if ranks > 1 {
-				mctx = context.WithoutCancel(ctx)
-			}
-			u, err := stepper.Step(step, func(j int) (float64, error) {
-				if j >= mine {
-					return 0, nil // this rank has no micro-batch left in the step
-				}
+			all := (hi - lo + o.BatchSize - 1) / o.BatchSize
+			first, mine := dp.Share(accum, all)
+			u, stop, err := dp.Step(ctx, step, mine, all, func(mctx context.Context, j int) (float64, error) {
 				k := first + j
 				batch = batch[:0]
 				for _, i := range order[lo+k*o.BatchSize : min(lo+(k+1)*o.BatchSize, hi)] {
@@ -363,20 +329,8 @@ func Train(ctx context.Context, j Job) (*Result, error) {
 			} else if err != nil {
 				return res, err
 			}
-			if ranks > 1 {
-				// The step's loss is the mean over all its micro-batches;
-				// the second sum is the vote to stop.
-				sums := []float64{u.Loss * float64(mine), 0}
-				if ctx.Err() != nil {
-					sums[1] = 1
-				}
-				if err := g.AllreduceSum64(sums); err != nil {
-					return res, fmt.Errorf("finetune: step %d: loss allreduce: %w", step+1, err)
-				}
-				u.Loss = sums[0] / float64(all)
-				if sums[1] > 0 {
-					return res, fmt.Errorf("finetune: stopped after step %d (a rank was interrupted): %w", step+1, context.Canceled)
-				}
+			if stop {
+				return res, fmt.Errorf("finetune: stopped after step %d (a rank was interrupted): %w", step+1, context.Canceled)
 			}
 			lr, norm := u.LR, u.GradNorm
 			step++
@@ -478,17 +432,6 @@ func (r *Report) OtherMetrics(sep string) string {
 		parts[i] = fmt.Sprintf("%s %.4f", name, r.Metrics[name])
 	}
 	return strings.Join(parts, sep)
-}
-
-// paramBytes returns the bits of every parameter, in order.
-func paramBytes(params []*tensor.Param) []byte {
-	var b []byte
-	for _, p := range params {
-		for _, x := range p.Data {
-			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
-		}
-	}
-	return b
 }
 
 func snapshot(params []*tensor.Param, dst []float32) []float32 {

@@ -1,14 +1,10 @@
 package train
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
-	"time"
 
 	"github.com/roformer-go/roformer/distributed"
-	"github.com/roformer-go/roformer/tensor"
 )
 
 // Data-parallel training (Job.Group with more than one rank).
@@ -35,14 +31,6 @@ import (
 // the ranks compare a SHA-256 of their parameters and loader state, so a
 // drift between ranks is an error rather than a silent divergence.
 
-// group returns the run's group: job.Group, or this process alone.
-func (t *trainer) group() distributed.Comm {
-	if t.job.Group == nil {
-		return distributed.Local()
-	}
-	return t.job.Group
-}
-
 // parallel reports whether the run has more than one rank.
 func (t *trainer) parallel() bool { return t.g.Size() > 1 }
 
@@ -52,66 +40,16 @@ func (t *trainer) leader() bool { return t.g.Rank() == 0 }
 // agree is distributed.Agree.
 func agree(g distributed.Comm, err error) error { return distributed.Agree(g, err) }
 
-// sameOnAllRanks is distributed.CheckSame, with the package's prefix.
-func sameOnAllRanks(g distributed.Comm, what string, b []byte) error {
-	if err := distributed.CheckSame(g, what, b); err != nil {
-		return fmt.Errorf("train: %w", err)
-	}
-	return nil
-}
-
-// paramBytes returns the bits of every parameter, in order.
-func paramBytes(params []*tensor.Param) []byte {
-	n := 0
-	for _, p := range params {
-		n += 4 * len(p.Data)
-	}
-	b := make([]byte, 0, n)
-	for _, p := range params {
-		for _, x := range p.Data {
-			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
-		}
-	}
-	return b
-}
-
 // checkRanks checks, at a step boundary, that every rank has rank 0's
 // parameters and loader state (loader: its MarshalBinary).
 func (t *trainer) checkRanks(loader []byte) error {
 	if !t.parallel() {
 		return nil
 	}
-	if err := sameOnAllRanks(t.g, fmt.Sprintf("parameters at step %d", t.step), paramBytes(t.params)); err != nil {
+	if err := t.dp.CheckParams(fmt.Sprintf("at step %d", t.step)); err != nil {
 		return err
 	}
-	return sameOnAllRanks(t.g, fmt.Sprintf("data position and masking state at step %d", t.step), loader)
-}
-
-// newReduce returns the Stepper.Reduce of the group: a barrier, then the
-// bucketed gradient average. The barrier costs microseconds and splits the
-// time into waiting for the slowest rank (t.waitSec: load imbalance, a
-// busy machine) and moving and summing the gradients (t.commSec).
-func (t *trainer) newReduce() func([]*tensor.Param) error {
-	red := distributed.NewReducer(t.g, 0)
-	grads := make([][]float32, len(t.params))
-	for i, p := range t.params {
-		grads[i] = p.Grad
-	}
-	t.reducer = red
-	return func([]*tensor.Param) error {
-		start := time.Now()
-		err := t.g.Barrier()
-		lined := time.Now()
-		if err == nil {
-			err = red.AllreduceMean32(grads)
-		}
-		t.waitSec += lined.Sub(start).Seconds()
-		t.commSec += time.Since(lined).Seconds()
-		if err != nil {
-			return fmt.Errorf("train: step %d: gradient allreduce: %w", t.step+1, err)
-		}
-		return nil
-	}
+	return t.dp.CheckSame(fmt.Sprintf("data position and masking state at step %d", t.step), loader)
 }
 
 // errOtherRank is the cause of an interruption that another rank saw.

@@ -246,10 +246,8 @@ type trainer struct {
 	eval    []*data.Batch
 	saved   Options // a resumed run's options as saved
 
-	g       distributed.Comm     // the data-parallel group; distributed.Local() alone
-	reducer *distributed.Reducer // the gradient allreduce; nil alone
-	commSec float64              // seconds in the gradient allreduce since the last record
-	waitSec float64              // seconds waiting for the other ranks before it
+	dp *DataParallel    // the step on this rank's share, and the exchanges between ranks
+	g  distributed.Comm // dp.Group: the data-parallel group; distributed.Local() alone
 
 	metrics *metricsLog
 	records []Record // metrics so far, for the plot
@@ -280,7 +278,7 @@ func newTrainer(job Job, o Options) (*trainer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
-	stepper.Accum, stepper.Clip = o.Accum, o.Clip
+	stepper.Clip = o.Clip
 	mask := data.MaskOptions{Prob: o.MaskProb, WholeWord: o.WholeWord}
 	loader, err := data.NewLoader(job.Train, job.Vocab, data.LoaderOptions{BatchSize: o.BatchSize, SeqLen: o.SeqLen, Seed: o.Seed, Mask: mask})
 	if err != nil {
@@ -294,11 +292,9 @@ func newTrainer(job Job, o Options) (*trainer, error) {
 	}
 	t := &trainer{job: job, o: o, m: job.Model, params: params, stepper: stepper,
 		loader: loader, eval: eval, last: Result{EvalLoss: math.NaN(), EvalAccuracy: math.NaN(), EvalPerplexity: math.NaN()}}
-	t.g = t.group()
+	t.dp = NewDataParallel(job.Group, stepper)
+	t.g = t.dp.Group
 	t.o.WorldSize = t.g.Size()
-	if t.parallel() {
-		stepper.Reduce = t.newReduce()
-	}
 	return t, nil
 }
 
@@ -329,7 +325,7 @@ func (t *trainer) run(ctx context.Context) (*Result, error) {
 		o.Steps, o.BatchSize, o.SeqLen, o.Accum, ranks, o.Schedule, o.LR, o.Warmup, o.WeightDecay, o.Clip, o.Seed, o.Threads,
 		n, len(t.job.Train), len(t.job.Eval), o.OutDir)
 	if t.parallel() {
-		if err := sameOnAllRanks(t.g, "training data", []byte(data.Fingerprint(t.job.Train))); err != nil {
+		if err := t.dp.CheckSame("training data", []byte(data.Fingerprint(t.job.Train))); err != nil {
 			return nil, err
 		}
 		lb, err := t.loader.MarshalBinary()
@@ -391,31 +387,27 @@ func (t *trainer) run(ctx context.Context) (*Result, error) {
 	return &t.last, nil
 }
 
-// update does optimizer update number t.step+1 through t.stepper (see
-// Stepper for the order of its parts), drawing the micro-batches from the
-// loader, and returns it with the number of tokens trained on (by every
-// rank). With several ranks, each draws all Accum × ranks micro-batches of
-// the step and computes its own Accum of them (see dist.go); stop is then
-// true when any rank's ctx was cancelled, and the step is finished anyway.
+// update does optimizer update number t.step+1 through t.dp (see
+// DataParallel and Stepper for the order of its parts), drawing the
+// micro-batches from the loader, and returns it with the number of tokens
+// trained on (by every rank). With several ranks, each draws all Accum ×
+// ranks micro-batches of the step and computes its own Accum of them (see
+// dist.go); stop is then true when any rank's ctx was cancelled, and the
+// step is finished anyway.
 func (t *trainer) update(ctx context.Context) (u Update, tokens int, stop bool, err error) {
 	n := t.step + 1
-	accum, rank := max(1, t.o.Accum), t.g.Rank()
-	batches := make([]*data.Batch, 0, accum)
-	for k := 0; k < accum*t.g.Size(); k++ {
+	all := max(1, t.o.Accum) * t.g.Size()
+	first, mine := t.dp.Share(t.o.Accum, all)
+	batches := make([]*data.Batch, 0, mine)
+	for k := 0; k < all; k++ {
 		b := t.loader.Next()
 		tokens += b.Tokens()
-		if k/accum == rank {
+		if k >= first && k < first+mine {
 			batches = append(batches, b)
 		}
 	}
-	mctx := ctx
-	if t.parallel() {
-		// A step cut short on one rank would leave the others waiting in
-		// the allreduce: the ranks finish it and stop together after it.
-		mctx = context.WithoutCancel(ctx)
-	}
-	u, err = t.stepper.Step(t.step, func(k int) (float64, error) {
-		l, err := t.m.ForwardBackward(mctx, batches[k])
+	u, stop, err = t.dp.Step(ctx, t.step, mine, all, func(ctx context.Context, k int) (float64, error) {
+		l, err := t.m.ForwardBackward(ctx, batches[k])
 		if err != nil {
 			return 0, fmt.Errorf("train: step %d: %w", n, err)
 		}
@@ -423,17 +415,6 @@ func (t *trainer) update(ctx context.Context) (u Update, tokens int, stop bool, 
 	})
 	if err != nil {
 		return Update{}, 0, false, err
-	}
-	if t.parallel() {
-		// The mean loss over the ranks, and the vote to stop.
-		sums := []float64{u.Loss, 0}
-		if ctx.Err() != nil {
-			sums[1] = 1
-		}
-		if err := t.g.AllreduceSum64(sums); err != nil {
-			return Update{}, 0, false, fmt.Errorf("train: step %d: loss allreduce: %w", n, err)
-		}
-		u.Loss, stop = sums[0]/float64(t.g.Size()), sums[1] > 0
 	}
 	t.step = n
 	return u, tokens, stop, nil
@@ -465,13 +446,13 @@ func (t *trainer) after(ctx context.Context, u Update, tokens int) error {
 			// Seconds per step in the gradient allreduce, over this
 			// session's part of the interval.
 			steps := float64(min(t.logSteps, n-t.startStep))
-			r.AllreduceSec, r.AllreduceWaitSec = f64(t.commSec/steps), f64(t.waitSec/steps)
+			r.AllreduceSec, r.AllreduceWaitSec = f64(t.dp.CommSec/steps), f64(t.dp.WaitSec/steps)
 		}
 		if err := t.record(r); err != nil {
 			return err
 		}
 		t.last.Loss = mean
-		t.logLoss, t.logSteps, t.logTokens, t.logStart, t.commSec, t.waitSec = 0, 0, 0, now, 0, 0
+		t.logLoss, t.logSteps, t.logTokens, t.logStart, t.dp.CommSec, t.dp.WaitSec = 0, 0, 0, now, 0, 0
 	}
 	if len(t.eval) > 0 && ((o.EvalEvery > 0 && n%o.EvalEvery == 0) || n == o.Steps) {
 		if err := t.evaluate(ctx); err != nil {
