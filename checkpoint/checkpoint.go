@@ -139,14 +139,26 @@ const decodeChunk = 1 << 16
 // decodeFrom fills out with len(out) little-endian elements of dtype read
 // from r, decodeChunk bytes at a time, so that the raw bytes are never held
 // whole beside their float32 values. The caller has checked that r holds
-// exactly len(out) elements; a short read is an error.
-func decodeFrom(out []float32, dtype string, r io.Reader) error {
+// exactly len(out) elements; a short read is an error. scratch, when
+// non-nil, holds a buffer reused across calls.
+func decodeFrom(out []float32, dtype string, r io.Reader, scratch *[]byte) error {
 	size := dtypeSizes[dtype]
 	if size == 0 {
 		return fmt.Errorf("%w %s", ErrUnsupportedDType, dtype)
 	}
 	per := decodeChunk / size
-	buf := make([]byte, min(len(out), per)*size)
+	var buf []byte
+	if scratch != nil {
+		buf = *scratch
+	}
+	if need := min(len(out), per) * size; len(buf) < need {
+		if scratch != nil { // a full-size buffer, kept for the next call
+			buf = make([]byte, per*size)
+			*scratch = buf
+		} else {
+			buf = make([]byte, need)
+		}
+	}
 	for base := 0; base < len(out); base += per {
 		k := min(per, len(out)-base)
 		raw := buf[:k*size]

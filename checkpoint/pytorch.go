@@ -142,9 +142,10 @@ func parsePyTorch(r io.ReaderAt, size int64, name string) (*File, error) {
 	}
 
 	values := make(map[string][]float32, len(keys))
+	var scratch []byte
 	for i, k := range keys {
 		s := sd.storages[k]
-		vals, err := readStorage(s, read[i+1], size, bud)
+		vals, err := readStorage(s, read[i+1], size, bud, &scratch)
 		if err != nil {
 			var ve valueError
 			if errors.Is(err, ErrUnsupportedDType) || errors.As(err, &ve) {
@@ -203,8 +204,8 @@ func (s *storageRef) what() string {
 // must hold exactly numel × element-size bytes (checked with overflow-safe
 // arithmetic before anything is allocated), pass the compression policy and
 // fit the budget; it is read through a limit at that size and decoded in
-// chunks.
-func readStorage(s *storageRef, zf *zip.File, size int64, bud *budget) ([]float32, error) {
+// chunks (through *scratch, reused across storages).
+func readStorage(s *storageRef, zf *zip.File, size int64, bud *budget, scratch *[]byte) ([]float32, error) {
 	item := int64(dtypeSizes[s.class.dtype])
 	if item == 0 {
 		return nil, fmt.Errorf("%w %s", ErrUnsupportedDType, s.class.dtype)
@@ -231,7 +232,7 @@ func readStorage(s *storageRef, zf *zip.File, size int64, bud *budget) ([]float3
 	}
 	defer rc.Close()
 	out := make([]float32, s.numel)
-	if err := decodeFrom(out, s.class.dtype, io.LimitReader(rc, want)); err != nil {
+	if err := decodeFrom(out, s.class.dtype, io.LimitReader(rc, want), scratch); err != nil {
 		var ve valueError
 		if errors.As(err, &ve) {
 			return nil, err

@@ -120,6 +120,7 @@ func parseSafetensors(r io.ReaderAt, size int64, name string) (*File, error) {
 	// has used it.
 	f := newFile(name, FormatSafetensors)
 	f.Metadata = meta
+	var scratch []byte
 	for _, t := range tensors {
 		if !bud.take(4 * t.n) {
 			return nil, formatErr(name, "tensor %q: %v", t.name, bud.refuse(4*t.n, fmt.Sprintf("converting %d %s elements to float32", t.n, t.dtype)))
@@ -129,7 +130,7 @@ func parseSafetensors(r io.ReaderAt, size int64, name string) (*File, error) {
 			f.Tensors[t.name] = &Entry{Name: t.name, DType: t.dtype, Shape: intShape(t.shape), Data: vals}
 			continue
 		}
-		if err := decodeFrom(vals, t.dtype, io.NewSectionReader(r, bodyOff+t.begin, t.end-t.begin)); err != nil {
+		if err := decodeFrom(vals, t.dtype, io.NewSectionReader(r, bodyOff+t.begin, t.end-t.begin), &scratch); err != nil {
 			var ve valueError
 			if errors.As(err, &ve) {
 				return nil, fmt.Errorf("checkpoint: %s: tensor %q: %w", name, t.name, err)
