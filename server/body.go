@@ -31,6 +31,11 @@ import (
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, st *reqState) ([]byte, *apiError) {
 	rc := http.NewResponseController(w)
 	timed := rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout)) == nil
+	if timed {
+		// The write deadline of the connection's previous answer
+		// (recorder.Write) must not cut net/http's "100 Continue".
+		_ = rc.SetWriteDeadline(time.Time{})
+	}
 	limit := s.opts.MaxBodyBytes
 	if r.ContentLength > limit {
 		return nil, errorf(http.StatusRequestEntityTooLarge, "Validation", "", "request body over %d bytes", limit)

@@ -525,3 +525,38 @@ func TestReadingBudget(t *testing.T) {
 		t.Errorf("the large body once the budget is back: %d %s", resp.StatusCode, b)
 	}
 }
+
+// A client that asks for an answer and does not read it holds the
+// answer's buffer and its admission slot only for Options.WriteTimeout;
+// its connection is then closed, and its slot is back.
+func TestUnreadAnswerFreesTheSlot(t *testing.T) {
+	// A tokenize answer of about 20 MB, beyond what the loopback socket
+	// buffers take.
+	s, _, _ := newServer(t, roformer.HeadBase, nil, Options{MaxInputs: 20000, MaxBodyBytes: 8 << 20, WriteTimeout: 300 * time.Millisecond})
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	addr := strings.TrimPrefix(ts.URL, "http://")
+	inputs := make([]string, 10000)
+	for i := range inputs {
+		inputs[i] = strings.Repeat("the whale ", 14)
+	}
+	b, _ := json.Marshal(map[string]any{"inputs": inputs})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetReadBuffer(4096)
+	}
+	fmt.Fprintf(c, "POST /tokenize HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", addr, len(b), b)
+	waitFor(t, func() bool { return len(s.slots) == 1 })
+	// Tokenizing 1.4 MB takes a while (seconds under -race); the write
+	// timeout starts with the answer.
+	for deadline := time.Now().Add(time.Minute); len(s.slots) != 0 || s.InFlight() != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the request of an unread answer still holds its slot after a minute")
+		}
+	}
+	healthy(t, s, "an unread answer")
+}

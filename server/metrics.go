@@ -166,6 +166,7 @@ type recorder struct {
 	t      *timing
 	st     *reqState
 	status int
+	rc     *http.ResponseController // for the write deadlines, made on the first write
 }
 
 // WriteHeader also gives back the request's CPU token (guard.go): its
@@ -184,10 +185,17 @@ func (w *recorder) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Write writes b within Options.WriteTimeout (where the connection can
+// have deadlines), so that a client that does not read cannot hold the
+// answer, nor the request's slot, for longer.
 func (w *recorder) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
+	if w.rc == nil {
+		w.rc = http.NewResponseController(w.ResponseWriter)
+	}
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.s.opts.WriteTimeout))
 	return w.ResponseWriter.Write(b)
 }
 

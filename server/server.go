@@ -117,6 +117,12 @@ type Options struct {
 	// once its headers are in; a body that stalls gets 408 and its
 	// connection is closed. Default 10 s.
 	BodyTimeout time.Duration
+	// WriteTimeout bounds each write of an answer (a streamed answer's
+	// events each have their own): a client that does not read its answer
+	// holds the answer's buffer, and its admission slot, no longer than
+	// this; the connection is then closed. Waiting for the model is not
+	// bounded by it. Default 30 s (DefaultWriteTimeout).
+	WriteTimeout time.Duration
 	// Log receives one line per request that failed on the server's side
 	// (a panic, a forward pass error); nil discards them.
 	Log *log.Logger
@@ -128,6 +134,7 @@ const (
 	DefaultMaxBodyBytes = 1 << 20
 	DefaultMaxInputs    = 64
 	DefaultBodyTimeout  = 10 * time.Second
+	DefaultWriteTimeout = 30 * time.Second
 )
 
 // The defaults of the other bounds of a request.
@@ -158,6 +165,9 @@ func (o *Options) defaults(cfg *roformer.Config) {
 	}
 	if o.BodyTimeout <= 0 {
 		o.BodyTimeout = DefaultBodyTimeout
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = DefaultWriteTimeout
 	}
 	if o.MaxLength <= 0 {
 		o.MaxLength = cfg.MaxPositionEmbeddings

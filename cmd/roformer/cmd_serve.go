@@ -38,6 +38,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.srv.MaxLength, "max-length", 0, "tokens per input with [CLS] and [SEP] (default: the config's max_position_embeddings)")
 	fs.Int64Var(&o.srv.MaxBodyBytes, "max-body", server.DefaultMaxBodyBytes, "bytes per request body")
 	fs.DurationVar(&o.srv.BodyTimeout, "body-timeout", server.DefaultBodyTimeout, "time a client has to send a request's body once its headers are in; beyond: 408")
+	fs.DurationVar(&o.srv.WriteTimeout, "write-timeout", server.DefaultWriteTimeout, "time each write of an answer may take (a client that does not read it is cut off then); waiting for the model is not counted")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM or Ctrl-C, how long requests in flight may run on (new ones get 503 meanwhile)")
 	fs.IntVar(&o.srv.MaxBatchTokens, "max-batch-tokens", server.DefaultMaxBatchTokens, "padded tokens (rows × longest row) per batched forward pass of the embedding endpoints")
 	fs.IntVar(&o.srv.MaxBatchRequests, "max-batch-requests", server.DefaultMaxBatchRequests, "inputs per batched forward pass")
@@ -81,8 +82,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef("--max-reading-bytes %d must be at least --max-body %d", o.srv.MaxReadingBytes, o.srv.MaxBodyBytes)
 	case o.srv.MaxBatchWait < 0:
 		return usagef("--max-batch-wait %v must not be negative", o.srv.MaxBatchWait)
-	case o.srv.BodyTimeout <= 0 || o.drainTimeout <= 0:
-		return usagef("--body-timeout %v and --drain-timeout %v must be positive", o.srv.BodyTimeout, o.drainTimeout)
+	case o.srv.BodyTimeout <= 0 || o.drainTimeout <= 0 || o.srv.WriteTimeout <= 0:
+		return usagef("--body-timeout %v, --write-timeout %v and --drain-timeout %v must be positive", o.srv.BodyTimeout, o.srv.WriteTimeout, o.drainTimeout)
 	}
 	if o.srv.MaxBatchWait == 0 {
 		o.srv.MaxBatchWait = -1 // server.Options: negative is no wait, 0 the default

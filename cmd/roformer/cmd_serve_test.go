@@ -101,6 +101,7 @@ func TestServeCLIBatchFlags(t *testing.T) {
 		{[]string{"--max-concurrent-requests", "-1"}, "--max-concurrent-requests"},
 		{[]string{"--max-batch-wait", "-1ms"}, "--max-batch-wait"},
 		{[]string{"--body-timeout", "0s"}, "--body-timeout"},
+		{[]string{"--write-timeout", "-1s"}, "--write-timeout"},
 		{[]string{"--drain-timeout", "-1s"}, "--drain-timeout"},
 		{[]string{"--max-beams", "0"}, "--max-beams"},
 		{[]string{"--max-new-tokens", "-1"}, "--max-new-tokens"},
