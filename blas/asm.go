@@ -38,7 +38,7 @@ type microkernel struct {
 type goAsm struct {
 	k          microkernel
 	kc, mc, nc int  // block sizes (multiples of 8, mr and nr)
-	asmPack    bool // transposing packs through packT4x8AVX
+	asmPack    bool // packs through packT4x8AVX, packCopy32AVX, packCopy12AVX
 }
 
 // Name says which kernel and blocks run, e.g.
@@ -258,7 +258,7 @@ func (g *goAsm) packA(dst, a []float32, lda int, trans bool, i0, p0, mc, kc int)
 		panel := dst[q*mr*kc : (q+1)*mr*kc]
 		i := i0 + q*mr
 		if trans { // op(A)[i][p] = a[p·lda + i]: contiguous along i
-			packCopy(panel, mr, a, p0*lda+i, lda, kc, rows)
+			packCopy(panel, mr, a, p0*lda+i, lda, kc, rows, g.asmPack)
 		} else { // a[i·lda + p]: contiguous along p
 			g.packTrans(panel, mr, a, i*lda+p0, lda, kc, rows)
 		}
@@ -277,15 +277,28 @@ func (g *goAsm) packB(dst, b []float32, ldb int, trans bool, p0, j0, kc, nc int)
 		if trans { // op(B)[p][j] = b[j·ldb + p]: contiguous along p
 			g.packTrans(panel, nr, b, j*ldb+p0, ldb, kc, cols)
 		} else {
-			packCopy(panel, nr, b, p0*ldb+j, ldb, kc, cols)
+			packCopy(panel, nr, b, p0*ldb+j, ldb, kc, cols, g.asmPack)
 		}
 	}
 }
 
 // packCopy fills panel (kc groups of w) with group p = src[off+p·ld :][:valid]
-// followed by w−valid zeros. Full groups of the kernels' widths are copied
-// as fixed-size arrays (inline moves, not a call to memmove per group).
-func packCopy(panel []float32, w int, src []float32, off, ld, kc, valid int) {
+// followed by w−valid zeros. Full groups of the AVX-512 kernel's widths go
+// through packCopy32AVX and packCopy12AVX when asm is set, others of the
+// kernels' widths are copied as fixed-size arrays.
+func packCopy(panel []float32, w int, src []float32, off, ld, kc, valid int, asm bool) {
+	if valid == w && asm && (w == 32 || w == 12) && kc > 0 {
+		// The last element read and written, checked here so that the
+		// assembly stays within both slices.
+		_ = src[off+(kc-1)*ld+w-1]
+		_ = panel[kc*w-1]
+		if w == 32 {
+			packCopy32AVX(&panel[0], &src[off], ld, kc)
+		} else {
+			packCopy12AVX(&panel[0], &src[off], ld, kc)
+		}
+		return
+	}
 	if valid == w {
 		switch w {
 		case 32:

@@ -13,6 +13,12 @@ func kern4x24AVX2(kc int, a, b, c *float32, ldc int, alpha, beta float32)
 //go:noescape
 func packT4x8AVX(dst *float32, dstStride int, src *float32, lds int, n8 int)
 
+//go:noescape
+func packCopy32AVX(dst, src *float32, ld, kc int)
+
+//go:noescape
+func packCopy12AVX(dst, src *float32, ld, kc int)
+
 // asmKernels lists the microkernels this processor can run, fastest first:
 // 12×32 on AVX-512 (24 zmm accumulators), 4×24 on AVX2 and FMA (12 ymm).
 // The operating system's support for the vector state is part of

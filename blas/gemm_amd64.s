@@ -607,3 +607,65 @@ tloop:
 tdone:
 	RET
 
+// func packCopy32AVX(dst, src *float32, ld, kc int)
+//
+// Copies kc rows of 32 floats, row p from src + p·ld, to dst + p·32 (the
+// packing of a panel whose rows are contiguous in the source), prefetching
+// the row eight ahead.
+TEXT ·packCopy32AVX(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ld+16(FP), BX
+	SHLQ $2, BX
+	MOVQ kc+24(FP), CX
+	TESTQ CX, CX
+	JZ packCopy32AVXdone
+	LEAQ (BX*8), R8
+packCopy32AVXloop:
+	PREFETCHT0 (SI)(R8*1)
+	PREFETCHT0 64(SI)(R8*1)
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, DI
+	ADDQ BX, SI
+	DECQ CX
+	JNZ packCopy32AVXloop
+	VZEROUPPER
+packCopy32AVXdone:
+	RET
+
+// func packCopy12AVX(dst, src *float32, ld, kc int)
+//
+// Copies kc rows of 12 floats, row p from src + p·ld, to dst + p·12 (the
+// packing of a panel whose rows are contiguous in the source), prefetching
+// the row eight ahead.
+TEXT ·packCopy12AVX(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ld+16(FP), BX
+	SHLQ $2, BX
+	MOVQ kc+24(FP), CX
+	TESTQ CX, CX
+	JZ packCopy12AVXdone
+	LEAQ (BX*8), R8
+packCopy12AVXloop:
+	PREFETCHT0 (SI)(R8*1)
+	PREFETCHT0 44(SI)(R8*1)
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), X1
+	VMOVUPS Y0, (DI)
+	VMOVUPS X1, 32(DI)
+	ADDQ $48, DI
+	ADDQ BX, SI
+	DECQ CX
+	JNZ packCopy12AVXloop
+	VZEROUPPER
+packCopy12AVXdone:
+	RET
+

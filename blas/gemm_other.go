@@ -13,3 +13,6 @@ const asmPackOK = false
 func packT4x8AVX(dst *float32, dstStride int, src *float32, lds int, n8 int) {
 	panic("blas: packT4x8AVX without assembly")
 }
+
+func packCopy32AVX(dst, src *float32, ld, kc int) { panic("blas: packCopy32AVX without assembly") }
+func packCopy12AVX(dst, src *float32, ld, kc int) { panic("blas: packCopy12AVX without assembly") }
