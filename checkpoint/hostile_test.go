@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/roformer-go/roformer/internal/testutil"
 )
 
 // This file attacks the readers with inputs built to cost memory: pickles
@@ -85,6 +87,24 @@ func costPickles() map[string][]byte {
 	}
 	p.op('.')
 	out["BUILD of one dict many times"] = slices.Clone(p.Bytes())
+	// _rebuild_tensor_v2 copies its size and stride tuples: 64-dimension
+	// views from the memo, many times.
+	p.Reset()
+	p.op(0x80, 2).global("torch._utils", "_rebuild_tensor_v2").op('q', 0, '0')
+	p.global("collections", "OrderedDict").op('q', 1, '0')
+	p.op('(').str("storage").global("torch", "FloatStorage").str("0").str("cpu").int(4).op('t', 'q', 2, '0')
+	p.ints(slices.Repeat([]int{1}, 64)).op('q', 3, '0')
+	p.op(']')
+	for range 20000 {
+		p.op('h', 0, '(', 'h', 2, 'Q', 'K', 0, 'h', 3, 'h', 3, 0x89, 'h', 1, ')', 'R', 't', 'R', 'a')
+	}
+	p.op('.')
+	out["64-dim views"] = slices.Clone(p.Bytes())
+	// gopickle's errors format the offending object with %#v: a big list
+	// or dict is printed element by element.
+	out["REDUCE on a big list"] = repeatOps([]byte{0x80, 2, ']', '('}, []byte{'N'}, 200000, []byte{'e', ')', 'R', '.'})
+	out["BUILD on a big dict"] = repeatOps([]byte{0x80, 2, '}', '('}, []byte{'N', 'N'}, 100000, []byte{'u', '}', 'b', '.'})
+	out["OBJ of a big tuple"] = repeatOps([]byte{0x80, 2, '(', '('}, []byte{'N'}, 200000, []byte{'t', 'o', '.'})
 	// A FRAME is copied by the VM.
 	body := repeatOps([]byte{']'}, []byte{'N', 'a'}, 100000, []byte{'.'})
 	out["FRAME"] = append(append([]byte{0x80, 4, 0x95}, le.AppendUint64(nil, uint64(len(body)))...), body...)
@@ -517,5 +537,49 @@ func TestHostileIndex(t *testing.T) {
 	f, err := ReadSharded(idx)
 	if err != nil || len(f.Names) != 2 {
 		t.Fatalf("two spellings of one shard: %v", err)
+	}
+}
+
+// TestRealPickleCost checks that the fixtures' data.pkl, written by
+// torch.save, are estimated at a small multiple of their size, so that real
+// state_dicts stay far inside the memory budget, and that the estimate
+// bounds what the VM allocates for them too.
+func TestRealPickleCost(t *testing.T) {
+	root := testutil.Shared(t, "fixtures", "hf-roformer", "cases")
+	bins, err := filepath.Glob(filepath.Join(root, "*", "pytorch_model.bin"))
+	if err != nil || len(bins) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	for _, bin := range bins {
+		zr, err := zip.OpenReader(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, zf := range zr.File {
+			if !strings.HasSuffix(zf.Name, "/data.pkl") {
+				continue
+			}
+			if zf.Method != zip.Store {
+				t.Errorf("%s: %s is not stored (method %d)", bin, zf.Name, zf.Method)
+			}
+			pkl, err := readZipEntry(zf, maxPickleBytes, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cost, err := scanPickle(pkl, bin, zf.Name, 1<<40)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var perr error
+			got := allocated(func() { _, perr = parseStateDictPickle(pkl, bin, zf.Name, &budget{limit: 1 << 40}) })
+			if perr != nil {
+				t.Fatal(perr)
+			}
+			t.Logf("%s: %d-byte pickle, estimate %d (%.0f/byte), VM %d", filepath.Base(filepath.Dir(bin)), len(pkl), cost, float64(cost)/float64(len(pkl)), got)
+			if cost > 100*int64(len(pkl)) || uint64(cost) < got {
+				t.Errorf("estimate %d for a %d-byte pickle (VM allocated %d)", cost, len(pkl), got)
+			}
+		}
+		zr.Close()
 	}
 }

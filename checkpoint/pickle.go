@@ -450,8 +450,12 @@ const (
 	costPair     = 256  // one dict or OrderedDict entry (map, list element)
 	costSetItem  = 96   // one set entry
 	costMemo     = 160  // one new memo entry (VM map and this scanner's set)
-	costCall     = 2048 // REDUCE, NEWOBJ, INST, OBJ: an allowlisted call's result
+	costCall     = 1024 // REDUCE, NEWOBJ, INST, OBJ: an allowlisted call's result (at most 64 dims)
 	costStateKey = 96   // one entry BUILD copies into an object's attributes
+	// gopickle's type errors format the offending object with %#v, element
+	// by element; the largest container the pickle can build is charged
+	// once at this rate per item.
+	costFormat = 192
 )
 
 // simFrame is one MARK frame of the simulated stack: its length and the
@@ -523,6 +527,14 @@ func scanPickle(pkl []byte, file, entry string, limit int64) (cost int64, err er
 	}
 	memo := map[int]struct{}{}
 	var dictItems int64 // entries ever set into any dict: bounds any one dict's size
+	// The largest MARK frame turned into a container, and the items ever
+	// added to existing containers: together they bound any container.
+	var maxFrame, grown int64
+	popMarkInto := func() int64 {
+		n := popMark()
+		maxFrame = max(maxFrame, n)
+		return n
+	}
 	for pos := 0; pos < len(pkl); {
 		start := pos
 		code := pkl[pos]
@@ -611,7 +623,7 @@ func scanPickle(pkl []byte, file, entry string, limit int64) (cost int64, err er
 				}
 			}
 		case '.':
-			return cost, nil
+			return cost + costFormat*(maxFrame+grown), nil
 		}
 
 		// Memo keys.
@@ -662,16 +674,16 @@ func scanPickle(pkl []byte, file, entry string, limit int64) (cost int64, err er
 		case '1': // POP_MARK
 			popMark()
 		case 't', 'l': // TUPLE, LIST: the frame's slice becomes the container
-			popMark()
+			popMarkInto()
 			push()
 			cost += costContainr
 		case 'd': // DICT
-			n := popMark()
+			n := popMarkInto()
 			push()
 			cost += costContainr + costPair*(n/2)
 			dictItems += n / 2
 		case 0x91: // FROZENSET
-			n := popMark()
+			n := popMarkInto()
 			push()
 			cost += costSet + costSetItem*n
 		case 'e': // APPENDS
@@ -679,29 +691,34 @@ func scanPickle(pkl []byte, file, entry string, limit int64) (cost int64, err er
 			pop(1)
 			push()
 			cost += costItem * n
+			grown += n
 		case 'u': // SETITEMS
 			n := popMark()
 			pop(1)
 			push()
 			cost += costPair * (n / 2)
 			dictItems += n / 2
+			grown += n
 		case 0x90: // ADDITEMS
 			n := popMark()
 			pop(1)
 			push()
 			cost += costSetItem * n
+			grown += n
 		case 'i', 'o': // INST, OBJ
-			popMark()
+			popMarkInto()
 			push()
 			cost += costCall
 		case 'a': // APPEND
 			pop(2)
 			push()
 			cost += costItem
+			grown++
 		case 's': // SETITEM
 			pop(2)
 			cost += costPair
 			dictItems++
+			grown += 2
 		case 'b': // BUILD copies a dict state (and slot state) entry by entry
 			pop(1)
 			cost += costCall + 2*costStateKey*dictItems
