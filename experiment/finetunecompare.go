@@ -28,7 +28,6 @@ import (
 	"github.com/roformer-go/roformer/pretrain"
 	"github.com/roformer-go/roformer/tasks"
 	"github.com/roformer-go/roformer/tokenizer"
-	"github.com/roformer-go/roformer/train"
 )
 
 // FinetuneCompareOptions configure the paper's §4.3 comparison (RoFormer
@@ -58,9 +57,9 @@ type FinetuneCompareOptions struct {
 	// Corpus is the pretraining text (a file or folder); empty means the
 	// built-in corpus (Moby-Dick and the State of the Union addresses
 	// 1934–2021).
-	Corpus    string        `json:"corpus"`
-	VocabSize int           `json:"vocab_size"` // WordPiece trained on the corpus
-	Pretrain  train.Options `json:"pretrain"`   // MLM steps, batch, lr (Seed and OutDir are set per run)
+	Corpus    string                `json:"corpus"`
+	VocabSize int                   `json:"vocab_size"` // WordPiece trained on the corpus
+	Pretrain  pretrain.TrainOptions `json:"pretrain"`   // MLM steps, batch, lr (Seed and OutDir are set per run)
 	// Finetune are the fine-tuning settings of every task; Epochs (per task)
 	// replace its Epochs. MaxLength is at most Pretrain.SeqLen.
 	Finetune finetune.Options `json:"finetune"`
@@ -94,7 +93,7 @@ type FinetuneCompareOptions struct {
 // and the whole dev and test splits. The rates and epochs were set once for
 // this small model, not searched per encoding.
 func DefaultFinetuneCompare(out string) FinetuneCompareOptions {
-	t := train.DefaultOptions(400, "")
+	t := pretrain.DefaultTrainOptions(400, "")
 	t.BatchSize, t.SeqLen, t.LR, t.Warmup = 16, 128, 1e-3, 40
 	t.SaveEvery, t.EvalEvery, t.EvalBatches, t.LogEvery, t.Keep = 0, 100, 8, 50, 1
 	f := finetune.DefaultOptions()
@@ -375,9 +374,9 @@ func pretrainArm(ctx context.Context, job *pretrain.Job, base roformer.Config, a
 	to.Seed, to.Threads, to.OutDir = seed, max(opts.Threads, 1), dir
 	say(opts.Progress, "finetune-compare: pretraining %s seed %d (%d parameters, %d steps)", arm, seed, m.NumParams(), to.Steps)
 	t0 := time.Now()
-	tj := job.Train
+	tj := job.Loop
 	tj.Model, tj.Options, tj.Out, tj.SaveExtra = pretrain.NewMLMModel(m), to, opts.Progress, job.Tokenizer.Save
-	r, err := train.Train(ctx, tj)
+	r, err := tj.Run(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("experiment: finetune-compare: pretraining %s seed %d: %w", arm, seed, err)
 	}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/pretrain"
-	"github.com/roformer-go/roformer/train"
 )
 
 // MLMPEOptions configure the masked-LM comparison of position encodings
@@ -33,9 +32,9 @@ type MLMPEOptions struct {
 	Model roformer.Config `json:"model"`
 	// Corpus is a text file or folder; empty means the built-in corpus
 	// (Moby-Dick and the State of the Union addresses 1934–2021).
-	Corpus    string        `json:"corpus"`
-	VocabSize int           `json:"vocab_size"` // WordPiece vocabulary trained on the corpus
-	Train     train.Options `json:"train"`      // steps, batch, lr, eval cadence (Seed and OutDir are set per run)
+	Corpus    string                `json:"corpus"`
+	VocabSize int                   `json:"vocab_size"` // WordPiece vocabulary trained on the corpus
+	Train     pretrain.TrainOptions `json:"train"`      // steps, batch, lr, eval cadence (Seed and OutDir are set per run)
 	// TargetLosses are fixed held-out MLM losses (nats) whose first
 	// crossing each run reports, interpolated between evaluations.
 	TargetLosses []float64 `json:"target_losses"`
@@ -63,7 +62,7 @@ func smallModel() roformer.Config {
 // encodings, seeds 1–3, dropout 0.1, an 8000-piece vocabulary and 500 steps
 // of 16 × 128: too short for word order to matter.)
 func DefaultMLMPE(out string) MLMPEOptions {
-	t := train.DefaultOptions(2000, "")
+	t := pretrain.DefaultTrainOptions(2000, "")
 	t.BatchSize, t.SeqLen, t.LR, t.Warmup = 8, 128, 1e-3, 200
 	t.SaveEvery, t.EvalEvery, t.EvalBatches, t.LogEvery, t.Keep = 0, 100, 16, 20, 1
 	m := smallModel()
@@ -198,7 +197,7 @@ func MLMPE(ctx context.Context, opts MLMPEOptions) (*MLMPEResult, error) {
 	if corpusName == "" {
 		corpusName = "built-in (Moby-Dick + State of the Union 1934–2021)"
 	}
-	res := &MLMPEResult{Options: opts, Corpus: corpusName, Tokens: job.Tokens, TrainSeqs: len(job.Train.Train), EvalSeqs: len(job.Train.Eval)}
+	res := &MLMPEResult{Options: opts, Corpus: corpusName, Tokens: job.Tokens, TrainSeqs: len(job.Loop.Train), EvalSeqs: len(job.Loop.Eval)}
 	for _, pe := range opts.Encodings {
 		for _, seed := range opts.Seeds {
 			if err := ctx.Err(); err != nil {
@@ -222,9 +221,9 @@ func MLMPE(ctx context.Context, opts MLMPEOptions) (*MLMPEResult, error) {
 				say(opts.Progress, "mlm-pe: %s seed %d: read the finished run in %s", pe, seed, to.OutDir)
 			} else {
 				say(opts.Progress, "mlm-pe: %s seed %d (%d parameters)", pe, seed, m.NumParams())
-				tj := job.Train
+				tj := job.Loop
 				tj.Model, tj.Options, tj.Out, tj.SaveExtra = pretrain.NewMLMModel(m), to, opts.Progress, nil
-				if _, err := train.Train(ctx, tj); err != nil {
+				if _, err := tj.Run(ctx); err != nil {
 					return nil, fmt.Errorf("experiment: mlm-pe %s seed %d: %w", pe, seed, err)
 				}
 				if run, err = readMLMRun(to.OutDir); err != nil {
@@ -252,7 +251,7 @@ func MLMPE(ctx context.Context, opts MLMPEOptions) (*MLMPEResult, error) {
 // sequences of t.SeqLen tokens, written under dir. It returns the job and
 // the configuration the runs start from: m with t.SeqLen positions and the
 // rotary encoding.
-func prepareMLM(m roformer.Config, corpus string, vocab int, t train.Options, dir string, threads int, progress io.Writer) (*pretrain.Job, roformer.Config, error) {
+func prepareMLM(m roformer.Config, corpus string, vocab int, t pretrain.TrainOptions, dir string, threads int, progress io.Writer) (*pretrain.Job, roformer.Config, error) {
 	base := m
 	base.MaxPositionEmbeddings = t.SeqLen
 	base.PositionEmbeddingType = roformer.PosRotary
@@ -294,14 +293,14 @@ func finishedMLMRun(dir string, cfg roformer.Config, steps int) (*MLMRun, float6
 	if err != nil || run.EvalSteps[len(run.EvalSteps)-1] != steps {
 		return nil, 0, false
 	}
-	raw, err := os.ReadFile(filepath.Join(dir, train.MetricsFile))
+	raw, err := os.ReadFile(filepath.Join(dir, pretrain.MetricsFile))
 	if err != nil {
 		return nil, 0, false
 	}
 	secs := 0.0
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	for sc.Scan() {
-		var r train.Record
+		var r pretrain.Record
 		if json.Unmarshal(sc.Bytes(), &r) == nil && r.Elapsed != nil {
 			secs = *r.Elapsed
 		}
@@ -311,16 +310,16 @@ func finishedMLMRun(dir string, cfg roformer.Config, steps int) (*MLMRun, float6
 
 // readMLMRun reads a run folder's metrics.jsonl.
 func readMLMRun(dir string) (*MLMRun, error) {
-	raw, err := os.ReadFile(filepath.Join(dir, train.MetricsFile))
+	raw, err := os.ReadFile(filepath.Join(dir, pretrain.MetricsFile))
 	if err != nil {
 		return nil, fmt.Errorf("experiment: %w", err)
 	}
 	run := &MLMRun{}
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	for sc.Scan() {
-		var r train.Record
+		var r pretrain.Record
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return nil, fmt.Errorf("experiment: %s: %w", filepath.Join(dir, train.MetricsFile), err)
+			return nil, fmt.Errorf("experiment: %s: %w", filepath.Join(dir, pretrain.MetricsFile), err)
 		}
 		if r.Loss != nil {
 			run.TrainSteps = append(run.TrainSteps, r.Step)
@@ -337,7 +336,7 @@ func readMLMRun(dir string) (*MLMRun, error) {
 		}
 	}
 	if len(run.EvalLoss) == 0 {
-		return nil, fmt.Errorf("experiment: %s has no evaluation", filepath.Join(dir, train.MetricsFile))
+		return nil, fmt.Errorf("experiment: %s has no evaluation", filepath.Join(dir, pretrain.MetricsFile))
 	}
 	return run, nil
 }

@@ -9,15 +9,12 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/roformer-go/roformer/checkpoint"
 	"github.com/roformer-go/roformer/data"
 	"github.com/roformer-go/roformer/data/corpus"
 	"github.com/roformer-go/roformer/distributed"
 	"github.com/roformer-go/roformer/internal/atomicfile"
 	"github.com/roformer-go/roformer/model/roformer"
-	"github.com/roformer-go/roformer/tensor"
 	"github.com/roformer-go/roformer/tokenizer"
-	"github.com/roformer-go/roformer/train"
 )
 
 // Options describe a pretraining run.
@@ -45,22 +42,24 @@ type Options struct {
 	// EvalEvery1In holds out every k-th packed sequence for evaluation
 	// (default 20, i.e. 5%).
 	EvalEvery1In int `json:"eval_1_in"`
-	// Train holds the loop's options (steps, batch, lr, seed, …, OutDir).
-	Train train.Options `json:"train"`
+	// Train holds the loop's options (steps, batch, lr, seed, masking, …,
+	// OutDir).
+	Train TrainOptions `json:"train"`
 	// Group, when it has more than one rank, makes this process one rank of
-	// a data-parallel run (train.Job.Group): every rank prepares the same
+	// a data-parallel run (Loop.Group): every rank prepares the same
 	// corpus, vocabulary and model, and rank 0 writes the run folder. Nil:
 	// this process alone.
 	Group distributed.Comm `json:"-"`
 }
 
 // DefaultOptions returns the main job's settings: the tiny preset on the
-// built-in corpus, 1,000 steps of 16 × 128 tokens (about 2 epochs, ~0.9
-// CPU-seconds a step on the 2-core target machines, so about 9 minutes),
-// peak rate 1e-3 with 6% warm-up and linear decay, weight decay 0.01,
-// clipping at 1, an evaluation every 100 steps, a checkpoint every 200.
+// built-in corpus, 1,000 steps of 16 × 128 tokens (about 2 epochs; README
+// measures 0.54 CPU-seconds a step on the 2-core target machine, 5–6
+// minutes of wall time on 2 idle cores), peak rate 1e-3 with 6% warm-up
+// and linear decay, weight decay 0.01, clipping at 1, an evaluation every
+// 100 steps, a checkpoint every 200.
 func DefaultOptions(outDir string) Options {
-	t := train.DefaultOptions(1000, outDir)
+	t := DefaultTrainOptions(1000, outDir)
 	t.BatchSize, t.SeqLen, t.LR, t.Warmup = 16, 128, 1e-3, 60
 	t.SaveEvery, t.EvalEvery, t.EvalBatches, t.LogEvery = 200, 100, 10, 10
 	return Options{Size: "tiny", VocabSize: 8000, EvalEvery1In: 20, Train: t}
@@ -69,13 +68,13 @@ func DefaultOptions(outDir string) Options {
 // RunFile is the name of the options file in a run folder.
 const RunFile = "pretrain.json"
 
-// Job is a prepared run: everything loaded, ready for train.Train or train.Resume.
+// Job is a prepared run: everything loaded, ready for Loop.Run or Loop.Resume.
 type Job struct {
 	Options   Options
 	Tokenizer *tokenizer.Tokenizer
 	Model     *roformer.Model
-	Train     train.Job
-	Tokens    int // non-special tokens in the packed corpus
+	Loop      Loop // the MLM loop over the packed data; Loop.Run trains it
+	Tokens    int  // non-special tokens in the packed corpus
 }
 
 // Prepare reads the corpus and the vocabulary, packs the data and builds a
@@ -136,7 +135,7 @@ func Prepare(opts Options, progress io.Writer) (*Job, error) {
 	m.Init(opts.Train.Seed)
 	say("model: %d layers, hidden %d, %d heads, intermediate %d, vocabulary %d: %.2fM parameters", cfg.NumHiddenLayers, cfg.HiddenSize, cfg.NumAttentionHeads, cfg.IntermediateSize, cfg.VocabSize, float64(m.NumParams())/1e6)
 	j := &Job{Options: opts, Tokenizer: tok, Model: m, Tokens: packed.Tokens}
-	j.Train = train.Job{
+	j.Loop = Loop{
 		Model: NewMLMModel(m), Train: trainSeqs, Eval: evalSeqs, Vocab: v, Options: opts.Train, Group: opts.Group,
 		// vocab.txt, tokenizer_config.json (BertTokenizer, uncased),
 		// special_tokens_map.json and tokenizer.json beside the model.
@@ -229,7 +228,7 @@ func modelConfig(opts Options, vocabSize int) (roformer.Config, error) {
 //
 // With opts.Group, every rank calls Start with the same options; rank 0
 // writes the folder and alone prints (out is ignored on the others).
-func Start(ctx context.Context, opts Options, out io.Writer, terminal bool) (*Job, *train.Result, error) {
+func Start(ctx context.Context, opts Options, out io.Writer, terminal bool) (*Job, *Result, error) {
 	g := group(opts.Group)
 	if g.Rank() != 0 {
 		out = nil
@@ -238,8 +237,8 @@ func Start(ctx context.Context, opts Options, out io.Writer, terminal bool) (*Jo
 	if err := distributed.Agree(g, err); err != nil {
 		return nil, nil, err
 	}
-	j.Train.Out, j.Train.IsTerminal = out, terminal
-	res, err := train.Train(ctx, j.Train)
+	j.Loop.Out, j.Loop.IsTerminal = out, terminal
+	res, err := j.Loop.Run(ctx)
 	return j, res, err
 }
 
@@ -255,7 +254,7 @@ func start(opts Options, write bool, out io.Writer) (*Job, error) {
 	if opts.Train.OutDir == "" {
 		return nil, errors.New("pretrain: no output folder")
 	}
-	if _, err := os.Stat(filepath.Join(opts.Train.OutDir, train.LatestFile)); err == nil && write {
+	if _, err := os.Stat(filepath.Join(opts.Train.OutDir, LatestFile)); err == nil && write {
 		return nil, fmt.Errorf("pretrain: %s already holds a run; continue it with --resume %s, or choose another --out", opts.Train.OutDir, opts.Train.OutDir)
 	}
 	j, err := Prepare(opts, out)
@@ -279,9 +278,9 @@ func start(opts Options, write bool, out io.Writer) (*Job, error) {
 // extends the run to that many steps; threads is the thread count in use.
 // g, when it has more than one rank, is the data-parallel group (nil: this
 // process alone); every rank reads dir, so it must be on a file system
-// they all see (see train.Resume for a number of ranks other than the
+// they all see (see Loop.Resume for a number of ranks other than the
 // run's).
-func Resume(ctx context.Context, dir string, steps, threads int, g distributed.Comm, out io.Writer, terminal bool) (*Job, *train.Result, error) {
+func Resume(ctx context.Context, dir string, steps, threads int, g distributed.Comm, out io.Writer, terminal bool) (*Job, *Result, error) {
 	g = group(g)
 	if g.Rank() != 0 {
 		out = nil
@@ -290,9 +289,9 @@ func Resume(ctx context.Context, dir string, steps, threads int, g distributed.C
 	if err := distributed.Agree(g, err); err != nil {
 		return nil, nil, err
 	}
-	j.Train.Options.Steps = steps
-	j.Train.Out, j.Train.IsTerminal = out, terminal
-	res, err := train.Resume(ctx, j.Train)
+	j.Loop.Options.Steps = steps
+	j.Loop.Out, j.Loop.IsTerminal = out, terminal
+	res, err := j.Loop.Resume(ctx)
 	return j, res, err
 }
 
@@ -308,7 +307,7 @@ func prepareResume(dir string, threads int, g distributed.Comm, out io.Writer) (
 	if err := json.Unmarshal(raw, &opts); err != nil {
 		return nil, fmt.Errorf("pretrain: %s: %w", filepath.Join(dir, RunFile), err)
 	}
-	st, _, err := train.ReadLatestState(dir)
+	st, _, err := ReadLatestState(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -318,55 +317,4 @@ func prepareResume(dir string, threads int, g distributed.Comm, out io.Writer) (
 	opts.Vocab = filepath.Join(dir, "tokenizer")
 	opts.Group = g
 	return Prepare(opts, out)
-}
-
-// NewMLMModel adapts a RoFormer with the masked-LM head to train.Model:
-// training steps with dropout seeded by data.Batch.Seed, evaluation of the
-// labelled tokens, and the model saved and reloaded exactly as
-// config.json + model.safetensors. Its workspaces are reused across steps.
-func NewMLMModel(m *roformer.Model) train.Model { return &mlm{m: m} }
-
-// mlm adapts the RoFormer masked-LM model to train.Model.
-type mlm struct {
-	m         *roformer.Model
-	st, evalS *roformer.State
-}
-
-func toBatch(b *data.Batch) *roformer.Batch {
-	return &roformer.Batch{InputIDs: b.InputIDs, TokenTypeIDs: b.TokenTypeIDs, AttentionMask: b.AttentionMask, B: b.B, T: b.T}
-}
-
-func (a *mlm) Params() []*tensor.Param { return a.m.Params() }
-
-func (a *mlm) ForwardBackward(ctx context.Context, b *data.Batch) (float64, error) {
-	if a.st == nil || a.st.B != b.B || a.st.T != b.T {
-		a.st = a.m.NewState(b.B, b.T, true)
-	}
-	r, err := a.m.ForwardBackward(ctx, a.st, toBatch(b), &roformer.Labels{IDs: b.Labels}, roformer.StepOptions{Dropout: true, Seed: b.Seed})
-	if err != nil {
-		return 0, err
-	}
-	return r.Loss, nil
-}
-
-func (a *mlm) Evaluate(ctx context.Context, b *data.Batch) (float64, int, int, error) {
-	if a.evalS == nil || a.evalS.B != b.B || a.evalS.T != b.T {
-		a.evalS = a.m.NewState(b.B, b.T, false)
-	}
-	return a.m.EvaluateMLM(ctx, a.evalS, toBatch(b), b.Labels)
-}
-
-func (a *mlm) SaveModel(dir string) error { return a.m.Save(dir) }
-
-func (a *mlm) LoadModel(dir string) error {
-	f, err := checkpoint.ReadSafetensors(filepath.Join(dir, "model.safetensors"))
-	if err != nil {
-		return err
-	}
-	src := map[string]*tensor.Tensor{}
-	for n, e := range f.Tensors {
-		src[n] = &tensor.Tensor{Shape: e.Shape, Data: e.Data}
-	}
-	_, err = a.m.Bind(src, roformer.BindOptions{Strict: true})
-	return err
 }

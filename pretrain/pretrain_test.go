@@ -13,7 +13,6 @@ import (
 
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/tokenizer"
-	"github.com/roformer-go/roformer/train"
 )
 
 // testOptions is a run small enough for CI: a 1-layer model on a slice of
@@ -66,13 +65,13 @@ func TestPretrainLossFalls(t *testing.T) {
 }
 
 func readLosses(t *testing.T, dir string) []float64 {
-	raw, err := os.ReadFile(filepath.Join(dir, train.MetricsFile))
+	raw, err := os.ReadFile(filepath.Join(dir, MetricsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []float64
 	for _, line := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
-		var r train.Record
+		var r Record
 		if err := jsonUnmarshal(line, &r); err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +117,7 @@ func TestKillResumeIdentical(t *testing.T) {
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if _, err := os.Stat(filepath.Join(dir, train.LatestFile)); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, LatestFile)); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -131,7 +130,7 @@ func TestKillResumeIdentical(t *testing.T) {
 	time.Sleep(delay)
 	cmd.Process.Kill() // SIGKILL: no chance to save
 	state := cmd.Wait()
-	st, _, err := train.ReadLatestState(dir)
+	st, _, err := ReadLatestState(dir)
 	if err != nil {
 		t.Fatalf("after the kill: %v", err)
 	}

@@ -1,6 +1,7 @@
 package train
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -73,6 +74,11 @@ type Update struct {
 	GradNorm float64 // global gradient norm before clipping; NaN with NoGradNorm
 	LR       float64 // learning rate of the update
 }
+
+// ErrNonFinite is wrapped when a loss or the gradient norm is NaN or
+// infinite (NonFiniteError). The training loops stop on it without
+// saving; package pretrain's previous checkpoint is left as it was.
+var ErrNonFinite = errors.New("train: non-finite value")
 
 // NonFiniteError reports an update stopped by a NaN or infinite loss or
 // gradient norm. It wraps ErrNonFinite.

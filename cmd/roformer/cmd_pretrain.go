@@ -131,7 +131,7 @@ func runPretrain(ctx context.Context, o pretrainOptions, stdout, stderr io.Write
 	}
 	start := time.Now()
 	var job *pretrain.Job
-	var res *train.Result
+	var res *pretrain.Result
 	var err error
 	var dir string
 	if o.resume != "" {
@@ -150,7 +150,7 @@ func runPretrain(ctx context.Context, o pretrainOptions, stdout, stderr io.Write
 		job, res, err = pretrain.Start(ctx, o.opts, progress, terminal)
 	}
 	if err != nil {
-		if errors.Is(err, train.ErrInterrupted) && res != nil {
+		if errors.Is(err, pretrain.ErrInterrupted) && res != nil {
 			return fmt.Errorf("%w: checkpoint saved at step %d in %s; continue with: roformer pretrain --resume %s", errInterrupted, res.Step, res.Checkpoint, dir)
 		}
 		if errors.Is(err, train.ErrNonFinite) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	roformer "github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/pretrain"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,8 +13,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/roformer-go/roformer/train"
 )
 
 func smallCorpus(t *testing.T) string {
@@ -72,7 +71,7 @@ func TestPretrainInterrupt(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		for {
-			if _, err := os.Stat(filepath.Join(dir, train.LatestFile)); err == nil {
+			if _, err := os.Stat(filepath.Join(dir, pretrain.LatestFile)); err == nil {
 				cancel()
 				return
 			}
@@ -84,7 +83,7 @@ func TestPretrainInterrupt(t *testing.T) {
 	if !errors.Is(err, errInterrupted) {
 		t.Fatalf("got %v, want an interruption", err)
 	}
-	st, _, err := train.ReadLatestState(dir)
+	st, _, err := pretrain.ReadLatestState(dir)
 	if err != nil {
 		t.Fatalf("no checkpoint after the interruption: %v", err)
 	}

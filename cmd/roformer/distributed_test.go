@@ -14,7 +14,7 @@ import (
 
 	"github.com/roformer-go/roformer/checkpoint"
 	"github.com/roformer-go/roformer/internal/testutil"
-	"github.com/roformer-go/roformer/train"
+	"github.com/roformer-go/roformer/pretrain"
 )
 
 // The MPI tests run this test binary under mpirun: each rank runs
@@ -67,17 +67,17 @@ func runMPI(t *testing.T, np int, args ...string) {
 }
 
 // metricLines returns the training and evaluation records of a run folder.
-func metricLines(t *testing.T, dir string) []train.Record {
+func metricLines(t *testing.T, dir string) []pretrain.Record {
 	t.Helper()
-	f, err := os.Open(filepath.Join(dir, train.MetricsFile))
+	f, err := os.Open(filepath.Join(dir, pretrain.MetricsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var rs []train.Record
+	var rs []pretrain.Record
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var r train.Record
+		var r pretrain.Record
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("%s: %v", dir, err)
 		}
@@ -199,7 +199,7 @@ func TestPretrainMPIKillResume(t *testing.T) {
 	_, out, wait := startMPI(t, 2, pids, args(killed)...)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if _, err := os.Stat(filepath.Join(killed, train.LatestFile)); err == nil {
+		if _, err := os.Stat(filepath.Join(killed, pretrain.LatestFile)); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -224,7 +224,7 @@ func TestPretrainMPIKillResume(t *testing.T) {
 	if !strings.Contains(out.String(), "rank 1") || !strings.Contains(out.String(), "signal 9") {
 		t.Errorf("mpirun's message does not name rank 1 and signal 9:\n%s", out)
 	}
-	st, _, err := train.ReadLatestState(killed)
+	st, _, err := pretrain.ReadLatestState(killed)
 	if err != nil {
 		t.Fatalf("after the kill: %v", err)
 	}
@@ -233,7 +233,7 @@ func TestPretrainMPIKillResume(t *testing.T) {
 		t.Log("the run had finished before the kill; the resume below only re-publishes it")
 	}
 	runMPI(t, 2, "pretrain", "--resume", killed, "--threads", "1", "--quiet")
-	for _, f := range []string{"model.safetensors", "config.json", filepath.Join("checkpoint-40", "model.safetensors"), filepath.Join("checkpoint-40", train.OptimizerFile)} {
+	for _, f := range []string{"model.safetensors", "config.json", filepath.Join("checkpoint-40", "model.safetensors"), filepath.Join("checkpoint-40", pretrain.OptimizerFile)} {
 		a, err := os.ReadFile(filepath.Join(straight, f))
 		if err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package train
+package pretrain
 
 import (
 	"context"
@@ -24,11 +24,11 @@ func Example() {
 			cancel() // Ctrl-C during step 6
 		}
 	}
-	job := Job{Model: m, Train: tr, Eval: ev, Vocab: testVocab, Options: Options{
+	job := Loop{Model: m, Train: tr, Eval: ev, Vocab: testVocab, Options: TrainOptions{
 		Steps: 12, BatchSize: 4, SeqLen: 16, LR: 0.05, Schedule: "cosine", Warmup: 2,
 		WeightDecay: 0.01, Clip: 1, Seed: 1, SaveEvery: 4, EvalEvery: 6, LogEvery: 4, OutDir: dir,
 	}}
-	res, err := Train(ctx, job)
+	res, err := job.Run(ctx)
 	fmt.Println(res.Step, res.Interrupted, err != nil)
 
 	// Rebuild the model and data as the original run did (ReadLatestState
@@ -36,8 +36,8 @@ func Example() {
 	st, ckpt, _ := ReadLatestState(dir)
 	fmt.Println(filepath.Base(ckpt), st.Options.Schedule)
 	job.Model = newFake(40, 8, 1)
-	job.Options = Options{OutDir: dir}
-	res, err = Resume(context.Background(), job)
+	job.Options = TrainOptions{OutDir: dir}
+	res, err = job.Resume(context.Background())
 	fmt.Println(res.Step, res.Interrupted, err)
 	for _, f := range []string{"model.bin", "config.json", "metrics.jsonl", "loss.png", "checkpoint-12"} {
 		_, err := os.Stat(filepath.Join(dir, f))

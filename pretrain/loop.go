@@ -1,4 +1,4 @@
-package train
+package pretrain
 
 import (
 	"context"
@@ -14,10 +14,11 @@ import (
 	"github.com/roformer-go/roformer/distributed"
 	"github.com/roformer-go/roformer/optim"
 	"github.com/roformer-go/roformer/tensor"
+	"github.com/roformer-go/roformer/train"
 )
 
-// Job is everything a run needs besides the context.
-type Job struct {
+// Loop is everything a run needs besides the context.
+type Loop struct {
 	Model Model
 	Train [][]int32 // packed training sequences (data.Pack, data.SplitEval)
 	Eval  [][]int32 // held-out sequences; may be empty (no evaluation)
@@ -25,7 +26,7 @@ type Job struct {
 	// Options of the run. Resume takes them from the checkpoint instead and
 	// uses only OutDir and, when non-zero, Steps (to train longer) and
 	// Threads (compared with the saved count: a warning when they differ).
-	Options Options
+	Options TrainOptions
 	// Out receives progress: a bar when IsTerminal, else one line every
 	// LogEvery steps. Nil discards it.
 	Out        io.Writer
@@ -35,10 +36,10 @@ type Job struct {
 	// the final model folder gets them too.
 	SaveExtra func(dir string) error
 	// Group, when it has more than one rank, makes the run one rank of a
-	// data-parallel job (see dist.go): every rank calls Train (or Resume)
-	// with the same Job but its own Group, each computes its share of the
+	// data-parallel job (see ranks.go): every rank calls Run (or Resume)
+	// with the same Loop but its own Group, each computes its share of the
 	// micro-batches of a step, and the result equals one process with
-	// accumulation Options.Accum × Group.Size() up to the order of the
+	// accumulation TrainOptions.Accum × Group.Size() up to the order of the
 	// gradient sums. Rank 0 writes the run folder and alone prints to Out;
 	// the others need read access to it for Resume. An error in setup is
 	// returned on every rank; one in the middle of a step (a failed forward
@@ -61,14 +62,10 @@ type Result struct {
 
 // ErrInterrupted is wrapped by the error returned when ctx was cancelled: a
 // checkpoint at the current step boundary has been saved.
-var ErrInterrupted = errors.New("train: interrupted")
+var ErrInterrupted = errors.New("pretrain: interrupted")
 
-// ErrNonFinite is wrapped when a loss or the gradient norm is NaN or
-// infinite. Nothing is saved; the previous checkpoint is left as it was.
-var ErrNonFinite = errors.New("train: non-finite value")
-
-// Train starts a new run in job.Options.OutDir, which must not hold one.
-func Train(ctx context.Context, job Job) (*Result, error) {
+// Run starts a new run in job.Options.OutDir, which must not hold one.
+func (job Loop) Run(ctx context.Context) (*Result, error) {
 	o := job.Options.Defaults()
 	g := job.Group
 	if g == nil {
@@ -101,15 +98,15 @@ func Train(ctx context.Context, job Job) (*Result, error) {
 // newRunFolder makes dir ready for a new run: created, holding no run.
 func newRunFolder(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("train: %w", err)
+		return fmt.Errorf("pretrain: %w", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, LatestFile)); err == nil {
-		return fmt.Errorf("train: %s already holds a training run; resume it or choose another folder", dir)
+		return fmt.Errorf("pretrain: %s already holds a training run; resume it or choose another folder", dir)
 	}
 	if steps, err := listCheckpoints(dir); err != nil {
 		return err
 	} else if len(steps) > 0 {
-		return fmt.Errorf("train: %s holds %s but no %s file (a run killed while saving its first checkpoint?); remove it or choose another folder",
+		return fmt.Errorf("pretrain: %s holds %s but no %s file (a run killed while saving its first checkpoint?); remove it or choose another folder",
 			dir, checkpointName(steps[0]), LatestFile)
 	}
 	return cleanTemp(dir)
@@ -121,12 +118,12 @@ func newRunFolder(dir string) error {
 // checkpoint, except Steps when job.Options.Steps is non-zero. job must
 // carry the same model architecture and the same packed data as the
 // original run (ReadLatestState gives the options to rebuild them).
-func Resume(ctx context.Context, job Job) (*Result, error) {
+func (job Loop) Resume(ctx context.Context) (*Result, error) {
 	g := job.Group
 	if g == nil {
 		g = distributed.Local()
 	}
-	t, err := prepareResume(job, g)
+	t, err := resumeTrainer(job, g)
 	if err := agree(g, err); err != nil {
 		return nil, err
 	}
@@ -157,9 +154,9 @@ func Resume(ctx context.Context, job Job) (*Result, error) {
 	return t.run(ctx)
 }
 
-// prepareResume builds the trainer of Resume from the latest checkpoint of
+// resumeTrainer builds the trainer of Resume from the latest checkpoint of
 // job.Options.OutDir; rank 0 also clears what a killed run left behind.
-func prepareResume(job Job, g distributed.Comm) (*trainer, error) {
+func resumeTrainer(job Loop, g distributed.Comm) (*trainer, error) {
 	dir := job.Options.OutDir
 	st, ckpt, err := ReadLatestState(dir)
 	if err != nil {
@@ -177,16 +174,16 @@ func prepareResume(job Job, g distributed.Comm) (*trainer, error) {
 		return nil, err
 	}
 	if st.Step > o.Steps {
-		return nil, fmt.Errorf("train: checkpoint %s is at step %d, past the %d steps asked for", ckpt, st.Step, o.Steps)
+		return nil, fmt.Errorf("pretrain: checkpoint %s is at step %d, past the %d steps asked for", ckpt, st.Step, o.Steps)
 	}
 	if job.Vocab.Size != st.VocabSize {
-		return nil, fmt.Errorf("train: checkpoint %s was trained with a vocabulary of %d ids, this job has %d", ckpt, st.VocabSize, job.Vocab.Size)
+		return nil, fmt.Errorf("pretrain: checkpoint %s was trained with a vocabulary of %d ids, this job has %d", ckpt, st.VocabSize, job.Vocab.Size)
 	}
 	if fp := data.Fingerprint(job.Train); fp != st.TrainData {
-		return nil, fmt.Errorf("train: the training data differ from those of checkpoint %s (fingerprint %.12s, saved %.12s): same corpus, tokenizer and sequence length are needed", ckpt, fp, st.TrainData)
+		return nil, fmt.Errorf("pretrain: the training data differ from those of checkpoint %s (fingerprint %.12s, saved %.12s): same corpus, tokenizer and sequence length are needed", ckpt, fp, st.TrainData)
 	}
 	if fp := data.Fingerprint(job.Eval); fp != st.EvalData {
-		return nil, fmt.Errorf("train: the evaluation data differ from those of checkpoint %s (fingerprint %.12s, saved %.12s)", ckpt, fp, st.EvalData)
+		return nil, fmt.Errorf("pretrain: the evaluation data differ from those of checkpoint %s (fingerprint %.12s, saved %.12s)", ckpt, fp, st.EvalData)
 	}
 	if g.Rank() == 0 {
 		if err := cleanTemp(dir); err != nil {
@@ -202,31 +199,31 @@ func prepareResume(job Job, g distributed.Comm) (*trainer, error) {
 	}
 	t.saved = st.Options
 	if err := t.m.LoadModel(ckpt); err != nil {
-		return nil, fmt.Errorf("train: loading the model of %s: %w", ckpt, err)
+		return nil, fmt.Errorf("pretrain: loading the model of %s: %w", ckpt, err)
 	}
 	ob, err := os.ReadFile(filepath.Join(ckpt, OptimizerFile))
 	if err != nil {
-		return nil, fmt.Errorf("train: %w", err)
+		return nil, fmt.Errorf("pretrain: %w", err)
 	}
 	if err := t.stepper.Opt.UnmarshalBinary(ob); err != nil {
-		return nil, fmt.Errorf("train: %s: %w", filepath.Join(ckpt, OptimizerFile), err)
+		return nil, fmt.Errorf("pretrain: %s: %w", filepath.Join(ckpt, OptimizerFile), err)
 	}
 	if t.stepper.Opt.StepCount() != int64(st.Step) {
-		return nil, fmt.Errorf("train: %s is at step %d, %s at step %d", OptimizerFile, t.stepper.Opt.StepCount(), StateFile, st.Step)
+		return nil, fmt.Errorf("pretrain: %s is at step %d, %s at step %d", OptimizerFile, t.stepper.Opt.StepCount(), StateFile, st.Step)
 	}
 	if err := t.loader.UnmarshalBinary(st.Loader); err != nil {
-		return nil, fmt.Errorf("train: %s: %w", filepath.Join(ckpt, StateFile), err)
+		return nil, fmt.Errorf("pretrain: %s: %w", filepath.Join(ckpt, StateFile), err)
 	}
 	modelState := st.ModelState
 	if st.RankModelStates != nil {
 		if len(st.RankModelStates) != g.Size() {
-			return nil, fmt.Errorf("train: %s holds the model state of %d ranks, this job has %d", filepath.Join(ckpt, StateFile), len(st.RankModelStates), g.Size())
+			return nil, fmt.Errorf("pretrain: %s holds the model state of %d ranks, this job has %d", filepath.Join(ckpt, StateFile), len(st.RankModelStates), g.Size())
 		}
 		modelState = st.RankModelStates[g.Rank()]
 	}
 	if sm, ok := t.m.(StatefulModel); ok && modelState != nil {
 		if err := sm.SetTrainState(modelState); err != nil {
-			return nil, fmt.Errorf("train: restoring the model's state from %s: %w", ckpt, err)
+			return nil, fmt.Errorf("pretrain: restoring the model's state from %s: %w", ckpt, err)
 		}
 	}
 	t.step, t.lastCkpt = st.Step, ckpt
@@ -237,17 +234,17 @@ func prepareResume(job Job, g distributed.Comm) (*trainer, error) {
 
 // trainer holds a run in progress.
 type trainer struct {
-	job     Job
-	o       Options
+	job     Loop
+	o       TrainOptions
 	m       Model
 	params  []*tensor.Param
-	stepper *Stepper // the optimizer update: AdamW, schedule, accumulation, clipping
+	stepper *train.Stepper // the optimizer update: AdamW, schedule, accumulation, clipping
 	loader  *data.Loader
 	eval    []*data.Batch
-	saved   Options // a resumed run's options as saved
+	saved   TrainOptions // a resumed run's options as saved
 
-	dp *DataParallel    // the step on this rank's share, and the exchanges between ranks
-	g  distributed.Comm // dp.Group: the data-parallel group; distributed.Local() alone
+	dp *train.DataParallel // the step on this rank's share, and the exchanges between ranks
+	g  distributed.Comm    // dp.Group: the data-parallel group; distributed.Local() alone
 
 	metrics *metricsLog
 	records []Record // metrics so far, for the plot
@@ -269,36 +266,36 @@ type trainer struct {
 	last          Result
 }
 
-func newTrainer(job Job, o Options) (*trainer, error) {
+func newTrainer(job Loop, o TrainOptions) (*trainer, error) {
 	if job.Model == nil {
-		return nil, fmt.Errorf("train: no model")
+		return nil, fmt.Errorf("pretrain: no model")
 	}
 	params := job.Model.Params()
-	stepper, err := NewStepper(params, optim.AdamWConfig{Beta1: o.Beta1, Beta2: o.Beta2, Eps: o.Eps, WeightDecay: o.WeightDecay}, o.schedule())
+	stepper, err := train.NewStepper(params, optim.AdamWConfig{Beta1: o.Beta1, Beta2: o.Beta2, Eps: o.Eps, WeightDecay: o.WeightDecay}, o.schedule())
 	if err != nil {
-		return nil, fmt.Errorf("train: %w", err)
+		return nil, fmt.Errorf("pretrain: %w", err)
 	}
 	stepper.Clip = o.Clip
 	mask := data.MaskOptions{Prob: o.MaskProb, WholeWord: o.WholeWord}
 	loader, err := data.NewLoader(job.Train, job.Vocab, data.LoaderOptions{BatchSize: o.BatchSize, SeqLen: o.SeqLen, Seed: o.Seed, Mask: mask})
 	if err != nil {
-		return nil, fmt.Errorf("train: training data: %w", err)
+		return nil, fmt.Errorf("pretrain: training data: %w", err)
 	}
 	var eval []*data.Batch
 	if len(job.Eval) > 0 {
 		if eval, err = data.EvalBatches(job.Eval, job.Vocab, o.BatchSize, o.SeqLen, o.EvalBatches, o.Seed, mask); err != nil {
-			return nil, fmt.Errorf("train: evaluation data: %w", err)
+			return nil, fmt.Errorf("pretrain: evaluation data: %w", err)
 		}
 	}
 	t := &trainer{job: job, o: o, m: job.Model, params: params, stepper: stepper,
 		loader: loader, eval: eval, last: Result{EvalLoss: math.NaN(), EvalAccuracy: math.NaN(), EvalPerplexity: math.NaN()}}
-	t.dp = NewDataParallel(job.Group, stepper)
+	t.dp = train.NewDataParallel(job.Group, stepper)
 	t.g = t.dp.Group
 	t.o.WorldSize = t.g.Size()
 	return t, nil
 }
 
-// out is where this rank prints progress: Job.Out on rank 0, nowhere on
+// out is where this rank prints progress: Loop.Out on rank 0, nowhere on
 // the others.
 func (t *trainer) out() io.Writer {
 	if t.g.Rank() != 0 {
@@ -350,7 +347,7 @@ func (t *trainer) run(ctx context.Context) (*Result, error) {
 		}
 		u, tokens, stop, err := t.update(ctx)
 		if err != nil {
-			if !t.parallel() && ctx.Err() != nil && !errors.Is(err, ErrNonFinite) {
+			if !t.parallel() && ctx.Err() != nil && !errors.Is(err, train.ErrNonFinite) {
 				// Abandon the half-done step: the parameters are untouched,
 				// rewind the data and random state to the step boundary.
 				if rerr := t.restore(boundary); rerr != nil {
@@ -392,9 +389,9 @@ func (t *trainer) run(ctx context.Context) (*Result, error) {
 // micro-batches from the loader, and returns it with the number of tokens
 // trained on (by every rank). With several ranks, each draws all Accum ×
 // ranks micro-batches of the step and computes its own Accum of them (see
-// dist.go); stop is then true when any rank's ctx was cancelled, and the
+// ranks.go); stop is then true when any rank's ctx was cancelled, and the
 // step is finished anyway.
-func (t *trainer) update(ctx context.Context) (u Update, tokens int, stop bool, err error) {
+func (t *trainer) update(ctx context.Context) (u train.Update, tokens int, stop bool, err error) {
 	n := t.step + 1
 	all := max(1, t.o.Accum) * t.g.Size()
 	first, mine := t.dp.Share(t.o.Accum, all)
@@ -409,12 +406,12 @@ func (t *trainer) update(ctx context.Context) (u Update, tokens int, stop bool, 
 	u, stop, err = t.dp.Step(ctx, t.step, mine, all, func(ctx context.Context, k int) (float64, error) {
 		l, err := t.m.ForwardBackward(ctx, batches[k])
 		if err != nil {
-			return 0, fmt.Errorf("train: step %d: %w", n, err)
+			return 0, fmt.Errorf("pretrain: step %d: %w", n, err)
 		}
 		return l, nil
 	})
 	if err != nil {
-		return Update{}, 0, false, err
+		return train.Update{}, 0, false, err
 	}
 	t.step = n
 	return u, tokens, stop, nil
@@ -422,7 +419,7 @@ func (t *trainer) update(ctx context.Context) (u Update, tokens int, stop bool, 
 
 // after does the bookkeeping of a finished step: log line and metrics,
 // evaluation and plot, periodic checkpoint.
-func (t *trainer) after(ctx context.Context, u Update, tokens int) error {
+func (t *trainer) after(ctx context.Context, u train.Update, tokens int) error {
 	o, n := t.o, t.step
 	loss, norm, lr := u.Loss, u.GradNorm, u.LR
 	t.logLoss += loss
@@ -477,7 +474,7 @@ func (t *trainer) evaluate(ctx context.Context) error {
 	for i := t.g.Rank(); i < len(t.eval); i += t.g.Size() {
 		s, k, c, err := t.m.Evaluate(ctx, t.eval[i])
 		if err != nil {
-			return fmt.Errorf("train: step %d: evaluating batch %d: %w", t.step, i, err)
+			return fmt.Errorf("pretrain: step %d: evaluating batch %d: %w", t.step, i, err)
 		}
 		sum += s
 		n += k
@@ -486,7 +483,7 @@ func (t *trainer) evaluate(ctx context.Context) error {
 	if t.parallel() {
 		sums := []float64{sum, float64(n), float64(correct)}
 		if err := t.g.AllreduceSum64(sums); err != nil {
-			return fmt.Errorf("train: step %d: evaluation allreduce: %w", t.step, err)
+			return fmt.Errorf("pretrain: step %d: evaluation allreduce: %w", t.step, err)
 		}
 		sum, n, correct = sums[0], int(sums[1]), int(sums[2])
 	}
@@ -496,7 +493,7 @@ func (t *trainer) evaluate(ctx context.Context) error {
 	loss, acc := sum/float64(n), float64(correct)/float64(n)
 	ppl := math.Exp(loss)
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
-		return t.failed(fmt.Errorf("%w: step %d: evaluation loss is %v", ErrNonFinite, t.step, loss))
+		return t.failed(fmt.Errorf("%w: step %d: evaluation loss is %v", train.ErrNonFinite, t.step, loss))
 	}
 	t.prog.printf("eval step %d | loss %.4f | accuracy %.4f | perplexity %.2f | %d tokens", t.step, loss, acc, ppl, n)
 	t.last.EvalLoss, t.last.EvalAccuracy, t.last.EvalPerplexity = loss, acc, ppl
@@ -538,11 +535,11 @@ func (t *trainer) snapshot() (boundaryState, error) {
 	var s boundaryState
 	var err error
 	if s.loader, err = t.loader.MarshalBinary(); err != nil {
-		return s, fmt.Errorf("train: %w", err)
+		return s, fmt.Errorf("pretrain: %w", err)
 	}
 	if sm, ok := t.m.(StatefulModel); ok {
 		if s.model, err = sm.TrainState(); err != nil {
-			return s, fmt.Errorf("train: model state: %w", err)
+			return s, fmt.Errorf("pretrain: model state: %w", err)
 		}
 	}
 	return s, nil
@@ -550,11 +547,11 @@ func (t *trainer) snapshot() (boundaryState, error) {
 
 func (t *trainer) restore(s boundaryState) error {
 	if err := t.loader.UnmarshalBinary(s.loader); err != nil {
-		return fmt.Errorf("train: %w", err)
+		return fmt.Errorf("pretrain: %w", err)
 	}
 	if sm, ok := t.m.(StatefulModel); ok && s.model != nil {
 		if err := sm.SetTrainState(s.model); err != nil {
-			return fmt.Errorf("train: model state: %w", err)
+			return fmt.Errorf("pretrain: model state: %w", err)
 		}
 	}
 	return nil
@@ -575,7 +572,7 @@ func (t *trainer) save() error {
 	var rankStates [][]byte
 	if _, ok := t.m.(StatefulModel); ok && t.parallel() {
 		if rankStates, err = t.g.Gather(b.model, 0); err != nil {
-			return fmt.Errorf("train: gathering the ranks' model states: %w", err)
+			return fmt.Errorf("pretrain: gathering the ranks' model states: %w", err)
 		}
 		b.model = nil
 	}
@@ -594,7 +591,7 @@ func (t *trainer) save() error {
 func (t *trainer) write(b boundaryState, rankStates [][]byte) error {
 	optState, err := t.stepper.Opt.MarshalBinary()
 	if err != nil {
-		return fmt.Errorf("train: %w", err)
+		return fmt.Errorf("pretrain: %w", err)
 	}
 	st := &State{
 		Step: t.step, Options: t.o, Loader: b.loader, ModelState: b.model, RankModelStates: rankStates,

@@ -1,4 +1,4 @@
-package train
+package pretrain
 
 import (
 	"context"
@@ -42,7 +42,7 @@ func parallelRun(t *testing.T, dir string, n, accum int) {
 	noErrors(t, onRanks(n, func(r int, g distributed.Comm) error {
 		job := testJob(t, dir, newFake(40, 8, 1))
 		job.Options.Accum, job.Group = accum, g
-		_, err := Train(context.Background(), job)
+		_, err := job.Run(context.Background())
 		return err
 	}))
 }
@@ -100,7 +100,7 @@ func TestParallelEqualsAccum(t *testing.T) {
 		ranks, accum int
 	}{{"2x1", 2, 1}, {"2x2", 2, 2}, {"3x1", 3, 1}} {
 		t.Run(tc.name, func(t *testing.T) {
-			one := straightRun(t, func(j *Job) { j.Options.Accum = tc.ranks * tc.accum })
+			one := straightRun(t, func(j *Loop) { j.Options.Accum = tc.ranks * tc.accum })
 			many := t.TempDir()
 			parallelRun(t, many, tc.ranks, tc.accum)
 			closeRuns(t, one, many, tc.ranks)
@@ -130,7 +130,7 @@ func TestParallelInterruptResume(t *testing.T) {
 			}
 			job := testJob(t, dir, m)
 			job.Group = g
-			_, err := Train(ctx, job)
+			_, err := job.Run(ctx)
 			return err
 		})
 		for r, err := range errs {
@@ -153,8 +153,8 @@ func TestParallelInterruptResume(t *testing.T) {
 	resume := func(dir string, n int) []error {
 		return onRanks(n, func(r int, g distributed.Comm) error {
 			job := testJob(t, dir, newFake(40, 8, 3))
-			job.Options, job.Group = Options{OutDir: dir}, g
-			_, err := Resume(context.Background(), job)
+			job.Options, job.Group = TrainOptions{OutDir: dir}, g
+			_, err := job.Resume(context.Background())
 			return err
 		})
 	}
@@ -166,7 +166,7 @@ func TestParallelInterruptResume(t *testing.T) {
 	t.Run("one_process", func(t *testing.T) {
 		dir := interrupted()
 		noErrors(t, resume(dir, 1))
-		one := straightRun(t, func(j *Job) { j.Options.Accum = 2 })
+		one := straightRun(t, func(j *Loop) { j.Options.Accum = 2 })
 		a, b := modelFloats(t, one), modelFloats(t, dir)
 		for i := range a {
 			if math.Abs(float64(a[i]-b[i])) > 1e-5 {
@@ -193,7 +193,7 @@ func TestParallelDataMismatch(t *testing.T) {
 		if r == 1 {
 			job.Train = job.Train[1:]
 		}
-		_, err := Train(context.Background(), job)
+		_, err := job.Run(context.Background())
 		return err
 	})
 	for r, err := range errs {
@@ -244,7 +244,7 @@ func TestParallelRankModelStates(t *testing.T) {
 		}
 		job := testJob(t, dir, nil)
 		job.Model, job.Group = m, g
-		_, err := Train(ctx, job)
+		_, err := job.Run(ctx)
 		return err
 	})
 	for r, err := range errs {
@@ -268,8 +268,8 @@ func TestParallelRankModelStates(t *testing.T) {
 	noErrors(t, onRanks(2, func(r int, g distributed.Comm) error {
 		m := &statefulFake{fakeModel: newFake(40, 8, 3)}
 		job := testJob(t, dir, nil)
-		job.Model, job.Group, job.Options = m, g, Options{OutDir: dir, Steps: st.Step}
-		_, err := Resume(context.Background(), job)
+		job.Model, job.Group, job.Options = m, g, TrainOptions{OutDir: dir, Steps: st.Step}
+		_, err := job.Resume(context.Background())
 		restored[r] = m.restored
 		return err
 	}))
@@ -279,8 +279,8 @@ func TestParallelRankModelStates(t *testing.T) {
 		}
 	}
 	job := testJob(t, dir, nil)
-	job.Model, job.Options = &statefulFake{fakeModel: newFake(40, 8, 3)}, Options{OutDir: dir}
-	if _, err := Resume(context.Background(), job); err == nil || !strings.Contains(err.Error(), "per rank") {
+	job.Model, job.Options = &statefulFake{fakeModel: newFake(40, 8, 3)}, TrainOptions{OutDir: dir}
+	if _, err := job.Resume(context.Background()); err == nil || !strings.Contains(err.Error(), "per rank") {
 		t.Errorf("resuming 2 ranks' states on one process: %v, want a refusal", err)
 	}
 }

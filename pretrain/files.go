@@ -1,4 +1,4 @@
-package train
+package pretrain
 
 import (
 	"crypto/sha256"
@@ -42,7 +42,7 @@ func writeFileAtomic(path string, b []byte) error {
 func copyFileAtomic(dst, src string) error {
 	in, err := os.Open(src)
 	if err != nil {
-		return fmt.Errorf("train: %w", err)
+		return fmt.Errorf("pretrain: %w", err)
 	}
 	defer in.Close()
 	return writeAtomic(dst, func(w io.Writer) error {
@@ -56,11 +56,11 @@ func copyFileAtomic(dst, src string) error {
 func writeAtomic(path string, fill func(io.Writer) error) error {
 	if failWrite != nil {
 		if err := failWrite(path); err != nil {
-			return fmt.Errorf("train: writing %s: %w", path, err)
+			return fmt.Errorf("pretrain: writing %s: %w", path, err)
 		}
 	}
 	if err := fileOptions().Write(path, fill); err != nil {
-		return fmt.Errorf("train: %w", err)
+		return fmt.Errorf("pretrain: %w", err)
 	}
 	return nil
 }

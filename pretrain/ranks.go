@@ -1,4 +1,4 @@
-package train
+package pretrain
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"github.com/roformer-go/roformer/distributed"
 )
 
-// Data-parallel training (Job.Group with more than one rank).
+// Data-parallel training (Loop.Group with more than one rank).
 //
 // Every rank holds the whole model and runs the same loop. Step s of a run
 // with N ranks and accumulation A consumes A·N micro-batches, the ones a
@@ -15,15 +15,15 @@ import (
 // draws all A·N from its own copy of the loader, in the same order, and
 // keeps micro-batches r·A … r·A+A−1 (rank r); the masks come from the
 // loader's generator and the dropout streams from Batch.Seed, so they are
-// those of the single process too. Each rank averages the gradients of its
-// A micro-batches, the gradient allreduce (Stepper.Reduce, bucketed by
-// distributed.Reducer) averages them over the ranks, and every rank then clips and
-// applies the same AdamW update: the parameters stay identical without
-// ever being sent. The loss of the step is averaged over the ranks with one
-// more (float64) allreduce, which also carries each rank's vote to stop, so
-// that an interruption (SIGINT, SIGTERM) stops every rank at the same step
-// boundary. Evaluation batches are shared out round-robin and their sums
-// added up. The loader's position and masking generator are therefore the
+// those of the single process too. The step itself is train.DataParallel's:
+// each rank averages the gradients of its A micro-batches, the gradient
+// allreduce (Stepper.Reduce, bucketed by distributed.Reducer) averages them
+// over the ranks, and every rank then clips and applies the same AdamW
+// update: the parameters stay identical without ever being sent. The loss
+// of the step is averaged over the ranks with one more (float64) allreduce,
+// which also carries each rank's vote to stop, so that an interruption
+// (SIGINT, SIGTERM) stops every rank at the same step boundary. Evaluation
+// batches are shared out round-robin and their sums added up. The loader's position and masking generator are therefore the
 // same on every rank, and a checkpoint's one loader state is every rank's;
 // a model with random state of its own (StatefulModel) has each rank's
 // state gathered into State.RankModelStates. Rank 0 alone writes the run
@@ -65,9 +65,9 @@ func resumeAccum(ckpt string, old, accum, ranks int, perRankState bool) (int, er
 	micro := old * accum
 	switch {
 	case perRankState:
-		return 0, fmt.Errorf("train: checkpoint %s was saved by %d ranks whose model keeps random state of its own per rank; resume it with %d ranks, not %d", ckpt, old, old, ranks)
+		return 0, fmt.Errorf("pretrain: checkpoint %s was saved by %d ranks whose model keeps random state of its own per rank; resume it with %d ranks, not %d", ckpt, old, old, ranks)
 	case micro%ranks != 0:
-		return 0, fmt.Errorf("train: checkpoint %s was saved by %d ranks × accumulation %d = %d micro-batches a step; %d ranks cannot share them evenly: resume with a number of ranks that divides %d", ckpt, old, accum, micro, ranks, micro)
+		return 0, fmt.Errorf("pretrain: checkpoint %s was saved by %d ranks × accumulation %d = %d micro-batches a step; %d ranks cannot share them evenly: resume with a number of ranks that divides %d", ckpt, old, accum, micro, ranks, micro)
 	}
 	return micro / ranks, nil
 }

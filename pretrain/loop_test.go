@@ -1,4 +1,4 @@
-package train
+package pretrain
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/roformer-go/roformer/data"
+	"github.com/roformer-go/roformer/train"
 )
 
 // Test vocabulary: 0 [PAD], 1 [CLS], 2 [SEP], 3 [MASK], words 4..39.
@@ -48,14 +49,14 @@ func testSeqs(n, T int, seed uint64) [][]int32 {
 	return seqs
 }
 
-func testJob(t *testing.T, dir string, m *fakeModel) Job {
+func testJob(t *testing.T, dir string, m *fakeModel) Loop {
 	t.Helper()
 	all := testSeqs(120, 16, 1)
 	tr, ev, err := data.SplitEval(all, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Job{Model: m, Train: tr, Eval: ev, Vocab: testVocab, Options: Options{
+	return Loop{Model: m, Train: tr, Eval: ev, Vocab: testVocab, Options: TrainOptions{
 		Steps: 20, BatchSize: 4, SeqLen: 16, LR: 0.05, Warmup: 2, Schedule: "linear", WeightDecay: 0.01, Clip: 1,
 		Seed: 42, SaveEvery: 4, EvalEvery: 10, EvalBatches: 2, LogEvery: 3, OutDir: dir, Threads: 1,
 	}}
@@ -132,7 +133,7 @@ func TestTrainLossDecreases(t *testing.T) {
 	job.Options.LogEvery = 5
 	job.Out = &out
 	job.SaveExtra = func(d string) error { return os.WriteFile(filepath.Join(d, "vocab.txt"), []byte("[PAD]\n"), 0o644) }
-	res, err := Train(context.Background(), job)
+	res, err := job.Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,20 +184,20 @@ func TestTrainLossDecreases(t *testing.T) {
 		}
 	}
 	// A second Train into the same folder is refused.
-	if _, err := Train(context.Background(), testJob(t, dir, newFake(40, 8, 1))); err == nil || !strings.Contains(err.Error(), "already holds a training run") {
+	if _, err := testJob(t, dir, newFake(40, 8, 1)).Run(context.Background()); err == nil || !strings.Contains(err.Error(), "already holds a training run") {
 		t.Errorf("second Train: %v", err)
 	}
 }
 
 // straightRun trains job's options without interruption into a new folder.
-func straightRun(t *testing.T, mod func(*Job)) string {
+func straightRun(t *testing.T, mod func(*Loop)) string {
 	t.Helper()
 	dir := t.TempDir()
 	job := testJob(t, dir, newFake(40, 8, 1))
 	if mod != nil {
 		mod(&job)
 	}
-	if _, err := Train(context.Background(), job); err != nil {
+	if _, err := job.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -233,7 +234,7 @@ func TestResumeIsExact(t *testing.T) {
 		{"right_after_save", 1, []int{5}, []int{4}}, // interruption at a step that was just saved
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mod := func(j *Job) { j.Options.Accum = tc.accum }
+			mod := func(j *Loop) { j.Options.Accum = tc.accum }
 			want := straightRun(t, mod)
 			dir := t.TempDir()
 			for i, c := range tc.cancels {
@@ -251,10 +252,10 @@ func TestResumeIsExact(t *testing.T) {
 				if i == 0 {
 					job.Model = newFake(40, 8, 1)
 					job.Model.(*fakeModel).onCall = m.onCall
-					res, err = Train(ctx, job)
+					res, err = job.Run(ctx)
 				} else {
-					job.Options = Options{OutDir: dir}
-					res, err = Resume(ctx, job)
+					job.Options = TrainOptions{OutDir: dir}
+					res, err = job.Resume(ctx)
 				}
 				cancel()
 				if !errors.Is(err, ErrInterrupted) || !errors.Is(err, context.Canceled) || res == nil || !res.Interrupted {
@@ -265,8 +266,8 @@ func TestResumeIsExact(t *testing.T) {
 				}
 			}
 			job := testJob(t, dir, newFake(40, 8, 7))
-			job.Options = Options{OutDir: dir}
-			res, err := Resume(context.Background(), job)
+			job.Options = TrainOptions{OutDir: dir}
+			res, err := job.Resume(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -282,9 +283,9 @@ func TestNonFiniteLossStops(t *testing.T) {
 	dir := t.TempDir()
 	m := newFake(40, 8, 1)
 	m.nanAt = 10 // the 10th call is step 10's forward (accum 1)
-	_, err := Train(context.Background(), testJob(t, dir, m))
-	if !errors.Is(err, ErrNonFinite) {
-		t.Fatalf("err = %v, want ErrNonFinite", err)
+	_, err := testJob(t, dir, m).Run(context.Background())
+	if !errors.Is(err, train.ErrNonFinite) {
+		t.Fatalf("err = %v, want train.ErrNonFinite", err)
 	}
 	for _, want := range []string{"step 10: loss is NaN", "last good checkpoint is " + filepath.Join(dir, "checkpoint-8")} {
 		if !strings.Contains(err.Error(), want) {
@@ -329,7 +330,7 @@ func TestFailedSaveKeepsPrevious(t *testing.T) {
 			dir := t.TempDir()
 			m := newFake(40, 8, 1)
 			tc.inject(m)
-			_, err := Train(context.Background(), testJob(t, dir, m))
+			_, err := testJob(t, dir, m).Run(context.Background())
 			if err == nil || !strings.Contains(err.Error(), "saving checkpoint-8 failed, the previous checkpoint is intact") ||
 				!strings.Contains(err.Error(), tc.msg) {
 				t.Fatalf("err = %v", err)
@@ -345,8 +346,8 @@ func TestFailedSaveKeepsPrevious(t *testing.T) {
 			}
 			failWrite = nil
 			job := testJob(t, dir, newFake(40, 8, 5))
-			job.Options = Options{OutDir: dir}
-			if _, err := Resume(context.Background(), job); err != nil {
+			job.Options = TrainOptions{OutDir: dir}
+			if _, err := job.Resume(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			compareRuns(t, want, dir, 20)
@@ -354,8 +355,8 @@ func TestFailedSaveKeepsPrevious(t *testing.T) {
 	}
 }
 
-func TestResumeErrors(t *testing.T) {
-	base := straightRun(t, func(j *Job) { j.Options.Steps = 8 })
+func TestLoopResumeErrors(t *testing.T) {
+	base := straightRun(t, func(j *Loop) { j.Options.Steps = 8 })
 	copyRun := func(t *testing.T) string {
 		dir := t.TempDir()
 		if err := os.CopyFS(dir, os.DirFS(base)); err != nil {
@@ -366,7 +367,7 @@ func TestResumeErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		setup func(t *testing.T, dir string)
-		mod   func(j *Job)
+		mod   func(j *Loop)
 		want  string
 	}{
 		{"missing_folder", func(t *testing.T, dir string) { os.RemoveAll(dir) }, nil, "no checkpoint"},
@@ -388,10 +389,10 @@ func TestResumeErrors(t *testing.T) {
 		{"foreign_state", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, "checkpoint-8", StateFile), []byte(`{"format":"something-else"}`), 0o644)
 		}, nil, `is not a roformer training state (format "something-else")`},
-		{"other_data", nil, func(j *Job) { j.Train = j.Train[1:] }, "training data differ"},
-		{"other_vocab", nil, func(j *Job) { j.Vocab.Size = 41 }, "vocabulary of 40 ids, this job has 41"},
-		{"other_model", nil, func(j *Job) { j.Model = newFake(40, 6, 1) }, "fake: model.bin has"},
-		{"fewer_steps", nil, func(j *Job) { j.Options.Steps = 5 }, "at step 8, past the 5 steps"},
+		{"other_data", nil, func(j *Loop) { j.Train = j.Train[1:] }, "training data differ"},
+		{"other_vocab", nil, func(j *Loop) { j.Vocab.Size = 41 }, "vocabulary of 40 ids, this job has 41"},
+		{"other_model", nil, func(j *Loop) { j.Model = newFake(40, 6, 1) }, "fake: model.bin has"},
+		{"fewer_steps", nil, func(j *Loop) { j.Options.Steps = 5 }, "at step 8, past the 5 steps"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := copyRun(t)
@@ -399,12 +400,12 @@ func TestResumeErrors(t *testing.T) {
 				tc.setup(t, dir)
 			}
 			job := testJob(t, dir, newFake(40, 8, 1))
-			job.Options = Options{OutDir: dir}
+			job.Options = TrainOptions{OutDir: dir}
 			if tc.mod != nil {
 				tc.mod(&job)
 			}
-			_, err := Resume(context.Background(), job)
-			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "train: ") {
+			_, err := job.Resume(context.Background())
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "pretrain: ") {
 				t.Errorf("err = %v, want it to contain %q", err, tc.want)
 			}
 		})
@@ -412,8 +413,8 @@ func TestResumeErrors(t *testing.T) {
 	// Resuming a finished run re-publishes the model and changes nothing.
 	dir := copyRun(t)
 	job := testJob(t, dir, newFake(40, 8, 1))
-	job.Options = Options{OutDir: dir}
-	res, err := Resume(context.Background(), job)
+	job.Options = TrainOptions{OutDir: dir}
+	res, err := job.Resume(context.Background())
 	if err != nil || res.Step != 8 {
 		t.Fatalf("resume of a finished run: %v %v", res, err)
 	}
@@ -427,7 +428,7 @@ func TestTerminalProgress(t *testing.T) {
 	var out bytes.Buffer
 	job := testJob(t, dir, newFake(40, 8, 1))
 	job.Out, job.IsTerminal = &out, true
-	if _, err := Train(context.Background(), job); err != nil {
+	if _, err := job.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()
@@ -441,27 +442,27 @@ func TestTerminalProgress(t *testing.T) {
 	}
 }
 
-func TestOptionsValidate(t *testing.T) {
+func TestTrainOptionsValidate(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		mod  func(*Options)
+		mod  func(*TrainOptions)
 		want string
 	}{
-		{"steps", func(o *Options) { o.Steps = 0 }, "steps 0"},
-		{"schedule", func(o *Options) { o.Schedule = "step" }, `unknown schedule "step"`},
-		{"out", func(o *Options) { o.OutDir = "" }, "no output folder"},
-		{"clip", func(o *Options) { o.Clip = -1 }, "clip -1"},
-		{"lr", func(o *Options) { o.LR = math.NaN() }, "learning rate NaN"},
+		{"steps", func(o *TrainOptions) { o.Steps = 0 }, "steps 0"},
+		{"schedule", func(o *TrainOptions) { o.Schedule = "step" }, `unknown schedule "step"`},
+		{"out", func(o *TrainOptions) { o.OutDir = "" }, "no output folder"},
+		{"clip", func(o *TrainOptions) { o.Clip = -1 }, "clip -1"},
+		{"lr", func(o *TrainOptions) { o.LR = math.NaN() }, "learning rate NaN"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := DefaultOptions(100, "x")
+			o := DefaultTrainOptions(100, "x")
 			tc.mod(&o)
 			if err := o.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want %q", err, tc.want)
 			}
 		})
 	}
-	if err := DefaultOptions(100, "x").Validate(); err != nil {
+	if err := DefaultTrainOptions(100, "x").Validate(); err != nil {
 		t.Error(err)
 	}
 }

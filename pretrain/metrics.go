@@ -1,4 +1,4 @@
-package train
+package pretrain
 
 import (
 	"bufio"
@@ -49,7 +49,7 @@ func openMetrics(runDir string, upTo int) (*metricsLog, []Record, error) {
 	var buf bytes.Buffer
 	b, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, nil, fmt.Errorf("train: %w", err)
+		return nil, nil, fmt.Errorf("pretrain: %w", err)
 	}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
@@ -70,7 +70,7 @@ func openMetrics(runDir string, upTo int) (*metricsLog, []Record, error) {
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, nil, fmt.Errorf("train: %w", err)
+		return nil, nil, fmt.Errorf("pretrain: %w", err)
 	}
 	return &metricsLog{f: f}, kept, nil
 }
@@ -82,10 +82,10 @@ func (m *metricsLog) write(r Record) error {
 		return err
 	}
 	if _, err := m.f.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("train: writing %s: %w", m.f.Name(), err)
+		return fmt.Errorf("pretrain: writing %s: %w", m.f.Name(), err)
 	}
 	if err := syncFile(m.f); err != nil {
-		return fmt.Errorf("train: syncing %s: %w", m.f.Name(), err)
+		return fmt.Errorf("pretrain: syncing %s: %w", m.f.Name(), err)
 	}
 	return nil
 }

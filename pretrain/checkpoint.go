@@ -1,4 +1,4 @@
-package train
+package pretrain
 
 import (
 	"encoding/json"
@@ -25,14 +25,14 @@ const (
 )
 
 // ErrNoCheckpoint is wrapped when a run folder has no checkpoint to resume.
-var ErrNoCheckpoint = errors.New("train: no checkpoint")
+var ErrNoCheckpoint = errors.New("pretrain: no checkpoint")
 
 // State is the training state saved in each checkpoint's train_state.json.
 type State struct {
-	Format  string  `json:"format"`  // "roformer-train-state"
-	Version int     `json:"version"` // 1
-	Step    int     `json:"step"`    // optimizer updates done
-	Options Options `json:"options"`
+	Format  string       `json:"format"`  // "roformer-train-state"
+	Version int          `json:"version"` // 1
+	Step    int          `json:"step"`    // optimizer updates done
+	Options TrainOptions `json:"options"`
 	// Loader is the data.Loader state (position and masking generator).
 	Loader []byte `json:"loader"`
 	// ModelState is StatefulModel.TrainState, if the model has one.
@@ -63,7 +63,7 @@ func checkpointName(step int) string { return fmt.Sprintf("checkpoint-%d", step)
 func listCheckpoints(dir string) ([]int, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("train: %w", err)
+		return nil, fmt.Errorf("pretrain: %w", err)
 	}
 	var steps []int
 	for _, e := range ents {
@@ -88,11 +88,11 @@ func LatestCheckpoint(runDir string) (string, error) {
 		return "", fmt.Errorf("%w: %s has no %s file; is it a training run folder?", ErrNoCheckpoint, runDir, LatestFile)
 	}
 	if err != nil {
-		return "", fmt.Errorf("train: %w", err)
+		return "", fmt.Errorf("pretrain: %w", err)
 	}
 	name := strings.TrimSpace(string(b))
 	if _, err := strconv.Atoi(strings.TrimPrefix(name, "checkpoint-")); err != nil || !strings.HasPrefix(name, "checkpoint-") {
-		return "", fmt.Errorf("train: %s names %q, not a checkpoint folder", filepath.Join(runDir, LatestFile), name)
+		return "", fmt.Errorf("pretrain: %s names %q, not a checkpoint folder", filepath.Join(runDir, LatestFile), name)
 	}
 	return filepath.Join(runDir, name), nil
 }
@@ -103,20 +103,20 @@ func ReadState(ckptDir string) (*State, error) {
 	path := filepath.Join(ckptDir, StateFile)
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("train: checkpoint %s: %w", ckptDir, err)
+		return nil, fmt.Errorf("pretrain: checkpoint %s: %w", ckptDir, err)
 	}
 	var st State
 	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, fmt.Errorf("train: %s is corrupt: %w", path, err)
+		return nil, fmt.Errorf("pretrain: %s is corrupt: %w", path, err)
 	}
 	if st.Format != stateFormat {
-		return nil, fmt.Errorf("train: %s is not a roformer training state (format %q)", path, st.Format)
+		return nil, fmt.Errorf("pretrain: %s is not a roformer training state (format %q)", path, st.Format)
 	}
 	if st.Version != stateVersion {
-		return nil, fmt.Errorf("train: %s has version %d, this build reads version %d", path, st.Version, stateVersion)
+		return nil, fmt.Errorf("pretrain: %s has version %d, this build reads version %d", path, st.Version, stateVersion)
 	}
 	if _, ok := st.Files[OptimizerFile]; !ok {
-		return nil, fmt.Errorf("train: %s lists no %s", path, OptimizerFile)
+		return nil, fmt.Errorf("pretrain: %s lists no %s", path, OptimizerFile)
 	}
 	names := make([]string, 0, len(st.Files))
 	for name := range st.Files {
@@ -127,10 +127,10 @@ func ReadState(ckptDir string) (*State, error) {
 		f := filepath.Join(ckptDir, name)
 		sum, err := hashFile(f)
 		if err != nil {
-			return nil, fmt.Errorf("train: checkpoint file %s: %w", f, err)
+			return nil, fmt.Errorf("pretrain: checkpoint file %s: %w", f, err)
 		}
 		if sum != st.Files[name] {
-			return nil, fmt.Errorf("train: checkpoint file %s is corrupt (sha256 %s, recorded %s)", f, sum[:12], st.Files[name][:min(12, len(st.Files[name]))])
+			return nil, fmt.Errorf("pretrain: checkpoint file %s is corrupt (sha256 %s, recorded %s)", f, sum[:12], st.Files[name][:min(12, len(st.Files[name]))])
 		}
 	}
 	return &st, nil
@@ -165,12 +165,12 @@ func saveCheckpoint(runDir string, st *State, m Model, extra func(string) error,
 	}
 	stage, err := fileOptions().NewStage(final)
 	if err != nil {
-		return fmt.Errorf("train: saving %s: %w", name, err)
+		return fmt.Errorf("pretrain: saving %s: %w", name, err)
 	}
 	defer func() {
 		if err != nil {
 			stage.Discard()
-			err = fmt.Errorf("train: saving %s failed, the previous checkpoint is intact: %w", name, err)
+			err = fmt.Errorf("pretrain: saving %s failed, the previous checkpoint is intact: %w", name, err)
 		}
 	}()
 	tmp := stage.Dir
@@ -232,7 +232,7 @@ func prune(runDir string, current, keep int) error {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(runDir, checkpointName(steps[i]))); err != nil {
-			return fmt.Errorf("train: removing old checkpoint: %w", err)
+			return fmt.Errorf("pretrain: removing old checkpoint: %w", err)
 		}
 	}
 	return nil
@@ -242,12 +242,12 @@ func prune(runDir string, current, keep int) error {
 func cleanTemp(runDir string) error {
 	ents, err := os.ReadDir(runDir)
 	if err != nil {
-		return fmt.Errorf("train: %w", err)
+		return fmt.Errorf("pretrain: %w", err)
 	}
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), atomicfile.TempPrefix) {
 			if err := os.RemoveAll(filepath.Join(runDir, e.Name())); err != nil {
-				return fmt.Errorf("train: removing leftover %s: %w", e.Name(), err)
+				return fmt.Errorf("pretrain: removing leftover %s: %w", e.Name(), err)
 			}
 		}
 	}
@@ -264,7 +264,7 @@ func removeAfter(runDir string, step int) error {
 	for _, s := range steps {
 		if s > step {
 			if err := os.RemoveAll(filepath.Join(runDir, checkpointName(s))); err != nil {
-				return fmt.Errorf("train: removing orphan checkpoint: %w", err)
+				return fmt.Errorf("pretrain: removing orphan checkpoint: %w", err)
 			}
 		}
 	}
@@ -280,7 +280,7 @@ func isTrainFile(name string) bool { return name == StateFile || name == Optimiz
 func publishModel(ckptDir, runDir string) error {
 	ents, err := os.ReadDir(ckptDir)
 	if err != nil {
-		return fmt.Errorf("train: %w", err)
+		return fmt.Errorf("pretrain: %w", err)
 	}
 	for _, e := range ents {
 		if e.IsDir() || isTrainFile(e.Name()) {

@@ -1,4 +1,4 @@
-package train
+package pretrain
 
 import (
 	"fmt"
@@ -6,11 +6,11 @@ import (
 	"github.com/roformer-go/roformer/optim"
 )
 
-// Options configure a training run. Zero values of fields where zero makes
+// TrainOptions configure a training run. Zero values of fields where zero makes
 // no sense take the defaults given in the comments (see Defaults);
 // WeightDecay, Clip and Warmup mean what they say at zero.
 // DefaultOptions gives recommended values for all of them.
-type Options struct {
+type TrainOptions struct {
 	Steps       int     `json:"steps"`        // optimizer updates; required
 	BatchSize   int     `json:"batch_size"`   // sequences per micro-batch; default 8
 	SeqLen      int     `json:"seq_len"`      // tokens per sequence, [CLS] and [SEP] included; default 128
@@ -33,7 +33,7 @@ type Options struct {
 	Keep        int     `json:"keep"`         // checkpoints kept; default 2
 	OutDir      string  `json:"out_dir"`      // run folder; required
 	Threads     int     `json:"threads"`      // informational: the thread count the caller set (per rank)
-	// WorldSize is the number of data-parallel ranks (Job.Group); the loop
+	// WorldSize is the number of data-parallel ranks (Loop.Group); the loop
 	// sets it, and Resume compares it with the job's group.
 	WorldSize int `json:"world_size,omitempty"`
 }
@@ -42,13 +42,13 @@ type Options struct {
 // run: batch 8 × 128 tokens, peak rate 5e-4 with 10% warm-up and linear
 // decay, weight decay 0.01, clipping at norm 1, a checkpoint every 500
 // steps, an evaluation every 250, a log line every 10.
-func DefaultOptions(steps int, outDir string) Options {
-	return Options{Steps: steps, Warmup: steps / 10, WeightDecay: 0.01, Clip: 1, SaveEvery: 500, EvalEvery: 250,
+func DefaultTrainOptions(steps int, outDir string) TrainOptions {
+	return TrainOptions{Steps: steps, Warmup: steps / 10, WeightDecay: 0.01, Clip: 1, SaveEvery: 500, EvalEvery: 250,
 		EvalBatches: 20, OutDir: outDir}.Defaults()
 }
 
 // Defaults returns o with zero fields set to their defaults.
-func (o Options) Defaults() Options {
+func (o TrainOptions) Defaults() TrainOptions {
 	def := func(p *int, v int) {
 		if *p == 0 {
 			*p = v
@@ -76,29 +76,29 @@ func (o Options) Defaults() Options {
 }
 
 // Validate checks o (after Defaults) and names the first bad field.
-func (o Options) Validate() error {
+func (o TrainOptions) Validate() error {
 	switch {
 	case o.Steps < 1:
-		return fmt.Errorf("train: steps %d must be >= 1", o.Steps)
+		return fmt.Errorf("pretrain: steps %d must be >= 1", o.Steps)
 	case o.BatchSize < 1 || o.Accum < 1:
-		return fmt.Errorf("train: batch size %d and accumulation %d must be >= 1", o.BatchSize, o.Accum)
+		return fmt.Errorf("pretrain: batch size %d and accumulation %d must be >= 1", o.BatchSize, o.Accum)
 	case o.SeqLen < 3:
-		return fmt.Errorf("train: sequence length %d must be >= 3", o.SeqLen)
+		return fmt.Errorf("pretrain: sequence length %d must be >= 3", o.SeqLen)
 	case o.Warmup < 0 || o.WeightDecay < 0 || o.Clip < 0 || o.SaveEvery < 0 || o.EvalEvery < 0 || o.EvalBatches < 0 || o.LogEvery < 1 || o.Keep < 1:
-		return fmt.Errorf("train: warmup %d, weight decay %g, clip %g, save-every %d, eval-every %d, eval-batches %d must be >= 0, log-every %d and keep %d >= 1",
+		return fmt.Errorf("pretrain: warmup %d, weight decay %g, clip %g, save-every %d, eval-every %d, eval-batches %d must be >= 0, log-every %d and keep %d >= 1",
 			o.Warmup, o.WeightDecay, o.Clip, o.SaveEvery, o.EvalEvery, o.EvalBatches, o.LogEvery, o.Keep)
 	case o.OutDir == "":
-		return fmt.Errorf("train: no output folder")
+		return fmt.Errorf("pretrain: no output folder")
 	case !(o.MaskProb > 0 && o.MaskProb <= 1):
-		return fmt.Errorf("train: mask probability %g must lie in (0, 1]", o.MaskProb)
+		return fmt.Errorf("pretrain: mask probability %g must lie in (0, 1]", o.MaskProb)
 	}
 	k, err := optim.ParseSchedule(o.Schedule)
 	if err != nil {
-		return fmt.Errorf("train: %w", err)
+		return fmt.Errorf("pretrain: %w", err)
 	}
 	return optim.Schedule{Kind: k, PeakLR: o.LR, Warmup: o.Warmup, Total: o.Steps}.Validate()
 }
 
-func (o Options) schedule() optim.Schedule {
+func (o TrainOptions) schedule() optim.Schedule {
 	return optim.Schedule{Kind: optim.ScheduleKind(o.Schedule), PeakLR: o.LR, Warmup: o.Warmup, Total: o.Steps}
 }

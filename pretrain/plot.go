@@ -1,4 +1,4 @@
-package train
+package pretrain
 
 import (
 	"bytes"
@@ -35,7 +35,7 @@ func lossPlot(records []Record, title string) ([]byte, error) {
 	if len(tr) > 0 {
 		l, err := plotter.NewLine(tr)
 		if err != nil {
-			return nil, fmt.Errorf("train: plotting: %w", err)
+			return nil, fmt.Errorf("pretrain: plotting: %w", err)
 		}
 		l.Color = plotColor(0)
 		l.Width = vg.Points(1.2)
@@ -45,7 +45,7 @@ func lossPlot(records []Record, title string) ([]byte, error) {
 	if len(ev) > 0 {
 		l, s, err := plotter.NewLinePoints(ev)
 		if err != nil {
-			return nil, fmt.Errorf("train: plotting: %w", err)
+			return nil, fmt.Errorf("pretrain: plotting: %w", err)
 		}
 		l.Color, s.Color = plotColor(1), plotColor(1)
 		l.Width = vg.Points(1.2)
@@ -59,7 +59,7 @@ func lossPlot(records []Record, title string) ([]byte, error) {
 	// Fast deflate: the plot is redrawn at every evaluation.
 	enc := png.Encoder{CompressionLevel: png.BestSpeed}
 	if err := enc.Encode(&buf, c.Image()); err != nil {
-		return nil, fmt.Errorf("train: plotting: %w", err)
+		return nil, fmt.Errorf("pretrain: plotting: %w", err)
 	}
 	return buf.Bytes(), nil
 }

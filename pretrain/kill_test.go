@@ -1,4 +1,4 @@
-package train
+package pretrain
 
 import (
 	"context"
@@ -23,7 +23,7 @@ func TestHelperTrainProcess(t *testing.T) {
 	m.sleep = func() { time.Sleep(3 * time.Millisecond) }
 	job := testJob(t, dir, m)
 	job.Options.Steps = 40
-	if _, err := Train(context.Background(), job); err != nil {
+	if _, err := job.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -35,7 +35,7 @@ func TestKillAndResume(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns a subprocess")
 	}
-	want := straightRun(t, func(j *Job) { j.Options.Steps = 40 })
+	want := straightRun(t, func(j *Loop) { j.Options.Steps = 40 })
 	for round := 0; round < 2; round++ {
 		dir := t.TempDir()
 		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperTrainProcess$")
@@ -64,8 +64,8 @@ func TestKillAndResume(t *testing.T) {
 		}
 		t.Logf("round %d: killed %v after the first checkpoint; latest checkpoint at step %d", round, delay, st.Step)
 		job := testJob(t, dir, newFake(40, 8, 3))
-		job.Options = Options{OutDir: dir}
-		if _, err := Resume(context.Background(), job); err != nil {
+		job.Options = TrainOptions{OutDir: dir}
+		if _, err := job.Resume(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		compareRuns(t, want, dir, 40)
