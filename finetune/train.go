@@ -21,88 +21,6 @@ import (
 	"github.com/roformer-go/roformer/train"
 )
 
-// Options are the hyper-parameters of a fine-tuning run. Start from
-// DefaultOptions.
-type Options struct {
-	MaxLength int `json:"max_length"` // tokens per input with [CLS] and [SEP]
-	BatchSize int `json:"batch_size"` // inputs per micro-batch (per rank)
-	// Accum is the number of micro-batches of BatchSize inputs per
-	// optimizer step (gradients averaged); 0 counts as 1. A step takes
-	// BatchSize × Accum × ranks inputs.
-	Accum         int     `json:"accum,omitempty"`
-	EvalBatchSize int     `json:"eval_batch_size"` // inputs per evaluation forward pass
-	Epochs        int     `json:"epochs"`
-	LR            float64 `json:"lr"`           // peak learning rate
-	Schedule      string  `json:"schedule"`     // linear, cosine or constant after the warm-up
-	WarmupRatio   float64 `json:"warmup_ratio"` // warm-up as a share of all steps
-	WarmupSteps   int     `json:"warmup_steps"` // when > 0, wins over WarmupRatio
-	WeightDecay   float64 `json:"weight_decay"` // AdamW decoupled decay (not on biases and LayerNorm)
-	Clip          float64 `json:"clip"`         // global gradient-norm clip; 0 off
-	Seed          uint64  `json:"seed"`         // head initialisation, data order and dropout
-	// Patience stops training after this many evaluations in a row without
-	// a new best (0: never stop early).
-	Patience   int    `json:"patience"`
-	Truncation string `json:"truncation"` // longest_first, only_first, only_second or none (over-long input is an error)
-	LogEvery   int    `json:"log_every"`  // optimizer steps between progress lines
-}
-
-// DefaultOptions returns Hugging Face Trainer-like settings: 3 epochs,
-// batch 32, learning rate 5e-5 with linear decay and 6% warm-up, weight
-// decay 0.01, clipping at 1, inputs cut at 128 tokens, seed 42.
-func DefaultOptions() Options {
-	return Options{MaxLength: 128, BatchSize: 32, EvalBatchSize: 64, Epochs: 3, LR: 5e-5, Schedule: "linear",
-		WarmupRatio: 0.06, WeightDecay: 0.01, Clip: 1, Seed: 42, Truncation: "longest_first", LogEvery: 50}
-}
-
-// Validate checks the options; errors carry the numbers.
-func (o *Options) Validate() error {
-	var errs []error
-	if o.MaxLength < 3 {
-		errs = append(errs, fmt.Errorf("max length %d must be at least 3 ([CLS], a token, [SEP])", o.MaxLength))
-	}
-	if o.BatchSize < 1 || o.EvalBatchSize < 1 || o.Accum < 0 {
-		errs = append(errs, fmt.Errorf("batch sizes %d and %d must be at least 1, accumulation %d at least 0", o.BatchSize, o.EvalBatchSize, o.Accum))
-	}
-	if o.Epochs < 1 {
-		errs = append(errs, fmt.Errorf("epochs %d must be at least 1", o.Epochs))
-	}
-	if !(o.LR > 0) || math.IsInf(o.LR, 0) {
-		errs = append(errs, fmt.Errorf("learning rate %v must be a positive number", o.LR))
-	}
-	if _, err := optim.ParseSchedule(o.Schedule); err != nil {
-		errs = append(errs, err)
-	}
-	if !(o.WarmupRatio >= 0 && o.WarmupRatio <= 1) || o.WarmupSteps < 0 {
-		errs = append(errs, fmt.Errorf("warm-up ratio %v must lie in [0, 1] and warm-up steps %d must be >= 0", o.WarmupRatio, o.WarmupSteps))
-	}
-	if !(o.WeightDecay >= 0) || !(o.Clip >= 0) {
-		errs = append(errs, fmt.Errorf("weight decay %v and clip %v must be >= 0", o.WeightDecay, o.Clip))
-	}
-	if o.Patience < 0 {
-		errs = append(errs, fmt.Errorf("patience %d must be >= 0", o.Patience))
-	}
-	if _, err := o.truncation(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("finetune: %w", err)
-	}
-	return nil
-}
-
-func (o *Options) truncation() (tokenizer.Truncation, error) {
-	if o.Truncation == "" {
-		return tokenizer.TruncateLongestFirst, nil
-	}
-	return tokenizer.ParseTruncation(o.Truncation)
-}
-
-// EvalOptions returns the evaluation settings that match the training ones.
-func (o *Options) EvalOptions() EvalOptions {
-	tr, _ := o.truncation()
-	return EvalOptions{MaxLength: o.MaxLength, BatchSize: o.EvalBatchSize, Truncation: tr}
-}
-
 // Job is a fine-tuning run over loaded data.
 type Job struct {
 	Model     *roformer.Model
@@ -207,214 +125,292 @@ func (c *stateCache) get(B, T int) *roformer.State {
 // Train fine-tunes j.Model in place. After each epoch it evaluates on
 // j.Eval and keeps a copy of the parameters with the best main metric;
 // at the end the model holds that copy. Each optimizer step is the
-// toolkit's train.Stepper: learning rate from the schedule, zero the
-// gradients, forward and backward with dropout, clip, AdamW update.
+// toolkit's train.DataParallel step (train.Stepper alone on one process):
+// learning rate from the schedule, zero the gradients, forward and
+// backward with dropout, average over the micro-batches (and the ranks),
+// clip, AdamW update.
 func Train(ctx context.Context, j Job) (*Result, error) {
-	o := j.Options
-	if err := o.Validate(); err != nil {
-		return nil, err
-	}
-	spec := j.Spec
-	if err := spec.Validate(); err != nil {
-		return nil, err
-	}
-	if j.Model.Head != Head(&spec) || j.Model.Config.NumLabels != spec.NumOutputs() {
-		return nil, fmt.Errorf("finetune: the model has the %s head with %d outputs; the task needs %s with %d", j.Model.Head, j.Model.Config.NumLabels, Head(&spec), spec.NumOutputs())
-	}
-	say := func(format string, a ...any) {
-		if j.Progress != nil {
-			fmt.Fprintf(j.Progress, format+"\n", a...)
-		}
-	}
-	record := func(r MetricsRecord) error {
-		if j.Metrics == nil {
-			return nil
-		}
-		b, err := json.Marshal(r)
-		if err != nil {
-			return fmt.Errorf("finetune: metrics record: %w", err)
-		}
-		_, err = j.Metrics.Write(append(b, '\n'))
-		return err
-	}
-	tr, _ := o.truncation()
-	eo := encodeOptions{maxLen: o.MaxLength, truncation: tr}
-	for i := range j.Train.Examples {
-		if !j.Train.Examples[i].HasLabel {
-			return nil, &labelled.InputError{File: j.Train.File, Line: j.Train.Examples[i].Line, Err: errors.New("no label")}
-		}
-	}
-	feats, nTrunc, err := encodeAll(j.Tokenizer, &spec, j.Train, eo)
+	t, err := newTrainer(j)
 	if err != nil {
 		return nil, err
 	}
-	var evalFeats []*feature
-	if j.Eval != nil {
-		if evalFeats, _, err = encodeAll(j.Tokenizer, &spec, j.Eval, eo); err != nil {
-			return nil, err
+	for epoch := 1; epoch <= t.o.Epochs; epoch++ {
+		t0 := time.Now()
+		ep, err := t.trainEpoch(ctx, epoch)
+		if err != nil {
+			return t.res, err
+		}
+		if err := t.endEpoch(ctx, &ep, t0); err != nil {
+			return t.res, err
+		}
+		if t.o.Patience > 0 && t.sinceBest >= t.o.Patience && epoch < t.o.Epochs {
+			t.res.EarlyStopped = true
+			t.say("early stop: %d evaluations without a better %s (best %.4f at epoch %d)", t.sinceBest, t.spec.Metric, t.bestScore, t.res.BestEpoch)
+			break
 		}
 	}
-	m := j.Model
-	params := m.Params()
+	if t.best != nil {
+		restore(t.params, t.best)
+	}
+	t.res.Seconds = time.Since(t.start).Seconds()
+	return t.res, nil
+}
+
+// trainer is a run of Train in progress.
+type trainer struct {
+	j          Job
+	o          Options
+	spec       labelled.Spec
+	params     []*tensor.Param
+	feats      []*feature // the training inputs, encoded
+	evalFeats  []*feature // the evaluation inputs; nil without j.Eval
+	dp         *train.DataParallel
+	accum      int // micro-batches per rank and step
+	stepInputs int // inputs per optimizer step, over all ranks
+	total      int // optimizer steps of the run
+	padID      int32
+	states     *stateCache
+	batch      []*feature // the micro-batch being assembled
+
+	res       *Result
+	start     time.Time
+	step      int       // optimizer steps done
+	best      []float32 // flat copy of the best parameters
+	bestScore float64
+	sinceBest int // evaluations since the best
+}
+
+// newTrainer checks the job, encodes its data, sets up the step and prints
+// the run's first line.
+func newTrainer(j Job) (*trainer, error) {
+	t := &trainer{j: j, o: j.Options, spec: j.Spec, bestScore: math.Inf(-1)}
+	o := &t.o
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if err := t.spec.Validate(); err != nil {
+		return nil, err
+	}
+	if j.Model.Head != Head(&t.spec) || j.Model.Config.NumLabels != t.spec.NumOutputs() {
+		return nil, fmt.Errorf("finetune: the model has the %s head with %d outputs; the task needs %s with %d", j.Model.Head, j.Model.Config.NumLabels, Head(&t.spec), t.spec.NumOutputs())
+	}
+	nTrunc, err := t.encode()
+	if err != nil {
+		return nil, err
+	}
 	g := j.Group
 	if g == nil {
 		g = distributed.Local()
 	}
-	ranks, accum := g.Size(), max(o.Accum, 1)
-	stepInputs := o.BatchSize * accum * ranks // inputs per optimizer step
-	perEpoch := (len(feats) + stepInputs - 1) / stepInputs
-	total := perEpoch * o.Epochs
+	ranks := g.Size()
+	t.params, t.accum = j.Model.Params(), max(o.Accum, 1)
+	t.stepInputs = o.BatchSize * t.accum * ranks
+	perEpoch := (len(t.feats) + t.stepInputs - 1) / t.stepInputs
+	t.total = perEpoch * o.Epochs
 	warm := o.WarmupSteps
 	if warm == 0 {
-		warm = int(math.Ceil(o.WarmupRatio * float64(total)))
+		warm = int(math.Ceil(o.WarmupRatio * float64(t.total)))
 	}
 	kind, _ := optim.ParseSchedule(o.Schedule)
-	stepper, err := train.NewStepper(params, optim.DefaultAdamWConfig(o.WeightDecay), optim.Schedule{Kind: kind, PeakLR: o.LR, Warmup: warm, Total: total})
+	stepper, err := train.NewStepper(t.params, optim.DefaultAdamWConfig(o.WeightDecay), optim.Schedule{Kind: kind, PeakLR: o.LR, Warmup: warm, Total: t.total})
 	if err != nil {
 		return nil, err
 	}
 	stepper.Clip = o.Clip
-	dp := train.NewDataParallel(g, stepper)
-	if err := dp.CheckParams("at the start"); err != nil {
+	t.dp = train.NewDataParallel(g, stepper)
+	if err := t.dp.CheckParams("at the start"); err != nil {
 		return nil, fmt.Errorf("finetune: %w", err)
 	}
 	batchDesc := fmt.Sprint(o.BatchSize)
-	if accum > 1 || ranks > 1 {
-		batchDesc = fmt.Sprintf("%d × accumulation %d × %d ranks", o.BatchSize, accum, ranks)
+	if t.accum > 1 || ranks > 1 {
+		batchDesc = fmt.Sprintf("%d × accumulation %d × %d ranks", o.BatchSize, t.accum, ranks)
 	}
-	say("finetune: %d training examples (%d truncated to %d tokens), %d for evaluation; %d epochs of %d steps, batch %s, lr %.2e (%s, warm-up %d), weight decay %g, seed %d",
-		len(feats), nTrunc, o.MaxLength, len(evalFeats), o.Epochs, perEpoch, batchDesc, o.LR, o.Schedule, warm, o.WeightDecay, o.Seed)
-	res := &Result{Truncated: nTrunc}
-	start := time.Now()
-	padID := int32(j.Tokenizer.PadID())
-	states := &stateCache{m: m}
-	var best []float32 // flat copy of the best parameters
-	bestScore := math.Inf(-1)
-	sinceBest := 0
-	step := 0
-	for epoch := 1; epoch <= o.Epochs; epoch++ {
-		t0 := time.Now()
-		order := rand.New(rand.NewPCG(o.Seed, uint64(epoch))).Perm(len(feats))
-		var epLoss, logLoss float64
-		var epN, logN int
-		batch := make([]*feature, 0, o.BatchSize)
-		for lo := 0; lo < len(order); lo += stepInputs {
-			if ranks == 1 {
-				// With several ranks the interruption is voted on after
-				// the step, so that all stop at the same one.
-				if err := ctx.Err(); err != nil {
-					return res, err
-				}
-			}
-			// The step's inputs order[lo:hi] form micro-batches of
-			// BatchSize; rank r computes numbers r·accum … r·accum+accum−1.
-			hi := min(lo+stepInputs, len(order))
-			all := (hi - lo + o.BatchSize - 1) / o.BatchSize
-			first, mine := dp.Share(accum, all)
-			u, stop, err := dp.Step(ctx, step, mine, all, func(mctx context.Context, j int) (float64, error) {
-				k := first + j
-				batch = batch[:0]
-				for _, i := range order[lo+k*o.BatchSize : min(lo+(k+1)*o.BatchSize, hi)] {
-					batch = append(batch, feats[i])
-				}
-				b, lab := makeBatch(batch, &spec, padID, true)
-				sr, err := m.ForwardBackward(mctx, states.get(b.B, b.T), b, lab, roformer.StepOptions{Dropout: true, Seed: microSeed(o.Seed, step, k)})
-				if err != nil {
-					return 0, err
-				}
-				return sr.Loss, nil
-			})
-			if nf := (*train.NonFiniteError)(nil); errors.As(err, &nf) {
-				return res, fmt.Errorf("%w: step %d, loss %v, gradient norm %v; try a lower learning rate", ErrNonFinite, nf.Step, nf.Loss, nf.GradNorm)
-			} else if err != nil {
-				return res, err
-			}
-			if stop {
-				return res, fmt.Errorf("finetune: stopped after step %d (a rank was interrupted): %w", step+1, context.Canceled)
-			}
-			lr, norm := u.LR, u.GradNorm
-			step++
-			epLoss += u.Loss
-			epN++
-			logLoss += u.Loss
-			logN++
-			if o.LogEvery > 0 && step%o.LogEvery == 0 {
-				l := logLoss / float64(logN)
-				say("epoch %d step %d/%d | loss %.4f | lr %.3e | grad norm %.3f | %.1f ex/s", epoch, step, total, l, lr, norm,
-					float64(step*stepInputs)/time.Since(start).Seconds())
-				if err := record(MetricsRecord{Epoch: epoch, Step: step, Loss: &l, LR: &lr, GradNorm: &norm, WorldSize: ranks}); err != nil {
-					return res, err
-				}
-				logLoss, logN = 0, 0
+	t.say("finetune: %d training examples (%d truncated to %d tokens), %d for evaluation; %d epochs of %d steps, batch %s, lr %.2e (%s, warm-up %d), weight decay %g, seed %d",
+		len(t.feats), nTrunc, o.MaxLength, len(t.evalFeats), o.Epochs, perEpoch, batchDesc, o.LR, o.Schedule, warm, o.WeightDecay, o.Seed)
+	t.res = &Result{Truncated: nTrunc}
+	t.start = time.Now()
+	t.padID = int32(j.Tokenizer.PadID())
+	t.states = &stateCache{m: j.Model}
+	t.batch = make([]*feature, 0, o.BatchSize)
+	return t, nil
+}
+
+// encode encodes the training inputs, which must all be labelled, and the
+// evaluation inputs, and returns how many training inputs were truncated.
+func (t *trainer) encode() (truncated int, err error) {
+	j := t.j
+	tr, _ := t.o.truncation()
+	eo := encodeOptions{maxLen: t.o.MaxLength, truncation: tr}
+	for i := range j.Train.Examples {
+		if !j.Train.Examples[i].HasLabel {
+			return 0, &labelled.InputError{File: j.Train.File, Line: j.Train.Examples[i].Line, Err: errors.New("no label")}
+		}
+	}
+	if t.feats, truncated, err = encodeAll(j.Tokenizer, &t.spec, j.Train, eo); err != nil {
+		return 0, err
+	}
+	if j.Eval != nil {
+		if t.evalFeats, _, err = encodeAll(j.Tokenizer, &t.spec, j.Eval, eo); err != nil {
+			return 0, err
+		}
+	}
+	return truncated, nil
+}
+
+// trainEpoch runs the optimizer steps of an epoch over a shuffled order of
+// the training inputs, printing and recording a line every LogEvery steps,
+// and returns the epoch's mean training loss.
+func (t *trainer) trainEpoch(ctx context.Context, epoch int) (EpochResult, error) {
+	o := &t.o
+	order := rand.New(rand.NewPCG(o.Seed, uint64(epoch))).Perm(len(t.feats))
+	var epLoss, logLoss float64
+	var epN, logN int
+	for lo := 0; lo < len(order); lo += t.stepInputs {
+		if !t.dp.Parallel() {
+			// With several ranks the interruption is voted on after
+			// the step, so that all stop at the same one.
+			if err := ctx.Err(); err != nil {
+				return EpochResult{}, err
 			}
 		}
-		ep := EpochResult{Epoch: epoch, Step: step, TrainLoss: epLoss / float64(epN)}
-		if evalFeats != nil {
-			// Rank 0 evaluates and tells the others whether the epoch is
-			// the best so far (the parameters are the same on every rank).
-			var rep *Report
-			isBest := false
-			var err error
-			if g.Rank() == 0 {
-				if rep, _, err = evaluateFeatures(ctx, m, padID, &spec, evalFeats, o.EvalBatchSize); err == nil {
-					rep.File = j.Eval.File
-					isBest = rep.Main() > bestScore
-				}
+		u, err := t.update(ctx, order[lo:min(lo+t.stepInputs, len(order))])
+		if err != nil {
+			return EpochResult{}, err
+		}
+		lr, norm := u.LR, u.GradNorm
+		t.step++
+		epLoss += u.Loss
+		epN++
+		logLoss += u.Loss
+		logN++
+		if o.LogEvery > 0 && t.step%o.LogEvery == 0 {
+			l := logLoss / float64(logN)
+			t.say("epoch %d step %d/%d | loss %.4f | lr %.3e | grad norm %.3f | %.1f ex/s", epoch, t.step, t.total, l, lr, norm,
+				float64(t.step*t.stepInputs)/time.Since(t.start).Seconds())
+			if err := t.record(MetricsRecord{Epoch: epoch, Step: t.step, Loss: &l, LR: &lr, GradNorm: &norm, WorldSize: t.dp.Group.Size()}); err != nil {
+				return EpochResult{}, err
 			}
-			if err := distributed.Agree(g, err); err != nil {
-				return res, err
-			}
-			if ranks > 1 {
-				flag := []byte{0}
-				if isBest {
-					flag[0] = 1
-				}
-				if err := g.Bcast(flag, 0); err != nil {
-					return res, fmt.Errorf("finetune: epoch %d: broadcasting the evaluation: %w", epoch, err)
-				}
-				isBest = flag[0] == 1
-			}
-			ep.Eval = rep
-			if isBest {
-				ep.Best = true
-				if rep != nil {
-					bestScore = rep.Main()
-				}
-				best = snapshot(params, best)
-				res.BestEpoch, res.Best = epoch, rep
-				sinceBest = 0
-			} else {
-				sinceBest++
-			}
-			mark := ""
-			if ep.Best {
-				mark = " (best)"
-			}
+			logLoss, logN = 0, 0
+		}
+	}
+	return EpochResult{Epoch: epoch, Step: t.step, TrainLoss: epLoss / float64(epN)}, nil
+}
+
+// update does optimizer step t.step+1 on the step's inputs (indices into
+// t.feats), which form micro-batches of BatchSize; rank r computes numbers
+// r·accum … r·accum+accum−1 of them.
+func (t *trainer) update(ctx context.Context, inputs []int) (train.Update, error) {
+	bs, step := t.o.BatchSize, t.step
+	all := (len(inputs) + bs - 1) / bs
+	first, mine := t.dp.Share(t.accum, all)
+	u, stop, err := t.dp.Step(ctx, step, mine, all, func(mctx context.Context, j int) (float64, error) {
+		k := first + j
+		t.batch = t.batch[:0]
+		for _, i := range inputs[k*bs : min((k+1)*bs, len(inputs))] {
+			t.batch = append(t.batch, t.feats[i])
+		}
+		b, lab := makeBatch(t.batch, &t.spec, t.padID, true)
+		sr, err := t.j.Model.ForwardBackward(mctx, t.states.get(b.B, b.T), b, lab, roformer.StepOptions{Dropout: true, Seed: microSeed(t.o.Seed, step, k)})
+		if err != nil {
+			return 0, err
+		}
+		return sr.Loss, nil
+	})
+	if nf := (*train.NonFiniteError)(nil); errors.As(err, &nf) {
+		return u, fmt.Errorf("%w: step %d, loss %v, gradient norm %v; try a lower learning rate", ErrNonFinite, nf.Step, nf.Loss, nf.GradNorm)
+	} else if err != nil {
+		return u, err
+	}
+	if stop {
+		return u, fmt.Errorf("finetune: stopped after step %d (a rank was interrupted): %w", step+1, context.Canceled)
+	}
+	return u, nil
+}
+
+// endEpoch evaluates after an epoch (when there is evaluation data), keeps
+// the parameters when they are the best so far, and prints and records the
+// epoch.
+func (t *trainer) endEpoch(ctx context.Context, ep *EpochResult, t0 time.Time) error {
+	if t.evalFeats != nil {
+		rep, isBest, err := t.evaluate(ctx, ep.Epoch)
+		if err != nil {
+			return err
+		}
+		ep.Eval = rep
+		if isBest {
+			ep.Best = true
 			if rep != nil {
-				say("epoch %d: train loss %.4f | eval loss %.4f | %s %.4f%s | %s", epoch, ep.TrainLoss, rep.Loss, spec.Metric, rep.Metrics[spec.Metric], mark, rep.OtherMetrics(" "))
+				t.bestScore = rep.Main()
 			}
+			t.best = snapshot(t.params, t.best)
+			t.res.BestEpoch, t.res.Best = ep.Epoch, rep
+			t.sinceBest = 0
 		} else {
-			res.BestEpoch = epoch
-			say("epoch %d: train loss %.4f", epoch, ep.TrainLoss)
+			t.sinceBest++
 		}
-		ep.Seconds = time.Since(t0).Seconds()
-		res.Epochs = append(res.Epochs, ep)
-		res.Steps = step
-		isBest := ep.Best
-		if err := record(MetricsRecord{Epoch: epoch, Step: step, Loss: &ep.TrainLoss, Eval: ep.Eval, Best: &isBest, WorldSize: ranks}); err != nil {
-			return res, err
+		mark := ""
+		if ep.Best {
+			mark = " (best)"
 		}
-		if o.Patience > 0 && sinceBest >= o.Patience && epoch < o.Epochs {
-			res.EarlyStopped = true
-			say("early stop: %d evaluations without a better %s (best %.4f at epoch %d)", sinceBest, spec.Metric, bestScore, res.BestEpoch)
-			break
+		if rep != nil {
+			t.say("epoch %d: train loss %.4f | eval loss %.4f | %s %.4f%s | %s", ep.Epoch, ep.TrainLoss, rep.Loss, t.spec.Metric, rep.Metrics[t.spec.Metric], mark, rep.OtherMetrics(" "))
+		}
+	} else {
+		t.res.BestEpoch = ep.Epoch
+		t.say("epoch %d: train loss %.4f", ep.Epoch, ep.TrainLoss)
+	}
+	ep.Seconds = time.Since(t0).Seconds()
+	t.res.Epochs = append(t.res.Epochs, *ep)
+	t.res.Steps = t.step
+	isBest := ep.Best
+	return t.record(MetricsRecord{Epoch: ep.Epoch, Step: t.step, Loss: &ep.TrainLoss, Eval: ep.Eval, Best: &isBest, WorldSize: t.dp.Group.Size()})
+}
+
+// evaluate scores the evaluation inputs on rank 0, which tells the others
+// whether the epoch is the best so far (the parameters are the same on
+// every rank); rep is nil on the other ranks.
+func (t *trainer) evaluate(ctx context.Context, epoch int) (rep *Report, isBest bool, err error) {
+	g := t.dp.Group
+	if g.Rank() == 0 {
+		if rep, _, err = evaluateFeatures(ctx, t.j.Model, t.padID, &t.spec, t.evalFeats, t.o.EvalBatchSize); err == nil {
+			rep.File = t.j.Eval.File
+			isBest = rep.Main() > t.bestScore
 		}
 	}
-	if best != nil {
-		restore(params, best)
+	if err := distributed.Agree(g, err); err != nil {
+		return nil, false, err
 	}
-	res.Seconds = time.Since(start).Seconds()
-	return res, nil
+	if t.dp.Parallel() {
+		flag := []byte{0}
+		if isBest {
+			flag[0] = 1
+		}
+		if err := g.Bcast(flag, 0); err != nil {
+			return nil, false, fmt.Errorf("finetune: epoch %d: broadcasting the evaluation: %w", epoch, err)
+		}
+		isBest = flag[0] == 1
+	}
+	return rep, isBest, nil
+}
+
+// say prints a progress line to j.Progress.
+func (t *trainer) say(format string, a ...any) {
+	if t.j.Progress != nil {
+		fmt.Fprintf(t.j.Progress, format+"\n", a...)
+	}
+}
+
+// record writes r as one line of j.Metrics.
+func (t *trainer) record(r MetricsRecord) error {
+	if t.j.Metrics == nil {
+		return nil
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("finetune: metrics record: %w", err)
+	}
+	_, err = t.j.Metrics.Write(append(b, '\n'))
+	return err
 }
 
 // OtherMetrics lists the report's metrics other than the main one, by
