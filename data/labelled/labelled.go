@@ -537,13 +537,39 @@ func checkExample(ex *Example, opts *ReadOptions) error {
 	return nil
 }
 
+// readTable reads the rows of a CSV or TSV table into ds, one example a row.
 func readTable(lr *lineReader, ds *Dataset, opts *ReadOptions) error {
-	var next func() ([]string, int, error)
-	if opts.Format == CSV {
+	next := tableRows(lr, opts.Format)
+	cols, ok, err := tableColumns(next, opts)
+	if err != nil || !ok {
+		return err
+	}
+	for {
+		rec, line, err := next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		ex, err := tableExample(rec, line, cols, opts)
+		if err != nil {
+			return err
+		}
+		ds.Examples = append(ds.Examples, ex)
+	}
+}
+
+// tableRows returns the reader of a table's rows: each call gives the
+// next row's fields and its line, io.EOF at the end. CSV is quoted as RFC
+// 4180 says; TSV is split at every tab, without quoting, blank lines
+// skipped.
+func tableRows(lr *lineReader, f Format) func() ([]string, int, error) {
+	if f == CSV {
 		cr := csv.NewReader(lr)
 		cr.FieldsPerRecord = -1
 		cr.ReuseRecord = false
-		next = func() ([]string, int, error) {
+		return func() ([]string, int, error) {
 			rec, err := cr.Read()
 			if err != nil {
 				var pe *csv.ParseError
@@ -555,42 +581,50 @@ func readTable(lr *lineReader, ds *Dataset, opts *ReadOptions) error {
 			line, _ := cr.FieldPos(0)
 			return rec, line, nil
 		}
-	} else {
-		next = func() ([]string, int, error) {
-			for {
-				b, line, err := lr.next()
-				if err != nil {
-					return nil, 0, err
-				}
-				b = bytes.TrimRight(b, "\r")
-				if len(bytes.TrimSpace(b)) == 0 {
-					continue
-				}
-				return strings.Split(string(b), "\t"), line, nil
+	}
+	return func() ([]string, int, error) {
+		for {
+			b, line, err := lr.next()
+			if err != nil {
+				return nil, 0, err
 			}
+			b = bytes.TrimRight(b, "\r")
+			if len(bytes.TrimSpace(b)) == 0 {
+				continue
+			}
+			return strings.Split(string(b), "\t"), line, nil
 		}
 	}
+}
+
+// tableCols are the indices of a table's columns (−1: the column is not
+// read) and the header's number of fields (0 without a header).
+type tableCols struct{ text, pair, label, width int }
+
+// tableColumns reads the header (unless opts.NoHeader) and resolves the
+// columns of opts.Columns: from the header's names, or parsed as 0-based
+// indices when there is none (then checked against each row's width). ok
+// is false for an empty file.
+func tableColumns(next func() ([]string, int, error), opts *ReadOptions) (cols tableCols, ok bool, err error) {
 	var header []string
 	col := map[string]int{}
 	if !opts.NoHeader {
 		h, line, err := next()
 		if err == io.EOF {
-			return nil
+			return cols, false, nil
 		}
 		if err != nil {
-			return err
+			return cols, false, err
 		}
 		for i, name := range h {
 			name = strings.TrimSpace(name)
 			if _, dup := col[name]; dup {
-				return &InputError{Line: line, Err: fmt.Errorf("the header names column %q twice", name)}
+				return cols, false, &InputError{Line: line, Err: fmt.Errorf("the header names column %q twice", name)}
 			}
 			col[name] = i
 			header = append(header, name)
 		}
 	}
-	// Column indices: resolved from the header once, or parsed from the
-	// names when there is none (then checked against each row's width).
 	index := func(name, what string, optional bool) (int, error) {
 		if opts.NoHeader {
 			i, err := strconv.Atoi(name)
@@ -610,81 +644,78 @@ func readTable(lr *lineReader, ds *Dataset, opts *ReadOptions) error {
 	}
 	c := opts.Columns
 	if header == nil && !opts.NoHeader {
-		return nil // empty file
+		return cols, false, nil // empty file
 	}
-	ti, err := index(c.Text, "text", false)
-	if err != nil {
-		return err
+	cols = tableCols{pair: -1, width: len(header)}
+	if cols.text, err = index(c.Text, "text", false); err != nil {
+		return cols, false, err
 	}
-	pi := -1
 	if c.Pair != "" {
-		if pi, err = index(c.Pair, "second text", false); err != nil {
-			return err
+		if cols.pair, err = index(c.Pair, "second text", false); err != nil {
+			return cols, false, err
 		}
 	}
-	li, err := index(c.Label, "label", opts.Unlabelled)
-	if err != nil {
-		return err
+	if cols.label, err = index(c.Label, "label", opts.Unlabelled); err != nil {
+		return cols, false, err
 	}
-	for {
-		rec, line, err := next()
-		if err == io.EOF {
-			return nil
+	return cols, true, nil
+}
+
+// tableExample makes the example of one row (its fields rec, read from
+// line) of a table with columns cols.
+func tableExample(rec []string, line int, cols tableCols, opts *ReadOptions) (Example, error) {
+	for _, f := range rec {
+		if !utf8.ValidString(f) {
+			return Example{}, &InputError{Line: line, Err: errors.New("the row is not valid UTF-8")}
 		}
-		if err != nil {
-			return err
-		}
-		for _, f := range rec {
-			if !utf8.ValidString(f) {
-				return &InputError{Line: line, Err: errors.New("the row is not valid UTF-8")}
-			}
-		}
-		width := len(rec)
-		if header != nil && width != len(header) {
-			return &InputError{Line: line, Err: fmt.Errorf("the row has %d fields, the header %d", width, len(header))}
-		}
-		for _, x := range []struct {
-			i    int
-			what string
-		}{{ti, "text"}, {pi, "second text"}, {li, "label"}} {
-			if x.i >= width && !(x.what == "label" && opts.Unlabelled) {
-				return &InputError{Line: line, Err: fmt.Errorf("no column %d for the %s: the row has %d fields", x.i, x.what, width)}
-			}
-		}
-		ex := Example{Line: line}
-		if opts.Problem == TokenTags {
-			ex.Words = strings.Fields(rec[ti])
-			ex.Text = strings.Join(ex.Words, " ")
-		} else {
-			ex.Text = rec[ti]
-		}
-		if pi >= 0 {
-			p := rec[pi]
-			ex.TextPair = &p
-		}
-		if li >= 0 && li < width {
-			v := rec[li]
-			switch opts.Problem {
-			case SingleLabel:
-				ex.Label = strings.TrimSpace(v)
-			case MultiLabel:
-				ex.Labels = splitList(v, opts.LabelSep)
-			case Regression:
-				if ex.Value, err = parseValue(v, c.Label); err != nil {
-					return &InputError{Line: line, Err: err}
-				}
-			case TokenTags:
-				ex.Tags = strings.Fields(v)
-			}
-			ex.HasLabel = true
-			if err := checkExample(&ex, opts); err != nil {
-				return &InputError{Line: line, Err: err}
-			}
-		} else if opts.Problem == TokenTags && len(ex.Words) == 0 {
-			return &InputError{Line: line, Err: fmt.Errorf("no words in %q", c.Text)}
-		}
-		ds.Examples = append(ds.Examples, ex)
 	}
+	width := len(rec)
+	if cols.width > 0 && width != cols.width {
+		return Example{}, &InputError{Line: line, Err: fmt.Errorf("the row has %d fields, the header %d", width, cols.width)}
+	}
+	for _, x := range []struct {
+		i    int
+		what string
+	}{{cols.text, "text"}, {cols.pair, "second text"}, {cols.label, "label"}} {
+		if x.i >= width && !(x.what == "label" && opts.Unlabelled) {
+			return Example{}, &InputError{Line: line, Err: fmt.Errorf("no column %d for the %s: the row has %d fields", x.i, x.what, width)}
+		}
+	}
+	c := opts.Columns
+	ex := Example{Line: line}
+	if opts.Problem == TokenTags {
+		ex.Words = strings.Fields(rec[cols.text])
+		ex.Text = strings.Join(ex.Words, " ")
+	} else {
+		ex.Text = rec[cols.text]
+	}
+	if cols.pair >= 0 {
+		p := rec[cols.pair]
+		ex.TextPair = &p
+	}
+	if li := cols.label; li >= 0 && li < width {
+		v := rec[li]
+		var err error
+		switch opts.Problem {
+		case SingleLabel:
+			ex.Label = strings.TrimSpace(v)
+		case MultiLabel:
+			ex.Labels = splitList(v, opts.LabelSep)
+		case Regression:
+			if ex.Value, err = parseValue(v, c.Label); err != nil {
+				return Example{}, &InputError{Line: line, Err: err}
+			}
+		case TokenTags:
+			ex.Tags = strings.Fields(v)
+		}
+		ex.HasLabel = true
+		if err := checkExample(&ex, opts); err != nil {
+			return Example{}, &InputError{Line: line, Err: err}
+		}
+	} else if opts.Problem == TokenTags && len(ex.Words) == 0 {
+		return Example{}, &InputError{Line: line, Err: fmt.Errorf("no words in %q", c.Text)}
+	}
+	return ex, nil
 }
 
 // QuoteLabels returns the names quoted (strconv.Quote) and joined by ", ":
