@@ -231,7 +231,17 @@ func FuzzStateDictPickle(f *testing.F) {
 	f.Fuzz(func(t *testing.T, pkl []byte) {
 		var sd *stateDict
 		var err error
-		checkAlloc(t, len(pkl), func() { sd, err = parseStateDictPickle(pkl, "fuzz.bin", "a/data.pkl", newBudget(int64(len(pkl)))) })
+		bud := newBudget(int64(len(pkl)))
+		got := allocatedNoGC(func() { sd, err = parseStateDictPickle(pkl, "fuzz.bin", "a/data.pkl", bud) })
+		// The scan's estimate, charged to the budget, bounds what the VM
+		// allocated (plus the scan's own small state and error text). A
+		// second run tells a real overrun from another goroutine's noise.
+		if slack := uint64(bud.used) + 256<<10 + 64*uint64(len(pkl)); got > slack {
+			again := newBudget(int64(len(pkl)))
+			if got2 := allocatedNoGC(func() { parseStateDictPickle(pkl, "fuzz.bin", "a/data.pkl", again) }); got2 > slack {
+				t.Fatalf("%d-byte pickle allocated %d and %d bytes, the estimate was %d", len(pkl), got, got2, bud.used)
+			}
+		}
 		if err != nil {
 			checkErr(t, err, "fuzz.bin")
 			return
