@@ -169,6 +169,10 @@ func TestHostileLoaders(t *testing.T) {
 		{"torch-deflated-storage", torch(hostile.CompressedStorageBin(1 << 28)), `pytorch_model\.bin`, nil},
 		{"torch-200-views", torch(hostile.SharedViewsBin(200, 4<<20)), "", nil},
 		{"torch-3000-views", torch(hostile.SharedViewsBin(3000, 4<<20)), "", nil},
+		// The same views stored, as torch.save writes them: legal, so
+		// inspect lists them; forward refuses them (they are not the
+		// model's tensors), in memory of about one storage.
+		{"torch-3000-stored-views", torch(hostile.StoredSharedViewsBin(3000, 4<<20)), "", nil},
 		{"torch-dup-bomb-64k", torch(hostile.DupBombBin(64 << 20)), `pytorch_model\.bin`, nil},
 		{"torch-dup-bomb-260k", torch(hostile.DupBombBin(255 << 20)), `pytorch_model\.bin`, nil},
 		// config.json sizes that New would allocate before looking at the

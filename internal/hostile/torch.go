@@ -49,6 +49,19 @@ func CompressedStorageBin(declaredBytes int64) []byte {
 // instead of storageBytes. The pickle memoizes what the views repeat, so
 // each view costs about 25 bytes of pickle.
 func SharedViewsBin(views int, storageBytes int) []byte {
+	return sharedViews(views, storageBytes, zip.Deflate)
+}
+
+// StoredSharedViewsBin is SharedViewsBin with every entry stored, as
+// torch.save writes them: a legal checkpoint (tied weights taken to the
+// extreme) that a reader must load in memory of about one storage,
+// however many views name it. StoredSharedViewsBin(3000, 4<<20) is a
+// 4.3 MB file; a copy per view would be 12 GB.
+func StoredSharedViewsBin(views int, storageBytes int) []byte {
+	return sharedViews(views, storageBytes, zip.Store)
+}
+
+func sharedViews(views int, storageBytes int, method uint16) []byte {
 	numel := int64(storageBytes / 4)
 	var p pickler
 	p.header()
@@ -61,8 +74,8 @@ func SharedViewsBin(views int, storageBytes int) []byte {
 	}
 	p.op(0x75, '.')
 	return archive([]entry{
-		{"archive/data.pkl", p.Bytes(), zip.Deflate, 0},
-		{"archive/data/0", nil, zip.Deflate, numel * 4},
+		{"archive/data.pkl", p.Bytes(), method, 0},
+		{"archive/data/0", nil, method, numel * 4},
 		{"archive/version", []byte("3\n"), zip.Store, 0},
 	})
 }
