@@ -38,26 +38,7 @@ func TestKillAndResume(t *testing.T) {
 	want := straightRun(t, func(j *Loop) { j.Options.Steps = 40 })
 	for round := 0; round < 2; round++ {
 		dir := t.TempDir()
-		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperTrainProcess$")
-		cmd.Env = append(os.Environ(), helperEnv+"="+dir)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			if _, err := os.Stat(filepath.Join(dir, LatestFile)); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				cmd.Process.Kill()
-				t.Fatal("the child saved no checkpoint within 20 s")
-			}
-			time.Sleep(time.Millisecond)
-		}
-		delay := time.Duration(rand.N(100)) * time.Millisecond
-		time.Sleep(delay)
-		cmd.Process.Kill() // SIGKILL
-		cmd.Wait()
+		delay, _ := killAfterFirstCheckpoint(t, "TestHelperTrainProcess", helperEnv, dir, 20*time.Second, 100*time.Millisecond)
 		st, _, err := ReadLatestState(dir)
 		if err != nil {
 			t.Fatalf("after the kill: %v", err)
@@ -70,6 +51,35 @@ func TestKillAndResume(t *testing.T) {
 		}
 		compareRuns(t, want, dir, 40)
 	}
+}
+
+// killAfterFirstCheckpoint runs the test binary's test helper as a child
+// with env=dir, waits up to wait for the first checkpoint in dir, lets the
+// child go on for a random time below maxDelay and kills it with SIGKILL
+// (no chance to save). It returns that time and how the child ended.
+func killAfterFirstCheckpoint(t *testing.T, helper, env, dir string, wait, maxDelay time.Duration) (time.Duration, *os.ProcessState) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+helper+"$")
+	cmd.Env = append(os.Environ(), env+"="+dir)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, LatestFile)); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("the child saved no checkpoint within %v", wait)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	delay := time.Duration(rand.N(int64(maxDelay/time.Millisecond))) * time.Millisecond
+	time.Sleep(delay)
+	cmd.Process.Kill()
+	cmd.Wait()
+	return delay, cmd.ProcessState
 }
 
 // TestMain skips fsync in every test but TestTrainLossDecreases, which runs

@@ -3,9 +3,7 @@ package pretrain
 import (
 	"bytes"
 	"context"
-	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -110,26 +108,7 @@ func TestKillResumeIdentical(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperPretrainChild$")
-	cmd.Env = append(os.Environ(), childEnv+"="+dir)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, LatestFile)); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatal("the child saved no checkpoint within 60 s")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	delay := time.Duration(rand.N(300)) * time.Millisecond
-	time.Sleep(delay)
-	cmd.Process.Kill() // SIGKILL: no chance to save
-	state := cmd.Wait()
+	delay, state := killAfterFirstCheckpoint(t, "TestHelperPretrainChild", childEnv, dir, 60*time.Second, 300*time.Millisecond)
 	st, _, err := ReadLatestState(dir)
 	if err != nil {
 		t.Fatalf("after the kill: %v", err)
