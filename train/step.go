@@ -10,10 +10,11 @@ import (
 )
 
 // Stepper does optimizer updates, the one training step of the toolkit:
-// pretraining (Train, Resume), finetune.Train, the char-lm and long-text
-// experiments and the bench's training mode all update their parameters
-// through Step. What differs between them (data, evaluation, checkpoints,
-// logging) stays with them, in the Micro function and around the call.
+// package pretrain's MLM loop and finetune.Train (both through
+// DataParallel), the char-lm, long-text and translation experiments and the
+// bench's training mode all update their parameters through Step. What
+// differs between them (data, evaluation, checkpoints, logging) stays with
+// them, in the Micro function and around the call.
 //
 // An update reads top to bottom:
 //
