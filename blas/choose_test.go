@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -140,5 +141,19 @@ func TestNoLibraryChoosesGoAsm(t *testing.T) {
 	}
 	if len(ms) == 2 && ms[1].Err == "" {
 		t.Errorf("gonum measured in the quick probe: %+v", ms[1])
+	}
+}
+
+// ROFORMER_BLAS_NOLIBS=1 hides both libraries, as on a fresh machine.
+func TestNoLibsHidesTheLibraries(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no run-time loading on windows")
+	}
+	t.Setenv("ROFORMER_BLAS_NOLIBS", "1")
+	if _, err := openOneDNN(""); err == nil || !strings.Contains(err.Error(), "ROFORMER_BLAS_NOLIBS") {
+		t.Errorf("oneDNN: %v", err)
+	}
+	if _, err := openOpenBLAS("", ""); err == nil || !strings.Contains(err.Error(), "ROFORMER_BLAS_NOLIBS") {
+		t.Errorf("OpenBLAS: %v", err)
 	}
 }

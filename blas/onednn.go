@@ -62,6 +62,9 @@ func oneDNNLibraryNames() []string {
 // the OpenMP runtime when it is loaded), since parallelism comes from the
 // callers, as with OpenBLAS.
 func openOneDNN(path string) (d *oneDNN, err error) {
+	if err := librariesHidden("oneDNN"); err != nil {
+		return nil, err
+	}
 	if runtime.GOOS != "linux" && runtime.GOOS != "darwin" && runtime.GOOS != "freebsd" {
 		return nil, fmt.Errorf("blas: run-time loading of oneDNN is not supported on %s", runtime.GOOS)
 	}

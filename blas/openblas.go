@@ -58,6 +58,9 @@ func libraryNames() []string {
 // already has is therefore loaded from a private copy of the library file
 // (Linux), which the dynamic loader treats as a library of its own.
 func openOpenBLAS(path, coreType string) (b *openBLAS, err error) {
+	if err := librariesHidden("OpenBLAS"); err != nil {
+		return nil, err
+	}
 	if runtime.GOOS != "linux" && runtime.GOOS != "darwin" && runtime.GOOS != "freebsd" {
 		return nil, fmt.Errorf("blas: run-time loading of OpenBLAS is not supported on %s", runtime.GOOS)
 	}
