@@ -2,15 +2,16 @@ package tokenizer
 
 import (
 	"cmp"
-	"container/heap"
 	"errors"
 	"fmt"
 	"iter"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
+	"github.com/roformer-go/roformer/tokenizer/internal/merge"
 	"github.com/roformer-go/roformer/tokenizer/jieba"
 )
 
@@ -182,52 +183,12 @@ func TrainWordPiece(texts iter.Seq[string], opts TrainOptions) (*Vocab, error) {
 
 var errEmptyTraining = errors.New("no words to train on")
 
-// trainWord is one distinct word as a sequence of symbol ids.
-type trainWord struct {
-	syms  []int32
-	count int64
-}
-
-// mergeItem is a candidate merge in the priority queue.
-type mergeItem struct {
-	pair  uint64 // a<<32 | b
-	count int64
-}
-
-type mergeHeap []mergeItem
-
-func (h mergeHeap) Len() int { return len(h) }
-func (h mergeHeap) Less(i, j int) bool {
-	if h[i].count != h[j].count {
-		return h[i].count > h[j].count
-	}
-	return h[i].pair < h[j].pair
-}
-func (h mergeHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *mergeHeap) Push(x any)   { *h = append(*h, x.(mergeItem)) }
-func (h *mergeHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
-func pairOf(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
-
+// trainBPE lays out the ids (specials, alphabet, "##" forms) and runs the
+// merges of TrainWordPiece over the counted words wc.
 func trainBPE(wc counts, specials []string, opts TrainOptions) (*Vocab, error) {
-	var tokens []string
-	ids := map[string]int32{}
-	addTok := func(s string) int32 {
-		if id, ok := ids[s]; ok {
-			return id
-		}
-		id := int32(len(tokens))
-		tokens = append(tokens, s)
-		ids[s] = id
-		return id
-	}
+	v := &wordPieces{ids: map[string]int32{}, size: opts.VocabSize}
 	for _, s := range specials {
-		addTok(s)
+		v.add(s)
 	}
 	// Words in a fixed order: by count, then text.
 	words := make([]string, 0, len(wc))
@@ -266,11 +227,11 @@ func trainBPE(wc counts, specials []string, opts TrainOptions) (*Vocab, error) {
 	slices.Sort(alphabet)
 	kept := map[rune]bool{}
 	for _, r := range alphabet {
-		addTok(string(r))
+		v.add(string(r))
 		kept[r] = true
 	}
 	// Words as symbols; "##" forms of non-initial characters.
-	tw := make([]trainWord, 0, len(words))
+	tw := make([]merge.Word, 0, len(words))
 	for _, w := range words {
 		var syms []int32
 		first := true
@@ -283,111 +244,46 @@ func trainBPE(wc counts, specials []string, opts TrainOptions) (*Vocab, error) {
 				s = continuationPrefix + s
 			}
 			first = false
-			syms = append(syms, addTok(s))
+			syms = append(syms, v.add(s))
 		}
 		if len(syms) > 0 {
-			tw = append(tw, trainWord{syms, *wc[w]})
+			tw = append(tw, merge.Word{Syms: syms, Count: *wc[w]})
 		}
 	}
-	// Pair counts and where each pair occurs.
-	pairCount := map[uint64]int64{}
-	where := map[uint64][]int32{}
-	for i, w := range tw {
-		for k := 0; k+1 < len(w.syms); k++ {
-			p := pairOf(w.syms[k], w.syms[k+1])
-			pairCount[p] += w.count
-			if ws := where[p]; len(ws) == 0 || ws[len(ws)-1] != int32(i) {
-				where[p] = append(ws, int32(i))
-			}
-		}
-	}
-	h := make(mergeHeap, 0, len(pairCount))
-	for p, c := range pairCount {
-		if c > 0 {
-			h = append(h, mergeItem{p, c})
-		}
-	}
-	heap.Init(&h)
-	minFreq := max(int64(opts.MinFrequency), 1)
-	seen := make([]int32, len(tw)) // last merge step that visited each word
-	step := int32(0)
-	for len(tokens) < opts.VocabSize && h.Len() > 0 {
-		top := heap.Pop(&h).(mergeItem)
-		if c := pairCount[top.pair]; c != top.count {
-			if c > 0 { // stale entry: requeue with its current count
-				heap.Push(&h, mergeItem{top.pair, c})
-			}
-			continue
-		}
-		if top.count < minFreq {
-			break
-		}
-		a, b := int32(top.pair>>32), int32(uint32(top.pair))
-		newTok := tokens[a] + tokens[b][len(continuationPrefix):]
-		if len(tokens[b]) < len(continuationPrefix) || tokens[b][:len(continuationPrefix)] != continuationPrefix {
-			newTok = tokens[a] + tokens[b]
-		}
-		nid := addTok(newTok)
-		step++
-		changed := map[uint64]int64{}
-		for _, wi := range where[top.pair] {
-			if seen[wi] == step {
-				continue
-			}
-			seen[wi] = step
-			w := &tw[wi]
-			out := w.syms[:0]
-			syms := w.syms
-			for k := 0; k < len(syms); {
-				if k+1 < len(syms) && syms[k] == a && syms[k+1] == b {
-					if len(out) > 0 {
-						prev := out[len(out)-1]
-						changed[pairOf(prev, a)] -= w.count
-						changed[pairOf(prev, nid)] += w.count
-						addWhere(where, pairOf(prev, nid), wi)
-					}
-					if k+2 < len(syms) {
-						next := syms[k+2]
-						changed[pairOf(b, next)] -= w.count
-						changed[pairOf(nid, next)] += w.count
-						addWhere(where, pairOf(nid, next), wi)
-					}
-					changed[top.pair] -= w.count
-					out = append(out, nid)
-					k += 2
-				} else {
-					out = append(out, syms[k])
-					k++
-				}
-			}
-			w.syms = out
-		}
-		delete(where, top.pair)
-		// Apply the changes in a fixed order and queue the grown pairs.
-		keys := make([]uint64, 0, len(changed))
-		for p := range changed {
-			keys = append(keys, p)
-		}
-		slices.Sort(keys)
-		for _, p := range keys {
-			d := changed[p]
-			pairCount[p] += d
-			if pairCount[p] <= 0 {
-				delete(pairCount, p)
-				continue
-			}
-			if d > 0 {
-				heap.Push(&h, mergeItem{p, pairCount[p]})
-			}
-		}
-	}
-	return NewVocab(tokens)
+	merge.Learn(v, tw, int64(opts.MinFrequency))
+	return NewVocab(v.tokens)
 }
 
-func addWhere(where map[uint64][]int32, p uint64, wi int32) {
-	if ws := where[p]; len(ws) == 0 || ws[len(ws)-1] != wi {
-		where[p] = append(ws, wi)
+// wordPieces is the vocabulary TrainWordPiece grows: a merge of a and b
+// makes a + b, without b's "##"; ties go to the pair of smaller ids.
+type wordPieces struct {
+	tokens []string
+	ids    map[string]int32
+	size   int // the vocabulary size to reach
+}
+
+// add returns the id of token s, added if new.
+func (v *wordPieces) add(s string) int32 {
+	if id, ok := v.ids[s]; ok {
+		return id
 	}
+	id := int32(len(v.tokens))
+	v.tokens = append(v.tokens, s)
+	v.ids[s] = id
+	return id
+}
+
+func (v *wordPieces) Full() bool { return len(v.tokens) >= v.size }
+
+func (v *wordPieces) Merge(a, b int32) int32 {
+	return v.add(v.tokens[a] + strings.TrimPrefix(v.tokens[b], continuationPrefix))
+}
+
+func (v *wordPieces) Before(a, b, c, d int32) bool {
+	if a != c {
+		return a < c
+	}
+	return b < d
 }
 
 // ChineseVocabOptions configure TrainChineseWords.

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/roformer-go/roformer/tokenizer/internal/merge"
 )
 
 // The special ids.
@@ -198,25 +200,11 @@ func (m *Model) encodePiece(p string, final bool) []int {
 			break
 		}
 		p := m.parts[best]
-		syms = mergePair(syms, p[0], p[1], p[2])
+		syms = merge.Replace(syms, p[0], p[1], p[2])
 	}
 	out := make([]int, len(syms))
 	for i, s := range syms {
 		out[i] = int(s)
-	}
-	return out
-}
-
-// mergePair replaces every occurrence of a, b in syms, left to right, by c.
-func mergePair(syms []int32, a, b, c int32) []int32 {
-	out := syms[:0]
-	for i := 0; i < len(syms); i++ {
-		if i+1 < len(syms) && syms[i] == a && syms[i+1] == b {
-			out = append(out, c)
-			i++
-			continue
-		}
-		out = append(out, syms[i])
 	}
 	return out
 }

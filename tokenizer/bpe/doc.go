@@ -22,11 +22,13 @@
 // pieces weighted by their frequency, into a new symbol; ties go to the
 // pair whose left symbol, then right symbol, sorts first as a string (the
 // end-of-word mark written "</w>"). Training stops when the vocabulary
-// holds vocabSize tokens or no pair occurs twice. The pair counts are kept
-// up to date incrementally (only the pieces that hold the merged pair are
-// recounted, and a heap with lazy deletion gives the best pair); the
-// unexported trainNaive recounts everything at every step and is the
-// reference the tests compare it with, merge by merge.
+// holds vocabSize tokens or no pair occurs twice. The merges are run by the
+// engine that the WordPiece trainer of package tokenizer runs too
+// (tokenizer/internal/merge): the pair counts are kept up to date
+// incrementally (only the pieces that hold the merged pair are rewritten,
+// and a heap with lazy deletion gives the best pair); the unexported
+// trainNaive recounts everything at every step and is the reference the
+// tests compare it with, merge by merge.
 //
 // # Ids
 //
