@@ -304,6 +304,18 @@ func (b *budget) refuse(n int64, what string) error {
 		what, n, b.limit-b.used, b.limit)
 }
 
+// TensorMap returns the file's tensors by name as model binders take them
+// (roformer's Model.Bind): each *tensor.Tensor shares its Entry's Shape and
+// Data, nothing is copied. It is the one conversion from a checkpoint to
+// what a binder reads.
+func (f *File) TensorMap() map[string]*tensor.Tensor {
+	m := make(map[string]*tensor.Tensor, len(f.Tensors))
+	for name, e := range f.Tensors {
+		m[name] = &tensor.Tensor{Shape: e.Shape, Data: e.Data}
+	}
+	return m
+}
+
 // newFile returns an empty File with non-nil maps.
 func newFile(path, format string) *File {
 	return &File{Path: path, Format: format, Metadata: map[string]string{}, Tensors: map[string]*Entry{}}

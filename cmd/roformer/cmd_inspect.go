@@ -11,7 +11,6 @@ import (
 
 	"github.com/roformer-go/roformer/checkpoint"
 	"github.com/roformer-go/roformer/model/roformer"
-	"github.com/roformer-go/roformer/tensor"
 )
 
 func init() {
@@ -78,11 +77,10 @@ func runInspect(_ context.Context, o inspectOptions, w io.Writer) error {
 		sort.Strings(keys)
 		fmt.Fprintf(w, "other keys    %s\n", strings.Join(keys, ", "))
 	}
-	src := map[string]*tensor.Tensor{}
+	src := f.TensorMap()
 	shapes := map[string][]int{}
 	total := 0
 	for n, e := range f.Tensors {
-		src[n] = &tensor.Tensor{Shape: e.Shape, Data: e.Data}
 		shapes[n] = e.Shape
 		total += len(e.Data)
 	}

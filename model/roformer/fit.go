@@ -40,21 +40,6 @@ func (c *Config) CheckShapes(head Head, shapes map[string][]int) error {
 	}
 
 	E, H, I, V, L := c.EmbeddingSize, c.HiddenSize, c.IntermediateSize, c.VocabSize, c.NumHiddenLayers
-	type want struct {
-		name  string
-		shape []int
-		keys  string // the config.json keys and values behind shape
-	}
-	kv := func(pairs ...any) string {
-		var b strings.Builder
-		for i := 0; i+1 < len(pairs); i += 2 {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			fmt.Fprintf(&b, "%s %v", pairs[i], pairs[i+1])
-		}
-		return b.String()
-	}
 	wants := []want{
 		{"roformer.embeddings.word_embeddings.weight", []int{V, E}, kv("vocab_size", V, "embedding_size", E)},
 		{"roformer.embeddings.token_type_embeddings.weight", []int{c.TypeVocabSize, E}, kv("type_vocab_size", c.TypeVocabSize, "embedding_size", E)},
@@ -75,25 +60,7 @@ func (c *Config) CheckShapes(head Head, shapes map[string][]int) error {
 			want{p + "intermediate.dense.weight", []int{I, H}, kv("intermediate_size", I, "hidden_size", H)},
 			want{p + "output.dense.weight", []int{H, I}, kv("hidden_size", H, "intermediate_size", I)})
 	}
-	NL := c.NumLabels
-	switch head {
-	case HeadMaskedLM, HeadCausalLM:
-		if !c.RMSNorm() {
-			wants = append(wants,
-				want{"cls.predictions.transform.dense.weight", []int{E, H}, kv("embedding_size", E, "hidden_size", H)},
-				want{"cls.predictions.bias", []int{V}, kv("vocab_size", V)})
-		}
-	case HeadSequenceCls:
-		wants = append(wants,
-			want{"classifier.dense.weight", []int{H, H}, kv("hidden_size", H)},
-			want{"classifier.out_proj.weight", []int{NL, H}, kv("num_labels", NL, "hidden_size", H)})
-	case HeadTokenCls:
-		wants = append(wants, want{"classifier.weight", []int{NL, H}, kv("num_labels", NL, "hidden_size", H)})
-	case HeadQA:
-		wants = append(wants, want{"qa_outputs.weight", []int{2, H}, kv("hidden_size", H)})
-	case HeadMultipleChoice:
-		wants = append(wants, want{"classifier.weight", []int{1, H}, kv("hidden_size", H)})
-	}
+	wants = append(wants, c.headWants(head)...)
 	for _, w := range wants {
 		name, s, ok := w.name, shapes[w.name], false
 		if _, ok = shapes[name]; !ok && strings.HasPrefix(name, "roformer.") {
@@ -139,6 +106,49 @@ func (c *Config) CheckShapes(head Head, shapes map[string][]int) error {
 	if hd > slack {
 		return fmt.Errorf("the %s head needs %d parameters (num_labels %d, hidden_size %d, vocab_size %d), more than twice the checkpoint's %d values plus 2²⁰",
 			head, hd, c.NumLabels, c.HiddenSize, c.VocabSize, stored.n)
+	}
+	return nil
+}
+
+// want is a tensor shape that config.json implies, with the keys behind it.
+type want struct {
+	name  string
+	shape []int
+	keys  string // the config.json keys and values behind shape
+}
+
+// kv formats key, value pairs as "k1 v1, k2 v2".
+func kv(pairs ...any) string {
+	var b strings.Builder
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %v", pairs[i], pairs[i+1])
+	}
+	return b.String()
+}
+
+// headWants lists the head's weight shapes that CheckShapes compares.
+func (c *Config) headWants(head Head) []want {
+	E, H, V, NL := c.EmbeddingSize, c.HiddenSize, c.VocabSize, c.NumLabels
+	switch head {
+	case HeadMaskedLM, HeadCausalLM:
+		if !c.RMSNorm() {
+			return []want{
+				{"cls.predictions.transform.dense.weight", []int{E, H}, kv("embedding_size", E, "hidden_size", H)},
+				{"cls.predictions.bias", []int{V}, kv("vocab_size", V)}}
+		}
+	case HeadSequenceCls:
+		return []want{
+			{"classifier.dense.weight", []int{H, H}, kv("hidden_size", H)},
+			{"classifier.out_proj.weight", []int{NL, H}, kv("num_labels", NL, "hidden_size", H)}}
+	case HeadTokenCls:
+		return []want{{"classifier.weight", []int{NL, H}, kv("num_labels", NL, "hidden_size", H)}}
+	case HeadQA:
+		return []want{{"qa_outputs.weight", []int{2, H}, kv("hidden_size", H)}}
+	case HeadMultipleChoice:
+		return []want{{"classifier.weight", []int{1, H}, kv("hidden_size", H)}}
 	}
 	return nil
 }

@@ -19,8 +19,12 @@ type LoadOptions struct {
 	// weights kept elsewhere); they win over checkpoint tensors of the same name.
 	Extra map[string]*tensor.Tensor
 	// InitSeed seeds HF's initialisation of head weights that
-	// Bind.AllowMissingHead lets the checkpoint lack.
+	// Bind.AllowMissingHead lets the checkpoint lack, or of a NewHead.
 	InitSeed uint64
+	// NewHead starts the head afresh with HF's initialisation (seeded by
+	// InitSeed) whatever head weights the checkpoint holds, as a fine-tune
+	// that adds a head does: only the encoder comes from the checkpoint.
+	NewHead bool
 	// ConfigOverride, when not nil, edits the configuration read from
 	// config.json before the model is built (e.g. num_labels for a new head).
 	ConfigOverride func(*Config)
@@ -44,15 +48,20 @@ type Loaded struct {
 
 // Load reads a Hugging Face model folder (config.json plus model.safetensors,
 // model.safetensors.index.json, pytorch_model.bin or pytorch_model.bin.index.json)
-// and returns the model with the given head. A checkpoint without the head's
+// and returns the model with the given head; head "" is the one config.json's
+// architectures name (HeadForConfig). A checkpoint without the head's
 // weights is an error wrapping ErrHeadMissing, unless
-// opts.Bind.AllowMissingHead is set (they are then initialised as HF does).
+// opts.Bind.AllowMissingHead or opts.NewHead is set (they are then
+// initialised as HF does).
 //
 // The checkpoint is read before the model is allocated, and config.json's
 // sizes are compared with its tensors first (Config.CheckShapes): a config
 // that implies more parameters than the checkpoint holds, or shapes other
 // than its tensors', is refused naming the tensor, the shape and the keys,
-// without allocating a model of the config's size.
+// without allocating a model of the config's size. With opts.NewHead the
+// checkpoint's own weights of that head are left out of the comparison
+// (the new head replaces them), and the new head too may be no larger than
+// twice the checkpoint's values plus 2²⁰.
 func Load(dir string, head Head, opts LoadOptions) (*Loaded, error) {
 	cfgPath := filepath.Join(dir, "config.json")
 	cfg, err := LoadConfig(cfgPath)
@@ -65,46 +74,83 @@ func Load(dir string, head Head, opts LoadOptions) (*Loaded, error) {
 			return nil, fmt.Errorf("roformer: %s after overrides: %w", cfgPath, err)
 		}
 	}
+	if head == "" {
+		head = HeadForConfig(&cfg)
+	}
 	if _, err := ParseHead(string(head)); err != nil {
 		return nil, err
 	}
-	var f *checkpoint.File
-	switch w := opts.Weights; {
-	case w == "":
-		f, err = checkpoint.ReadDir(dir)
-	case strings.HasSuffix(w, ".index.json"):
-		f, err = checkpoint.ReadSharded(w)
-	case strings.HasSuffix(w, ".safetensors"):
-		f, err = checkpoint.ReadSafetensors(w)
-	default:
-		f, err = checkpoint.ReadPyTorch(w)
-	}
+	f, err := readWeights(dir, opts.Weights)
 	if err != nil {
 		return nil, err
 	}
-	src := make(map[string]*tensor.Tensor, len(f.Tensors)+len(opts.Extra))
+	src := f.TensorMap()
 	dtypes := map[string]int{}
-	for name, e := range f.Tensors {
-		src[name] = &tensor.Tensor{Shape: e.Shape, Data: e.Data}
+	for _, e := range f.Tensors {
 		dtypes[e.DType]++
 	}
 	for name, t := range opts.Extra {
 		src[name] = t
 	}
-	shapes := make(map[string][]int, len(src))
-	for name, t := range src {
-		shapes[name] = t.Shape
-	}
-	if err := cfg.CheckShapes(head, shapes); err != nil {
+	if err := cfg.CheckShapes(head, fitShapes(&cfg, head, src, opts.NewHead)); err != nil {
 		return nil, fmt.Errorf("roformer: %s does not fit %s: %w", cfgPath, f.Path, err)
 	}
 	m, err := New(cfg, head)
 	if err != nil {
 		return nil, err
 	}
-	if opts.Bind.AllowMissingHead {
+	if opts.Bind.AllowMissingHead || opts.NewHead {
 		m.Init(opts.InitSeed)
 	}
+	if opts.NewHead {
+		// The initialised head's own values win over the checkpoint's.
+		for _, p := range m.Params() {
+			if !strings.HasPrefix(p.Name, "roformer.") {
+				src[p.Name] = &tensor.Tensor{Shape: p.Shape, Data: p.Data}
+			}
+		}
+	}
+	rep, err := m.bindChecked(src, f.Path, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Loaded{Model: m, Dir: dir, Checkpoint: f.Path, Format: f.Format, DTypes: dtypes, Report: rep}, nil
+}
+
+// readWeights reads the folder's weights, or the file weights names.
+func readWeights(dir, weights string) (*checkpoint.File, error) {
+	switch {
+	case weights == "":
+		return checkpoint.ReadDir(dir)
+	case strings.HasSuffix(weights, ".index.json"):
+		return checkpoint.ReadSharded(weights)
+	case strings.HasSuffix(weights, ".safetensors"):
+		return checkpoint.ReadSafetensors(weights)
+	default:
+		return checkpoint.ReadPyTorch(weights)
+	}
+}
+
+// fitShapes returns the shapes of src that CheckShapes compares with cfg:
+// all of them, but for a new head without the checkpoint's weights of the
+// same names (the new head's replace them).
+func fitShapes(cfg *Config, head Head, src map[string]*tensor.Tensor, newHead bool) map[string][]int {
+	shapes := make(map[string][]int, len(src))
+	for name, t := range src {
+		shapes[name] = t.Shape
+	}
+	if newHead {
+		for _, w := range cfg.headWants(head) {
+			delete(shapes, w.name)
+		}
+	}
+	return shapes
+}
+
+// bindChecked enables the pooler when src holds one, binds src (read from
+// the weight file path) and sets the precision, checking that every value
+// is finite.
+func (m *Model) bindChecked(src map[string]*tensor.Tensor, path string, opts LoadOptions) (*BindReport, error) {
 	if _, ok := src["roformer.pooler.dense.weight"]; ok {
 		m.EnablePooler()
 	} else if _, ok := src["pooler.dense.weight"]; ok {
@@ -112,15 +158,15 @@ func Load(dir string, head Head, opts LoadOptions) (*Loaded, error) {
 	}
 	rep, err := m.Bind(src, opts.Bind)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", f.Path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if err := m.checkFinite(); err != nil {
-		return nil, fmt.Errorf("%s: %w", f.Path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if err := m.SetPrecision(opts.Precision); err != nil {
 		return nil, err
 	}
-	return &Loaded{Model: m, Dir: dir, Checkpoint: f.Path, Format: f.Format, DTypes: dtypes, Report: rep}, nil
+	return rep, nil
 }
 
 // Save writes config.json and model.safetensors into dir (created if
