@@ -15,7 +15,7 @@ import (
 )
 
 // Run on a small model made in memory (a folder loaded with roformer.Load
-// and tokenizer.LoadModelDir does the same): three lines in, three vectors
+// and tokenizer.Load does the same): three lines in, three vectors
 // out, in order, each with its index and the line's id.
 func ExampleRun() {
 	v, _ := tokenizer.NewVocab([]string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "call", "me", "ishmael", "the", "whale"})

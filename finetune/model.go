@@ -99,10 +99,11 @@ func sameLabels(stored []string, spec *labelled.Spec) error {
 }
 
 // LoadTokenizer returns the tokenizer of a model folder and the folder it
-// came from: override when given, else tokenizer.LoadModelDir's choice.
+// came from: override when given, else tokenizer.Dir's choice.
 func LoadTokenizer(dir, override string) (*tokenizer.Tokenizer, string, error) {
 	if override == "" {
-		return tokenizer.LoadModelDir(dir)
+		tok, err := tokenizer.Load(dir)
+		return tok, tokenizer.Dir(dir), err
 	}
 	tok, err := tokenizer.Load(override)
 	if err != nil {

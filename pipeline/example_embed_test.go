@@ -11,7 +11,7 @@ import (
 )
 
 // Embed on a small model made in memory (a folder loaded with roformer.Load
-// and tokenizer.LoadModelDir does the same): one vector per input, a text or
+// and tokenizer.Load does the same): one vector per input, a text or
 // a pair, mean-pooled and normalized as the server's POST /embed does.
 func ExampleEmbed() {
 	v, _ := tokenizer.NewVocab([]string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "call", "me", "ishmael", "the", "whale"})

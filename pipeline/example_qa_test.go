@@ -19,7 +19,7 @@ func ExampleQuestionAnswering() {
 		fmt.Println(err)
 		return
 	}
-	tok, _, err := tokenizer.LoadModelDir(dir)
+	tok, err := tokenizer.Load(dir)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -18,7 +18,7 @@ func ExampleTokenClassification() {
 		fmt.Println(err)
 		return
 	}
-	tok, _, err := tokenizer.LoadModelDir(dir)
+	tok, err := tokenizer.Load(dir)
 	if err != nil {
 		fmt.Println(err)
 		return

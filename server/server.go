@@ -340,7 +340,7 @@ func Load(dir string, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	tok, _, err := tokenizer.LoadModelDir(dir)
+	tok, err := tokenizer.Load(dir)
 	if err != nil {
 		return nil, err
 	}

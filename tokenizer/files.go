@@ -24,27 +24,21 @@ const (
 	modelConfigFile   = "config.json"
 )
 
-// LoadModelDir returns the tokenizer of a model folder and the folder its
-// files came from: dir when it holds tokenizer_config.json or tokenizer.json;
-// else dir/tokenizer when that holds tokenizer_config.json (the layout
-// `roformer pretrain` writes); else dir with Load's own rules (vocab.txt
-// and config.json).
-func LoadModelDir(dir string) (*Tokenizer, string, error) {
+// Dir returns the folder Load reads the tokenizer of the model folder dir
+// from: dir when it holds tokenizer_config.json or tokenizer.json; else
+// dir/tokenizer when that holds tokenizer_config.json (the layout
+// `roformer pretrain` writes); else dir.
+func Dir(dir string) string {
 	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
-	from := dir
-	if !exists(filepath.Join(dir, "tokenizer_config.json")) && !exists(filepath.Join(dir, "tokenizer.json")) &&
-		exists(filepath.Join(dir, "tokenizer", "tokenizer_config.json")) {
-		from = filepath.Join(dir, "tokenizer")
+	if !exists(filepath.Join(dir, ConfigFile)) && !exists(filepath.Join(dir, TokenizerJSONFile)) &&
+		exists(filepath.Join(dir, "tokenizer", ConfigFile)) {
+		return filepath.Join(dir, "tokenizer")
 	}
-	tok, err := Load(from)
-	if err != nil {
-		return nil, from, err
-	}
-	return tok, from, nil
+	return dir
 }
 
-// Load reads a tokenizer from a model folder, the way HF's
-// AutoTokenizer.from_pretrained reads a slow tokenizer:
+// Load reads the tokenizer of a model folder (from the folder Dir names),
+// the way HF's AutoTokenizer.from_pretrained reads a slow tokenizer:
 //
 //   - the vocabulary from vocab.txt, or else from the WordPiece model of
 //     tokenizer.json (whose ids must run 0 … n−1);
@@ -62,7 +56,7 @@ func LoadModelDir(dir string) (*Tokenizer, string, error) {
 // Load caches: loading an unchanged folder again returns the same
 // *Tokenizer (the files' sizes and modification times are compared).
 func Load(dir string) (*Tokenizer, error) {
-	abs, err := filepath.Abs(dir)
+	abs, err := filepath.Abs(Dir(dir))
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
@@ -281,87 +275,25 @@ func load(dir string) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-
 	cfg := DefaultConfig(RoFormer)
-	// The class.
-	switch {
-	case hasTC && tc.TokenizerClass != nil:
-		k, err := ParseKind(*tc.TokenizerClass)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ConfigFile), err)
-		}
-		cfg.Kind = k
-	default:
-		var mc struct {
-			ModelType string `json:"model_type"`
-		}
-		hasMC, err := readJSON(filepath.Join(dir, modelConfigFile), &mc)
-		if err != nil {
-			return nil, err
-		}
-		if hasMC && mc.ModelType != "" && mc.ModelType != "roformer" {
-			cfg.Kind = Bert
-		}
+	if cfg.Kind, err = loadKind(dir, &tc, hasTC); err != nil {
+		return nil, err
 	}
-
-	// The vocabulary.
-	var v *Vocab
-	vocabPath := filepath.Join(dir, VocabFile)
-	if _, err := os.Stat(vocabPath); err == nil {
-		if v, err = LoadVocab(vocabPath); err != nil {
-			return nil, err
-		}
-	} else if hasTJ {
-		if v, err = vocabFromTokenizerJSON(&tj); err != nil {
-			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, TokenizerJSONFile), err)
-		}
-	} else {
-		return nil, fmt.Errorf("tokenizer: %s has neither %s nor %s", dir, VocabFile, TokenizerJSONFile)
+	v, err := loadVocab(dir, &tj, hasTJ)
+	if err != nil {
+		return nil, err
 	}
-
-	// Options: tokenizer.json's normalizer, then tokenizer_config.json.
+	// Options: tokenizer.json's normalizer, then tokenizer_config.json,
+	// then special_tokens_map.json.
 	if hasTJ {
-		if n := tj.Normalizer; n != nil && n.Type == "BertNormalizer" {
-			if n.Lowercase != nil {
-				cfg.DoLowerCase = *n.Lowercase
-			}
-			cfg.StripAccents = n.StripAccents
-			if n.HandleChineseChars != nil {
-				cfg.TokenizeChineseChars = *n.HandleChineseChars
-			}
-		}
-		if tj.Model.UnkToken != "" {
-			cfg.UnkToken = tj.Model.UnkToken
-		}
-		if tj.Model.MaxInputCharsPerWord > 0 {
-			cfg.MaxInputCharsPerWord = tj.Model.MaxInputCharsPerWord
-		}
-		if p := tj.Model.ContinuingSubwordPrefix; p != nil && *p != continuationPrefix {
-			return nil, fmt.Errorf("%w: %s: continuing_subword_prefix %q (only %q)", ErrUnsupported, filepath.Join(dir, TokenizerJSONFile), *p, continuationPrefix)
+		if err := tj.apply(&cfg, filepath.Join(dir, TokenizerJSONFile)); err != nil {
+			return nil, err
 		}
 	}
 	if hasTC {
-		if tc.DoBasicTokenize != nil && !*tc.DoBasicTokenize {
-			return nil, fmt.Errorf("%w: %s: do_basic_tokenize false", ErrUnsupported, filepath.Join(dir, ConfigFile))
+		if err := tc.apply(&cfg, filepath.Join(dir, ConfigFile)); err != nil {
+			return nil, err
 		}
-		if tc.DoLowerCase != nil {
-			cfg.DoLowerCase = *tc.DoLowerCase
-		}
-		if tc.StripAccents != nil {
-			cfg.StripAccents = tc.StripAccents
-		}
-		if tc.TokenizeChineseChars != nil {
-			cfg.TokenizeChineseChars = *tc.TokenizeChineseChars
-		}
-		cfg.NeverSplit = tc.NeverSplit
-		if tc.ModelMaxLength != nil {
-			n, err := parseModelMaxLength(*tc.ModelMaxLength)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ConfigFile), err)
-			}
-			cfg.ModelMaxLength = n
-		}
-		applySpecial(&cfg, tc.UnkToken, tc.SepToken, tc.PadToken, tc.ClsToken, tc.MaskToken, tc.AdditionalSpecialTokens)
 	}
 	var sm specialTokensMap
 	if ok, err := readJSON(filepath.Join(dir, SpecialTokensFile), &sm); err != nil {
@@ -374,6 +306,97 @@ func load(dir string) (*Tokenizer, error) {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	return tok, nil
+}
+
+// loadKind returns the tokenizer class: tokenizer_config.json's
+// tokenizer_class, else Bert when config.json names a model type other than
+// roformer, else RoFormer.
+func loadKind(dir string, tc *tokenizerConfig, hasTC bool) (Kind, error) {
+	if hasTC && tc.TokenizerClass != nil {
+		k, err := ParseKind(*tc.TokenizerClass)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", filepath.Join(dir, ConfigFile), err)
+		}
+		return k, nil
+	}
+	var mc struct {
+		ModelType string `json:"model_type"`
+	}
+	hasMC, err := readJSON(filepath.Join(dir, modelConfigFile), &mc)
+	if err != nil {
+		return 0, err
+	}
+	if hasMC && mc.ModelType != "" && mc.ModelType != "roformer" {
+		return Bert, nil
+	}
+	return RoFormer, nil
+}
+
+// loadVocab reads vocab.txt, else the WordPiece vocabulary of
+// tokenizer.json.
+func loadVocab(dir string, tj *hfTokenizerJSON, hasTJ bool) (*Vocab, error) {
+	vocabPath := filepath.Join(dir, VocabFile)
+	if _, err := os.Stat(vocabPath); err == nil {
+		return LoadVocab(vocabPath)
+	}
+	if hasTJ {
+		v, err := vocabFromTokenizerJSON(tj)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, TokenizerJSONFile), err)
+		}
+		return v, nil
+	}
+	return nil, fmt.Errorf("tokenizer: %s has neither %s nor %s", dir, VocabFile, TokenizerJSONFile)
+}
+
+// apply sets cfg from tokenizer.json (read from path): its BertNormalizer
+// and its WordPiece model's unk_token and max_input_chars_per_word.
+func (tj *hfTokenizerJSON) apply(cfg *Config, path string) error {
+	if n := tj.Normalizer; n != nil && n.Type == "BertNormalizer" {
+		if n.Lowercase != nil {
+			cfg.DoLowerCase = *n.Lowercase
+		}
+		cfg.StripAccents = n.StripAccents
+		if n.HandleChineseChars != nil {
+			cfg.TokenizeChineseChars = *n.HandleChineseChars
+		}
+	}
+	if tj.Model.UnkToken != "" {
+		cfg.UnkToken = tj.Model.UnkToken
+	}
+	if tj.Model.MaxInputCharsPerWord > 0 {
+		cfg.MaxInputCharsPerWord = tj.Model.MaxInputCharsPerWord
+	}
+	if p := tj.Model.ContinuingSubwordPrefix; p != nil && *p != continuationPrefix {
+		return fmt.Errorf("%w: %s: continuing_subword_prefix %q (only %q)", ErrUnsupported, path, *p, continuationPrefix)
+	}
+	return nil
+}
+
+// apply sets cfg from tokenizer_config.json (read from path).
+func (tc *tokenizerConfig) apply(cfg *Config, path string) error {
+	if tc.DoBasicTokenize != nil && !*tc.DoBasicTokenize {
+		return fmt.Errorf("%w: %s: do_basic_tokenize false", ErrUnsupported, path)
+	}
+	if tc.DoLowerCase != nil {
+		cfg.DoLowerCase = *tc.DoLowerCase
+	}
+	if tc.StripAccents != nil {
+		cfg.StripAccents = tc.StripAccents
+	}
+	if tc.TokenizeChineseChars != nil {
+		cfg.TokenizeChineseChars = *tc.TokenizeChineseChars
+	}
+	cfg.NeverSplit = tc.NeverSplit
+	if tc.ModelMaxLength != nil {
+		n, err := parseModelMaxLength(*tc.ModelMaxLength)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		cfg.ModelMaxLength = n
+	}
+	applySpecial(cfg, tc.UnkToken, tc.SepToken, tc.PadToken, tc.ClsToken, tc.MaskToken, tc.AdditionalSpecialTokens)
+	return nil
 }
 
 func applySpecial(cfg *Config, unk, sep, pad, cls, mask *addedToken, extra []addedToken) {

@@ -260,9 +260,10 @@ func TestFixtureFolderLoad(t *testing.T) {
 	}
 }
 
-// LoadModelDir finds the tokenizer at the top of a model folder, or in its
-// tokenizer/ subfolder (the layout `roformer pretrain` writes).
-func TestLoadModelDir(t *testing.T) {
+// Load finds the tokenizer at the top of a model folder, or in its
+// tokenizer/ subfolder (the layout `roformer pretrain` writes); Dir names
+// the folder it read.
+func TestLoadModelFolder(t *testing.T) {
 	tok := newTestTokenizer(t, Bert, nil)
 	top, nested := t.TempDir(), t.TempDir()
 	if err := tok.Save(top); err != nil {
@@ -272,15 +273,15 @@ func TestLoadModelDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ dir, from string }{{top, top}, {nested, filepath.Join(nested, "tokenizer")}} {
-		got, from, err := LoadModelDir(c.dir)
+		got, err := Load(c.dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if from != c.from || got.VocabSize() != tok.VocabSize() {
-			t.Errorf("LoadModelDir(%s): from %s with %d tokens, want %s with %d", c.dir, from, got.VocabSize(), c.from, tok.VocabSize())
+		if from := Dir(c.dir); from != c.from || got.VocabSize() != tok.VocabSize() || got.Kind() != Bert {
+			t.Errorf("Load(%s): from %s with %d tokens (%s), want %s with %d (bert)", c.dir, from, got.VocabSize(), got.Kind(), c.from, tok.VocabSize())
 		}
 	}
-	if _, _, err := LoadModelDir(t.TempDir()); err == nil {
+	if _, err := Load(t.TempDir()); err == nil {
 		t.Error("an empty folder gave a tokenizer")
 	}
 }

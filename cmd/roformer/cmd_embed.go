@@ -162,7 +162,7 @@ func loadEmbedModel(o embedOptions) (*roformer.Model, *tokenizer.Tokenizer, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	tok, _, err := tokenizer.LoadModelDir(o.model)
+	tok, err := tokenizer.Load(o.model)
 	if err != nil {
 		return nil, nil, err
 	}

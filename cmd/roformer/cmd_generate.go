@@ -125,7 +125,7 @@ func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var prompts [][]int32
 	var tok *tokenizer.Tokenizer
 	if o.text != "" {
-		if tok, _, err = tokenizer.LoadModelDir(o.model); err != nil {
+		if tok, err = tokenizer.Load(o.model); err != nil {
 			return fmt.Errorf("--text needs the folder's tokenizer: %w", err)
 		}
 		// HF's text-generation pipeline adds no special tokens; RoFormer-Sim
@@ -295,7 +295,7 @@ func cmdSimilar(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if gen.Encoder.Pooler == nil {
 		return fmt.Errorf("%s has no pooler (roformer.pooler.dense): similar needs a RoFormer-Sim checkpoint", o.model)
 	}
-	tok, _, err := tokenizer.LoadModelDir(o.model)
+	tok, err := tokenizer.Load(o.model)
 	if err != nil {
 		return fmt.Errorf("similar needs the folder's tokenizer: %w", err)
 	}
