@@ -36,3 +36,28 @@ func Cosine(a, b []float32) float64 {
 	}
 	return ab / math.Sqrt(aa*bb)
 }
+
+// LogSoftmax64 writes log softmax(z) in float64 to out:
+//
+//	out_i = z_i − (m + log Σ_j exp(z_j − m)),  m = max_j z_j
+//
+// with the sum accumulated in float64 in index order, the log-probabilities
+// of a row of logits that beam search ranks (−Inf logits get −Inf).
+//
+//	out [V]
+//	z   [V]
+func LogSoftmax64(out []float64, z []float32) {
+	mx := math.Inf(-1)
+	for _, v := range z {
+		mx = max(mx, float64(v))
+	}
+	sum := 0.0
+	for _, v := range z {
+		sum += math.Exp(float64(v) - mx)
+	}
+	lse := mx + math.Log(sum)
+	out = out[:len(z)]
+	for i, v := range z {
+		out[i] = float64(v) - lse
+	}
+}
