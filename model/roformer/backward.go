@@ -115,23 +115,23 @@ func (m *Model) encoderBackward(s *State, dx []float32) {
 		}
 		// out = LayerNorm(res2)
 		clear(g.dres)
-		L.OutputLN.backward(g.dres, dx, la.res2, la.ln2Mean, la.ln2Rstd, BT, H)
+		L.OutputLN.Backward(g.dres, dx, la.res2, la.ln2Mean, la.ln2Rstd, BT, H)
 		// res2 = a + dropout(FFOut(post)): the residual passes dres to a
 		copy(g.dtmp, g.dres)
 		kernels.DropoutBackward(g.dtmp, s.dropAt(l, siteFFNOut, cfg.HiddenDropoutProb), BT*H)
-		kernels.MatmulBackward(g.dpost, L.FFOut.W.Grad, L.FFOut.biasGrad(), g.dtmp, la.post, L.FFOut.W.Data, BT, I, H)
+		L.FFOut.Backward(g.dpost, g.dtmp, la.post, BT)
 		// post = act(pre)
 		kernels.ActivationBackwardSaved(g.dpre, g.dpost, la.dact, BT*I)
 		// pre = FFIn(a)
-		kernels.MatmulBackward(g.dtmp, L.FFIn.W.Grad, L.FFIn.biasGrad(), g.dpre, la.a, L.FFIn.W.Data, BT, H, I)
+		L.FFIn.Backward(g.dtmp, g.dpre, la.a, BT)
 		kernels.AddForward(g.dres, g.dres, g.dtmp, BT*H) // da = dres2 + dFFIn
 		// a = LayerNorm(res1)
 		clear(dx)
-		L.AttnLN.backward(dx, g.dres, la.res1, la.ln1Mean, la.ln1Rstd, BT, H)
+		L.AttnLN.Backward(dx, g.dres, la.res1, la.ln1Mean, la.ln1Rstd, BT, H)
 		// res1 = x + dropout(AttnOut(ctx)): dx holds dres1, which is also x's residual gradient
 		copy(g.dtmp, dx)
 		kernels.DropoutBackward(g.dtmp, s.dropAt(l, siteAttnOut, cfg.HiddenDropoutProb), BT*H)
-		kernels.MatmulBackward(g.dcx, L.AttnOut.W.Grad, L.AttnOut.biasGrad(), g.dtmp, la.ctx, L.AttnOut.W.Data, BT, H, H)
+		L.AttnOut.Backward(g.dcx, g.dtmp, la.ctx, BT)
 		// ctx = attention(q, k, v), q, k (, v) rotated
 		m.attentionBackward(s, l, la, g)
 		// q, k, v = Linear(x): add their input gradients to the residual's
@@ -143,11 +143,11 @@ func (m *Model) encoderBackward(s *State, dx []float32) {
 			kernels.MatmulBackward(g.dtmp, dw, db, dqkv, x, w, BT, H, 3*H)
 			kernels.AddForward(dx, dx, g.dtmp, BT*H)
 		} else {
-			kernels.MatmulBackward(g.dtmp, L.Query.W.Grad, L.Query.biasGrad(), g.dq, x, L.Query.W.Data, BT, H, H)
+			L.Query.Backward(g.dtmp, g.dq, x, BT)
 			kernels.AddForward(dx, dx, g.dtmp, BT*H)
-			kernels.MatmulBackward(g.dtmp, L.Key.W.Grad, L.Key.biasGrad(), g.dk, x, L.Key.W.Data, BT, H, H)
+			L.Key.Backward(g.dtmp, g.dk, x, BT)
 			kernels.AddForward(dx, dx, g.dtmp, BT*H)
-			kernels.MatmulBackward(g.dtmp, L.Value.W.Grad, L.Value.biasGrad(), g.dv, x, L.Value.W.Data, BT, H, H)
+			L.Value.Backward(g.dtmp, g.dv, x, BT)
 			kernels.AddForward(dx, dx, g.dtmp, BT*H)
 		}
 	}
@@ -155,12 +155,12 @@ func (m *Model) encoderBackward(s *State, dx []float32) {
 	emb := &m.Encoder.Embeddings
 	demb := dx
 	if p := m.Encoder.Project; p != nil {
-		kernels.MatmulBackward(g.demb, p.W.Grad, p.biasGrad(), dx, s.embLN, p.W.Data, BT, E, H)
+		p.Backward(g.demb, dx, s.embLN, BT)
 		demb = g.demb
 	}
 	kernels.DropoutBackward(demb, s.dropAt(-1, siteEmbeddings, cfg.HiddenDropoutProb), BT*E)
 	clear(g.dembSum)
-	emb.LN.backward(g.dembSum, demb, s.embSum, s.embMean, s.embRstd, BT, E)
+	emb.LN.Backward(g.dembSum, demb, s.embSum, s.embMean, s.embRstd, BT, E)
 	m.positionsBackward(s, g.dembSum)
 	if cfg.ScaleEmbedding {
 		m.scaledEmbeddingBackward(s, g.dembSum)

@@ -326,10 +326,10 @@ func (m *Model) encode(ctx context.Context, s *State, hook func(layer int, hidde
 		kernels.EmbeddingForward(s.embSum, s.ids, s.types, emb.Word.Data, emb.TokenType.Data, BT, E)
 	}
 	m.addPositions(s) // sinusoidal or learned absolute positions; nothing for the others
-	emb.LN.forward(s.embLN, s.embMean, s.embRstd, s.embSum, eps, BT, E)
+	emb.LN.Forward(s.embLN, s.embMean, s.embRstd, s.embSum, eps, BT, E)
 	kernels.DropoutForward(s.embLN, s.dropAt(-1, siteEmbeddings, cfg.HiddenDropoutProb), BT*E)
 	if p := m.Encoder.Project; p != nil {
-		m.matmul(s.hidden0, s.embLN, p.W.Data, p.bias(), BT, E, H)
+		m.matmul(s.hidden0, s.embLN, p.W.Data, p.Bias(), BT, E, H)
 	}
 	x := s.hidden0
 	if hook != nil {
@@ -355,24 +355,24 @@ func (m *Model) encode(ctx context.Context, s *State, hook func(layer int, hidde
 			m.matmul(qkv, x, w, b, BT, H, 3*H)
 			kernels.SplitQKV(la.q, la.k, la.v, qkv, BT, H)
 		} else {
-			m.matmul(la.q, x, L.Query.W.Data, L.Query.bias(), BT, H, H)
-			m.matmul(la.k, x, L.Key.W.Data, L.Key.bias(), BT, H, H)
-			m.matmul(la.v, x, L.Value.W.Data, L.Value.bias(), BT, H, H)
+			m.matmul(la.q, x, L.Query.W.Data, L.Query.Bias(), BT, H, H)
+			m.matmul(la.k, x, L.Key.W.Data, L.Key.Bias(), BT, H, H)
+			m.matmul(la.v, x, L.Value.W.Data, L.Value.Bias(), BT, H, H)
 		}
 		// ctx = softmax(q·kᵀ/√HS + mask)·v with q, k (and v) rotated by
 		// RoPE: see attentionForward for the other encodings and kinds
 		m.attentionForward(s, l, la)
 		// a = LayerNorm(x + dropout(dense(ctx)))
 		if d := s.dropAt(l, siteAttnOut, cfg.HiddenDropoutProb); d.Active() {
-			m.matmul(la.res1, la.ctx, L.AttnOut.W.Data, L.AttnOut.bias(), BT, H, H)
+			m.matmul(la.res1, la.ctx, L.AttnOut.W.Data, L.AttnOut.Bias(), BT, H, H)
 			kernels.DropoutForward(la.res1, d, BT*H)
 			kernels.AddForward(la.res1, la.res1, x, BT*H)
 		} else {
-			m.matmulResidual(la.res1, la.ctx, L.AttnOut.W.Data, L.AttnOut.bias(), x, BT, H, H)
+			m.matmulResidual(la.res1, la.ctx, L.AttnOut.W.Data, L.AttnOut.Bias(), x, BT, H, H)
 		}
-		L.AttnLN.forward(la.a, la.ln1Mean, la.ln1Rstd, la.res1, eps, BT, H)
+		L.AttnLN.Forward(la.a, la.ln1Mean, la.ln1Rstd, la.res1, eps, BT, H)
 		// out = LayerNorm(a + dropout(dense(act(dense(a)))))
-		m.matmul(la.pre, la.a, L.FFIn.W.Data, L.FFIn.bias(), BT, H, I)
+		m.matmul(la.pre, la.a, L.FFIn.W.Data, L.FFIn.Bias(), BT, H, I)
 		post := la.pre // inference: the activation in place
 		if la.dact != nil {
 			post = la.post
@@ -381,13 +381,13 @@ func (m *Model) encode(ctx context.Context, s *State, hook func(layer int, hidde
 			kernels.ActivationForward(post, la.pre, m.act, BT*I)
 		}
 		if d := s.dropAt(l, siteFFNOut, cfg.HiddenDropoutProb); d.Active() {
-			m.matmul(la.res2, post, L.FFOut.W.Data, L.FFOut.bias(), BT, I, H)
+			m.matmul(la.res2, post, L.FFOut.W.Data, L.FFOut.Bias(), BT, I, H)
 			kernels.DropoutForward(la.res2, d, BT*H)
 			kernels.AddForward(la.res2, la.res2, la.a, BT*H)
 		} else {
-			m.matmulResidual(la.res2, post, L.FFOut.W.Data, L.FFOut.bias(), la.a, BT, I, H)
+			m.matmulResidual(la.res2, post, L.FFOut.W.Data, L.FFOut.Bias(), la.a, BT, I, H)
 		}
-		L.OutputLN.forward(la.out, la.ln2Mean, la.ln2Rstd, la.res2, eps, BT, H)
+		L.OutputLN.Forward(la.out, la.ln2Mean, la.ln2Rstd, la.res2, eps, BT, H)
 		x = la.out
 		if hook != nil {
 			hook(l, x, la.probs)

@@ -3,7 +3,7 @@ package roformer
 import (
 	"fmt"
 
-	"github.com/roformer-go/roformer/kernels"
+	"github.com/roformer-go/roformer/model/nn"
 	"github.com/roformer-go/roformer/tensor"
 )
 
@@ -12,7 +12,7 @@ import (
 // included) → classifier [1, H] gives one score per choice.
 
 func buildChoice(m *Model) {
-	l := newLinear(1, m.Config.HiddenSize)
+	l := nn.NewLinear(1, m.Config.HiddenSize)
 	m.Choice = &l
 }
 
@@ -29,7 +29,7 @@ func choiceForward(m *Model, out *Output, x []float32, b *Batch, labels *Labels,
 	for r := 0; r < B; r++ { // SequenceSummary "last": the last position, padding included
 		copy(last[r*H:r*H+H], x[(r*T+T-1)*H:(r*T+T)*H])
 	}
-	m.matmul(logits, last, m.Choice.W.Data, m.Choice.bias(), B, H, 1)
+	m.matmul(logits, last, m.Choice.W.Data, m.Choice.Bias(), B, H, 1)
 	out.Logits = &tensor.Tensor{Shape: []int{B / nc, nc}, Data: logits}
 	if labels != nil && labels.IDs != nil {
 		if len(labels.IDs) != B/nc {
@@ -58,11 +58,11 @@ func choiceTrain(m *Model, dx, x []float32, s *State, b *Batch, labels *Labels, 
 		copy(last[r*H:r*H+H], x[(r*T+T-1)*H:(r*T+T)*H])
 	}
 	logits := make([]float32, B)
-	kernels.MatmulForward(logits, last, m.Choice.W.Data, m.Choice.bias(), B, H, 1)
+	m.Choice.Forward(logits, last, B)
 	res := &StepResult{Loss: meanCE(logits, labels.IDs, B/nc, nc)}
 	dlogits, dlast := make([]float32, B), make([]float32, B*H)
 	res.N, res.Correct = ceGrad(dlogits, logits, labels.IDs, B/nc, nc)
-	kernels.MatmulBackward(dlast, m.Choice.W.Grad, m.Choice.biasGrad(), dlogits, last, m.Choice.W.Data, B, H, 1)
+	m.Choice.Backward(dlast, dlogits, last, B)
 	for r := 0; r < B; r++ {
 		copy(dx[(r*T+T-1)*H:(r*T+T)*H], dlast[r*H:r*H+H])
 	}

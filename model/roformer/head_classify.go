@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/roformer-go/roformer/kernels"
+	"github.com/roformer-go/roformer/model/nn"
 	"github.com/roformer-go/roformer/tensor"
 )
 
@@ -16,13 +17,13 @@ import (
 // ClassificationHead is RoFormerClassificationHead: position 0 → dense →
 // act → out_proj.
 type ClassificationHead struct {
-	Dense   Linear `hf:"dense"`    // [H, H]
-	OutProj Linear `hf:"out_proj"` // [NL, H]
+	Dense   nn.Linear `hf:"dense"`    // [H, H]
+	OutProj nn.Linear `hf:"out_proj"` // [NL, H]
 }
 
 func buildSeqCls(m *Model) {
 	H := m.Config.HiddenSize
-	m.Classifier = &ClassificationHead{Dense: newLinear(H, H), OutProj: newLinear(m.Config.NumLabels, H)}
+	m.Classifier = &ClassificationHead{Dense: nn.NewLinear(H, H), OutProj: nn.NewLinear(m.Config.NumLabels, H)}
 }
 
 func seqClsLinears(m *Model) []linearShape {
@@ -60,11 +61,11 @@ func seqClsTrain(m *Model, dx, x []float32, s *State, b *Batch, labels *Labels, 
 	dIn, dMid := s.dropAt(-1, siteHeadIn, cfg.HiddenDropoutProb), s.dropAt(-1, siteHeadMid, cfg.HiddenDropoutProb)
 	kernels.DropoutForward(first, dIn, B*H)
 	a := newClsActs(B, H)
-	kernels.MatmulForward(a.pre, first, m.Classifier.Dense.W.Data, m.Classifier.Dense.bias(), B, H, H)
+	m.Classifier.Dense.Forward(a.pre, first, B)
 	kernels.ActivationForward(a.post, a.pre, m.act, B*H)
 	kernels.DropoutForward(a.post, dMid, B*H)
 	logits := make([]float32, B*NL)
-	kernels.MatmulForward(logits, a.post, m.Classifier.OutProj.W.Data, m.Classifier.OutProj.bias(), B, H, NL)
+	m.Classifier.OutProj.Forward(logits, a.post, B)
 	loss, pt, err := seqClsLoss(cfg, logits, labels, B, NL)
 	if err != nil {
 		return nil, err
@@ -90,10 +91,10 @@ func seqClsTrain(m *Model, dx, x []float32, s *State, b *Batch, labels *Labels, 
 		}
 	}
 	dpost, dpre, dfirst := make([]float32, B*H), make([]float32, B*H), make([]float32, B*H)
-	kernels.MatmulBackward(dpost, m.Classifier.OutProj.W.Grad, m.Classifier.OutProj.biasGrad(), dlogits, a.post, m.Classifier.OutProj.W.Data, B, H, NL)
+	m.Classifier.OutProj.Backward(dpost, dlogits, a.post, B)
 	kernels.DropoutBackward(dpost, dMid, B*H)
 	kernels.ActivationBackward(dpre, dpost, a.pre, m.act, B*H)
-	kernels.MatmulBackward(dfirst, m.Classifier.Dense.W.Grad, m.Classifier.Dense.biasGrad(), dpre, first, m.Classifier.Dense.W.Data, B, H, H)
+	m.Classifier.Dense.Backward(dfirst, dpre, first, B)
 	kernels.DropoutBackward(dfirst, dIn, B*H)
 	for r := 0; r < B; r++ {
 		copy(dx[r*T*H:r*T*H+H], dfirst[r*H:r*H+H])
@@ -112,9 +113,9 @@ func (m *Model) classifierLogits(logits, x []float32, B, T int, acts *clsActs) {
 	for r := 0; r < B; r++ {
 		copy(a.first[r*H:r*H+H], x[r*T*H:r*T*H+H])
 	}
-	m.matmul(a.pre, a.first, m.Classifier.Dense.W.Data, m.Classifier.Dense.bias(), B, H, H)
+	m.matmul(a.pre, a.first, m.Classifier.Dense.W.Data, m.Classifier.Dense.Bias(), B, H, H)
 	kernels.ActivationForward(a.post, a.pre, m.act, B*H)
-	m.matmul(logits, a.post, m.Classifier.OutProj.W.Data, m.Classifier.OutProj.bias(), B, H, NL)
+	m.matmul(logits, a.post, m.Classifier.OutProj.W.Data, m.Classifier.OutProj.Bias(), B, H, NL)
 }
 
 // clsActs are the classification head's activations.
@@ -176,7 +177,7 @@ func seqClsLoss(cfg *Config, logits []float32, labels *Labels, B, NL int) (float
 }
 
 func buildTokenCls(m *Model) {
-	l := newLinear(m.Config.NumLabels, m.Config.HiddenSize)
+	l := nn.NewLinear(m.Config.NumLabels, m.Config.HiddenSize)
 	m.TokenCls = &l
 }
 
@@ -191,7 +192,7 @@ func tokenClsForward(m *Model, out *Output, x []float32, b *Batch, labels *Label
 	BT := B * T
 	NL := cfg.NumLabels
 	logits := make([]float32, BT*NL)
-	m.matmul(logits, x, m.TokenCls.W.Data, m.TokenCls.bias(), BT, H, NL)
+	m.matmul(logits, x, m.TokenCls.W.Data, m.TokenCls.Bias(), BT, H, NL)
 	out.Logits = &tensor.Tensor{Shape: []int{B, T, NL}, Data: logits}
 	if labels != nil && labels.IDs != nil {
 		if len(labels.IDs) != BT {
@@ -221,11 +222,11 @@ func tokenClsTrain(m *Model, dx, x []float32, s *State, b *Batch, labels *Labels
 	xd := append([]float32(nil), x...)
 	kernels.DropoutForward(xd, drop, BT*H)
 	logits := make([]float32, BT*NL)
-	kernels.MatmulForward(logits, xd, m.TokenCls.W.Data, m.TokenCls.bias(), BT, H, NL)
+	m.TokenCls.Forward(logits, xd, BT)
 	res := &StepResult{Loss: meanCE(logits, labels.IDs, BT, NL)}
 	dlogits := make([]float32, BT*NL)
 	res.N, res.Correct = ceGrad(dlogits, logits, labels.IDs, BT, NL)
-	kernels.MatmulBackward(dx, m.TokenCls.W.Grad, m.TokenCls.biasGrad(), dlogits, xd, m.TokenCls.W.Data, BT, H, NL)
+	m.TokenCls.Backward(dx, dlogits, xd, BT)
 	kernels.DropoutBackward(dx, drop, BT*H)
 	return res, nil
 }

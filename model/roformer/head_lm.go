@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/roformer-go/roformer/kernels"
+	"github.com/roformer-go/roformer/model/nn"
 	"github.com/roformer-go/roformer/tensor"
 )
 
@@ -17,8 +18,8 @@ import (
 // causal LM heads. The decoder weight is the word embedding table (tied), so
 // it is not a field; its bias is cls.predictions.bias.
 type LMHead struct {
-	Transform Linear        `hf:"transform.dense"`     // [E, H]
-	LN        LayerNorm     `hf:"transform.LayerNorm"` // [E]
+	Transform nn.Linear     `hf:"transform.dense"`     // [E, H]
+	LN        nn.LayerNorm  `hf:"transform.LayerNorm"` // [E]
 	Bias      *tensor.Param `hf:"bias"`                // [V]
 }
 
@@ -28,7 +29,7 @@ func buildLM(m *Model) {
 		return
 	}
 	E, V := m.Config.EmbeddingSize, m.Config.VocabSize
-	m.LM = &LMHead{Transform: newLinear(E, m.Config.HiddenSize), LN: newLN(E), Bias: tensor.NewParam("", V)}
+	m.LM = &LMHead{Transform: nn.NewLinear(E, m.Config.HiddenSize), LN: nn.NewLayerNorm(E), Bias: tensor.NewParam("", V)}
 }
 
 // bare reports whether the head is RoFormer-V2's: the decoder tied to the
@@ -109,9 +110,9 @@ func (m *Model) lmLogits(logits, x []float32, N int, acts *lmActs) {
 	if a == nil {
 		a = newLMActs(N, E)
 	}
-	m.matmul(a.pre, x, m.LM.Transform.W.Data, m.LM.Transform.bias(), N, H, E)
+	m.matmul(a.pre, x, m.LM.Transform.W.Data, m.LM.Transform.Bias(), N, H, E)
 	kernels.ActivationForward(a.post, a.pre, m.act, N*E)
-	kernels.LayerNormForward(a.ln, a.mean, a.rstd, a.post, m.LM.LN.W.Data, m.LM.LN.B.Data, float32(cfg.LayerNormEps), N, E)
+	m.LM.LN.Forward(a.ln, a.mean, a.rstd, a.post, float32(cfg.LayerNormEps), N, E)
 	m.matmul(logits, a.ln, m.Encoder.Embeddings.Word.Data, m.LM.Bias.Data, N, E, V)
 }
 
@@ -176,9 +177,9 @@ func (m *Model) lmBackward(s *State, dx, x []float32, targets []int32, H int) *S
 	dln, dpost, dpre, dxs := grow(&sc.dln, N*E), grow(&sc.dpost, N*E), grow(&sc.dpre, N*E), grow(&sc.dxs, N*H)
 	clear(dpost) // LayerNormBackward accumulates into it
 	kernels.MatmulBackward(dln, m.Encoder.Embeddings.Word.Grad, m.LM.Bias.Grad, dlogits, a.ln, m.Encoder.Embeddings.Word.Data, N, E, V)
-	kernels.LayerNormBackward(dpost, m.LM.LN.W.Grad, m.LM.LN.B.Grad, dln, a.post, m.LM.LN.W.Data, a.mean, a.rstd, N, E)
+	m.LM.LN.Backward(dpost, dln, a.post, a.mean, a.rstd, N, E)
 	kernels.ActivationBackward(dpre, dpost, a.pre, m.act, N*E)
-	kernels.MatmulBackward(dxs, m.LM.Transform.W.Grad, m.LM.Transform.biasGrad(), dpre, xs, m.LM.Transform.W.Data, N, H, E)
+	m.LM.Transform.Backward(dxs, dpre, xs, N)
 	for i, r := range rows {
 		copy(dx[r*H:r*H+H], dxs[i*H:i*H+H])
 	}

@@ -3,7 +3,7 @@ package roformer
 import (
 	"fmt"
 
-	"github.com/roformer-go/roformer/kernels"
+	"github.com/roformer-go/roformer/model/nn"
 	"github.com/roformer-go/roformer/tensor"
 )
 
@@ -11,7 +11,7 @@ import (
 // the start and end logits of the answer span.
 
 func buildQA(m *Model) {
-	l := newLinear(2, m.Config.HiddenSize)
+	l := nn.NewLinear(2, m.Config.HiddenSize)
 	m.QA = &l
 }
 
@@ -24,7 +24,7 @@ func qaForward(m *Model, out *Output, x []float32, b *Batch, labels *Labels, opt
 	B, T, H := b.B, b.T, m.Config.HiddenSize
 	BT := B * T
 	both := make([]float32, BT*2)
-	m.matmul(both, x, m.QA.W.Data, m.QA.bias(), BT, H, 2)
+	m.matmul(both, x, m.QA.W.Data, m.QA.Bias(), BT, H, 2)
 	start, end := make([]float32, BT), make([]float32, BT)
 	for i := 0; i < BT; i++ {
 		start[i], end[i] = both[2*i], both[2*i+1]
@@ -44,13 +44,13 @@ func qaForward(m *Model, out *Output, x []float32, b *Batch, labels *Labels, opt
 
 // qaTrain is qaForward's loss and its gradient.
 func qaTrain(m *Model, dx, x []float32, s *State, b *Batch, labels *Labels, opts StepOptions) (*StepResult, error) {
-	B, T, H := b.B, b.T, m.Config.HiddenSize
+	B, T := b.B, b.T
 	BT := B * T
 	if len(labels.StartPositions) != B || len(labels.EndPositions) != B {
 		return nil, fmt.Errorf("roformer: start/end positions have %d/%d values, want %d", len(labels.StartPositions), len(labels.EndPositions), B)
 	}
 	both := make([]float32, BT*2)
-	kernels.MatmulForward(both, x, m.QA.W.Data, m.QA.bias(), BT, H, 2)
+	m.QA.Forward(both, x, BT)
 	start, end := make([]float32, BT), make([]float32, BT)
 	for i := 0; i < BT; i++ {
 		start[i], end[i] = both[2*i], both[2*i+1]
@@ -65,6 +65,6 @@ func qaTrain(m *Model, dx, x []float32, s *State, b *Batch, labels *Labels, opts
 	for i := 0; i < BT; i++ {
 		dboth[2*i], dboth[2*i+1] = ds[i]/2, de[i]/2
 	}
-	kernels.MatmulBackward(dx, m.QA.W.Grad, m.QA.biasGrad(), dboth, x, m.QA.W.Data, BT, H, 2)
+	m.QA.Backward(dx, dboth, x, BT)
 	return res, nil
 }

@@ -9,21 +9,10 @@ import (
 	"strings"
 
 	"github.com/roformer-go/roformer/kernels"
+	"github.com/roformer-go/roformer/model/nn"
 	"github.com/roformer-go/roformer/rope"
 	"github.com/roformer-go/roformer/tensor"
 )
-
-// Linear is nn.Linear: W [Out, In] (PyTorch's layout) and an optional bias [Out].
-type Linear struct {
-	W *tensor.Param `hf:"weight"`
-	B *tensor.Param `hf:"bias"`
-}
-
-// LayerNorm is nn.LayerNorm over the last dimension: weight and bias [C].
-type LayerNorm struct {
-	W *tensor.Param `hf:"weight"`
-	B *tensor.Param `hf:"bias"`
-}
 
 // Embeddings is RoFormerEmbeddings: word and token-type tables and their
 // LayerNorm (no absolute position table), plus BERT's learned position table
@@ -32,20 +21,20 @@ type Embeddings struct {
 	Word      *tensor.Param `hf:"word_embeddings.weight"`       // [V, E]
 	TokenType *tensor.Param `hf:"token_type_embeddings.weight"` // [TV, E]
 	Position  *tensor.Param `hf:"position_embeddings.weight"`   // [P, E]; learned only
-	LN        LayerNorm     `hf:"LayerNorm"`                    // [E]
+	LN        nn.LayerNorm  `hf:"LayerNorm"`                    // [E]
 }
 
 // Layer is one RoFormerLayer (post-LN): self-attention with rotary q, k (and
 // v), then the feed-forward block.
 type Layer struct {
-	Query    Linear    `hf:"attention.self.query"`   // [H, H]
-	Key      Linear    `hf:"attention.self.key"`     // [H, H]
-	Value    Linear    `hf:"attention.self.value"`   // [H, H]
-	AttnOut  Linear    `hf:"attention.output.dense"` // [H, H]
-	AttnLN   LayerNorm `hf:"attention.output.LayerNorm"`
-	FFIn     Linear    `hf:"intermediate.dense"` // [I, H]
-	FFOut    Linear    `hf:"output.dense"`       // [H, I]
-	OutputLN LayerNorm `hf:"output.LayerNorm"`
+	Query    nn.Linear    `hf:"attention.self.query"`   // [H, H]
+	Key      nn.Linear    `hf:"attention.self.key"`     // [H, H]
+	Value    nn.Linear    `hf:"attention.self.value"`   // [H, H]
+	AttnOut  nn.Linear    `hf:"attention.output.dense"` // [H, H]
+	AttnLN   nn.LayerNorm `hf:"attention.output.LayerNorm"`
+	FFIn     nn.Linear    `hf:"intermediate.dense"` // [I, H]
+	FFOut    nn.Linear    `hf:"output.dense"`       // [H, I]
+	OutputLN nn.LayerNorm `hf:"output.LayerNorm"`
 	// RelKey holds Shaw et al.'s relative key embeddings a_{−k} … a_k
 	// [2k+1, HS], shared by the heads; position_embedding_type relative only.
 	RelKey *tensor.Param `hf:"attention.self.distance_embedding.weight"`
@@ -62,12 +51,12 @@ type qkvBlock struct{ w, b, dw, db []float32 }
 // "roformer." prefix in checkpoints of the head classes.
 type Encoder struct {
 	Embeddings Embeddings `hf:"embeddings"`
-	Project    *Linear    `hf:"embeddings_project"` // [H, E]; only when E ≠ H
+	Project    *nn.Linear `hf:"embeddings_project"` // [H, E]; only when E ≠ H
 	Layers     []Layer    `hf:"encoder.layer"`
 	// Pooler is RoFormerPooler (RoFormer-Sim): dense → pooler_activation on
 	// the first token, Output.PoolerOutput; only when the checkpoint has
 	// one (see EnablePooler).
-	Pooler *Linear `hf:"pooler.dense"` // [H, H]
+	Pooler *nn.Linear `hf:"pooler.dense"` // [H, H]
 }
 
 // EnablePooler gives the model a pooler (roformer.pooler.dense [H, H]),
@@ -77,7 +66,7 @@ func (m *Model) EnablePooler() {
 		return
 	}
 	H := m.Config.HiddenSize
-	p := newLinear(H, H)
+	p := nn.NewLinear(H, H)
 	m.Encoder.Pooler = &p
 	for _, np := range m.namedParams() {
 		np.p.Name = np.name
@@ -96,7 +85,7 @@ func (m *Model) poolerForward(x []float32, B, T int) *tensor.Tensor {
 	for r := 0; r < B; r++ {
 		copy(first[r*H:r*H+H], x[r*T*H:r*T*H+H])
 	}
-	m.matmul(out, first, p.W.Data, p.bias(), B, H, H)
+	m.matmul(out, first, p.W.Data, p.Bias(), B, H, H)
 	act, _ := kernels.ParseActivation(m.Config.PoolerActivationName())
 	kernels.ActivationForward(out, out, act, B*H)
 	return &tensor.Tensor{Shape: []int{B, H}, Data: out}
@@ -111,9 +100,9 @@ type Model struct {
 
 	LM         *LMHead             `hf:"cls.predictions"` // masked-lm, causal-lm
 	Classifier *ClassificationHead `hf:"classifier"`      // sequence-classification
-	TokenCls   *Linear             `hf:"classifier"`      // token-classification [NL, H]
-	QA         *Linear             `hf:"qa_outputs"`      // question-answering [2, H]
-	Choice     *Linear             `hf:"classifier"`      // multiple-choice [1, H]
+	TokenCls   *nn.Linear          `hf:"classifier"`      // token-classification [NL, H]
+	QA         *nn.Linear          `hf:"qa_outputs"`      // question-answering [2, H]
+	Choice     *nn.Linear          `hf:"classifier"`      // multiple-choice [1, H]
 
 	rotary *rope.Rotary
 	act    kernels.Activation
@@ -167,7 +156,7 @@ func New(cfg Config, head Head) (*Model, error) {
 		}
 	}
 	if E != H {
-		p := newLinear(H, E)
+		p := nn.NewLinear(H, E)
 		m.Encoder.Project = &p
 	}
 	m.Encoder.Layers = make([]Layer, cfg.NumHiddenLayers)
@@ -197,23 +186,19 @@ func New(cfg Config, head Head) (*Model, error) {
 	return m, nil
 }
 
-func newLinear(out, in int) Linear {
-	return Linear{W: tensor.NewParam("", out, in), B: tensor.NewParam("", out)}
-}
-
 // newLinears3 returns three [out, in] linear layers whose weights, biases
 // and gradients are consecutive, capacity-limited views of one allocation
 // each, so that they also form one [3·out, in] layer (Layer.fusedWeights).
 // Loading copies into these slices, so the layout survives Bind.
-func newLinears3(out, in int, bias bool) (a, b, c Linear, blk *qkvBlock) {
+func newLinears3(out, in int, bias bool) (a, b, c nn.Linear, blk *qkvBlock) {
 	blk = &qkvBlock{w: make([]float32, 3*out*in), dw: make([]float32, 3*out*in)}
 	if bias {
 		blk.b, blk.db = make([]float32, 3*out), make([]float32, 3*out)
 	}
-	ls := [3]Linear{}
+	ls := [3]nn.Linear{}
 	for i := range ls {
 		n, o := out*in, i*out*in
-		ls[i] = Linear{W: &tensor.Param{Shape: []int{out, in}, Data: blk.w[o : o+n : o+n], Grad: blk.dw[o : o+n : o+n]}}
+		ls[i] = nn.Linear{W: &tensor.Param{Shape: []int{out, in}, Data: blk.w[o : o+n : o+n], Grad: blk.dw[o : o+n : o+n]}}
 		if bias {
 			ls[i].B = &tensor.Param{Shape: []int{out}, Data: blk.b[i*out : (i+1)*out : (i+1)*out], Grad: blk.db[i*out : (i+1)*out : (i+1)*out]}
 		}
@@ -221,9 +206,9 @@ func newLinears3(out, in int, bias bool) (a, b, c Linear, blk *qkvBlock) {
 	return ls[0], ls[1], ls[2], blk
 }
 
-// newLinearBias is newLinear, without the bias when bias is false.
-func newLinearBias(out, in int, bias bool) Linear {
-	l := newLinear(out, in)
+// newLinearBias is nn.NewLinear, without the bias when bias is false.
+func newLinearBias(out, in int, bias bool) nn.Linear {
+	l := nn.NewLinear(out, in)
 	if !bias {
 		l.B = nil
 	}
@@ -232,47 +217,11 @@ func newLinearBias(out, in int, bias bool) Linear {
 
 // newNorm returns a LayerNorm over c features, or RoFormer-V2's RMS norm
 // (no parameters: W and B nil) when the config says rms_norm.
-func newNorm(cfg *Config, c int) LayerNorm {
+func newNorm(cfg *Config, c int) nn.LayerNorm {
 	if cfg.RMSNorm() {
-		return LayerNorm{}
+		return nn.LayerNorm{}
 	}
-	return newLN(c)
-}
-
-// bias returns the bias, or nil for a layer without one.
-func (l *Linear) bias() []float32 {
-	if l.B == nil {
-		return nil
-	}
-	return l.B.Data
-}
-
-// biasGrad returns the bias's gradient, or nil for a layer without a bias.
-func (l *Linear) biasGrad() []float32 {
-	if l.B == nil {
-		return nil
-	}
-	return l.B.Grad
-}
-
-// forward applies the norm: LayerNorm with its weight and bias or, for a
-// norm without parameters, RoFormer-V2's RMS norm (mean unused).
-func (ln *LayerNorm) forward(out, mean, rstd, inp []float32, eps float32, N, C int) {
-	if ln.W == nil {
-		kernels.RMSNormForward(out, rstd, inp, eps, N, C)
-		return
-	}
-	kernels.LayerNormForward(out, mean, rstd, inp, ln.W.Data, ln.B.Data, eps, N, C)
-}
-
-// backward differentiates forward, accumulating into dinp (and the
-// parameters' gradients).
-func (ln *LayerNorm) backward(dinp, dout, inp, mean, rstd []float32, N, C int) {
-	if ln.W == nil {
-		kernels.RMSNormBackward(dinp, dout, inp, rstd, N, C)
-		return
-	}
-	kernels.LayerNormBackward(dinp, ln.W.Grad, ln.B.Grad, dout, inp, ln.W.Data, mean, rstd, N, C)
+	return nn.NewLayerNorm(c)
 }
 
 // fusedWeights returns the query, key and value weights as one [3H, H]
@@ -283,7 +232,7 @@ func (ln *LayerNorm) backward(dinp, dout, inp, mean, rstd []float32, N, C int) {
 func (L *Layer) fusedWeights() (w, b []float32, ok bool) {
 	f := L.qkv
 	if f == nil || !views3(f.w, L.Query.W.Data, L.Key.W.Data, L.Value.W.Data) ||
-		(f.b != nil || L.Query.B != nil) && !views3(f.b, L.Query.bias(), L.Key.bias(), L.Value.bias()) {
+		(f.b != nil || L.Query.B != nil) && !views3(f.b, L.Query.Bias(), L.Key.Bias(), L.Value.Bias()) {
 		return nil, nil, false
 	}
 	return f.w, f.b, true
@@ -293,7 +242,7 @@ func (L *Layer) fusedWeights() (w, b []float32, ok bool) {
 func (L *Layer) fusedGrads() (dw, db []float32, ok bool) {
 	f := L.qkv
 	if f == nil || !views3(f.dw, L.Query.W.Grad, L.Key.W.Grad, L.Value.W.Grad) ||
-		!views3(f.db, L.Query.biasGrad(), L.Key.biasGrad(), L.Value.biasGrad()) {
+		!views3(f.db, L.Query.BiasGrad(), L.Key.BiasGrad(), L.Value.BiasGrad()) {
 		return nil, nil, false
 	}
 	return f.dw, f.db, true
@@ -304,14 +253,6 @@ func views3(full, x, y, z []float32) bool {
 	n := len(full) / 3
 	return n > 0 && len(x) == n && len(y) == n && len(z) == n &&
 		&full[0] == &x[0] && &full[n] == &y[0] && &full[2*n] == &z[0]
-}
-
-func newLN(c int) LayerNorm {
-	ln := LayerNorm{W: tensor.NewParam("", c), B: tensor.NewParam("", c)}
-	for i := range ln.W.Data {
-		ln.W.Data[i] = 1
-	}
-	return ln
 }
 
 type namedParam struct {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/roformer-go/roformer/internal/testutil"
+	"github.com/roformer-go/roformer/model/nn"
 )
 
 // refForward is an independent float64 re-computation of the base model
@@ -35,7 +36,7 @@ func refForward(m *Model, ids, types, mask []int32, B, T int, causal bool) []flo
 			}
 		}
 	}
-	lin := func(x []float64, in int, l Linear) []float64 {
+	lin := func(x []float64, in int, l nn.Linear) []float64 {
 		out := l.W.Shape[0]
 		rows := len(x) / in
 		y := make([]float64, rows*out)

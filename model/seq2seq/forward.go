@@ -96,7 +96,7 @@ func (m *Model) Forward(b *Batch, train bool, seed uint64) (*Pass, error) {
 		x = a.x3
 	}
 	p.decLN = newNormAct(BT, C)
-	kernels.LayerNormForward(p.decLN.out, p.decLN.mean, p.decLN.rstd, x, m.DecNorm.W.Data, m.DecNorm.B.Data, float32(c.LayerNormEps), BT, C)
+	m.DecNorm.Forward(p.decLN.out, p.decLN.mean, p.decLN.rstd, x, float32(c.LayerNormEps), BT, C)
 	// logits = LN_dec(y)·Eᵀ (the output projection tied to the embedding)
 	p.Logits = make([]float32, BT*c.VocabSize)
 	kernels.MatmulForward(p.Logits, p.decLN.out, m.Embed.Data, nil, BT, C, c.VocabSize)
@@ -126,7 +126,7 @@ func (m *Model) encodeForward(p *Pass) {
 		x = a.x2
 	}
 	p.encLN = newNormAct(BS, C)
-	kernels.LayerNormForward(p.encLN.out, p.encLN.mean, p.encLN.rstd, x, m.EncNorm.W.Data, m.EncNorm.B.Data, float32(m.Cfg.LayerNormEps), BS, C)
+	m.EncNorm.Forward(p.encLN.out, p.encLN.mean, p.encLN.rstd, x, float32(m.Cfg.LayerNormEps), BS, C)
 }
 
 // rotation returns the sin/cos of positions offset … offset+T−1, or nil
@@ -159,7 +159,7 @@ func (p *Pass) Backward() error {
 	if n := len(p.dec); n > 0 {
 		last = p.dec[n-1].x3
 	}
-	kernels.LayerNormBackward(dx, m.DecNorm.W.Grad, m.DecNorm.B.Grad, dy, last, m.DecNorm.W.Data, p.decLN.mean, p.decLN.rstd, BT, C)
+	m.DecNorm.Backward(dx, dy, last, p.decLN.mean, p.decLN.rstd, BT, C)
 	denc := make([]float32, BS*C)
 	enc := p.encLN.out
 	for l := len(m.Dec) - 1; l >= 0; l-- {
@@ -175,7 +175,7 @@ func (p *Pass) Backward() error {
 	if n := len(p.enc); n > 0 {
 		lastS = p.enc[n-1].x2
 	}
-	kernels.LayerNormBackward(dxs, m.EncNorm.W.Grad, m.EncNorm.B.Grad, denc, lastS, m.EncNorm.W.Data, p.encLN.mean, p.encLN.rstd, BS, C)
+	m.EncNorm.Backward(dxs, denc, lastS, p.encLN.mean, p.encLN.rstd, BS, C)
 	for l := len(m.Enc) - 1; l >= 0; l-- {
 		L, a := &m.Enc[l], &p.enc[l]
 		m.ffnBackward(dxs, &a.ffn, L.FFNNorm, L.FC1, L.FC2, BS)

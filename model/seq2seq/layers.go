@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/roformer-go/roformer/kernels"
+	"github.com/roformer-go/roformer/model/nn"
 )
 
 // This file holds the three pre-LN sub-layers as forward/backward pairs
@@ -43,13 +44,13 @@ type rotation struct{ sin, cos []float32 }
 //	out  [BT, C]  written
 //	x    [BT, C]
 //	mask [B, T] key mask or nil
-func (m *Model) selfAttnForward(a *selfAttnAct, out, x []float32, norm LayerNorm, qkvL, outL Linear, rot *rotation, mask []float32, causal bool, drop kernels.Dropout, d dims) {
+func (m *Model) selfAttnForward(a *selfAttnAct, out, x []float32, norm nn.LayerNorm, qkvL, outL nn.Linear, rot *rotation, mask []float32, causal bool, drop kernels.Dropout, d dims) {
 	BT, C := d.BT(), d.C
 	a.in, a.drop = x, drop
 	a.ln = newNormAct(BT, C)
-	kernels.LayerNormForward(a.ln.out, a.ln.mean, a.ln.rstd, x, norm.W.Data, norm.B.Data, float32(m.Cfg.LayerNormEps), BT, C)
+	norm.Forward(a.ln.out, a.ln.mean, a.ln.rstd, x, float32(m.Cfg.LayerNormEps), BT, C)
 	qkv := make([]float32, BT*3*C)
-	kernels.MatmulForward(qkv, a.ln.out, qkvL.W.Data, qkvL.B.Data, BT, C, 3*C)
+	qkvL.Forward(qkv, a.ln.out, BT)
 	a.q, a.k, a.v = make([]float32, BT*C), make([]float32, BT*C), make([]float32, BT*C)
 	kernels.SplitQKV(a.q, a.k, a.v, qkv, BT, C)
 	if m.rot != nil {
@@ -58,7 +59,7 @@ func (m *Model) selfAttnForward(a *selfAttnAct, out, x []float32, norm LayerNorm
 	}
 	a.probs, a.att = make([]float32, d.B*d.NH*d.T*d.T), make([]float32, BT*C)
 	kernels.AttentionForward(a.att, a.probs, a.q, a.k, a.v, mask, causal, kernels.Dropout{}, d.B, d.T, d.NH, d.HS)
-	kernels.MatmulForward(out, a.att, outL.W.Data, outL.B.Data, BT, C, C)
+	outL.Forward(out, a.att, BT)
 	kernels.DropoutForward(out, drop, BT*C)
 	kernels.AddForward(out, out, x, BT*C)
 }
@@ -66,14 +67,14 @@ func (m *Model) selfAttnForward(a *selfAttnAct, out, x []float32, norm LayerNorm
 // selfAttnBackward differentiates selfAttnForward.
 //
 //	dx [BT, C]  dL/dout in, dL/dx out
-func (m *Model) selfAttnBackward(dx []float32, a *selfAttnAct, norm LayerNorm, qkvL, outL Linear, rot *rotation, mask []float32, causal bool, d dims) {
+func (m *Model) selfAttnBackward(dx []float32, a *selfAttnAct, norm nn.LayerNorm, qkvL, outL nn.Linear, rot *rotation, mask []float32, causal bool, d dims) {
 	BT, C := d.BT(), d.C
 	// out = x + Drop(o)  ⇒  do = Drop(dout); dx = dout + …
 	do := append([]float32(nil), dx...)
 	kernels.DropoutBackward(do, a.drop, BT*C)
 	// o = att·Outᵀ + b
 	datt := make([]float32, BT*C)
-	kernels.MatmulBackward(datt, outL.W.Grad, outL.B.Grad, do, a.att, outL.W.Data, BT, C, C)
+	outL.Backward(datt, do, a.att, BT)
 	// att = Attn(q, k, v)
 	dq, dk, dv := make([]float32, BT*C), make([]float32, BT*C), make([]float32, BT*C)
 	kernels.AttentionBackward(dq, dk, dv, datt, a.q, a.k, a.v, a.probs, mask, causal, kernels.Dropout{}, d.B, d.T, d.NH, d.HS)
@@ -86,9 +87,9 @@ func (m *Model) selfAttnBackward(dx []float32, a *selfAttnAct, norm LayerNorm, q
 	dqkv := make([]float32, BT*3*C)
 	kernels.ConcatQKV(dqkv, dq, dk, dv, BT, C)
 	dln := make([]float32, BT*C)
-	kernels.MatmulBackward(dln, qkvL.W.Grad, qkvL.B.Grad, dqkv, a.ln.out, qkvL.W.Data, BT, C, 3*C)
+	qkvL.Backward(dln, dqkv, a.ln.out, BT)
 	// ln = LN(x): LayerNormBackward adds into dx, which holds dout: the residual.
-	kernels.LayerNormBackward(dx, norm.W.Grad, norm.B.Grad, dln, a.in, norm.W.Data, a.ln.mean, a.ln.rstd, BT, C)
+	norm.Backward(dx, dln, a.in, a.ln.mean, a.ln.rstd, BT, C)
 }
 
 // crossAttnAct is what cross-attention saves; kc and vc are the layer's
@@ -113,13 +114,13 @@ func (m *Model) crossAttnForward(a *crossAttnAct, out, x, enc, srcMask []float32
 	BT, C := d.BT(), d.C
 	a.in, a.drop = x, drop
 	a.ln = newNormAct(BT, C)
-	kernels.LayerNormForward(a.ln.out, a.ln.mean, a.ln.rstd, x, l.CrossNorm.W.Data, l.CrossNorm.B.Data, float32(m.Cfg.LayerNormEps), BT, C)
+	l.CrossNorm.Forward(a.ln.out, a.ln.mean, a.ln.rstd, x, float32(m.Cfg.LayerNormEps), BT, C)
 	a.q = make([]float32, BT*C)
-	kernels.MatmulForward(a.q, a.ln.out, l.Q.W.Data, l.Q.B.Data, BT, C, C)
+	l.Q.Forward(a.q, a.ln.out, BT)
 	a.kc, a.vc = m.crossKV(l, enc, d.B*S)
 	a.probs, a.att = make([]float32, d.B*d.NH*d.T*S), make([]float32, BT*C)
 	kernels.CrossAttentionForward(a.att, a.probs, a.q, a.kc, a.vc, srcMask, d.B, d.T, S, d.NH, d.HS)
-	kernels.MatmulForward(out, a.att, l.CrossOut.W.Data, l.CrossOut.B.Data, BT, C, C)
+	l.CrossOut.Forward(out, a.att, BT)
 	kernels.DropoutForward(out, drop, BT*C)
 	kernels.AddForward(out, out, x, BT*C)
 }
@@ -128,7 +129,7 @@ func (m *Model) crossAttnForward(a *crossAttnAct, out, x, enc, srcMask []float32
 func (m *Model) crossKV(l *DecoderLayer, enc []float32, BS int) (kc, vc []float32) {
 	C := m.Cfg.DModel
 	kv := make([]float32, BS*2*C)
-	kernels.MatmulForward(kv, enc, l.KV.W.Data, l.KV.B.Data, BS, C, 2*C)
+	l.KV.Forward(kv, enc, BS)
 	kc, vc = make([]float32, BS*C), make([]float32, BS*C)
 	for i := 0; i < BS; i++ {
 		copy(kc[i*C:i*C+C], kv[i*2*C:i*2*C+C])
@@ -146,7 +147,7 @@ func (m *Model) crossAttnBackward(dx, denc []float32, a *crossAttnAct, enc, srcM
 	do := append([]float32(nil), dx...)
 	kernels.DropoutBackward(do, a.drop, BT*C)
 	datt := make([]float32, BT*C)
-	kernels.MatmulBackward(datt, l.CrossOut.W.Grad, l.CrossOut.B.Grad, do, a.att, l.CrossOut.W.Data, BT, C, C)
+	l.CrossOut.Backward(datt, do, a.att, BT)
 	dq, dkc, dvc := make([]float32, BT*C), make([]float32, d.B*S*C), make([]float32, d.B*S*C)
 	kernels.CrossAttentionBackward(dq, dkc, dvc, datt, a.q, a.kc, a.vc, a.probs, srcMask, d.B, d.T, S, d.NH, d.HS)
 	// kv = enc·KVᵀ + b, kc and vc its column halves
@@ -157,12 +158,12 @@ func (m *Model) crossAttnBackward(dx, denc []float32, a *crossAttnAct, enc, srcM
 		copy(dkv[i*2*C+C:i*2*C+2*C], dvc[i*C:i*C+C])
 	}
 	de := make([]float32, BS*C)
-	kernels.MatmulBackward(de, l.KV.W.Grad, l.KV.B.Grad, dkv, enc, l.KV.W.Data, BS, C, 2*C)
+	l.KV.Backward(de, dkv, enc, BS)
 	kernels.AddForward(denc, denc, de, BS*C)
 	// q = LN(x)·Qᵀ + b
 	dln := make([]float32, BT*C)
-	kernels.MatmulBackward(dln, l.Q.W.Grad, l.Q.B.Grad, dq, a.ln.out, l.Q.W.Data, BT, C, C)
-	kernels.LayerNormBackward(dx, l.CrossNorm.W.Grad, l.CrossNorm.B.Grad, dln, a.in, l.CrossNorm.W.Data, a.ln.mean, a.ln.rstd, BT, C)
+	l.Q.Backward(dln, dq, a.ln.out, BT)
+	l.CrossNorm.Backward(dx, dln, a.in, a.ln.mean, a.ln.rstd, BT, C)
 }
 
 // ffnAct is what the feed-forward block saves.
@@ -175,13 +176,13 @@ type ffnAct struct {
 }
 
 // ffnForward: out = x + Drop(FC2·act(FC1·LN(x))).
-func (m *Model) ffnForward(a *ffnAct, out, x []float32, norm LayerNorm, fc1, fc2 Linear, drop kernels.Dropout, BT int) {
+func (m *Model) ffnForward(a *ffnAct, out, x []float32, norm nn.LayerNorm, fc1, fc2 nn.Linear, drop kernels.Dropout, BT int) {
 	C, I := m.Cfg.DModel, m.Cfg.FFN
 	a.in, a.drop = x, drop
 	a.ln = newNormAct(BT, C)
-	kernels.LayerNormForward(a.ln.out, a.ln.mean, a.ln.rstd, x, norm.W.Data, norm.B.Data, float32(m.Cfg.LayerNormEps), BT, C)
+	norm.Forward(a.ln.out, a.ln.mean, a.ln.rstd, x, float32(m.Cfg.LayerNormEps), BT, C)
 	h := make([]float32, BT*I)
-	kernels.MatmulForward(h, a.ln.out, fc1.W.Data, fc1.B.Data, BT, C, I)
+	fc1.Forward(h, a.ln.out, BT)
 	a.act, a.dact = make([]float32, BT*I), make([]float32, BT*I)
 	if m.act == kernels.ReLU {
 		// ReLU directly: the kernel's generic saved-derivative path costs
@@ -197,25 +198,25 @@ func (m *Model) ffnForward(a *ffnAct, out, x []float32, norm LayerNorm, fc1, fc2
 	} else {
 		kernels.ActivationForwardSaveGrad(a.act, a.dact, h, m.act, BT*I)
 	}
-	kernels.MatmulForward(out, a.act, fc2.W.Data, fc2.B.Data, BT, I, C)
+	fc2.Forward(out, a.act, BT)
 	kernels.DropoutForward(out, drop, BT*C)
 	kernels.AddForward(out, out, x, BT*C)
 }
 
 // ffnBackward differentiates ffnForward; dx holds dL/dout in, dL/dx out.
-func (m *Model) ffnBackward(dx []float32, a *ffnAct, norm LayerNorm, fc1, fc2 Linear, BT int) {
+func (m *Model) ffnBackward(dx []float32, a *ffnAct, norm nn.LayerNorm, fc1, fc2 nn.Linear, BT int) {
 	C, I := m.Cfg.DModel, m.Cfg.FFN
 	df := append([]float32(nil), dx...)
 	kernels.DropoutBackward(df, a.drop, BT*C)
 	// f = act·FC2ᵀ + b2
 	dh := make([]float32, BT*I)
-	kernels.MatmulBackward(dh, fc2.W.Grad, fc2.B.Grad, df, a.act, fc2.W.Data, BT, I, C)
+	fc2.Backward(dh, df, a.act, BT)
 	// act = act(h)
 	kernels.ActivationBackwardSaved(dh, dh, a.dact, BT*I)
 	// h = LN(x)·FC1ᵀ + b1
 	dln := make([]float32, BT*C)
-	kernels.MatmulBackward(dln, fc1.W.Grad, fc1.B.Grad, dh, a.ln.out, fc1.W.Data, BT, C, I)
-	kernels.LayerNormBackward(dx, norm.W.Grad, norm.B.Grad, dln, a.in, norm.W.Data, a.ln.mean, a.ln.rstd, BT, C)
+	fc1.Backward(dln, dh, a.ln.out, BT)
+	norm.Backward(dx, dln, a.in, a.ln.mean, a.ln.rstd, BT, C)
 }
 
 // embedForward: x = Drop(√C·E[ids] (+ PE(positions 0 … T−1))).

@@ -6,36 +6,31 @@ import (
 	"math/rand/v2"
 
 	"github.com/roformer-go/roformer/kernels"
+	"github.com/roformer-go/roformer/model/nn"
 	"github.com/roformer-go/roformer/rope"
 	"github.com/roformer-go/roformer/tensor"
 )
-
-// Linear is y = x·Wᵀ + b with W [OC, C] (nn.Linear's layout).
-type Linear struct{ W, B *tensor.Param }
-
-// LayerNorm holds a LayerNorm's weight and bias [C].
-type LayerNorm struct{ W, B *tensor.Param }
 
 // EncoderLayer is one pre-LN encoder layer: self-attention (the fused
 // projection QKV [3C, C], Out [C, C]) and the feed-forward block (FC1 [I, C],
 // FC2 [C, I]).
 type EncoderLayer struct {
-	AttnNorm LayerNorm
-	QKV, Out Linear
-	FFNNorm  LayerNorm
-	FC1, FC2 Linear
+	AttnNorm nn.LayerNorm
+	QKV, Out nn.Linear
+	FFNNorm  nn.LayerNorm
+	FC1, FC2 nn.Linear
 }
 
 // DecoderLayer is one pre-LN decoder layer: causal self-attention, then
 // cross-attention over the encoder's output (Q [C, C] from the decoder, KV
 // [2C, C] from the encoder, CrossOut [C, C]), then the feed-forward block.
 type DecoderLayer struct {
-	SelfNorm        LayerNorm
-	QKV, SelfOut    Linear
-	CrossNorm       LayerNorm
-	Q, KV, CrossOut Linear
-	FFNNorm         LayerNorm
-	FC1, FC2        Linear
+	SelfNorm        nn.LayerNorm
+	QKV, SelfOut    nn.Linear
+	CrossNorm       nn.LayerNorm
+	Q, KV, CrossOut nn.Linear
+	FFNNorm         nn.LayerNorm
+	FC1, FC2        nn.Linear
 }
 
 // Model is the encoder-decoder. Its parameters are named as fairseq's
@@ -45,9 +40,9 @@ type Model struct {
 	Cfg     Config
 	Embed   *tensor.Param // E [V, C]: source and target embeddings and the output projection
 	Enc     []EncoderLayer
-	EncNorm LayerNorm
+	EncNorm nn.LayerNorm
 	Dec     []DecoderLayer
-	DecNorm LayerNorm
+	DecNorm nn.LayerNorm
 
 	rot    *rope.Rotary // nil for sinusoidal
 	act    kernels.Activation
@@ -110,11 +105,11 @@ func newEmpty(cfg Config) (*Model, error) {
 		m.params = append(m.params, p)
 		return p
 	}
-	lin := func(name string, oc, c int) Linear {
-		return Linear{add(name+".weight", oc, c), add(name+".bias", oc)}
+	lin := func(name string, oc, c int) nn.Linear {
+		return nn.Linear{W: add(name+".weight", oc, c), B: add(name+".bias", oc)}
 	}
-	ln := func(name string) LayerNorm {
-		return LayerNorm{add(name+".weight", C), add(name+".bias", C)}
+	ln := func(name string) nn.LayerNorm {
+		return nn.LayerNorm{W: add(name+".weight", C), B: add(name+".bias", C)}
 	}
 	m.Embed = add("embed_tokens.weight", V, C)
 	for l := 0; l < cfg.EncoderLayers; l++ {
