@@ -400,3 +400,40 @@ func TestReadmeExample(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeDependencies checks that README.md's "Dependencies, and why"
+// names every module that go.mod requires directly.
+func TestReadmeDependencies(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## Dependencies, and why\n")
+	if !ok {
+		t.Fatal(`README.md has no section "Dependencies, and why"`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	mod, err := os.ReadFile("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := 0
+	for _, line := range strings.Split(string(mod), "\n") {
+		f := strings.Fields(line)
+		if strings.HasPrefix(line, "require ") && len(f) >= 3 && f[1] != "(" {
+			f = f[1:] // require path version
+		} else if !strings.HasPrefix(line, "\t") || len(f) < 2 {
+			continue
+		}
+		if strings.Contains(line, "// indirect") {
+			continue
+		}
+		direct++
+		if !strings.Contains(section, "`"+f[0]+"`") {
+			t.Errorf("go.mod requires %s, which README.md's \"Dependencies, and why\" does not name", f[0])
+		}
+	}
+	if direct == 0 {
+		t.Fatal("no direct requirement read from go.mod")
+	}
+}
