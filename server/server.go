@@ -328,26 +328,18 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 
 // Load serves the model folder dir: config.json, the weights and the
 // tokenizer files, as `roformer pretrain` and `roformer finetune` write them
-// and as Hugging Face saves them. The head is the first of the config's
-// architectures that this toolkit knows (RoFormerModel when none is).
+// and as Hugging Face saves them, opened with pipeline.Open. The head is
+// the first of the config's architectures that this toolkit knows
+// (RoFormerModel when none is).
 func Load(dir string, opts Options) (*Server, error) {
-	cfg, err := roformer.LoadConfig(filepath.Join(dir, "config.json"))
-	if err != nil {
-		return nil, err
-	}
-	head := roformer.HeadForConfig(&cfg)
-	l, err := roformer.Load(dir, head, roformer.LoadOptions{Precision: opts.Precision})
-	if err != nil {
-		return nil, err
-	}
-	tok, err := tokenizer.Load(dir)
+	m, err := pipeline.Open(dir, pipeline.OpenOptions{Precision: opts.Precision})
 	if err != nil {
 		return nil, err
 	}
 	if opts.Name == "" {
 		opts.Name = filepath.Base(filepath.Clean(dir))
 	}
-	return New(l.Model, tok, opts)
+	return New(m.Model, m.Tokenizer, opts)
 }
 
 // ServeHTTP answers one request. The Host rule, CORS and the API key come

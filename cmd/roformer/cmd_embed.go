@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"time"
 
 	"github.com/roformer-go/roformer/batchembed"
@@ -41,14 +40,13 @@ func embedFlags(fs *flag.FlagSet, o *embedOptions) {
 	fs.IntVar(&o.run.MaxBatchTokens, "batch-tokens", pipeline.DefaultMaxBatchTokens, "padded tokens (inputs × the longest) per forward pass; a longer input runs alone")
 	fs.IntVar(&o.run.Window, "window", 0, "lines sorted by length together and written as one part, the unit of resuming and of sharding (default: 1024, or fewer to make at least 16 parts, but at least 256)")
 	fs.StringVar(&o.run.WorkDir, "work", "", "folder of the finished parts, for resuming (default: OUT.jsonl.parts)")
-	precisionFlag(fs, &o.precision)
+	computeFlags(fs, &o.precision, &o.threads)
 }
 
 func cmdEmbed(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("embed", "--model DIR --input IN.jsonl --output OUT.jsonl", stderr)
 	var o embedOptions
 	embedFlags(fs, &o)
-	th := threadsFlag(fs)
 	distributed := fs.Bool("distributed", false, "run as one rank of an MPI job (Open MPI, loaded at run time; automatic under Open MPI's mpirun): each rank embeds its share of the parts, rank 0 writes the output")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -69,11 +67,10 @@ func cmdEmbed(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if o.run.Pooling, err = pipeline.ParsePooling(o.pooling); err != nil {
 		return usagef("--pooling: %v", err)
 	}
-	g, err := joinGroup(*distributed, th, flagSet(fs, "threads"))
+	g, err := joinGroup(*distributed, &o.threads, flagSet(fs, "threads"))
 	if err != nil {
 		return err
 	}
-	o.threads = *th
 	if err := setupCompute(o.threads, stderr, true); err != nil {
 		return leaveEmbed(g, err)
 	}
@@ -144,27 +141,12 @@ func runEmbed(ctx context.Context, o embedOptions, g distributed.Comm, stderr io
 	return nil
 }
 
-// loadEmbedModel loads the model folder (or Hugging Face id) of o with the
+// loadEmbedModel opens the model folder (or Hugging Face id) of o with the
 // head its config names, and its tokenizer.
 func loadEmbedModel(o embedOptions) (*roformer.Model, *tokenizer.Tokenizer, error) {
-	prec, err := roformer.ParsePrecision(o.precision)
-	if err != nil {
-		return nil, nil, usagef("--precision: %v", err)
-	}
-	if err := resolveModel(&o.model); err != nil {
-		return nil, nil, err
-	}
-	cfg, err := roformer.LoadConfig(filepath.Join(o.model, "config.json"))
+	m, err := openModel(&o.model, o.precision, pipeline.OpenOptions{})
 	if err != nil {
 		return nil, nil, err
 	}
-	l, err := roformer.Load(o.model, roformer.HeadForConfig(&cfg), roformer.LoadOptions{Precision: prec})
-	if err != nil {
-		return nil, nil, err
-	}
-	tok, err := tokenizer.Load(o.model)
-	if err != nil {
-		return nil, nil, err
-	}
-	return l.Model, tok, nil
+	return m.Model, m.Tokenizer, nil
 }

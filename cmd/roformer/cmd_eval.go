@@ -15,6 +15,7 @@ import (
 	"github.com/roformer-go/roformer/finetune"
 	"github.com/roformer-go/roformer/internal/atomicfile"
 	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/pipeline"
 	"github.com/roformer-go/roformer/tokenizer"
 )
 
@@ -44,12 +45,10 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&o.batch, "batch", 64, "inputs per forward pass")
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress output")
-	precisionFlag(fs, &o.precision)
-	th := threadsFlag(fs)
+	computeFlags(fs, &o.precision, &o.threads)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	o.threads = *th
 	switch {
 	case fs.NArg() > 0:
 		return usagef("unexpected arguments %q", fs.Args())
@@ -127,17 +126,14 @@ func loadFineTuned(dir string, maxLength, batch int, precision string) (*fineTun
 	if ft.spec.Pair && ft.columns.Pair == "" {
 		ft.columns.Pair = "text_pair"
 	}
-	l, err := roformer.Load(dir, finetune.Head(&ft.spec), roformer.LoadOptions{Precision: prec})
+	m, err := pipeline.Open(dir, pipeline.OpenOptions{Head: finetune.Head(&ft.spec), Precision: prec})
 	if err != nil {
 		if errors.Is(err, roformer.ErrHeadMissing) {
 			return nil, fmt.Errorf("%w\n%s has no fine-tuned head: fine-tune it first with roformer finetune", err, dir)
 		}
 		return nil, err
 	}
-	ft.model = l.Model
-	if ft.tok, _, err = finetune.LoadTokenizer(dir, ""); err != nil {
-		return nil, err
-	}
+	ft.model, ft.tok = m.Model, m.Tokenizer
 	return ft, nil
 }
 

@@ -9,7 +9,6 @@ import (
 
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/pipeline"
-	"github.com/roformer-go/roformer/tokenizer"
 )
 
 func init() {
@@ -30,12 +29,10 @@ func cmdFillMask(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&o.model, "model", "", "model folder with config.json, weights and vocab.txt (required)")
 	fs.IntVar(&o.topK, "top-k", 5, "candidates per mask")
 	fs.BoolVar(&o.json, "json", false, "print one JSON array per text (HF fill-mask pipeline fields)")
-	precisionFlag(fs, &o.precision)
-	th := threadsFlag(fs)
+	computeFlags(fs, &o.precision, &o.threads)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	o.threads = *th
 	if o.model == "" {
 		return usagef("--model is required")
 	}
@@ -52,23 +49,12 @@ func cmdFillMask(ctx context.Context, args []string, stdout, stderr io.Writer) e
 }
 
 func runFillMask(ctx context.Context, o fillMaskOptions, texts []string, w io.Writer) error {
-	if err := resolveModel(&o.model); err != nil {
-		return err
-	}
-	prec, err := roformer.ParsePrecision(o.precision)
-	if err != nil {
-		return usagef("--precision: %v", err)
-	}
-	m, err := roformer.Load(o.model, roformer.HeadMaskedLM, roformer.LoadOptions{Precision: prec})
-	if err != nil {
-		return err
-	}
-	tok, err := tokenizer.Load(o.model)
+	m, err := openModel(&o.model, o.precision, pipeline.OpenOptions{Head: roformer.HeadMaskedLM})
 	if err != nil {
 		return err
 	}
 	for _, text := range texts {
-		preds, err := pipeline.FillMask(ctx, m.Model, tok, text, o.topK)
+		preds, err := pipeline.FillMask(ctx, m.Model, m.Tokenizer, text, o.topK)
 		if err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/roformer-go/roformer/internal/atomicfile"
 	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/pipeline"
 	"github.com/roformer-go/roformer/tensor"
 )
 
@@ -35,12 +36,10 @@ func cmdForward(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&o.input, "input", "", "JSON file with input_ids [B][L] ([B][C][L] for multiple-choice), optional attention_mask and token_type_ids (required; - for stdin)")
 	fs.StringVar(&o.output, "output", "", "write the outputs here instead of stdout")
 	fs.BoolVar(&o.quiet, "quiet", false, "do not print the BLAS line on stderr")
-	precisionFlag(fs, &o.precision)
-	th := threadsFlag(fs)
+	computeFlags(fs, &o.precision, &o.threads)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	o.threads = *th
 	if o.model == "" || o.input == "" {
 		return usagef("--model and --input are required")
 	}
@@ -137,9 +136,6 @@ func jsonKind(v any) string {
 }
 
 func runForward(ctx context.Context, o forwardOptions, w io.Writer) error {
-	if err := resolveModel(&o.model); err != nil {
-		return err
-	}
 	head, err := roformer.ParseHead(o.head)
 	if err != nil {
 		return usageError{err}
@@ -186,11 +182,7 @@ func runForward(ctx context.Context, o forwardOptions, w io.Writer) error {
 		}
 		*f.dst = vals
 	}
-	prec, err := roformer.ParsePrecision(o.precision)
-	if err != nil {
-		return usagef("--precision: %v", err)
-	}
-	l, err := roformer.Load(o.model, head, roformer.LoadOptions{Precision: prec})
+	l, err := openModel(&o.model, o.precision, pipeline.OpenOptions{Head: head, NoTokenizer: true})
 	if err != nil {
 		if errors.Is(err, roformer.ErrHeadMissing) {
 			return fmt.Errorf("%w\n(the folder holds no trained %s head; fine-tune one first, or use --head base)", err, head)

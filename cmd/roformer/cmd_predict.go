@@ -34,12 +34,10 @@ func cmdPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	o.data.register(fs, false)
 	fs.IntVar(&o.maxLength, "max-length", 0, "tokens per input (default: the length the model was fine-tuned with, else 128)")
 	fs.IntVar(&o.batch, "batch", 64, "inputs per forward pass")
-	precisionFlag(fs, &o.precision)
-	th := threadsFlag(fs)
+	computeFlags(fs, &o.precision, &o.threads)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	o.threads = *th
 	switch {
 	case fs.NArg() > 0:
 		return usagef("unexpected arguments %q", fs.Args())

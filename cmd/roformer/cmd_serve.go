@@ -53,12 +53,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Int64Var(&o.srv.MaxReadingBytes, "max-reading-bytes", server.DefaultMaxReadingBytes, "bytes the request bodies being read may hold at once, over all clients; beyond: 429")
 	fs.StringVar(&o.srv.APIKey, "api-key", "", "require \"Authorization: Bearer KEY\" on every route but GET /health and /healthz (default: $ROFORMER_API_KEY; none when unset). The environment variable keeps the key out of the process list")
 	cors := fs.String("cors-allow-origin", "", "comma-separated origins (scheme://host[:port]) whose web pages may call the server, or \"*\" for any (default: none, no CORS headers)")
-	precisionFlag(fs, &o.precision)
-	th := threadsFlag(fs)
+	computeFlags(fs, &o.precision, &o.threads)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	o.threads = *th
 	if o.srv.APIKey == "" {
 		o.srv.APIKey = os.Getenv("ROFORMER_API_KEY")
 	}

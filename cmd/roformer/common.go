@@ -11,6 +11,8 @@ import (
 	"github.com/roformer-go/roformer/blas"
 	"github.com/roformer-go/roformer/hub"
 	"github.com/roformer-go/roformer/kernels"
+	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/pipeline"
 )
 
 // version is the toolkit's version; the VCS revision is appended when the
@@ -29,9 +31,19 @@ func versionString() string {
 	return v
 }
 
+// threadsHelp is the help of --threads.
+const threadsHelp = "worker goroutines for the math (BLAS itself stays single-threaded)"
+
 // threadsFlag registers --threads on fs; apply it with setupCompute.
 func threadsFlag(fs *flag.FlagSet) *int {
-	return fs.Int("threads", runtime.NumCPU(), "worker goroutines for the math (BLAS itself stays single-threaded)")
+	return fs.Int("threads", runtime.NumCPU(), threadsHelp)
+}
+
+// computeFlags registers --precision and --threads on fs, the flags of the
+// verbs that run a model; apply them with setupCompute and openModel.
+func computeFlags(fs *flag.FlagSet, precision *string, threads *int) {
+	precisionFlag(fs, precision)
+	fs.IntVar(threads, "threads", runtime.NumCPU(), threadsHelp)
 }
 
 // setupCompute chooses the matrix-product backend (ROFORMER_BLAS or the
@@ -68,10 +80,13 @@ func precisionFlag(fs *flag.FlagSet, p *string) {
 // resolveModel replaces a --model value that names a Hugging Face model
 // (org/name or org/name@revision) and is no folder with its snapshot folder
 // in the Hugging Face cache (see hub.Resolve); a folder path, or an empty
-// value, stays as it is.
+// value, stays as it is. A file is a usage error that asks for its folder.
 func resolveModel(model *string) error {
 	if *model == "" {
 		return nil
+	}
+	if fi, err := os.Stat(*model); err == nil && !fi.IsDir() {
+		return usagef("--model %s is a file: give the model folder, the one that holds config.json (or the tokenizer files)", *model)
 	}
 	dir, err := hub.Resolve(*model)
 	if err != nil {
@@ -79,6 +94,20 @@ func resolveModel(model *string) error {
 	}
 	*model = dir
 	return nil
+}
+
+// openModel resolves a --model value (resolveModel), parses --precision
+// and opens the folder with pipeline.Open; *model is left the folder's path.
+func openModel(model *string, precision string, opts pipeline.OpenOptions) (*pipeline.Model, error) {
+	if err := resolveModel(model); err != nil {
+		return nil, err
+	}
+	prec, err := roformer.ParsePrecision(precision)
+	if err != nil {
+		return nil, usagef("--precision: %v", err)
+	}
+	opts.Precision = prec
+	return pipeline.Open(*model, opts)
 }
 
 // loadResolved resolves a --model value as resolveModel does and loads the

@@ -1,0 +1,51 @@
+package pipeline
+
+import (
+	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/tokenizer"
+)
+
+// OpenOptions say how Open reads a model folder.
+type OpenOptions struct {
+	// Head is the head to build; "" is the one config.json's architectures
+	// name (roformer.HeadForConfig).
+	Head roformer.Head
+	// Precision of the linear layers' products ("" is fp32); see
+	// roformer.Model.SetPrecision.
+	Precision roformer.Precision
+	// NoTokenizer leaves the tokenizer unread (for callers that take token
+	// ids, such as `roformer forward` and `roformer bench`).
+	NoTokenizer bool
+}
+
+// Model is a model folder opened for inference: the model with what the
+// loader saw (roformer.Loaded: the folder, the weight file, its format and
+// dtypes, the bind report) and the folder's tokenizer.
+type Model struct {
+	*roformer.Loaded
+	// Tokenizer is the folder's tokenizer; nil with OpenOptions.NoTokenizer.
+	Tokenizer *tokenizer.Tokenizer
+}
+
+// Open reads the model folder dir, the one way every command and the server
+// open a model: config.json once, the weights (compared with the config
+// before a model of its size is allocated, and bound with every missing,
+// unexpected and mis-shaped tensor reported; see roformer.Load), the head,
+// the precision of the products, and the tokenizer (tokenizer.Load: the
+// files at the top of dir or in dir/tokenizer).
+//
+// The errors are roformer.Load's (a folder without the head's weights wraps
+// roformer.ErrHeadMissing) and tokenizer.Load's.
+func Open(dir string, opts OpenOptions) (*Model, error) {
+	l, err := roformer.Load(dir, opts.Head, roformer.LoadOptions{Precision: opts.Precision})
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{Loaded: l}
+	if !opts.NoTokenizer {
+		if m.Tokenizer, err = tokenizer.Load(dir); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
