@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/roformer-go/roformer/generate"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/tokenizer"
 )
@@ -93,35 +94,45 @@ func (s *Server) generator() bool {
 	return s.model.Head == roformer.HeadCausalLM || s.unilmDefault()
 }
 
+// genJob is a checked generation request: the prompt, the model's decoder
+// options and the search's.
+type genJob struct {
+	prompt []int32
+	dec    roformer.DecoderOptions
+	opts   generate.Options
+}
+
 // generateOptions checks the request and turns it into the prompt and the
 // library's options.
-func (s *Server) generateOptions(req *GenerateRequest) ([]int32, roformer.GenerateOptions, *apiError) {
+func (s *Server) generateOptions(req *GenerateRequest) (*genJob, *apiError) {
+	job := &genJob{dec: roformer.DecoderOptions{Mode: roformer.DecodeCausal}}
+	o := &job.opts
 	p := &req.Parameters
 	unilm := s.unilmDefault()
 	if p.UniLM != nil {
 		unilm = *p.UniLM
 	}
 	if s.model.LM == nil || (!unilm && s.model.Head != roformer.HeadCausalLM) {
-		return nil, roformer.GenerateOptions{}, errorf(http.StatusFailedDependency, "Backend", "",
+		return nil, errorf(http.StatusFailedDependency, "Backend", "",
 			"model is not a generator: %s has no causal-LM head (RoFormer-Sim's UniLM decoding needs an LM head; ask for it with \"unilm\": true)", s.model.Head.HFClass())
 	}
 	valid := func(format string, args ...any) *apiError {
 		return errorf(http.StatusUnprocessableEntity, "Validation", "parameters", format, args...)
 	}
-	o := roformer.GenerateOptions{Mode: roformer.DecodeCausal, MaxNewTokens: DefaultMaxNewTokens, EOS: -1, Pad: false}
+	o.MaxNewTokens, o.EOS = DefaultMaxNewTokens, -1
 	if unilm {
-		o.Mode, o.EOS = roformer.DecodeUniLM, s.tok.SepID()
+		job.dec.Mode, o.EOS = roformer.DecodeUniLM, s.tok.SepID()
 	}
 	if req.Inputs == nil {
-		return nil, o, errorf(http.StatusUnprocessableEntity, "Validation", "inputs", `"inputs" is missing`)
+		return nil, errorf(http.StatusUnprocessableEntity, "Validation", "inputs", `"inputs" is missing`)
 	}
 	o.MaxNewTokens = min(o.MaxNewTokens, s.opts.MaxNewTokens)
 	if p.MaxNewTokens != nil {
 		if *p.MaxNewTokens < 1 {
-			return nil, o, valid("`max_new_tokens` must be strictly positive")
+			return nil, valid("`max_new_tokens` must be strictly positive")
 		}
 		if *p.MaxNewTokens > s.opts.MaxNewTokens {
-			return nil, o, errorf(http.StatusUnprocessableEntity, "Validation", "max_new_tokens",
+			return nil, errorf(http.StatusUnprocessableEntity, "Validation", "max_new_tokens",
 				"`max_new_tokens` must be <= %d (the server's max new tokens). Given: %d", s.opts.MaxNewTokens, *p.MaxNewTokens)
 		}
 		o.MaxNewTokens = *p.MaxNewTokens
@@ -130,25 +141,25 @@ func (s *Server) generateOptions(req *GenerateRequest) ([]int32, roformer.Genera
 	o.Temperature = 1
 	if p.Temperature != nil {
 		if !(*p.Temperature > 0) {
-			return nil, o, valid("`temperature` must be strictly positive")
+			return nil, valid("`temperature` must be strictly positive")
 		}
 		o.Temperature, sample = *p.Temperature, sample || *p.Temperature != 1
 	}
 	if p.TopK != nil {
 		if *p.TopK <= 0 {
-			return nil, o, valid("`top_k` must be strictly positive")
+			return nil, valid("`top_k` must be strictly positive")
 		}
 		o.TopK, sample = *p.TopK, true
 	}
 	if p.TopP != nil {
 		if !(*p.TopP > 0 && *p.TopP < 1) {
-			return nil, o, valid("`top_p` must be > 0.0 and < 1.0")
+			return nil, valid("`top_p` must be > 0.0 and < 1.0")
 		}
 		o.TopP, sample = *p.TopP, true
 	}
 	if p.RepetitionPenalty != nil {
 		if !(*p.RepetitionPenalty > 0) {
-			return nil, o, valid("`repetition_penalty` must be strictly positive")
+			return nil, valid("`repetition_penalty` must be strictly positive")
 		}
 		o.RepetitionPenalty = *p.RepetitionPenalty
 	}
@@ -157,55 +168,56 @@ func (s *Server) generateOptions(req *GenerateRequest) ([]int32, roformer.Genera
 		o.Seed = *p.Seed
 	}
 	if sample {
-		o.Strategy = roformer.StrategySample
+		o.Strategy = generate.Sample
 	}
 	if p.NumBeams != nil && *p.NumBeams != 1 {
 		switch {
 		case *p.NumBeams < 1:
-			return nil, o, valid("`num_beams` must be at least 1")
+			return nil, valid("`num_beams` must be at least 1")
 		case *p.NumBeams > s.opts.MaxBeams:
-			return nil, o, errorf(http.StatusUnprocessableEntity, "Validation", "num_beams",
+			return nil, errorf(http.StatusUnprocessableEntity, "Validation", "num_beams",
 				"`num_beams` must be <= %d (the server's max beams). Given: %d", s.opts.MaxBeams, *p.NumBeams)
 		case *p.NumBeams > s.model.Config.VocabSize:
-			return nil, o, errorf(http.StatusUnprocessableEntity, "Validation", "num_beams",
+			return nil, errorf(http.StatusUnprocessableEntity, "Validation", "num_beams",
 				"`num_beams` must be <= %d (the vocabulary's size). Given: %d", s.model.Config.VocabSize, *p.NumBeams)
 		case sample:
-			return nil, o, valid("`num_beams` > 1 is beam search, which does not sample: drop do_sample, temperature, top_k and top_p")
+			return nil, valid("`num_beams` > 1 is beam search, which does not sample: drop do_sample, temperature, top_k and top_p")
 		case req.Stream:
-			return nil, o, valid("`num_beams` > 1 cannot stream: a beam's tokens are final only at the end")
+			return nil, valid("`num_beams` > 1 cannot stream: a beam's tokens are final only at the end")
 		}
-		o.Strategy, o.NumBeams, o.LengthPenalty = roformer.StrategyBeam, *p.NumBeams, 1
+		o.Strategy, o.NumBeams, o.LengthPenalty = generate.Beam, *p.NumBeams, 1
 	}
 	enc, err := s.tok.Encode(*req.Inputs, tokenizer.EncodeOptions{NoSpecialTokens: !unilm, Truncation: tokenizer.TruncateNone})
 	if err != nil {
-		return nil, o, errorf(http.StatusUnprocessableEntity, "Tokenizer", "inputs", "%v", err)
+		return nil, errorf(http.StatusUnprocessableEntity, "Tokenizer", "inputs", "%v", err)
 	}
 	if len(enc.IDs) == 0 {
-		return nil, o, errorf(http.StatusUnprocessableEntity, "Validation", "inputs", "`inputs` gives no tokens: generation needs at least one to continue")
+		return nil, errorf(http.StatusUnprocessableEntity, "Validation", "inputs", "`inputs` gives no tokens: generation needs at least one to continue")
 	}
 	// max_new_tokens ≤ MaxNewTokens, so the sum cannot overflow.
 	if n := len(enc.IDs) + o.MaxNewTokens; n > s.opts.MaxLength {
-		return nil, o, errorf(http.StatusUnprocessableEntity, "Validation", "inputs",
+		return nil, errorf(http.StatusUnprocessableEntity, "Validation", "inputs",
 			"`inputs` tokens + `max_new_tokens` must be <= %d. Given: %d `inputs` tokens and %d `max_new_tokens`", s.opts.MaxLength, len(enc.IDs), o.MaxNewTokens)
 	}
-	cost, err := s.model.GenerateCost(1, len(enc.IDs), o)
+	cost, err := s.model.GenerateCost(1, len(enc.IDs), *o)
 	switch {
 	case err != nil:
-		return nil, o, errorf(http.StatusUnprocessableEntity, "Validation", "parameters", "%v", err)
+		return nil, errorf(http.StatusUnprocessableEntity, "Validation", "parameters", "%v", err)
 	case cost.Tokens > int64(s.opts.MaxBatchTokens):
-		return nil, o, errorf(http.StatusUnprocessableEntity, "Validation", "num_beams",
+		return nil, errorf(http.StatusUnprocessableEntity, "Validation", "num_beams",
 			"`num_beams` × (`inputs` tokens + `max_new_tokens`) must be <= %d (the server's max batch tokens). Given: %d × (%d + %d) = %d",
 			s.opts.MaxBatchTokens, cost.Rows, len(enc.IDs), o.MaxNewTokens, cost.Tokens)
 	case o.NumBeams > 1 && cost.Work > s.opts.MaxBeamWork:
-		return nil, o, errorf(http.StatusUnprocessableEntity, "Validation", "num_beams",
+		return nil, errorf(http.StatusUnprocessableEntity, "Validation", "num_beams",
 			"`num_beams` × vocabulary × (`inputs` tokens + `max_new_tokens`) must be <= %d (the server's max beam work). Given: %d × %d × (%d + %d) = %d: ask for fewer `num_beams` or `max_new_tokens`",
 			s.opts.MaxBeamWork, cost.Rows, s.model.Config.VocabSize, len(enc.IDs), o.MaxNewTokens, cost.Work)
 	case cost.Bytes > s.opts.MaxGenerateBytes:
-		return nil, o, errorf(http.StatusUnprocessableEntity, "Validation", "num_beams",
+		return nil, errorf(http.StatusUnprocessableEntity, "Validation", "num_beams",
 			"this generation would take about %d MiB (%d beams × %d tokens of cache, %d × %d vocabulary scores); the limit is %d MiB (the server's max generate bytes): ask for fewer `num_beams` or `max_new_tokens`",
 			cost.Bytes>>20, cost.Rows, len(enc.IDs)+o.MaxNewTokens, cost.Rows, s.model.Config.VocabSize, s.opts.MaxGenerateBytes>>20)
 	}
-	return int32s(enc.IDs), o, nil
+	job.prompt = int32s(enc.IDs)
+	return job, nil
 }
 
 // newText decodes the generated ids, without the EOS and special tokens.
@@ -227,9 +239,15 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		writeTEIError(w, e)
 		return
 	}
-	prompt, o, e := s.generateOptions(&req)
+	job, e := s.generateOptions(&req)
 	if e != nil {
 		writeTEIError(w, e)
+		return
+	}
+	prompt, o := job.prompt, &job.opts
+	dec, err := s.model.NewDecoder(job.dec)
+	if err != nil {
+		s.generateFailed(w, r, err)
 		return
 	}
 	ctx := r.Context()
@@ -245,7 +263,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	}
 	defer func() { <-s.gate }() // released even if generation panics
 	if !req.Stream {
-		gen, err := s.model.Generate(ctx, [][]int32{prompt}, o)
+		gen, err := generate.Generate(ctx, dec, [][]int32{prompt}, *o)
 		if err != nil {
 			s.generateFailed(w, r, err)
 			return
@@ -300,7 +318,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		}
 		return ctx.Err()
 	}
-	if _, err := s.model.Generate(ctx, [][]int32{prompt}, o); err != nil {
+	if _, err := generate.Generate(ctx, dec, [][]int32{prompt}, *o); err != nil {
 		if !started {
 			s.generateFailed(w, r, err)
 			return

@@ -11,20 +11,29 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/roformer-go/roformer/generate"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/tokenizer"
 )
 
 // generateAlone is what Generate gives for text by itself, decoded as the
 // route decodes it.
-func generateAlone(t *testing.T, m *roformer.Model, tok *tokenizer.Tokenizer, text string, o roformer.GenerateOptions, unilm bool) ([]int32, string) {
+func generateAlone(t *testing.T, m *roformer.Model, tok *tokenizer.Tokenizer, text string, o generate.Options, unilm bool) ([]int32, string) {
 	t.Helper()
 	enc, err := tok.Encode(text, tokenizer.EncodeOptions{NoSpecialTokens: !unilm})
 	if err != nil {
 		t.Fatal(err)
 	}
 	prompt := int32s(enc.IDs)
-	gen, err := m.Generate(context.Background(), [][]int32{prompt}, o)
+	mode := roformer.DecodeCausal
+	if unilm {
+		mode = roformer.DecodeUniLM
+	}
+	dec, err := m.NewDecoder(roformer.DecoderOptions{Mode: mode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen, err := generate.Generate(context.Background(), dec, [][]int32{prompt}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +73,7 @@ func events(t *testing.T, body []byte) []map[string]json.RawMessage {
 
 func TestGenerateCausal(t *testing.T) {
 	s, m, tok := newServer(t, roformer.HeadCausalLM, nil, Options{})
-	_, want := generateAlone(t, m, tok, "the whale", roformer.GenerateOptions{MaxNewTokens: 6, EOS: -1}, false)
+	_, want := generateAlone(t, m, tok, "the whale", generate.Options{MaxNewTokens: 6, EOS: -1}, false)
 	var res GenerateResponse
 	if code, kind := teiCall(t, s, "/generate", `{"inputs": "the whale", "parameters": {"max_new_tokens": 6}}`, &res); code != 200 {
 		t.Fatalf("status %d %s", code, kind)
@@ -73,8 +82,8 @@ func TestGenerateCausal(t *testing.T) {
 		t.Errorf("generated_text %q, want %q", res.GeneratedText, want)
 	}
 	// Sampling with a seed is Generate's sampling with that seed.
-	ids, want := generateAlone(t, m, tok, "the whale", roformer.GenerateOptions{MaxNewTokens: 5, EOS: -1,
-		Strategy: roformer.StrategySample, Temperature: 0.7, TopK: 4, Seed: 9}, false)
+	ids, want := generateAlone(t, m, tok, "the whale", generate.Options{MaxNewTokens: 5, EOS: -1,
+		Strategy: generate.Sample, Temperature: 0.7, TopK: 4, Seed: 9}, false)
 	if code, _ := teiCall(t, s, "/generate", `{"inputs": "the whale", "parameters": {"max_new_tokens": 5, "do_sample": true, "temperature": 0.7, "top_k": 4, "seed": 9}}`, &res); code != 200 || res.GeneratedText != want {
 		t.Errorf("sampled: %d %q, want %q", code, res.GeneratedText, want)
 	}
@@ -114,7 +123,7 @@ func TestGenerateCausal(t *testing.T) {
 		t.Errorf("the tokens' texts join to %q, want %q", text, want)
 	}
 	// Beam search.
-	_, want = generateAlone(t, m, tok, "the ship", roformer.GenerateOptions{MaxNewTokens: 4, EOS: -1, Strategy: roformer.StrategyBeam, NumBeams: 3, LengthPenalty: 1}, false)
+	_, want = generateAlone(t, m, tok, "the ship", generate.Options{MaxNewTokens: 4, EOS: -1, Strategy: generate.Beam, NumBeams: 3, LengthPenalty: 1}, false)
 	if code, _ := teiCall(t, s, "/generate", `{"inputs": "the ship", "parameters": {"max_new_tokens": 4, "num_beams": 3}}`, &res); code != 200 || res.GeneratedText != want {
 		t.Errorf("beams: %d %q, want %q", code, res.GeneratedText, want)
 	}
@@ -128,7 +137,7 @@ func TestGenerateUniLM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := roformer.GenerateOptions{Mode: roformer.DecodeUniLM, MaxNewTokens: 8, EOS: tok.SepID()}
+	o := generate.Options{MaxNewTokens: 8, EOS: tok.SepID()}
 	_, want := generateAlone(t, m, tok, "the sea", o, true)
 	var res GenerateResponse
 	if code, kind := teiCall(t, s, "/generate", `{"inputs": "the sea", "parameters": {"max_new_tokens": 8}}`, &res); code != 200 || res.GeneratedText != want {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/roformer-go/roformer/generate"
 	"github.com/roformer-go/roformer/model/roformer"
 )
 
@@ -104,14 +105,14 @@ func TestGenerateBounds(t *testing.T) {
 		t.Errorf("the issue's body: %d %s", code, b)
 	}
 	// num_beams 4 generates Generate's beam search.
-	_, want := generateAlone(t, m, tok, "the ship", roformer.GenerateOptions{MaxNewTokens: 4, EOS: -1, Strategy: roformer.StrategyBeam, NumBeams: 4, LengthPenalty: 1}, false)
+	_, want := generateAlone(t, m, tok, "the ship", generate.Options{MaxNewTokens: 4, EOS: -1, Strategy: generate.Beam, NumBeams: 4, LengthPenalty: 1}, false)
 	var res GenerateResponse
 	if code, kind := teiCall(t, s, "/generate", `{"inputs": "the ship", "parameters": {"max_new_tokens": 4, "num_beams": 4}}`, &res); code != 200 || res.GeneratedText != want {
 		t.Errorf("num_beams 4: %d %s %q, want %q", code, kind, res.GeneratedText, want)
 	}
 	// Without max_new_tokens, a request gets min(20, the server's limit).
 	small, _, _ := newServer(t, roformer.HeadCausalLM, nil, Options{MaxNewTokens: 3})
-	_, want = generateAlone(t, m, tok, "the", roformer.GenerateOptions{MaxNewTokens: 3, EOS: -1}, false)
+	_, want = generateAlone(t, m, tok, "the", generate.Options{MaxNewTokens: 3, EOS: -1}, false)
 	if code, kind := teiCall(t, small, "/generate", `{"inputs": "the"}`, &res); code != 200 || res.GeneratedText != want {
 		t.Errorf("default max_new_tokens under a limit of 3: %d %s %q, want %q", code, kind, res.GeneratedText, want)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/roformer-go/roformer/blas"
+	"github.com/roformer-go/roformer/generate"
 	"github.com/roformer-go/roformer/kernels"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/optim"
@@ -639,10 +640,14 @@ func (c *stepClock) Err() error {
 // context checks do not mark the steps, a second run of one new token
 // times the prefill, and every later token gets the mean of the rest.
 func timeGenerate(ctx context.Context, m *roformer.Model, prompts [][]int32, n int) (float64, []float64, string, error) {
-	opts := roformer.GenerateOptions{Mode: roformer.DecodeCausal, MaxNewTokens: n, EOS: -1}
+	opts := generate.Options{MaxNewTokens: n, EOS: -1}
+	dec, err := m.NewDecoder(roformer.DecoderOptions{Mode: roformer.DecodeCausal})
+	if err != nil {
+		return 0, nil, "", err
+	}
 	clock := &stepClock{Context: ctx}
 	t0 := time.Now()
-	gen, err := m.Generate(clock, prompts, opts)
+	gen, err := generate.Generate(clock, dec, prompts, opts)
 	end := time.Now()
 	if err != nil {
 		return 0, nil, "", err
@@ -666,7 +671,7 @@ func timeGenerate(ctx context.Context, m *roformer.Model, prompts [][]int32, n i
 	total := ms(end.Sub(t0))
 	opts.MaxNewTokens = 1
 	t1 := time.Now()
-	if _, err := m.Generate(ctx, prompts, opts); err != nil {
+	if _, err := generate.Generate(ctx, dec, prompts, opts); err != nil {
 		return 0, nil, "", err
 	}
 	prefill := ms(time.Since(t1))

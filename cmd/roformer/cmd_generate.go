@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/roformer-go/roformer/generate"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/tokenizer"
 )
@@ -95,14 +96,14 @@ func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	switch o.strategy {
-	case roformer.StrategyGreedy, roformer.StrategySample, roformer.StrategyBeam:
+	case generate.Greedy, generate.Sample, generate.Beam:
 	default:
 		return usagef("--strategy %q is not greedy, sample or beam", o.strategy)
 	}
 	if o.numBeams < 1 {
 		return usagef("--num-beams %d must be at least 1", o.numBeams)
 	}
-	if o.numBeams > 1 && o.strategy != roformer.StrategyBeam {
+	if o.numBeams > 1 && o.strategy != generate.Beam {
 		return usagef("--num-beams %d needs --strategy beam", o.numBeams)
 	}
 	if o.eos < -1 {
@@ -138,7 +139,7 @@ func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	} else if prompts, err = readPrompts(o.input); err != nil {
 		return err
 	}
-	gen, err := m.Generate(ctx, prompts, o.options(early))
+	gen, err := o.generate(ctx, m.Model, prompts, early)
 	if err != nil {
 		return err
 	}
@@ -167,28 +168,33 @@ func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return nil
 }
 
-// options turns the flags into the library's options.
-func (o *generateOptions) options(early roformer.EarlyStopping) roformer.GenerateOptions {
+// generate decodes the prompts (left-padded when ragged) with m's Decoder
+// as the flags say.
+func (o *generateOptions) generate(ctx context.Context, m *roformer.Model, prompts [][]int32, early generate.EarlyStopping) (*generate.Result, error) {
 	mode := roformer.DecodeCausal
 	if o.unilm {
 		mode = roformer.DecodeUniLM
 	}
-	return roformer.GenerateOptions{
-		Mode: mode, MaxNewTokens: o.maxNew, EOS: o.eos, Strategy: o.strategy,
+	dec, err := m.NewDecoder(roformer.DecoderOptions{Mode: mode, Pad: true})
+	if err != nil {
+		return nil, err
+	}
+	return generate.Generate(ctx, dec, prompts, generate.Options{
+		MaxNewTokens: o.maxNew, EOS: o.eos, Strategy: o.strategy,
 		Temperature: o.temperature, TopK: o.topK, TopP: o.topP, Seed: o.seed,
 		NumBeams: o.numBeams, LengthPenalty: o.lengthPenalty, EarlyStopping: early,
-		RepetitionPenalty: o.repetition, Pad: true,
-	}
+		RepetitionPenalty: o.repetition,
+	})
 }
 
-func parseEarlyStopping(s string) (roformer.EarlyStopping, error) {
+func parseEarlyStopping(s string) (generate.EarlyStopping, error) {
 	switch s {
 	case "false":
-		return roformer.EarlyStopHeuristic, nil
+		return generate.EarlyStopHeuristic, nil
 	case "true":
-		return roformer.EarlyStopOnBeams, nil
+		return generate.EarlyStopOnBeams, nil
 	case "never":
-		return roformer.EarlyStopNever, nil
+		return generate.EarlyStopNever, nil
 	}
 	return 0, usagef("--early-stopping %q is not false, true or never", s)
 }
@@ -335,8 +341,8 @@ func similar(ctx context.Context, gen *roformer.Loaded, tok *tokenizer.Tokenizer
 		prompts[i] = prompt
 	}
 	sep := tok.SepID()
-	o.unilm, o.strategy, o.eos, o.numBeams = true, roformer.StrategySample, sep, 1
-	g, err := gen.Generate(ctx, prompts, o.options(roformer.EarlyStopHeuristic))
+	o.unilm, o.strategy, o.eos, o.numBeams = true, generate.Sample, sep, 1
+	g, err := o.generate(ctx, gen.Model, prompts, generate.EarlyStopHeuristic)
 	if err != nil {
 		return nil, err
 	}

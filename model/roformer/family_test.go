@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/roformer-go/roformer/generate"
 	"github.com/roformer-go/roformer/internal/testutil"
 )
 
@@ -157,7 +158,7 @@ func TestGenerateFixtures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := l.Generate(context.Background(), g.Inputs.InputIDs, GenerateOptions{Mode: g.Mode, MaxNewTokens: g.MaxNewTokens, EOS: -1})
+			out, err := generateWith(context.Background(), l.Model, g.Inputs.InputIDs, genOptions{DecoderOptions: DecoderOptions{Mode: g.Mode}, Options: generate.Options{MaxNewTokens: g.MaxNewTokens, EOS: -1, OutputScores: true}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -193,7 +194,7 @@ func TestGenerateEqualsRecomputation(t *testing.T) {
 			m := randomModel(t, cfg, HeadCausalLM, 77)
 			prompts := [][]int32{{2, 5, 7}, {9, 1, 4}}
 			const steps = 5
-			got, err := m.Generate(context.Background(), prompts, GenerateOptions{MaxNewTokens: steps, EOS: -1})
+			got, err := generateWith(context.Background(), m, prompts, genOptions{Options: generate.Options{MaxNewTokens: steps, EOS: -1, OutputScores: true}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -216,11 +217,11 @@ func TestGenerateEqualsRecomputation(t *testing.T) {
 		})
 	}
 	m := randomModel(t, tinyConfig(nil), HeadSequenceCls, 1)
-	if _, err := m.Generate(context.Background(), [][]int32{{1}}, GenerateOptions{MaxNewTokens: 1}); err == nil {
+	if _, err := generateWith(context.Background(), m, [][]int32{{1}}, genOptions{Options: generate.Options{MaxNewTokens: 1}}); err == nil {
 		t.Error("a classification model generated")
 	}
 	lm := randomModel(t, tinyConfig(nil), HeadCausalLM, 1)
-	if _, err := lm.Generate(context.Background(), [][]int32{{1, 2}, {3}}, GenerateOptions{MaxNewTokens: 1}); err == nil {
+	if _, err := generateWith(context.Background(), lm, [][]int32{{1, 2}, {3}}, genOptions{Options: generate.Options{MaxNewTokens: 1}}); err == nil {
 		t.Error("ragged prompts accepted")
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/roformer-go/roformer/generate"
 )
 
 // GenerateCost counts the rows, the cached tokens and the vocabulary-wide
@@ -16,11 +18,11 @@ func TestGenerateCost(t *testing.T) {
 	m := genModel(t, nil, 2)
 	cfg := &m.Config
 	V, H, layers := int64(cfg.VocabSize), int64(cfg.HiddenSize), int64(cfg.NumHiddenLayers)
-	greedy, err := m.GenerateCost(2, 5, GenerateOptions{MaxNewTokens: 3})
+	greedy, err := m.GenerateCost(2, 5, generate.Options{MaxNewTokens: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	beam, err := m.GenerateCost(2, 5, GenerateOptions{MaxNewTokens: 3, Strategy: StrategyBeam, NumBeams: 4})
+	beam, err := m.GenerateCost(2, 5, generate.Options{MaxNewTokens: 3, Strategy: generate.Beam, NumBeams: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,20 +34,20 @@ func TestGenerateCost(t *testing.T) {
 	}
 	for _, c := range []struct {
 		B, L int
-		o    GenerateOptions
+		o    generate.Options
 		want string
 	}{
-		{1, 3, GenerateOptions{MaxNewTokens: 3, Strategy: StrategyBeam, NumBeams: 1 << 62}, "overflows int64"},
-		{1, 3, GenerateOptions{MaxNewTokens: math.MaxInt - 3}, "overflow"},
-		{1 << 40, 1 << 20, GenerateOptions{MaxNewTokens: 1 << 20}, "overflows int64"},
-		{1, 0, GenerateOptions{MaxNewTokens: 3}, "at least 1"},
-		{1, 3, GenerateOptions{MaxNewTokens: 0}, "at least 1"},
+		{1, 3, generate.Options{MaxNewTokens: 3, Strategy: generate.Beam, NumBeams: 1 << 62}, "overflows int64"},
+		{1, 3, generate.Options{MaxNewTokens: math.MaxInt - 3}, "overflow"},
+		{1 << 40, 1 << 20, generate.Options{MaxNewTokens: 1 << 20}, "overflows int64"},
+		{1, 0, generate.Options{MaxNewTokens: 3}, "at least 1"},
+		{1, 3, generate.Options{MaxNewTokens: 0}, "at least 1"},
 	} {
 		if _, err := m.GenerateCost(c.B, c.L, c.o); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("GenerateCost(%d, %d, %+v): %v, want %q", c.B, c.L, c.o, err, c.want)
 		}
 	}
-	if _, err := m.Generate(context.Background(), [][]int32{{1, 2}}, GenerateOptions{MaxNewTokens: 2, Strategy: StrategyBeam, NumBeams: 1 << 62}); err == nil || !strings.Contains(err.Error(), "overflows") {
+	if _, err := generateWith(context.Background(), m, [][]int32{{1, 2}}, genOptions{Options: generate.Options{MaxNewTokens: 2, Strategy: generate.Beam, NumBeams: 1 << 62}}); err == nil || !strings.Contains(err.Error(), "overflows") {
 		t.Errorf("Generate with 2^62 beams: %v", err)
 	}
 }

@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/roformer-go/roformer/generate"
+	"github.com/roformer-go/roformer/kernels"
 )
 
 func genModel(t *testing.T, mod func(*Config), seed uint64) *Model {
@@ -17,9 +20,26 @@ func genModel(t *testing.T, mod func(*Config), seed uint64) *Model {
 	return randomModel(t, cfg, HeadCausalLM, seed)
 }
 
-func mustGenerate(t *testing.T, m *Model, prompts [][]int32, o GenerateOptions) *Generation {
+// genOptions are a test's generation options: the model's decoder's and
+// the search's.
+type genOptions struct {
+	DecoderOptions
+	generate.Options
+}
+
+// generateWith decodes prompts with m's Decoder and generate.Generate, as
+// the callers do.
+func generateWith(ctx context.Context, m *Model, prompts [][]int32, o genOptions) (*generate.Result, error) {
+	d, err := m.NewDecoder(o.DecoderOptions)
+	if err != nil {
+		return nil, err
+	}
+	return generate.Generate(ctx, d, prompts, o.Options)
+}
+
+func mustGenerate(t *testing.T, m *Model, prompts [][]int32, o genOptions) *generate.Result {
 	t.Helper()
-	g, err := m.Generate(context.Background(), prompts, o)
+	g, err := generateWith(context.Background(), m, prompts, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +53,7 @@ func TestGenerateSampling(t *testing.T) {
 	prompts := [][]int32{{2, 5, 7}, {9, 1, 4}}
 	for _, mode := range []string{DecodeCausal, DecodeUniLM} {
 		t.Run(mode, func(t *testing.T) {
-			o := GenerateOptions{Mode: mode, MaxNewTokens: 8, EOS: -1, Strategy: StrategySample, Temperature: 1.3, TopK: 6, TopP: 0.9, Seed: 42}
+			o := genOptions{DecoderOptions: DecoderOptions{Mode: mode}, Options: generate.Options{MaxNewTokens: 8, EOS: -1, Strategy: generate.Sample, Temperature: 1.3, TopK: 6, TopP: 0.9, Seed: 42}}
 			a, b := mustGenerate(t, m, prompts, o), mustGenerate(t, m, prompts, o)
 			if !slices.EqualFunc(a.Sequences, b.Sequences, slices.Equal) {
 				t.Errorf("same seed, different samples: %v and %v", a.Sequences, b.Sequences)
@@ -47,54 +67,18 @@ func TestGenerateSampling(t *testing.T) {
 			if !differ {
 				t.Error("five other seeds all drew the seed-42 sample: the seed is not used")
 			}
-			greedy := mustGenerate(t, m, prompts, GenerateOptions{Mode: mode, MaxNewTokens: 8, EOS: -1})
-			for _, w := range []GenerateOptions{
-				{Temperature: 0.7, TopK: 1, Seed: 9},
-				{Temperature: 1e-4, Seed: 9},
+			greedy := mustGenerate(t, m, prompts, genOptions{DecoderOptions: DecoderOptions{Mode: mode}, Options: generate.Options{MaxNewTokens: 8, EOS: -1}})
+			for _, w := range []genOptions{
+				{Options: generate.Options{Temperature: 0.7, TopK: 1, Seed: 9}},
+				{Options: generate.Options{Temperature: 1e-4, Seed: 9}},
 			} {
-				w.Mode, w.MaxNewTokens, w.EOS, w.Strategy = mode, 8, -1, StrategySample
+				w.Mode, w.MaxNewTokens, w.EOS, w.Strategy = mode, 8, -1, generate.Sample
 				s := mustGenerate(t, m, prompts, w)
 				if !slices.EqualFunc(s.Sequences, greedy.Sequences, slices.Equal) {
 					t.Errorf("top_k %d temperature %g: %v, greedy %v", w.TopK, w.Temperature, s.Sequences, greedy.Sequences)
 				}
 			}
 		})
-	}
-}
-
-// The warpers against hand computations: temperature divides, top-k keeps
-// the k best (ties included), top-p keeps the smallest best set reaching p.
-func TestWarp(t *testing.T) {
-	ninf := float32(math.Inf(-1))
-	// probabilities 0.5, 0.25, 0.15, 0.1
-	base := []float32{float32(math.Log(0.5)), float32(math.Log(0.25)), float32(math.Log(0.15)), float32(math.Log(0.1))}
-	for _, c := range []struct {
-		o    GenerateOptions
-		kept []bool
-	}{
-		{GenerateOptions{Temperature: 1, TopP: 1, TopK: 2}, []bool{true, true, false, false}},
-		{GenerateOptions{Temperature: 1, TopP: 1, TopK: 3}, []bool{true, true, true, false}},
-		{GenerateOptions{Temperature: 1, TopP: 0.45}, []bool{true, false, false, false}},
-		{GenerateOptions{Temperature: 1, TopP: 0.6}, []bool{true, true, false, false}},
-		{GenerateOptions{Temperature: 1, TopP: 0.8}, []bool{true, true, true, false}},
-		{GenerateOptions{Temperature: 1, TopP: 0.95}, []bool{true, true, true, true}},
-		{GenerateOptions{Temperature: 1, TopP: 0.01}, []bool{true, false, false, false}},
-	} {
-		row := slices.Clone(base)
-		warp(row, &c.o)
-		for i, k := range c.kept {
-			if k != (row[i] != ninf) {
-				t.Errorf("%+v: row %v, want kept %v", c.o, row, c.kept)
-				break
-			}
-		}
-	}
-	row := slices.Clone(base)
-	warp(row, &GenerateOptions{Temperature: 2, TopP: 1})
-	for i := range row {
-		if math.Abs(float64(row[i]-base[i]/2)) > 1e-7 {
-			t.Errorf("temperature 2: %v, want %v / 2", row, base)
-		}
 	}
 }
 
@@ -105,7 +89,7 @@ func TestRepetitionPenalty(t *testing.T) {
 	m := genModel(t, nil, 5)
 	prompt := []int32{3, 3, 6, 1, 0, 2, 5, 7, 9}
 	const pen = 1.7
-	g := mustGenerate(t, m, [][]int32{prompt}, GenerateOptions{MaxNewTokens: 3, EOS: -1, RepetitionPenalty: pen})
+	g := mustGenerate(t, m, [][]int32{prompt}, genOptions{Options: generate.Options{MaxNewTokens: 3, EOS: -1, RepetitionPenalty: pen, OutputScores: true}})
 	out, err := m.Forward(context.Background(), &Batch{InputIDs: prompt, B: 1, T: len(prompt)}, nil, Options{Causal: true})
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +124,18 @@ func TestRepetitionPenalty(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := slices.Clone(out.Logits.Data[(len(seq)-2)*V:])
-	repetitionPenalty(last, make([]bool, V), pen, seq[:len(seq)-1])
+	penalised := map[int32]bool{}
+	for _, id := range seq[:len(seq)-1] {
+		if penalised[id] {
+			continue
+		}
+		penalised[id] = true
+		if last[id] < 0 {
+			last[id] *= pen
+		} else {
+			last[id] /= pen
+		}
+	}
 	if seq[len(seq)-1] != int32(argmax(last)) {
 		t.Errorf("last id %d, the penalised argmax is %d", seq[len(seq)-1], argmax(last))
 	}
@@ -152,8 +147,8 @@ func TestBeamOneEqualsGreedy(t *testing.T) {
 	prompts := [][]int32{{2, 5, 7}, {9, 1, 4}}
 	for _, mode := range []string{DecodeCausal, DecodeUniLM} {
 		for _, eos := range []int{-1, 4} {
-			greedy := mustGenerate(t, m, prompts, GenerateOptions{Mode: mode, MaxNewTokens: 7, EOS: eos})
-			beam := mustGenerate(t, m, prompts, GenerateOptions{Mode: mode, MaxNewTokens: 7, EOS: eos, Strategy: StrategyBeam, NumBeams: 1, LengthPenalty: 1})
+			greedy := mustGenerate(t, m, prompts, genOptions{DecoderOptions: DecoderOptions{Mode: mode}, Options: generate.Options{MaxNewTokens: 7, EOS: eos}})
+			beam := mustGenerate(t, m, prompts, genOptions{DecoderOptions: DecoderOptions{Mode: mode}, Options: generate.Options{MaxNewTokens: 7, EOS: eos, Strategy: generate.Beam, NumBeams: 1, LengthPenalty: 1}})
 			for r := range prompts {
 				want := greedy.Sequences[r]
 				if i := slices.Index(want[len(prompts[r]):], int32(eos)); eos >= 0 && i >= 0 {
@@ -186,7 +181,8 @@ func TestBeamSearchExhaustive(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := logSoftmax(out.Logits.Data[(len(seq)-1)*V : len(seq)*V])
+		p := make([]float64, V)
+		kernels.LogSoftmax64(p, out.Logits.Data[(len(seq)-1)*V:len(seq)*V])
 		logProbs[key] = p
 		return p
 	}
@@ -219,50 +215,19 @@ func TestBeamSearchExhaustive(t *testing.T) {
 				}
 				walk(slices.Clone(prompt), 0)
 				K := int(math.Pow(V, float64(N)))
-				g := mustGenerate(t, m, [][]int32{prompt}, GenerateOptions{MaxNewTokens: N, EOS: e, Strategy: StrategyBeam, NumBeams: K, LengthPenalty: lpen, EarlyStopping: EarlyStopNever})
+				g := mustGenerate(t, m, [][]int32{prompt}, genOptions{Options: generate.Options{MaxNewTokens: N, EOS: e, Strategy: generate.Beam, NumBeams: K, LengthPenalty: lpen, EarlyStopping: generate.EarlyStopNever}})
 				if !slices.Equal(g.Sequences[0], best) && math.Abs(g.BeamScores[0]-bestScore) > 1e-5 {
 					t.Errorf("N %d penalty %g eos %v: beam %v (%.6f), exhaustive best %v (%.6f)", N, lpen, withEOS, g.Sequences[0], g.BeamScores[0], best, bestScore)
 				} else if math.Abs(g.BeamScores[0]-bestScore) > 1e-4 {
 					t.Errorf("N %d penalty %g eos %v: score %.6f, exhaustive %.6f", N, lpen, withEOS, g.BeamScores[0], bestScore)
 				}
 				// A few beams give a sequence no better than the best.
-				few := mustGenerate(t, m, [][]int32{prompt}, GenerateOptions{MaxNewTokens: N, EOS: e, Strategy: StrategyBeam, NumBeams: 2, LengthPenalty: lpen})
+				few := mustGenerate(t, m, [][]int32{prompt}, genOptions{Options: generate.Options{MaxNewTokens: N, EOS: e, Strategy: generate.Beam, NumBeams: 2, LengthPenalty: lpen}})
 				if few.BeamScores[0] > bestScore+1e-5 {
 					t.Errorf("2 beams scored %.6f, above the exhaustive best %.6f", few.BeamScores[0], bestScore)
 				}
 			}
 		}
-	}
-}
-
-// HF's BeamHypotheses bookkeeping: the worst score follows the K kept.
-func TestBeamHyps(t *testing.T) {
-	h := &beamHyps{numBeams: 2, lengthPenalty: 1, worst: 1e9, maxLength: 10}
-	h.add([]int32{1}, -4, 4, true) // −1
-	h.add([]int32{2}, -6, 3, true) // −2
-	// done when the best running beam (sum −5 at length 5: −1) cannot beat −2
-	if h.worst != -2 || h.isDone(-5, 5) || !h.isDone(-100, 5) {
-		t.Errorf("worst %g", h.worst)
-	}
-	h.add([]int32{3}, -3, 6, true) // −0.5: evicts −2
-	if h.worst != -1 || len(h.beams) != 2 {
-		t.Errorf("worst %g, %d beams", h.worst, len(h.beams))
-	}
-	h.add([]int32{4}, -30, 6, true) // −5: not kept
-	if len(h.beams) != 2 {
-		t.Errorf("%d beams", len(h.beams))
-	}
-	h.early = EarlyStopOnBeams
-	if !h.isDone(0, 1) {
-		t.Error("early_stopping=True with num_beams hypotheses is not done")
-	}
-	h.early = EarlyStopNever // −1 ≥ −9/10 is false; the heuristic at length 5 says −1 ≥ −1.8
-	if h.isDone(-9, 5) {
-		t.Error("never: done although a beam could still reach −0.9")
-	}
-	h.early = EarlyStopHeuristic
-	if !h.isDone(-9, 5) {
-		t.Error("heuristic: not done")
 	}
 }
 
@@ -273,14 +238,14 @@ func TestGeneratePaddedBatch(t *testing.T) {
 	for _, pe := range []PositionEncoding{PosRotary, PosLearned} {
 		m := genModel(t, func(c *Config) { c.PositionEmbeddingType = pe }, 21)
 		for _, mode := range []string{DecodeCausal, DecodeUniLM} {
-			for _, o := range []GenerateOptions{
-				{MaxNewTokens: 6, EOS: -1},
-				{MaxNewTokens: 6, EOS: 3, RepetitionPenalty: 1.3},
-				{MaxNewTokens: 4, EOS: 3, Strategy: StrategyBeam, NumBeams: 3, LengthPenalty: 1},
+			for _, o := range []genOptions{
+				{Options: generate.Options{MaxNewTokens: 6, EOS: -1, OutputScores: true}},
+				{Options: generate.Options{MaxNewTokens: 6, EOS: 3, RepetitionPenalty: 1.3, OutputScores: true}},
+				{Options: generate.Options{MaxNewTokens: 4, EOS: 3, Strategy: generate.Beam, NumBeams: 3, LengthPenalty: 1}},
 			} {
 				o.Mode = mode
 				name := fmt.Sprintf("%s/%s/%s/eos%d", pe, mode, o.Strategy, o.EOS)
-				if _, err := m.Generate(context.Background(), prompts, o); err == nil || !strings.Contains(err.Error(), "equal lengths") {
+				if _, err := generateWith(context.Background(), m, prompts, o); err == nil || !strings.Contains(err.Error(), "equal lengths") {
 					t.Errorf("%s: ragged prompts without Pad: %v", name, err)
 				}
 				o.Pad = true
@@ -290,7 +255,7 @@ func TestGeneratePaddedBatch(t *testing.T) {
 					if !slices.Equal(batch.Sequences[r], alone.Sequences[0]) {
 						t.Errorf("%s row %d: batch %v, alone %v", name, r, batch.Sequences[r], alone.Sequences[0])
 					}
-					if o.Strategy == StrategyBeam {
+					if o.Strategy == generate.Beam {
 						if math.Abs(batch.BeamScores[r]-alone.BeamScores[0]) > 1e-5 {
 							t.Errorf("%s row %d: beam score %g, alone %g", name, r, batch.BeamScores[r], alone.BeamScores[0])
 						}
@@ -309,19 +274,19 @@ func TestGeneratePaddedBatch(t *testing.T) {
 	}
 }
 
-// Streaming sees every step's ids in order; ErrStopGeneration ends early
+// Streaming sees every step's ids in order; generate.ErrStop ends early
 // with the ids so far, another error is returned.
 func TestGenerateStreaming(t *testing.T) {
 	m := genModel(t, nil, 4)
 	prompts := [][]int32{{2, 5, 7}, {9, 1, 4}}
-	for _, strategy := range []string{StrategyGreedy, StrategySample} {
+	for _, strategy := range []string{generate.Greedy, generate.Sample} {
 		var seen [][]int32
 		steps := []int{}
-		o := GenerateOptions{MaxNewTokens: 6, EOS: -1, Strategy: strategy, Temperature: 1, Seed: 7, OnToken: func(step int, ids []int32) error {
+		o := genOptions{Options: generate.Options{MaxNewTokens: 6, EOS: -1, Strategy: strategy, Temperature: 1, Seed: 7, OnToken: func(step int, ids []int32) error {
 			steps = append(steps, step)
 			seen = append(seen, ids)
 			return nil
-		}}
+		}}}
 		g := mustGenerate(t, m, prompts, o)
 		if !slices.Equal(steps, []int{0, 1, 2, 3, 4, 5}) {
 			t.Errorf("%s: steps %v", strategy, steps)
@@ -339,7 +304,7 @@ func TestGenerateStreaming(t *testing.T) {
 		o.OnToken = func(int, []int32) error {
 			n++
 			if n == 2 {
-				return ErrStopGeneration
+				return generate.ErrStop
 			}
 			return nil
 		}
@@ -351,7 +316,7 @@ func TestGenerateStreaming(t *testing.T) {
 		}
 		boom := errors.New("client went away")
 		o.OnToken = func(int, []int32) error { return boom }
-		if _, err := m.Generate(context.Background(), prompts, o); !errors.Is(err, boom) {
+		if _, err := generateWith(context.Background(), m, prompts, o); !errors.Is(err, boom) {
 			t.Errorf("%s: callback error not returned: %v", strategy, err)
 		}
 	}
@@ -365,33 +330,33 @@ func TestGenerateErrors(t *testing.T) {
 	for _, c := range []struct {
 		m       *Model
 		prompts [][]int32
-		o       GenerateOptions
+		o       genOptions
 		want    string
 	}{
-		{m, nil, GenerateOptions{MaxNewTokens: 2}, "no prompt"},
-		{m, [][]int32{{1}, {}}, GenerateOptions{MaxNewTokens: 2, Pad: true}, "prompt 1 is empty"},
-		{m, ok, GenerateOptions{MaxNewTokens: 2, Strategy: StrategySample, Temperature: 1, TopP: 1.5}, "top_p 1.5 is outside (0, 1]"},
-		{m, ok, GenerateOptions{MaxNewTokens: 2, Strategy: StrategySample, Temperature: 1, TopP: -0.2}, "top_p -0.2 is outside (0, 1]"},
-		{m, ok, GenerateOptions{MaxNewTokens: 2, Strategy: StrategySample}, "temperature 0 must be a positive"},
-		{m, ok, GenerateOptions{MaxNewTokens: 2, Strategy: StrategySample, Temperature: -1}, "temperature -1 must be a positive"},
-		{m, ok, GenerateOptions{MaxNewTokens: 2, Strategy: StrategyBeam}, "num_beams 0 must be at least 1"},
-		{m, ok, GenerateOptions{MaxNewTokens: 2, NumBeams: 3}, "needs the beam strategy"},
-		{m, ok, GenerateOptions{MaxNewTokens: 2, Strategy: "nucleus"}, `strategy "nucleus" is not greedy, sample or beam`},
-		{m, ok, GenerateOptions{MaxNewTokens: 2, Mode: "prefix"}, `mode "prefix"`},
-		{m, ok, GenerateOptions{MaxNewTokens: 2, RepetitionPenalty: -1}, "repetition_penalty -1"},
-		{m, ok, GenerateOptions{MaxNewTokens: 0}, "max new tokens 0"},
-		{m, ok, GenerateOptions{MaxNewTokens: 2, EOS: 99}, "eos id 99"},
-		{m, ok, GenerateOptions{MaxNewTokens: 2, Strategy: StrategyBeam, NumBeams: 2, OnToken: func(int, []int32) error { return nil }}, "beam search"},
-		{learned, ok, GenerateOptions{MaxNewTokens: 31}, "exceed the learned position table's 32"},
-		{learned, [][]int32{{1}, {1, 2, 3}}, GenerateOptions{MaxNewTokens: 30, Pad: true}, "exceed the learned position table's 32"},
+		{m, nil, genOptions{Options: generate.Options{MaxNewTokens: 2}}, "no prompt"},
+		{m, [][]int32{{1}, {}}, genOptions{DecoderOptions: DecoderOptions{Pad: true}, Options: generate.Options{MaxNewTokens: 2}}, "prompt 1 is empty"},
+		{m, ok, genOptions{Options: generate.Options{MaxNewTokens: 2, Strategy: generate.Sample, Temperature: 1, TopP: 1.5}}, "top_p 1.5 is outside (0, 1]"},
+		{m, ok, genOptions{Options: generate.Options{MaxNewTokens: 2, Strategy: generate.Sample, Temperature: 1, TopP: -0.2}}, "top_p -0.2 is outside (0, 1]"},
+		{m, ok, genOptions{Options: generate.Options{MaxNewTokens: 2, Strategy: generate.Sample}}, "temperature 0 must be a positive"},
+		{m, ok, genOptions{Options: generate.Options{MaxNewTokens: 2, Strategy: generate.Sample, Temperature: -1}}, "temperature -1 must be a positive"},
+		{m, ok, genOptions{Options: generate.Options{MaxNewTokens: 2, Strategy: generate.Beam}}, "num_beams 0 must be at least 1"},
+		{m, ok, genOptions{Options: generate.Options{MaxNewTokens: 2, NumBeams: 3}}, "needs the beam strategy"},
+		{m, ok, genOptions{Options: generate.Options{MaxNewTokens: 2, Strategy: "nucleus"}}, `strategy "nucleus" is not greedy, sample or beam`},
+		{m, ok, genOptions{DecoderOptions: DecoderOptions{Mode: "prefix"}, Options: generate.Options{MaxNewTokens: 2}}, `mode "prefix"`},
+		{m, ok, genOptions{Options: generate.Options{MaxNewTokens: 2, RepetitionPenalty: -1}}, "repetition_penalty -1"},
+		{m, ok, genOptions{Options: generate.Options{MaxNewTokens: 0}}, "max new tokens 0"},
+		{m, ok, genOptions{Options: generate.Options{MaxNewTokens: 2, EOS: 99}}, "eos id 99"},
+		{m, ok, genOptions{Options: generate.Options{MaxNewTokens: 2, Strategy: generate.Beam, NumBeams: 2, OnToken: func(int, []int32) error { return nil }}}, "beam search"},
+		{learned, ok, genOptions{Options: generate.Options{MaxNewTokens: 31}}, "exceed the learned position table's 32"},
+		{learned, [][]int32{{1}, {1, 2, 3}}, genOptions{DecoderOptions: DecoderOptions{Pad: true}, Options: generate.Options{MaxNewTokens: 30}}, "exceed the learned position table's 32"},
 	} {
-		_, err := c.m.Generate(context.Background(), c.prompts, c.o)
+		_, err := generateWith(context.Background(), c.m, c.prompts, c.o)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: error %v, want %q", c.o, err, c.want)
 		}
 	}
 	// A learned table is usable right up to its end.
-	if _, err := learned.Generate(context.Background(), ok, GenerateOptions{MaxNewTokens: 30, EOS: -1}); err != nil {
+	if _, err := generateWith(context.Background(), learned, ok, genOptions{Options: generate.Options{MaxNewTokens: 30, EOS: -1}}); err != nil {
 		t.Error(err)
 	}
 }
