@@ -13,6 +13,7 @@ import (
 // product).
 type PackedLinear struct {
 	OC, C int
+	dtype string // "bf16" or "fp32": the weights' type, for String
 	l     *blas.PackedLinear
 }
 
@@ -25,7 +26,7 @@ func NewPackedLinear(w []float32, OC, C int) (*PackedLinear, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PackedLinear{OC: OC, C: C, l: l}, nil
+	return &PackedLinear{OC: OC, C: C, dtype: "fp32", l: l}, nil
 }
 
 // NewBF16Linear converts w [OC, C] (PyTorch's nn.Linear layout) once. It
@@ -39,10 +40,11 @@ func NewBF16Linear(w []float32, OC, C int) (*PackedLinear, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PackedLinear{OC: OC, C: C, l: l}, nil
+	return &PackedLinear{OC: OC, C: C, dtype: "bf16", l: l}, nil
 }
 
-// Forward computes out = res + inp·Wᵀ + bias in bfloat16 products.
+// Forward computes out = res + inp·Wᵀ + bias, the products in the layer's
+// precision (bfloat16 or float32) with float32 accumulation.
 //
 //	out  [BT, OC]  may alias res; not inp
 //	inp  [BT, C]
@@ -70,7 +72,7 @@ func (q *PackedLinear) Forward(out, inp, bias, res []float32, BT int) {
 	})
 }
 
-// String describes the layer.
+// String describes the layer: "bf16 linear [OC, C]" or "fp32 linear [OC, C]".
 func (q *PackedLinear) String() string {
-	return fmt.Sprintf("bf16 linear [%d, %d]", q.OC, q.C)
+	return fmt.Sprintf("%s linear [%d, %d]", q.dtype, q.OC, q.C)
 }
