@@ -21,6 +21,7 @@ import (
 	"github.com/roformer-go/roformer/kernels"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/optim"
+	"github.com/roformer-go/roformer/pipeline"
 	"github.com/roformer-go/roformer/train"
 )
 
@@ -79,13 +80,11 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the initialisation, the token ids, the labels and dropout")
 	fs.BoolVar(&o.json, "json", false, "end the output with one line holding the results as a JSON object")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the timed steps to this file (go tool pprof)")
-	precisionFlag(fs, &o.precision)
 	fs.BoolVar(&o.quiet, "quiet", false, "print only the JSON line (with --json) and no progress on stderr")
-	th := threadsFlag(fs)
+	computeFlags(fs, &o.precision, &o.threads)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	o.threads = *th
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments %q", fs.Args())
 	}
@@ -243,7 +242,7 @@ func benchModel(o benchOptions, head roformer.Head, prec roformer.Precision) (*r
 	var m *roformer.Model
 	size := o.size
 	if o.model != "" {
-		l, err := roformer.Load(o.model, head, roformer.LoadOptions{})
+		l, err := pipeline.Open(o.model, pipeline.OpenOptions{Head: head, NoTokenizer: true})
 		if err != nil {
 			return nil, "", err
 		}
