@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -24,28 +25,48 @@ func init() {
 }
 
 type evalOptions struct {
-	model, task, split, cache, file string
-	data                            dataFlags
-	maxLength, batch                int
-	json, quiet                     bool
-	threads                         int
-	precision                       string
+	fineTunedFlags
+	task, split, cache, file string
+	json, quiet              bool
+}
+
+// fineTunedFlags are the flags of the verbs that run a fine-tuned model
+// (eval and predict).
+type fineTunedFlags struct {
+	model            string
+	data             dataFlags
+	maxLength, batch int
+	threads          int
+	precision        string
+}
+
+// register registers the flags on fs.
+func (f *fineTunedFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.model, "model", "", "fine-tuned model folder, or a folder written by finetune --baseline (required)")
+	f.data.register(fs, false)
+	fs.IntVar(&f.maxLength, "max-length", 0, "tokens per input (default: the length the model was fine-tuned with, else 128)")
+	fs.IntVar(&f.batch, "batch", 64, "inputs per forward pass")
+	computeFlags(fs, &f.precision, &f.threads)
+}
+
+// open resolves --model (resolveModel) and loads the folder (loadFineTuned).
+func (f *fineTunedFlags) open() (*fineTuned, error) {
+	if err := resolveModel(&f.model); err != nil {
+		return nil, err
+	}
+	return loadFineTuned(f.model, f.maxLength, f.batch, f.precision)
 }
 
 func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("eval", "--model DIR (--task NAME [--split test] | --eval FILE) [--json]", stderr)
 	var o evalOptions
-	fs.StringVar(&o.model, "model", "", "fine-tuned model folder, or a folder written by finetune --baseline (required)")
+	o.fineTunedFlags.register(fs)
 	fs.StringVar(&o.task, "task", "", "built-in task to score on")
 	fs.StringVar(&o.split, "split", "test", "split of the task: train, dev or test")
 	fs.StringVar(&o.cache, "cache", defaultCacheDir(), "folder the built-in tasks are fetched into")
 	fs.StringVar(&o.file, "eval", "", "labelled data file (JSONL, CSV or TSV) to score on")
-	o.data.register(fs, false)
-	fs.IntVar(&o.maxLength, "max-length", 0, "tokens per input (default: the length the model was fine-tuned with, else 128)")
-	fs.IntVar(&o.batch, "batch", 64, "inputs per forward pass")
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress output")
-	computeFlags(fs, &o.precision, &o.threads)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -149,10 +170,7 @@ func (ft *fineTuned) evaluate(ctx context.Context, ds *labelled.Dataset) (*finet
 }
 
 func runEval(ctx context.Context, o evalOptions, stdout, stderr io.Writer) error {
-	if err := resolveModel(&o.model); err != nil {
-		return err
-	}
-	ft, err := loadFineTuned(o.model, o.maxLength, o.batch, o.precision)
+	ft, err := o.open()
 	if err != nil {
 		return err
 	}

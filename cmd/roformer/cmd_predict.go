@@ -18,23 +18,16 @@ func init() {
 }
 
 type predictOptions struct {
-	model, input, output string
-	data                 dataFlags
-	maxLength, batch     int
-	threads              int
-	precision            string
+	fineTunedFlags
+	input, output string
 }
 
 func cmdPredict(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("predict", "--model DIR --input IN.jsonl [--output OUT.jsonl]", stderr)
 	var o predictOptions
-	fs.StringVar(&o.model, "model", "", "fine-tuned model folder, or a folder written by finetune --baseline (required)")
+	o.fineTunedFlags.register(fs)
 	fs.StringVar(&o.input, "input", "", "inputs: JSONL (or CSV/TSV) with the text column(s) the model was trained on; - for JSONL on stdin (required)")
 	fs.StringVar(&o.output, "output", "", "write the predictions here (atomically) instead of stdout")
-	o.data.register(fs, false)
-	fs.IntVar(&o.maxLength, "max-length", 0, "tokens per input (default: the length the model was fine-tuned with, else 128)")
-	fs.IntVar(&o.batch, "batch", 64, "inputs per forward pass")
-	computeFlags(fs, &o.precision, &o.threads)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -59,10 +52,7 @@ func cmdPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 const predictChunk = 1024
 
 func runPredict(ctx context.Context, o predictOptions, w io.Writer) error {
-	if err := resolveModel(&o.model); err != nil {
-		return err
-	}
-	ft, err := loadFineTuned(o.model, o.maxLength, o.batch, o.precision)
+	ft, err := o.open()
 	if err != nil {
 		return err
 	}
