@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sort"
 
+	"github.com/roformer-go/roformer/generate"
 	"github.com/roformer-go/roformer/kernels"
 )
 
@@ -192,6 +192,74 @@ func (m *Model) Step(st *State, tokens []int32) ([]float32, error) {
 	return logits, nil
 }
 
+// Decoder is the model's side of generation (a generate.Decoder): the
+// decoder of Step over a key/value cache, for rows that each read one
+// source of an Encoded through cross-attention. Pass it to
+// generate.Generate with prompts of the BOS alone (as Translate does).
+type Decoder struct {
+	m    *Model
+	enc  *Encoded
+	rows []int
+	st   *State
+}
+
+// NewDecoder returns the Decoder of rows that read the given source rows
+// of enc (Prefill's prompts, one per row).
+func (m *Model) NewDecoder(enc *Encoded, rows []int) *Decoder {
+	return &Decoder{m: m, enc: enc, rows: append([]int(nil), rows...)}
+}
+
+// VocabSize is the target vocabulary V.
+func (d *Decoder) VocabSize() int { return d.m.Cfg.VocabSize }
+
+// PadID is the config's pad id, fed to finished rows.
+func (d *Decoder) PadID() int32 { return int32(d.m.Cfg.PadID) }
+
+// Prefill starts a new cache and feeds the prompts ([R][L], equal lengths,
+// R the decoder's rows; usually the BOS alone) one position at a time,
+// returning the logits after the last, [R, V].
+func (d *Decoder) Prefill(ctx context.Context, prompts [][]int32, maxNew int) ([]float32, error) {
+	if len(prompts) != len(d.rows) {
+		return nil, fmt.Errorf("seq2seq: %d prompts for %d decoder rows", len(prompts), len(d.rows))
+	}
+	L := len(prompts[0])
+	for i, p := range prompts {
+		if len(p) != L || L == 0 {
+			return nil, fmt.Errorf("seq2seq: prompt %d has %d tokens, prompt 0 has %d: decoder prompts must have equal, positive lengths", i, len(p), L)
+		}
+	}
+	st, err := d.m.NewState(d.enc, d.rows, 32) // grows when needed
+	if err != nil {
+		return nil, err
+	}
+	d.st = st
+	tok := make([]int32, len(prompts))
+	var logits []float32
+	for t := 0; t < L; t++ {
+		for i, p := range prompts {
+			tok[i] = p[t]
+		}
+		if logits, err = d.Step(ctx, tok); err != nil {
+			return nil, err
+		}
+	}
+	return logits, nil
+}
+
+// Step checks ctx and feeds one token per row (Model.Step).
+func (d *Decoder) Step(ctx context.Context, tokens []int32) ([]float32, error) {
+	if d.st == nil {
+		return nil, fmt.Errorf("seq2seq: Step before Prefill")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return d.m.Step(d.st, tokens)
+}
+
+// Reorder makes row i a copy of the former row idx[i] (State.Reorder).
+func (d *Decoder) Reorder(idx []int) { d.st.Reorder(idx) }
+
 // DecodeOptions configure Translate.
 type DecodeOptions struct {
 	// Beam is the beam width; 1 or less decodes greedily. Vaswani et al.: 4.
@@ -210,8 +278,12 @@ type DecodeOptions struct {
 var DefaultDecode = DecodeOptions{Beam: 4, Alpha: 0.6, MaxExtra: 50}
 
 // Translate decodes every source (ids without EOS) and returns the output
-// ids without BOS and EOS: greedy for Beam ≤ 1, batched over the sources,
-// else beam search one source at a time. ctx is checked between steps.
+// ids without BOS and EOS, through generate.Generate: greedy for Beam ≤ 1,
+// batched over the sources, else beam search one source at a time
+// (fairseq's sequence generator: generate's beam search with GNMT's length
+// penalty, stopping once Beam hypotheses are finished). Each output holds
+// at most its source's length + MaxExtra tokens, EOS included. ctx is
+// checked between steps.
 func (m *Model) Translate(ctx context.Context, src [][]int32, o DecodeOptions) ([][]int32, error) {
 	if o.MaxExtra < 1 {
 		return nil, fmt.Errorf("seq2seq: MaxExtra %d must be at least 1", o.MaxExtra)
@@ -219,6 +291,9 @@ func (m *Model) Translate(ctx context.Context, src [][]int32, o DecodeOptions) (
 	out := make([][]int32, len(src))
 	const chunk = 64
 	for lo := 0; lo < len(src); lo += chunk {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		hi := min(lo+chunk, len(src))
 		enc, err := m.Encode(src[lo:hi])
 		if err != nil {
@@ -241,217 +316,68 @@ func (m *Model) Translate(ctx context.Context, src [][]int32, o DecodeOptions) (
 	return out, nil
 }
 
+// bos is R decoder prompts of the BOS alone.
+func (m *Model) bos(R int) [][]int32 {
+	p := make([][]int32, R)
+	for i := range p {
+		p[i] = []int32{int32(m.Cfg.BOSID)}
+	}
+	return p
+}
+
+// output cuts a decoded sequence (BOS, then new ids) to the new ids
+// before the EOS, at most limit of them.
+func (m *Model) output(seq []int32, limit int) []int32 {
+	ids := seq[1:]
+	for i, id := range ids {
+		if id == int32(m.Cfg.EOSID) {
+			ids = ids[:i]
+			break
+		}
+	}
+	return ids[:min(len(ids), limit)]
+}
+
 // greedy decodes every row of enc by taking the most probable token (the
-// lowest id among ties) until EOS or the row's length limit.
+// lowest id among ties) until EOS or the row's length limit (its source's
+// length + maxExtra tokens, EOS included).
 func (m *Model) greedy(ctx context.Context, enc *Encoded, maxExtra int) ([][]int32, error) {
 	R := enc.B
-	rows := make([]int, R)
-	limit := 0
+	rows, limits := make([]int, R), make([]int, R)
+	longest := 0
 	for i := range rows {
-		rows[i] = i
-		limit = max(limit, enc.Len[i]-1+maxExtra)
+		rows[i], limits[i] = i, enc.Len[i]-1+maxExtra
+		longest = max(longest, limits[i])
 	}
-	st, err := m.NewState(enc, rows, 32)
+	gen, err := generate.Generate(ctx, m.NewDecoder(enc, rows), m.bos(R), generate.Options{
+		MaxNewTokens: longest, EOS: m.Cfg.EOSID,
+		Stop: func(r int, ids []int32) bool { return len(ids) >= limits[r] },
+	})
 	if err != nil {
 		return nil, err
 	}
 	out := make([][]int32, R)
-	done := make([]bool, R)
-	tok := make([]int32, R)
-	for i := range tok {
-		tok[i] = int32(m.Cfg.BOSID)
-	}
-	V := m.Cfg.VocabSize
-	for step := 0; step < limit; step++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		logits, err := m.Step(st, tok)
-		if err != nil {
-			return nil, err
-		}
-		left := 0
-		for i := 0; i < R; i++ {
-			if done[i] {
-				tok[i] = int32(m.Cfg.PadID)
-				continue
-			}
-			best := argmax(logits[i*V : i*V+V])
-			tok[i] = int32(best)
-			if best == m.Cfg.EOSID {
-				done[i] = true
-				continue
-			}
-			out[i] = append(out[i], int32(best))
-			if len(out[i]) >= enc.Len[i]-1+maxExtra { // the length limit
-				done[i] = true
-				continue
-			}
-			left++
-		}
-		if left == 0 {
-			break
-		}
+	for i, seq := range gen.Sequences {
+		out[i] = m.output(seq, limits[i])
 	}
 	return out, nil
-}
-
-func argmax(z []float32) int {
-	best := 0
-	for j, v := range z {
-		if v > z[best] {
-			best = j
-		}
-	}
-	return best
-}
-
-// logSoftmax returns log softmax(z) in float64.
-func logSoftmax(z []float32) []float64 {
-	lse := logSumExp(z)
-	out := make([]float64, len(z))
-	for j, v := range z {
-		out[j] = float64(v) - lse
-	}
-	return out
-}
-
-// lengthPenalty is GNMT's ((5+n)/6)^α.
-func lengthPenalty(n int, alpha float64) float64 {
-	return math.Pow((5+float64(n))/6, alpha)
-}
-
-// cand is a continuation: hypothesis from, then token id, with total log P.
-type cand struct {
-	from int
-	id   int32
-	logp float64
-}
-
-// topTokens returns the n largest entries of z as candidates of hypothesis
-// from with logp = base + z[id], best first, the lower id first among ties.
-func topTokens(z []float32, n, from int, base float64) []cand {
-	top := make([]int, 0, n+1)
-	for j, v := range z {
-		if len(top) == n && v <= z[top[n-1]] {
-			continue
-		}
-		p := len(top)
-		for p > 0 && v > z[top[p-1]] {
-			p--
-		}
-		top = append(top, 0)
-		copy(top[p+1:], top[p:])
-		top[p] = j
-		if len(top) > n {
-			top = top[:n]
-		}
-	}
-	out := make([]cand, len(top))
-	for i, j := range top {
-		out[i] = cand{from, int32(j), base + float64(z[j])}
-	}
-	return out
-}
-
-// logSumExp is log Σ_j exp(z_j) in float64.
-func logSumExp(z []float32) float64 {
-	mx := math.Inf(-1)
-	for _, v := range z {
-		mx = math.Max(mx, float64(v))
-	}
-	s := 0.0
-	for _, v := range z {
-		s += math.Exp(float64(v) - mx)
-	}
-	return mx + math.Log(s)
-}
-
-type hyp struct {
-	ids   []int32
-	logp  float64
-	score float64
 }
 
 // beamSearch decodes source row r of enc with o.Beam beams, following
 // fairseq's sequence generator: each step scores every continuation of the
 // k live hypotheses, keeps the 2k best, finishes those that end in EOS when
-// they are among the k best candidates (scored log P/lp(|Y|)), carries the
-// k best others on, and stops when k hypotheses are finished or at the
-// length limit (where the live ones are finished as they stand). With k = 1
-// this is greedy decoding exactly.
+// they are among the k best candidates (scored log P/lp(|Y|), GNMT's
+// penalty), carries the k best others on, and stops when k hypotheses are
+// finished or at the length limit (where the live ones are finished as they
+// stand). With k = 1 this is greedy decoding exactly.
 func (m *Model) beamSearch(ctx context.Context, enc *Encoded, r int, o DecodeOptions) ([]int32, error) {
-	k, V, eos := o.Beam, m.Cfg.VocabSize, int32(m.Cfg.EOSID)
 	limit := enc.Len[r] - 1 + o.MaxExtra
-	st, err := m.NewState(enc, []int{r}, 32)
+	gen, err := generate.Generate(ctx, m.NewDecoder(enc, []int{r}), m.bos(1), generate.Options{
+		MaxNewTokens: limit, EOS: m.Cfg.EOSID, Strategy: generate.Beam, NumBeams: o.Beam,
+		LengthPenalty: o.Alpha, Length: generate.LengthGNMT, EarlyStopping: generate.EarlyStopOnBeams,
+	})
 	if err != nil {
 		return nil, err
 	}
-	alive := []hyp{{}}
-	tok := []int32{int32(m.Cfg.BOSID)}
-	var fin []hyp
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		logits, err := m.Step(st, tok)
-		if err != nil {
-			return nil, err
-		}
-		// The 2k best continuations: each live hypothesis's 2k best tokens
-		// (a bounded insertion list, lowest id first among ties), then the
-		// best 2k of those, the earlier hypothesis first among ties.
-		// log Σ exp z of every row at once through the kernels' vector
-		// exponentials: the cross-entropy of target 0 is lse − z_0.
-		ce, zero := make([]float32, len(alive)), make([]int32, len(alive))
-		kernels.CrossEntropyForward(ce, logits, zero, len(alive), V)
-		var cands []cand
-		for i, h := range alive {
-			z := logits[i*V : i*V+V]
-			lse := float64(ce[i]) + float64(z[0])
-			cands = append(cands, topTokens(z, 2*k, i, h.logp-lse)...)
-		}
-		sort.SliceStable(cands, func(a, b int) bool { return cands[a].logp > cands[b].logp })
-		cands = cands[:min(2*k, len(cands))]
-		var next []hyp
-		var idx []int
-		for ci, c := range cands {
-			n := len(alive[c.from].ids) + 1 // tokens with this one
-			if c.id == eos || n >= limit {
-				if ci < k && len(fin) < k {
-					ids := alive[c.from].ids
-					if c.id != eos {
-						ids = append(append([]int32(nil), ids...), c.id)
-					}
-					fin = append(fin, hyp{ids: ids, logp: c.logp, score: c.logp / lengthPenalty(n, o.Alpha)})
-				}
-				continue
-			}
-			if len(next) < k {
-				ids := append(append([]int32(nil), alive[c.from].ids...), c.id)
-				next = append(next, hyp{ids: ids, logp: c.logp})
-				idx = append(idx, c.from)
-			}
-		}
-		if len(fin) >= k || len(next) == 0 {
-			if len(fin) == 0 { // the limit cut every hypothesis
-				for _, h := range next {
-					fin = append(fin, hyp{ids: h.ids, logp: h.logp, score: h.logp / lengthPenalty(len(h.ids), o.Alpha)})
-				}
-			}
-			break
-		}
-		st.Reorder(idx)
-		alive, tok = next, make([]int32, len(next))
-		for i, h := range next {
-			tok[i] = h.ids[len(h.ids)-1]
-		}
-	}
-	best := 0
-	for i, h := range fin {
-		if h.score > fin[best].score {
-			best = i
-		}
-	}
-	return fin[best].ids, nil
+	return m.output(gen.Sequences[0], limit), nil
 }
