@@ -3,9 +3,9 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"math"
 	"sort"
 
+	"github.com/roformer-go/roformer/kernels"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/tokenizer"
 )
@@ -61,14 +61,7 @@ func FillMask(ctx context.Context, m *roformer.Model, tok *tokenizer.Tokenizer, 
 	res := make([][]Prediction, len(masks))
 	for k, pos := range masks {
 		logits := out.Logits.Data[pos*V : pos*V+V]
-		mx := math.Inf(-1)
-		for _, v := range logits {
-			mx = math.Max(mx, float64(v))
-		}
-		sum := 0.0
-		for _, v := range logits {
-			sum += math.Exp(float64(v) - mx)
-		}
+		probs := kernels.Softmax64(logits)
 		order := make([]int, V)
 		for i := range order {
 			order[i] = i
@@ -78,7 +71,7 @@ func FillMask(ctx context.Context, m *roformer.Model, tok *tokenizer.Tokenizer, 
 			s, _ := tok.IDToToken(id)
 			filled := append([]int(nil), enc.IDs...)
 			filled[pos] = id
-			res[k] = append(res[k], Prediction{Token: s, ID: id, Score: math.Exp(float64(logits[id])-mx) / sum,
+			res[k] = append(res[k], Prediction{Token: s, ID: id, Score: probs[id],
 				Sequence: tok.Decode(filled, len(masks) == 1)})
 		}
 	}
