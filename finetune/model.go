@@ -9,7 +9,6 @@ import (
 
 	"github.com/roformer-go/roformer/data/labelled"
 	"github.com/roformer-go/roformer/model/roformer"
-	"github.com/roformer-go/roformer/tensor"
 	"github.com/roformer-go/roformer/tokenizer"
 )
 
@@ -58,22 +57,10 @@ func LoadModel(dir string, spec *labelled.Spec, opts ModelOptions) (*roformer.Mo
 		}
 		return l.Model, true, nil
 	}
-	// A fresh head: initialise a whole model as HF does, and bind its head
-	// tensors over whatever head the checkpoint may hold.
-	cfg2 := cfg
-	ApplySpec(&cfg2, spec)
-	fresh, err := roformer.New(cfg2, head)
-	if err != nil {
-		return nil, false, err
-	}
-	fresh.Init(opts.Seed)
-	extra := map[string]*tensor.Tensor{}
-	for _, p := range fresh.Params() {
-		if !strings.HasPrefix(p.Name, "roformer.") {
-			extra[p.Name] = &tensor.Tensor{Shape: p.Shape, Data: p.Data}
-		}
-	}
-	l, err := roformer.Load(dir, head, roformer.LoadOptions{ConfigOverride: override, Extra: extra})
+	// A fresh head, initialised as HF does over whatever head the
+	// checkpoint may hold; the config is checked against the checkpoint
+	// before the model is allocated.
+	l, err := roformer.Load(dir, head, roformer.LoadOptions{ConfigOverride: override, NewHead: true, InitSeed: opts.Seed})
 	if err != nil {
 		return nil, false, err
 	}
