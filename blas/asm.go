@@ -31,10 +31,15 @@ type microkernel struct {
 //	      for jr in steps of nr             B panel kc×nr stays in L1
 //	        for ir in steps of mr           microkernel on one tile
 //
-// Edges are padded with zeros by the packing, so every tile is a full
-// mr×nr product; a tile that sticks out of C is computed into a local tile
-// and only its valid part is written back. beta applies on the first kc
-// block, later blocks accumulate (beta = 1).
+// When M fits one A block (m ≤ mc: each worker's rows in the model), each
+// B panel is packed just before its tiles instead (still in L1 when they
+// run). Edges are padded with zeros by the packing, so every tile is a
+// full mr×nr product; a tile that sticks out of C is computed into a
+// local tile and only its valid part is written back. beta applies on the
+// first kc block, later blocks accumulate (beta = 1). The microkernels
+// run at 240–250 GFLOP/s on one Zen 5 core with their panels in L1/L2
+// (AVX-512; AVX2 at 120, the 256-bit peak); kc from 128 to 768 measured
+// alike on the model's shapes once the kernels prefetch their C tile.
 type goAsm struct {
 	k          microkernel
 	kc, mc, nc int  // block sizes (multiples of 8, mr and nr)
