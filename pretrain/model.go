@@ -87,10 +87,6 @@ func (a *mlm) LoadModel(dir string) error {
 	if err != nil {
 		return err
 	}
-	src := map[string]*tensor.Tensor{}
-	for n, e := range f.Tensors {
-		src[n] = &tensor.Tensor{Shape: e.Shape, Data: e.Data}
-	}
-	_, err = a.m.Bind(src, roformer.BindOptions{Strict: true})
+	_, err = a.m.Bind(f.TensorMap(), roformer.BindOptions{Strict: true})
 	return err
 }
