@@ -11,6 +11,7 @@ import (
 
 	"github.com/roformer-go/roformer/checkpoint"
 	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/tensor"
 )
 
 func init() {
@@ -56,6 +57,37 @@ func runInspect(_ context.Context, o inspectOptions, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "model folder  %s\n", o.model)
 	fmt.Fprintf(w, "weights       %s (%s, %d tensors)\n", f.Path, f.Format, len(f.Tensors))
+	printInspectConfig(w, &cfg)
+	shapes := map[string][]int{}
+	total := 0
+	for n, e := range f.Tensors {
+		shapes[n] = e.Shape
+		total += len(e.Data)
+	}
+	fmt.Fprintf(w, "stored        %d values\n\nheads:\n", total)
+	// Compare config.json with the tensors before allocating a model of its
+	// size: an encoder that does not fit is an error, a head that does not
+	// is reported on its line.
+	if err := cfg.CheckShapes(roformer.HeadBase, shapes); err != nil {
+		return fmt.Errorf("roformer: %s does not fit %s: %w", filepath.Join(o.model, "config.json"), f.Path, err)
+	}
+	if err := printInspectHeads(w, &cfg, f.TensorMap(), shapes); err != nil {
+		return err
+	}
+	if o.tensors {
+		fmt.Fprintln(w, "\ntensors:")
+		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		for _, n := range f.Names {
+			e := f.Tensors[n]
+			fmt.Fprintf(tw, "  %s\t%s\t%v\n", n, e.DType, e.Shape)
+		}
+		tw.Flush()
+	}
+	return nil
+}
+
+// printInspectConfig prints the config's sizes, labels and other keys.
+func printInspectConfig(w io.Writer, cfg *roformer.Config) {
 	fmt.Fprintf(w, "config        vocab %d, embedding %d, hidden %d, layers %d, heads %d (head size %d), intermediate %d, act %s\n",
 		cfg.VocabSize, cfg.EmbeddingSize, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.HeadSize(), cfg.IntermediateSize, cfg.HiddenAct)
 	fmt.Fprintf(w, "              type vocab %d, max_position_embeddings %d (not a limit: RoPE is computed for any length), layer_norm_eps %g, rotary_value %v, is_decoder %v\n",
@@ -77,26 +109,17 @@ func runInspect(_ context.Context, o inspectOptions, w io.Writer) error {
 		sort.Strings(keys)
 		fmt.Fprintf(w, "other keys    %s\n", strings.Join(keys, ", "))
 	}
-	src := f.TensorMap()
-	shapes := map[string][]int{}
-	total := 0
-	for n, e := range f.Tensors {
-		shapes[n] = e.Shape
-		total += len(e.Data)
-	}
-	fmt.Fprintf(w, "stored        %d values\n\nheads:\n", total)
-	// Compare config.json with the tensors before allocating a model of its
-	// size: an encoder that does not fit is an error, a head that does not
-	// is reported on its line.
-	if err := cfg.CheckShapes(roformer.HeadBase, shapes); err != nil {
-		return fmt.Errorf("roformer: %s does not fit %s: %w", filepath.Join(o.model, "config.json"), f.Path, err)
-	}
+}
+
+// printInspectHeads prints, for every head, whether the checkpoint's
+// tensors src (with their shapes) load it; cfg already fits the encoder.
+func printInspectHeads(w io.Writer, cfg *roformer.Config, src map[string]*tensor.Tensor, shapes map[string][]int) error {
 	for _, h := range roformer.Heads {
 		if err := cfg.CheckShapes(h, shapes); err != nil {
 			fmt.Fprintf(w, "  %-24s cannot load: %v\n", h, err)
 			continue
 		}
-		m, err := roformer.New(cfg, h)
+		m, err := roformer.New(*cfg, h)
 		if err != nil {
 			return err
 		}
@@ -114,15 +137,6 @@ func runInspect(_ context.Context, o inspectOptions, w io.Writer) error {
 				}
 			}
 		}
-	}
-	if o.tensors {
-		fmt.Fprintln(w, "\ntensors:")
-		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-		for _, n := range f.Names {
-			e := f.Tensors[n]
-			fmt.Fprintf(tw, "  %s\t%s\t%v\n", n, e.DType, e.Shape)
-		}
-		tw.Flush()
 	}
 	return nil
 }
