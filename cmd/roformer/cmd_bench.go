@@ -596,7 +596,7 @@ func runDecodeBench(ctx context.Context, o benchOptions, head roformer.Head, pre
 		MsSteps: tokens, FLOPsPerStep: flops, GFLOPS: flops / (med / 1e3) / 1e9,
 		PeakGFLOPS: peak, PeakSource: peakSource, PeakRSS: rss, StartRSS: startRSS, HeadRows: o.batch,
 		NewTokens: o.newTokens, Context: o.seq, PrefillMs: median(prefills), PrefillRuns: prefills, MsPerToken: med, DecodeTiming: timing,
-		Note: fmt.Sprintf("decode: greedy Model.Generate (causal, key/value cache), prompt of %d random ids, %d new tokens per row; "+
+		Note: fmt.Sprintf("decode: greedy generate.Generate over the model's Decoder (causal, key/value cache), prompt of %d random ids, %d new tokens per row; "+
 			"a step is one new token per row after the first (the first comes from the prompt pass: prefill_ms); "+
 			"FLOPs per step: one token through the encoder and LM head, attention over the mean cached length %d; "+
 			"FLOPs count only matrix products (2*M*N*K, attention QK^T and PV included)", o.seq, o.newTokens, o.seq+o.newTokens/2),
