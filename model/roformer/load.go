@@ -23,7 +23,8 @@ type LoadOptions struct {
 	InitSeed uint64
 	// NewHead starts the head afresh with HF's initialisation (seeded by
 	// InitSeed) whatever head weights the checkpoint holds, as a fine-tune
-	// that adds a head does: only the encoder comes from the checkpoint.
+	// that adds a head does: only the encoder comes from the checkpoint
+	// (the new head's values win over the checkpoint's and Extra's).
 	NewHead bool
 	// ConfigOverride, when not nil, edits the configuration read from
 	// config.json before the model is built (e.g. num_labels for a new head).
