@@ -223,9 +223,9 @@ func (o *benchOptions) check() (roformer.Head, roformer.Precision, error) {
 	if !(o.maskProb > 0 && o.maskProb <= 1) {
 		return "", "", usagef("--mask-prob %v must be in (0, 1]", o.maskProb)
 	}
-	prec, err := roformer.ParsePrecision(o.precision)
+	prec, err := parsePrecision(o.precision)
 	if err != nil {
-		return "", "", usagef("--precision: %v", err)
+		return "", "", err
 	}
 	if prec != roformer.PrecisionFP32 && o.mode == "train" {
 		return "", "", usagef("--precision %s is for inference; training runs in fp32", prec)

@@ -103,9 +103,9 @@ type fineTuned struct {
 // or a RoFormerFor{Sequence,Token}Classification saved by HF) and prepares
 // the model's products in the given precision ("" or "fp32": float32).
 func loadFineTuned(dir string, maxLength, batch int, precision string) (*fineTuned, error) {
-	prec, err := roformer.ParsePrecision(precision)
+	prec, err := parsePrecision(precision)
 	if err != nil {
-		return nil, usagef("--precision: %v", err)
+		return nil, err
 	}
 	if _, err := os.Stat(filepath.Join(dir, finetune.BaselineFile)); err == nil {
 		if prec != roformer.PrecisionFP32 {

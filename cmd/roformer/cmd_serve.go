@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	roformer "github.com/roformer-go/roformer/model/roformer"
 	"io"
 	"log"
 	"net"
@@ -107,10 +106,10 @@ var loadServer = server.Load
 // o.drainTimeout, then it closes them), and the listener closes after.
 func runServe(ctx context.Context, o serveOptions, ln net.Listener, stderr io.Writer) error {
 	o.srv.Log = log.New(stderr, "", log.LstdFlags)
-	prec, err := roformer.ParsePrecision(o.precision)
+	prec, err := parsePrecision(o.precision)
 	if err != nil {
 		ln.Close()
-		return usagef("--precision: %v", err)
+		return err
 	}
 	o.srv.Precision = prec
 	// Listening on a loopback address only: refuse requests for other

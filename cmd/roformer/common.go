@@ -102,12 +102,21 @@ func openModel(model *string, precision string, opts pipeline.OpenOptions) (*pip
 	if err := resolveModel(model); err != nil {
 		return nil, err
 	}
-	prec, err := roformer.ParsePrecision(precision)
+	prec, err := parsePrecision(precision)
 	if err != nil {
-		return nil, usagef("--precision: %v", err)
+		return nil, err
 	}
 	opts.Precision = prec
 	return pipeline.Open(*model, opts)
+}
+
+// parsePrecision parses a --precision value; a bad one is a usage error.
+func parsePrecision(s string) (roformer.Precision, error) {
+	p, err := roformer.ParsePrecision(s)
+	if err != nil {
+		return "", usagef("--precision: %v", err)
+	}
+	return p, nil
 }
 
 // loadResolved resolves a --model value as resolveModel does and loads the
