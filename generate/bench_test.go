@@ -28,7 +28,7 @@ func (d *rotating) logits() []float32 {
 	return out
 }
 
-func (d *rotating) Prefill(_ context.Context, prompts [][]int32, _ int) ([]float32, error) {
+func (d *rotating) Prefill(_ context.Context, prompts [][]int32, _ Room) ([]float32, error) {
 	d.prefill(prompts)
 	return d.logits(), nil
 }

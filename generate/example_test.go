@@ -28,7 +28,7 @@ func (m *bigram) logits() []float32 {
 	return out
 }
 
-func (m *bigram) Prefill(_ context.Context, prompts [][]int32, _ int) ([]float32, error) {
+func (m *bigram) Prefill(_ context.Context, prompts [][]int32, _ generate.Room) ([]float32, error) {
 	m.last = nil
 	for _, p := range prompts {
 		m.last = append(m.last, p[len(p)-1])

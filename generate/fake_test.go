@@ -59,7 +59,7 @@ func (c *chain) logits() []float32 {
 	return out
 }
 
-func (c *chain) Prefill(_ context.Context, prompts [][]int32, _ int) ([]float32, error) {
+func (c *chain) Prefill(_ context.Context, prompts [][]int32, _ Room) ([]float32, error) {
 	c.prefill(prompts)
 	return c.logits(), nil
 }
@@ -98,7 +98,7 @@ func (h *hashed) logits() []float32 {
 	return out
 }
 
-func (h *hashed) Prefill(_ context.Context, prompts [][]int32, _ int) ([]float32, error) {
+func (h *hashed) Prefill(_ context.Context, prompts [][]int32, _ Room) ([]float32, error) {
 	h.prefill(prompts)
 	return h.logits(), nil
 }

@@ -11,10 +11,11 @@ import (
 // tokens fed so far. Logits are row-major [R, V] float32, V = VocabSize().
 type Decoder interface {
 	// Prefill starts decoding the prompts, [B][L_b] ids (B rows), with
-	// room for maxNew more tokens per row, and returns the logits of the
-	// token after each prompt, [B, V]. A decoder may refuse prompts of
-	// different lengths.
-	Prefill(ctx context.Context, prompts [][]int32, maxNew int) ([]float32, error)
+	// the room that the generation will need (refused with an error, before
+	// anything is allocated, when its sizes are beyond the decoder), and
+	// returns the logits of the token after each prompt, [B, V]. A
+	// decoder may refuse prompts of different lengths.
+	Prefill(ctx context.Context, prompts [][]int32, room Room) ([]float32, error)
 	// Step feeds one token per row, len(tokens) = R, after the tokens fed
 	// so far, and returns the logits of the next one, [R, V].
 	Step(ctx context.Context, tokens []int32) ([]float32, error)
@@ -26,6 +27,14 @@ type Decoder interface {
 	VocabSize() int
 	// PadID is the id fed to rows that have finished while others go on.
 	PadID() int32
+}
+
+// Room is what a generation will ask of a decoder after Prefill: Reorder
+// makes each prompt Beams rows, and Step adds up to NewTokens tokens to
+// each row.
+type Room struct {
+	Beams     int // rows per prompt: NumBeams under beam search, 1 otherwise
+	NewTokens int // Options.MaxNewTokens
 }
 
 // Decoding strategies (Options.Strategy).
@@ -254,7 +263,7 @@ func Generate(ctx context.Context, dec Decoder, prompts [][]int32, opts Options)
 	if err := checkSizes(len(prompts), L, V, &opts); err != nil {
 		return nil, err
 	}
-	logits, err := dec.Prefill(ctx, prompts, opts.MaxNewTokens)
+	logits, err := dec.Prefill(ctx, prompts, Room{Beams: opts.Beams(), NewTokens: opts.MaxNewTokens})
 	if err != nil {
 		return nil, err
 	}

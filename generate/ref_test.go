@@ -17,7 +17,7 @@ func refBeamSearch(dec Decoder, prompts [][]int32, o Options) (*Result, error) {
 	if err := o.Validate(dec.VocabSize()); err != nil {
 		return nil, err
 	}
-	logits, err := dec.Prefill(ctx, prompts, o.MaxNewTokens)
+	logits, err := dec.Prefill(ctx, prompts, Room{Beams: o.Beams(), NewTokens: o.MaxNewTokens})
 	if err != nil {
 		return nil, err
 	}

@@ -280,18 +280,18 @@ func (m *Model) GenerateCost(B, L int, opts generate.Options) (GenerateCost, err
 
 // Prefill checks the prompts, left-pads them when the options allow ragged
 // ones, runs them through the encoder (causal, or bidirectional in UniLM
-// mode; token type 0) into a new cache with room for maxNew more tokens,
-// and returns the logits at each row's last token, [B, V].
-func (d *Decoder) Prefill(ctx context.Context, prompts [][]int32, maxNew int) ([]float32, error) {
+// mode; token type 0) into a new cache with room for room.NewTokens more
+// tokens, and returns the logits at each row's last token, [B, V]. Sizes
+// whose products (GenerateCost's, with room.Beams rows a prompt) overflow
+// int64 are an error before anything is allocated.
+func (d *Decoder) Prefill(ctx context.Context, prompts [][]int32, room generate.Room) ([]float32, error) {
 	m := d.m
 	cfg := &m.Config
 	B := len(prompts)
 	if B == 0 {
 		return nil, fmt.Errorf("roformer: no prompt to continue")
 	}
-	if maxNew < 0 {
-		return nil, fmt.Errorf("roformer: %d new tokens: want at least 0", maxNew)
-	}
+	maxNew := room.NewTokens
 	L := 0
 	for r, p := range prompts {
 		if len(p) == 0 {
@@ -304,6 +304,10 @@ func (d *Decoder) Prefill(ctx context.Context, prompts [][]int32, maxNew int) ([
 	}
 	if cfg.PosEnc() == PosLearned && L+maxNew > cfg.MaxPositionEmbeddings {
 		return nil, fmt.Errorf("roformer: %d + %d tokens exceed the learned position table's %d (max_position_embeddings): learned absolute positions cannot go past their table", L, maxNew, cfg.MaxPositionEmbeddings)
+	}
+	o := generate.Options{MaxNewTokens: maxNew, Strategy: generate.Beam, NumBeams: max(room.Beams, 1)}
+	if _, err := m.GenerateCost(B, L, o); err != nil {
+		return nil, err
 	}
 	ids := make([]int32, 0, B*L)
 	var mask, pos []int32

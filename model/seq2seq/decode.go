@@ -217,9 +217,12 @@ func (d *Decoder) PadID() int32 { return int32(d.m.Cfg.PadID) }
 
 // Prefill starts a new cache and feeds the prompts ([R][L], equal lengths,
 // R the decoder's rows; usually the BOS alone) one position at a time,
-// returning the logits after the last, [R, V].
-func (d *Decoder) Prefill(ctx context.Context, prompts [][]int32, maxNew int) ([]float32, error) {
-	if len(prompts) != len(d.rows) {
+// returning the logits after the last, [R, V]. Sizes whose cache (R ×
+// room.Beams rows of L + room.NewTokens tokens, keys and values of every
+// layer, twice while reordering) overflows int64 bytes are an error before
+// anything is allocated.
+func (d *Decoder) Prefill(ctx context.Context, prompts [][]int32, room generate.Room) ([]float32, error) {
+	if len(prompts) != len(d.rows) || len(prompts) == 0 {
 		return nil, fmt.Errorf("seq2seq: %d prompts for %d decoder rows", len(prompts), len(d.rows))
 	}
 	L := len(prompts[0])
@@ -227,6 +230,13 @@ func (d *Decoder) Prefill(ctx context.Context, prompts [][]int32, maxNew int) ([
 		if len(p) != L || L == 0 {
 			return nil, fmt.Errorf("seq2seq: prompt %d has %d tokens, prompt 0 has %d: decoder prompts must have equal, positive lengths", i, len(p), L)
 		}
+	}
+	n := int64(1)
+	for _, f := range []int64{int64(len(prompts)), int64(room.Beams), int64(L) + int64(room.NewTokens), int64(d.m.Cfg.DModel), int64(len(d.m.Dec)), 16} {
+		if f < 0 || (f != 0 && n > math.MaxInt64/f) {
+			return nil, fmt.Errorf("seq2seq: the cache of %d rows × %d beams × (%d + %d) tokens overflows int64", len(prompts), room.Beams, L, room.NewTokens)
+		}
+		n *= f
 	}
 	st, err := d.m.NewState(d.enc, d.rows, 32) // grows when needed
 	if err != nil {
