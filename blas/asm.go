@@ -43,7 +43,7 @@ type microkernel struct {
 type goAsm struct {
 	k          microkernel
 	kc, mc, nc int  // block sizes (multiples of 8, mr and nr)
-	asmPack    bool // packs through packT4x8AVX, packCopy32AVX, packCopy12AVX
+	asmPack    bool // packs through packT4x8AVX and packCopy32AVX … packCopy4AVX
 }
 
 // Name says which kernel and blocks run, e.g.
@@ -288,19 +288,26 @@ func (g *goAsm) packB(dst, b []float32, ldb int, trans bool, p0, j0, kc, nc int)
 }
 
 // packCopy fills panel (kc groups of w) with group p = src[off+p·ld :][:valid]
-// followed by w−valid zeros. Full groups of the AVX-512 kernel's widths go
-// through packCopy32AVX and packCopy12AVX when asm is set, others of the
-// kernels' widths are copied as fixed-size arrays.
+// followed by w−valid zeros. Full groups of the kernels' widths (32 and 12
+// for AVX-512, 24 and 4 for AVX2) go through packCopy32AVX … packCopy4AVX
+// when asm is set, and are copied as fixed-size arrays otherwise (the
+// pure-Go build).
 func packCopy(panel []float32, w int, src []float32, off, ld, kc, valid int, asm bool) {
-	if valid == w && asm && (w == 32 || w == 12) && kc > 0 {
+	if valid == w && asm && kc > 0 && (w == 32 || w == 24 || w == 12 || w == 4) {
 		// The last element read and written, checked here so that the
 		// assembly stays within both slices.
 		_ = src[off+(kc-1)*ld+w-1]
 		_ = panel[kc*w-1]
-		if w == 32 {
-			packCopy32AVX(&panel[0], &src[off], ld, kc)
-		} else {
-			packCopy12AVX(&panel[0], &src[off], ld, kc)
+		d, s := &panel[0], &src[off]
+		switch w {
+		case 32:
+			packCopy32AVX(d, s, ld, kc)
+		case 24:
+			packCopy24AVX(d, s, ld, kc)
+		case 12:
+			packCopy12AVX(d, s, ld, kc)
+		case 4:
+			packCopy4AVX(d, s, ld, kc)
 		}
 		return
 	}

@@ -19,6 +19,12 @@ func packCopy32AVX(dst, src *float32, ld, kc int)
 //go:noescape
 func packCopy12AVX(dst, src *float32, ld, kc int)
 
+//go:noescape
+func packCopy24AVX(dst, src *float32, ld, kc int)
+
+//go:noescape
+func packCopy4AVX(dst, src *float32, ld, kc int)
+
 // asmKernels lists the microkernels this processor can run, fastest first:
 // 12×32 on AVX-512 (24 zmm accumulators), 4×24 on AVX2 and FMA (12 ymm).
 // The operating system's support for the vector state is part of

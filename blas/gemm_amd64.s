@@ -623,12 +623,12 @@ TEXT ·packCopy32AVX(SB), NOSPLIT, $0-32
 	LEAQ (BX*8), R8
 packCopy32AVXloop:
 	PREFETCHT0 (SI)(R8*1)
-	PREFETCHT0 64(SI)(R8*1)
-	VMOVUPS (SI), Y0
+	PREFETCHT0 124(SI)(R8*1)
+	VMOVUPS 0(SI), Y0
 	VMOVUPS 32(SI), Y1
 	VMOVUPS 64(SI), Y2
 	VMOVUPS 96(SI), Y3
-	VMOVUPS Y0, (DI)
+	VMOVUPS Y0, 0(DI)
 	VMOVUPS Y1, 32(DI)
 	VMOVUPS Y2, 64(DI)
 	VMOVUPS Y3, 96(DI)
@@ -638,6 +638,37 @@ packCopy32AVXloop:
 	JNZ packCopy32AVXloop
 	VZEROUPPER
 packCopy32AVXdone:
+	RET
+
+// func packCopy24AVX(dst, src *float32, ld, kc int)
+//
+// Copies kc rows of 24 floats, row p from src + p·ld, to dst + p·24 (the
+// packing of a panel whose rows are contiguous in the source), prefetching
+// the row eight ahead.
+TEXT ·packCopy24AVX(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ld+16(FP), BX
+	SHLQ $2, BX
+	MOVQ kc+24(FP), CX
+	TESTQ CX, CX
+	JZ packCopy24AVXdone
+	LEAQ (BX*8), R8
+packCopy24AVXloop:
+	PREFETCHT0 (SI)(R8*1)
+	PREFETCHT0 92(SI)(R8*1)
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	ADDQ $96, DI
+	ADDQ BX, SI
+	DECQ CX
+	JNZ packCopy24AVXloop
+	VZEROUPPER
+packCopy24AVXdone:
 	RET
 
 // func packCopy12AVX(dst, src *float32, ld, kc int)
@@ -656,10 +687,9 @@ TEXT ·packCopy12AVX(SB), NOSPLIT, $0-32
 	LEAQ (BX*8), R8
 packCopy12AVXloop:
 	PREFETCHT0 (SI)(R8*1)
-	PREFETCHT0 44(SI)(R8*1)
-	VMOVUPS (SI), Y0
+	VMOVUPS 0(SI), Y0
 	VMOVUPS 32(SI), X1
-	VMOVUPS Y0, (DI)
+	VMOVUPS Y0, 0(DI)
 	VMOVUPS X1, 32(DI)
 	ADDQ $48, DI
 	ADDQ BX, SI
@@ -667,5 +697,31 @@ packCopy12AVXloop:
 	JNZ packCopy12AVXloop
 	VZEROUPPER
 packCopy12AVXdone:
+	RET
+
+// func packCopy4AVX(dst, src *float32, ld, kc int)
+//
+// Copies kc rows of 4 floats, row p from src + p·ld, to dst + p·4 (the
+// packing of a panel whose rows are contiguous in the source), prefetching
+// the row eight ahead.
+TEXT ·packCopy4AVX(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ld+16(FP), BX
+	SHLQ $2, BX
+	MOVQ kc+24(FP), CX
+	TESTQ CX, CX
+	JZ packCopy4AVXdone
+	LEAQ (BX*8), R8
+packCopy4AVXloop:
+	PREFETCHT0 (SI)(R8*1)
+	VMOVUPS 0(SI), X0
+	VMOVUPS X0, 0(DI)
+	ADDQ $16, DI
+	ADDQ BX, SI
+	DECQ CX
+	JNZ packCopy4AVXloop
+	VZEROUPPER
+packCopy4AVXdone:
 	RET
 

@@ -16,3 +16,5 @@ func packT4x8AVX(dst *float32, dstStride int, src *float32, lds int, n8 int) {
 
 func packCopy32AVX(dst, src *float32, ld, kc int) { panic("blas: packCopy32AVX without assembly") }
 func packCopy12AVX(dst, src *float32, ld, kc int) { panic("blas: packCopy12AVX without assembly") }
+func packCopy24AVX(dst, src *float32, ld, kc int) { panic("blas: packCopy24AVX without assembly") }
+func packCopy4AVX(dst, src *float32, ld, kc int)  { panic("blas: packCopy4AVX without assembly") }
