@@ -50,4 +50,15 @@ func TestGenerateCost(t *testing.T) {
 	if _, err := generateWith(context.Background(), m, [][]int32{{1, 2}}, genOptions{Options: generate.Options{MaxNewTokens: 2, Strategy: generate.Beam, NumBeams: 1 << 62}}); err == nil || !strings.Contains(err.Error(), "overflows") {
 		t.Errorf("Generate with 2^62 beams: %v", err)
 	}
+	// Sizes that generate's own checks let through (one row, a vocabulary
+	// of 2^62 · V work) are refused by the Decoder's Prefill, through
+	// GenerateCost, before the cache is allocated.
+	for _, o := range []generate.Options{
+		{MaxNewTokens: math.MaxInt - 3, EOS: -1},
+		{MaxNewTokens: 1 << 40, EOS: -1, Strategy: generate.Beam, NumBeams: 1 << 20},
+	} {
+		if _, err := generateWith(context.Background(), m, [][]int32{{1, 2}}, genOptions{Options: o}); err == nil || !strings.Contains(err.Error(), "overflows") {
+			t.Errorf("Generate of %d new tokens, %d beams: %v", o.MaxNewTokens, o.NumBeams, err)
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/roformer-go/roformer/generate"
 	"github.com/roformer-go/roformer/internal/testutil"
 	"github.com/roformer-go/roformer/kernels"
 )
@@ -81,6 +82,49 @@ func TestTranslateEqualsFormerDecoder(t *testing.T) {
 		}
 	}
 	t.Logf("%d outputs compared, %d differ", compared, differ)
+}
+
+// The seq2seq Decoder samples through generate too: with top-k 1 sampling
+// is greedy, whatever the seed; with a full distribution two seeds differ
+// somewhere and one seed repeats.
+func TestDecoderSamples(t *testing.T) {
+	m, src := trainedCopy(t, Rotary)
+	greedy, err := m.Translate(context.Background(), src, DecodeOptions{Beam: 1, MaxExtra: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := m.Encode(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := make([]int, len(src))
+	limits := make([]int, len(src))
+	for i := range rows {
+		rows[i], limits[i] = i, enc.Len[i]-1+5
+	}
+	sample := func(o generate.Options) [][]int32 {
+		o.Strategy, o.MaxNewTokens, o.EOS = generate.Sample, slices.Max(limits), m.Cfg.EOSID
+		o.Stop = func(r int, ids []int32) bool { return len(ids) >= limits[r] }
+		g, err := generate.Generate(context.Background(), m.NewDecoder(enc, rows), m.bos(len(src)), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([][]int32, len(src))
+		for i, seq := range g.Sequences {
+			out[i] = m.output(seq, limits[i])
+		}
+		return out
+	}
+	if got := sample(generate.Options{Temperature: 1, TopK: 1, Seed: 5}); !slices.EqualFunc(got, greedy, slices.Equal) {
+		t.Errorf("top-k 1: %v, greedy %v", got, greedy)
+	}
+	a, b := sample(generate.Options{Temperature: 2, Seed: 1}), sample(generate.Options{Temperature: 2, Seed: 2})
+	if slices.EqualFunc(a, b, slices.Equal) {
+		t.Errorf("seeds 1 and 2 drew the same %v", a)
+	}
+	if again := sample(generate.Options{Temperature: 2, Seed: 1}); !slices.EqualFunc(a, again, slices.Equal) {
+		t.Errorf("seed 1 drew %v, then %v", a, again)
+	}
 }
 
 // refTranslate is the former Model.Translate.
