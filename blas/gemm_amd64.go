@@ -4,6 +4,8 @@ package blas
 
 import "golang.org/x/sys/cpu"
 
+//go:generate go run gen_gemm.go
+
 //go:noescape
 func kern12x32AVX512(kc int, a, b, c *float32, ldc int, alpha, beta float32)
 
