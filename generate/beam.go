@@ -164,125 +164,168 @@ func (t *topCandidates) sorted() []candidate {
 // EarlyStopOnBeams it is fairseq's sequence generator (Vaswani et al.'s
 // beam search).
 func beamSearch(ctx context.Context, dec Decoder, logits []float32, prompts [][]int32, opts *Options) (*Result, error) {
-	B, K, V := len(prompts), opts.NumBeams, dec.VocabSize()
-	pad := dec.PadID()
-	// Expand each prompt into K beams; only beam 0 competes at the first
-	// step (the others start at −1e9).
-	idx := make([]int, B*K)
-	exp := make([]float32, B*K*V)
-	scores := make([]float64, B*K)
-	for i := range idx {
-		idx[i] = i / K
-		copy(exp[i*V:i*V+V], logits[(i/K)*V:(i/K)*V+V])
-		if i%K != 0 {
-			scores[i] = -1e9
-		}
-	}
-	dec.Reorder(idx)
-	logits = exp
-	// length is a hypothesis's n: LengthHF counts the prompt, not the EOS;
-	// LengthGNMT the new ids with the EOS.
-	length := func(b, ids int, eos bool) int {
-		if opts.Length == LengthGNMT {
-			if eos {
-				return ids + 1
-			}
-			return ids
-		}
-		return len(prompts[b]) + ids
-	}
-	hyps := make([]*hypotheses, B)
-	for b := range hyps {
-		hyps[b] = &hypotheses{numBeams: K, alpha: opts.LengthPenalty, norm: opts.Length, early: opts.EarlyStopping,
-			maxLength: length(b, opts.MaxNewTokens, false), worst: 1e9}
-	}
-	done := make([]bool, B)
-	seqs := make([][]int32, B*K) // the new ids of each beam
-	seen := make([]bool, V)
-	lp := make([]float64, V)
-	lp32 := make([]float32, V)
-	var top topCandidates
+	s := newSearch(dec, prompts, opts)
+	logits = s.expand(dec, logits)
 	for step := 0; ; step++ {
-		next := make([]int32, B*K)
-		nextScores := make([]float64, B*K)
-		for b := 0; b < B; b++ {
-			curLen := length(b, step, false)
-			if done[b] {
-				for k := 0; k < K; k++ {
-					i := b*K + k
-					next[i], nextScores[i], idx[i] = pad, 0, i
-				}
-				continue
+		s.next, s.nextScores = make([]int32, s.B*s.K), make([]float64, s.B*s.K)
+		for b := 0; b < s.B; b++ {
+			if err := s.choose(b, step, logits); err != nil {
+				return nil, err
 			}
-			top.reset(min(2*K, K*V))
-			for k := 0; k < K; k++ {
-				i := b*K + k
-				kernels.LogSoftmax64(lp, logits[i*V:i*V+V])
-				for j, x := range lp {
-					lp32[j] = float32(x)
-				}
-				repetitionPenalty(lp32, seen, opts.RepetitionPenalty, prompts[b], seqs[i])
-				for j, x := range lp32 {
-					top.offer(candidate{float64(x) + scores[i], k*V + j})
-				}
-			}
-			cands := top.sorted()
-			nb := 0
-			for rank, c := range cands {
-				i, tok := b*K+c.flat/V, int32(c.flat%V)
-				if opts.EOS >= 0 && tok == int32(opts.EOS) {
-					if rank >= K {
-						continue
-					}
-					hyps[b].add(slices.Clone(seqs[i]), c.score, length(b, len(seqs[i]), true), true)
-				} else {
-					j := b*K + nb
-					next[j], nextScores[j], idx[j] = tok, c.score, i
-					nb++
-				}
-				if nb == K {
-					break
-				}
-			}
-			if nb < K {
-				return nil, fmt.Errorf("generate: beam search found %d continuations for %d beams (the vocabulary of %d is too small)", nb, K, V)
-			}
-			done[b] = done[b] || hyps[b].isDone(cands[0].score, curLen)
 		}
-		ns := make([][]int32, B*K)
-		for i, j := range idx {
-			ns[i] = append(slices.Clone(seqs[j]), next[i])
+		ns := make([][]int32, s.B*s.K)
+		for i, j := range s.idx {
+			ns[i] = append(slices.Clone(s.seqs[j]), s.next[i])
 		}
-		seqs, scores = ns, nextScores
-		if step+1 == opts.MaxNewTokens || !slices.Contains(done, false) {
+		s.seqs, s.scores = ns, s.nextScores
+		if step+1 == opts.MaxNewTokens || !slices.Contains(s.done, false) {
 			break
 		}
-		dec.Reorder(idx)
+		dec.Reorder(s.idx)
 		var err error
-		if logits, err = dec.Step(ctx, next); err != nil {
+		if logits, err = dec.Step(ctx, s.next); err != nil {
 			return nil, err
 		}
 	}
-	gen := &Result{Sequences: make([][]int32, B), BeamScores: make([]float64, B)}
-	for b := 0; b < B; b++ {
-		if !done[b] {
-			for k := 0; k < K; k++ {
-				i := b*K + k
-				hyps[b].add(seqs[i], scores[i], length(b, len(seqs[i]), false), false)
+	return s.result(), nil
+}
+
+// search is the state of a beam search over B prompts of K beams: row
+// b·K+k of the decoder is prompt b's beam k.
+type search struct {
+	opts    *Options
+	prompts [][]int32
+	B, K, V int
+	pad     int32
+	hyps    []*hypotheses
+	done    []bool
+	seqs    [][]int32 // the new ids of each beam
+	scores  []float64 // each beam's summed log-probabilities
+	// a step's choice: the next id of each beam, its sum, and the beam it
+	// continues
+	next       []int32
+	nextScores []float64
+	idx        []int
+	// scratch
+	seen []bool
+	lp   []float64
+	lp32 []float32
+	top  topCandidates
+}
+
+func newSearch(dec Decoder, prompts [][]int32, opts *Options) *search {
+	B, K, V := len(prompts), opts.NumBeams, dec.VocabSize()
+	s := &search{opts: opts, prompts: prompts, B: B, K: K, V: V, pad: dec.PadID(),
+		hyps: make([]*hypotheses, B), done: make([]bool, B), seqs: make([][]int32, B*K), scores: make([]float64, B*K),
+		idx: make([]int, B*K), seen: make([]bool, V), lp: make([]float64, V), lp32: make([]float32, V)}
+	for b := range s.hyps {
+		s.hyps[b] = &hypotheses{numBeams: K, alpha: opts.LengthPenalty, norm: opts.Length, early: opts.EarlyStopping,
+			maxLength: s.length(b, opts.MaxNewTokens, false), worst: 1e9}
+	}
+	return s
+}
+
+// length is a hypothesis's n: LengthHF counts the prompt, not the EOS;
+// LengthGNMT the new ids with the EOS.
+func (s *search) length(b, ids int, eos bool) int {
+	if s.opts.Length == LengthGNMT {
+		if eos {
+			return ids + 1
+		}
+		return ids
+	}
+	return len(s.prompts[b]) + ids
+}
+
+// expand makes each prompt K beams, the decoder's rows and the logits
+// with them; only beam 0 competes at the first step (the others start at
+// −1e9).
+func (s *search) expand(dec Decoder, logits []float32) []float32 {
+	K, V := s.K, s.V
+	exp := make([]float32, s.B*K*V)
+	for i := range s.idx {
+		s.idx[i] = i / K
+		copy(exp[i*V:i*V+V], logits[(i/K)*V:(i/K)*V+V])
+		if i%K != 0 {
+			s.scores[i] = -1e9
+		}
+	}
+	dec.Reorder(s.idx)
+	return exp
+}
+
+// choose makes prompt b's step: its 2·K best candidates, the EOS ones
+// ranked below K filed as hypotheses, the K best others the next beams
+// (next, nextScores, idx); a done prompt's beams get the pad id.
+func (s *search) choose(b, step int, logits []float32) error {
+	K, V, opts := s.K, s.V, s.opts
+	if s.done[b] {
+		for k := 0; k < K; k++ {
+			i := b*K + k
+			s.next[i], s.nextScores[i], s.idx[i] = s.pad, 0, i
+		}
+		return nil
+	}
+	s.top.reset(min(2*K, K*V))
+	for k := 0; k < K; k++ {
+		i := b*K + k
+		kernels.LogSoftmax64(s.lp, logits[i*V:i*V+V])
+		for j, x := range s.lp {
+			s.lp32[j] = float32(x)
+		}
+		repetitionPenalty(s.lp32, s.seen, opts.RepetitionPenalty, s.prompts[b], s.seqs[i])
+		for j, x := range s.lp32 {
+			s.top.offer(candidate{float64(x) + s.scores[i], k*V + j})
+		}
+	}
+	cands := s.top.sorted()
+	nb := 0
+	for rank, c := range cands {
+		i, tok := b*K+c.flat/V, int32(c.flat%V)
+		if opts.EOS >= 0 && tok == int32(opts.EOS) {
+			if rank >= K {
+				continue
+			}
+			s.hyps[b].add(slices.Clone(s.seqs[i]), c.score, s.length(b, len(s.seqs[i]), true), true)
+		} else {
+			j := b*K + nb
+			s.next[j], s.nextScores[j], s.idx[j] = tok, c.score, i
+			nb++
+		}
+		if nb == K {
+			break
+		}
+	}
+	if nb < K {
+		return fmt.Errorf("generate: beam search found %d continuations for %d beams (the vocabulary of %d is too small)", nb, K, V)
+	}
+	s.done[b] = s.hyps[b].isDone(cands[0].score, s.length(b, step, false))
+	return nil
+}
+
+// result files the running beams of the prompts not done and returns
+// each prompt's best hypothesis (the first among equal scores).
+func (s *search) result() *Result {
+	gen := &Result{Sequences: make([][]int32, s.B), BeamScores: make([]float64, s.B)}
+	for b := 0; b < s.B; b++ {
+		if !s.done[b] {
+			for k := 0; k < s.K; k++ {
+				i := b*s.K + k
+				s.hyps[b].add(s.seqs[i], s.scores[i], s.length(b, len(s.seqs[i]), false), false)
 			}
 		}
 		best := 0
-		for i, h := range hyps[b].beams {
-			if h.score > hyps[b].beams[best].score {
+		for i, h := range s.hyps[b].beams {
+			if h.score > s.hyps[b].beams[best].score {
 				best = i
 			}
 		}
-		h := hyps[b].beams[best]
-		seq := append(slices.Clone(prompts[b]), h.ids...)
+		h := s.hyps[b].beams[best]
+		seq := append(slices.Clone(s.prompts[b]), h.ids...)
 		if h.eos {
-			seq = append(seq, int32(opts.EOS))
+			seq = append(seq, int32(s.opts.EOS))
 		}
 		gen.Sequences[b], gen.BeamScores[b] = seq, h.score
 	}
-	return gen, nil
+	return gen
 }
