@@ -17,7 +17,18 @@ const KindGoAsm = "go-asm"
 type microkernel struct {
 	isa    string // "avx512", "avx2" or "go"
 	mr, nr int
-	fn     func(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+	fn     kernelFunc
+	// edges are kernels on the first rows (ascending) of the same mr-wide
+	// A panels, for a last tile of fewer rows: no multiply-adds on the
+	// padding's zeros.
+	edges []edgeKernel
+}
+
+type kernelFunc func(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+
+type edgeKernel struct {
+	rows int
+	fn   kernelFunc
 }
 
 // goAsm is the go-asm backend: the five loops of BLIS (Goto's algorithm,
@@ -197,18 +208,47 @@ func (g *goAsm) panel(kc int, ap, bpan, c []float32, off, mc, cols, ldc int, alp
 			g.tile(kc, apan, bpan, c[o:o+(mr-1)*ldc+nr], ldc, alpha, beta)
 			continue
 		}
-		t := edge[:mr*nr]
-		g.tile(kc, apan, bpan, t, nr, alpha, 0)
-		for r := 0; r < rows; r++ {
-			cr := c[o+r*ldc : o+r*ldc+cols]
-			tr := t[r*nr : r*nr+cols]
-			if beta == 0 {
-				copy(cr, tr)
+		if rows < mr {
+			if e, ok := g.edgeKernel(rows); ok {
+				if rows == e.rows && cols == nr {
+					_ = c[o+(rows-1)*ldc+nr-1]
+					e.fn(kc, &apan[0], &bpan[0], &c[o], ldc, alpha, beta)
+					continue
+				}
+				t := edge[:e.rows*nr]
+				e.fn(kc, &apan[0], &bpan[0], &t[0], nr, alpha, 0)
+				mergeTile(c[o:], t, rows, cols, ldc, nr, beta)
 				continue
 			}
-			for j := range cr {
-				cr[j] = tr[j] + beta*cr[j]
-			}
+		}
+		t := edge[:mr*nr]
+		g.tile(kc, apan, bpan, t, nr, alpha, 0)
+		mergeTile(c[o:], t, rows, cols, ldc, nr, beta)
+	}
+}
+
+// edgeKernel returns the smallest edge kernel for a last tile of rows.
+func (g *goAsm) edgeKernel(rows int) (edgeKernel, bool) {
+	for _, e := range g.k.edges {
+		if rows <= e.rows {
+			return e, true
+		}
+	}
+	return edgeKernel{}, false
+}
+
+// mergeTile writes rows×cols of the tile t (row stride nr, holding
+// alpha·A·B) into C: C = t + beta·C, or t where beta is 0.
+func mergeTile(c, t []float32, rows, cols, ldc, nr int, beta float32) {
+	for r := 0; r < rows; r++ {
+		cr := c[r*ldc : r*ldc+cols]
+		tr := t[r*nr : r*nr+cols]
+		if beta == 0 {
+			copy(cr, tr)
+			continue
+		}
+		for j := range cr {
+			cr[j] = tr[j] + beta*cr[j]
 		}
 	}
 }

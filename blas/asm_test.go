@@ -8,9 +8,9 @@ import (
 )
 
 // goAsmVariants are the configurations of the go-asm driver under test:
-// each assembly microkernel this processor runs (AVX-512 and the AVX2 one
-// forced on an AVX-512 processor), with the transposing packer in assembly
-// and in Go, and the pure-Go microkernel twin at the assembly kernels'
+// each assembly microkernel this processor runs (AVX-512, with and without
+// its edge kernels, and the AVX2 one forced on an AVX-512 processor), with
+// the packers in assembly and in Go, and the pure-Go microkernel twin at the assembly kernels'
 // tile shapes and at an odd one. The "small" ones use tiny blocks, so that
 // every loop of the five runs several times (kc, mc and nc edges) on
 // small shapes.
@@ -19,6 +19,11 @@ func goAsmVariants(t testing.TB) []*goAsm {
 	for _, k := range asmKernels() {
 		gs = append(gs, newGoAsm(k, 0, 0, asmPackOK), newGoAsm(k, 0, 0, false))
 		gs = append(gs, &goAsm{k: k, kc: 16, mc: 2 * k.mr, nc: 2 * k.nr, asmPack: asmPackOK})
+		if k.edges != nil {
+			// The full kernel on the last tiles too, through the edge tile.
+			k.edges = nil
+			gs = append(gs, newGoAsm(k, 0, 0, asmPackOK))
+		}
 	}
 	if len(gs) == 0 {
 		t.Logf("no assembly microkernel here (purego tag, or not amd64 with AVX2): testing the Go twin only")
@@ -31,7 +36,7 @@ func goAsmVariants(t testing.TB) []*goAsm {
 }
 
 func variantName(g *goAsm) string {
-	return fmt.Sprintf("%s_%dx%d_kc%d_mc%d_nc%d_asmpack%v", g.k.isa, g.k.mr, g.k.nr, g.kc, g.mc, g.nc, g.asmPack)
+	return fmt.Sprintf("%s_%dx%d_edges%d_kc%d_mc%d_nc%d_asmpack%v", g.k.isa, g.k.mr, g.k.nr, len(g.k.edges), g.kc, g.mc, g.nc, g.asmPack)
 }
 
 // gemmCase is one product with its operands laid out with strides larger

@@ -30,7 +30,9 @@ func main() {
 // registers, then writes C = alpha·acc + beta·C, row r at c + r·ldc. beta
 // == 0 (either sign) writes alpha·acc without reading C. kc ≥ 1.
 `)
-	kernel512()
+	for _, rows := range []int{12, 8, 4} {
+		kernel512(rows)
+	}
 	kernelAVX2()
 	packT()
 	for _, width := range []int{32, 24, 12, 4} {
@@ -92,16 +94,27 @@ func store(rows, vecs, vbytes int, reg string, acc func(r, v int) int, alpha, be
 	w("")
 }
 
-// kernel512 is the AVX-512 12×32 microkernel.
-func kernel512() {
-	const mr = 12
-	w(`// func kern12x32AVX512(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+// kernel512 is the AVX-512 microkernel of rows × 32 (12, or 8 and 4 for
+// the last tile of an A block), reading A panels packed 12 wide.
+func kernel512(rows int) {
+	const stride = 12 // floats a step of a packed A panel
+	mr := rows
+	label := fmt.Sprintf("k512r%d", rows)
+	if rows == 12 {
+		w(`// func kern12x32AVX512(kc int, a, b, c *float32, ldc int, alpha, beta float32)
 //
 // AVX-512F, 12 rows × 32 columns: 24 accumulators Z0–Z23 (row r in Z2r,
 // Z2r+1), the B row in Z24, Z25, A values broadcast into Z26–Z29 in turn.
 // The k loop is unrolled by two; the C tile is prefetched before it, so
-// that its lines arrive while the products run.
-TEXT ·kern12x32AVX512(SB), NOSPLIT, $0-48`)
+// that its lines arrive while the products run.`)
+	} else {
+		w(`// func kern%[1]dx32AVX512(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+//
+// kern12x32AVX512 on the first %[1]d rows of a 12-wide A panel only, for the
+// last tile of an A block (the model's 64- and 128-row blocks end in 4 and
+// 8 rows), so that it computes no rows of zeros.`, rows)
+	}
+	w("TEXT ·kern%dx32AVX512(SB), NOSPLIT, $0-48", rows)
 	w(kernelArgs)
 	prefetchC(mr)
 	for i := 0; i < 2*mr; i++ {
@@ -119,21 +132,21 @@ TEXT ·kern12x32AVX512(SB), NOSPLIT, $0-48`)
 	}
 	w(`	MOVQ CX, SI
 	SHRQ $1, SI
-	JZ k512tail
-k512loop:
+	JZ %[1]stail
+%[1]sloop:
 	PREFETCHT0 512(BX)
-	PREFETCHT0 576(BX)`)
+	PREFETCHT0 576(BX)`, label)
 	step(0, 0)
-	step(4*mr, 128)
-	w(`	ADDQ $96, AX
+	step(4*stride, 128)
+	w(`	ADDQ $%[2]d, AX
 	ADDQ $256, BX
 	DECQ SI
-	JNZ k512loop
-k512tail:
+	JNZ %[1]sloop
+%[1]stail:
 	TESTQ $1, CX
-	JZ k512store`)
+	JZ %[1]sstore`, label, 8*stride)
 	step(0, 0)
-	store(mr, 2, 64, "Z", func(r, v int) int { return 2*r + v }, 30, 31, "k512")
+	store(mr, 2, 64, "Z", func(r, v int) int { return 2*r + v }, 30, 31, label)
 }
 
 // kernelAVX2 is the AVX2+FMA 4×24 microkernel.
