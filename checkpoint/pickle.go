@@ -485,295 +485,383 @@ func growCap(c int64) int64 {
 // the same allowlist; this pass names them early and also covers the few
 // that gopickle resolves by itself (__builtin__.object,
 // copy_reg._reconstructor), which map to inert Go values anyway.
-func scanPickle(pkl []byte, file, entry string, limit int64) (cost int64, err error) {
-	bad := func(pos int, format string, args ...any) error {
-		return formatErr(file, "%s: byte %d: %s", entry, pos, fmt.Sprintf(format, args...))
+func scanPickle(pkl []byte, file, entry string, limit int64) (int64, error) {
+	s := &pickleScanner{
+		pkl: pkl, file: file, entry: entry,
+		frames: []simFrame{{0, 16}},
+		memo:   map[int]struct{}{},
 	}
-	// The last two stack pushes, when they were literal strings (for
-	// STACK_GLOBAL); ok tells whether each is known.
-	var last [2]string
-	var known [2]bool
-	pushStr := func(s string, ok bool) {
-		last[0], known[0] = last[1], known[1]
-		last[1], known[1] = s, ok
-	}
-	// The simulated stack. Underflows are clamped: the VM reports them.
-	frames := []simFrame{{0, 16}}
-	var total int64 // items in all frames
-	push := func() {
-		f := &frames[len(frames)-1]
-		if f.n == f.cap {
-			f.cap = growCap(f.cap)
-			cost += f.cap * costSlot
-		}
-		f.n++
-		total++
-	}
-	pop := func(k int64) {
-		f := &frames[len(frames)-1]
-		k = min(k, f.n)
-		f.n -= k
-		total -= k
-	}
-	popMark := func() int64 {
-		f := frames[len(frames)-1]
-		total -= f.n
-		if len(frames) > 1 {
-			frames = frames[:len(frames)-1]
-		} else {
-			frames[0].n = 0
-		}
-		return f.n
-	}
-	memo := map[int]struct{}{}
-	var dictItems int64 // entries ever set into any dict: bounds any one dict's size
-	// The largest MARK frame turned into a container, and the items ever
-	// added to existing containers: together they bound any container.
-	var maxFrame, grown int64
-	popMarkInto := func() int64 {
-		n := popMark()
-		maxFrame = max(maxFrame, n)
-		return n
-	}
-	for pos := 0; pos < len(pkl); {
-		start := pos
-		code := pkl[pos]
+	for s.pos < len(pkl) {
+		start := s.pos
+		code := pkl[s.pos]
 		op := opcodes[code]
 		if op == nil {
-			return 0, bad(start, "unknown pickle opcode 0x%02x", code)
+			return 0, s.bad(start, "unknown pickle opcode 0x%02x", code)
 		}
-		pos++
-		var arg []byte
-		need := func(n uint64, what string) error {
-			if n > uint64(len(pkl)-pos) {
-				return bad(start, "%s %s needs %d bytes, only %d remain (truncated?)", op.name, what, n, len(pkl)-pos)
-			}
-			arg = pkl[pos : pos+int(n)]
-			pos += int(n)
-			return nil
-		}
-		line := func() ([]byte, error) {
-			i := bytes.IndexByte(pkl[pos:], '\n')
-			if i < 0 {
-				return nil, bad(start, "%s argument has no terminating newline (truncated?)", op.name)
-			}
-			l := pkl[pos : pos+i]
-			pos += i + 1
-			cost += costLine + 4*int64(len(l))
-			return l, nil
-		}
-		var err error
-		switch op.arg {
-		case argLine:
-			arg, err = line()
-		case argLine2:
-			var mod, name []byte
-			if mod, err = line(); err == nil {
-				if name, err = line(); err == nil {
-					if _, ok := allowedGlobals[string(mod)+"."+string(name)]; !ok {
-						return 0, refuseGlobal(file, string(mod), string(name), fmt.Sprintf("%s at %s byte %d", op.name, entry, start))
-					}
-				}
-			}
-		case argFixed:
-			err = need(uint64(op.n), "argument")
-			cost += costBox
-		case argLen1, argLen4, argLen8:
-			width := map[int]int{argLen1: 1, argLen4: 4, argLen8: 8}[op.arg]
-			if err = need(uint64(width), "length"); err == nil {
-				var n uint64
-				for i := width - 1; i >= 0; i-- {
-					n = n<<8 | uint64(arg[i])
-				}
-				err = need(n, "data")
-				// read(n) and, for strings, the string conversion.
-				cost += costBox + 2*int64(len(arg)) + 24
-			}
-		}
+		s.pos++
+		arg, err := s.readArg(op, start)
 		if err != nil {
 			return 0, err
 		}
-
-		switch code {
-		case 'I', 'L', 'F', 'g', 'p':
-			if len(arg) > maxNumberLine {
-				return 0, bad(start, "%s argument of %d bytes, more than %d", op.name, len(arg), maxNumberLine)
-			}
-		case 0x8a, 0x8b: // LONG1, LONG4: gopickle builds a big.Int byte by byte
-			if len(arg) > maxLongBytes {
-				return 0, bad(start, "%s of %d bytes, more than %d", op.name, len(arg), maxLongBytes)
-			}
-			cost += 64 * int64(len(arg))
-		case 0x92:
-			return 0, bad(start, "opcode NEWOBJ_EX is not used by torch.save state_dicts")
-		case 0x80: // PROTO
-			if arg[0] > pickle.HighestProtocol {
-				return 0, bad(start, "pickle protocol %d is newer than %d", arg[0], pickle.HighestProtocol)
-			}
-		case 0x95: // FRAME: gopickle copies the frame
-			n := binary.LittleEndian.Uint64(arg)
-			if n > uint64(len(pkl)-pos) {
-				return 0, bad(start, "FRAME of %d bytes, only %d remain (truncated?)", n, len(pkl)-pos)
-			}
-			cost += int64(n) + 64
-		case 0x93: // STACK_GLOBAL
-			if known[0] && known[1] {
-				if _, ok := allowedGlobals[last[0]+"."+last[1]]; !ok {
-					return 0, refuseGlobal(file, last[0], last[1], fmt.Sprintf("STACK_GLOBAL at %s byte %d", entry, start))
-				}
-			}
-		case '.':
-			return cost + costFormat*(maxFrame+grown), nil
+		stop, err := s.checkArg(code, op, start, arg)
+		if err != nil {
+			return 0, err
 		}
-
-		// Memo keys.
-		memoKey := -1
-		switch code {
-		case 'g', 'p':
-			k, err := strconv.Atoi(string(arg))
-			if err != nil || k < 0 {
-				return 0, bad(start, "%s argument %q is not a memo index", op.name, clip(string(arg)))
-			}
-			memoKey = k
-		case 'h', 'q':
-			memoKey = int(arg[0])
-		case 'j', 'r':
-			memoKey = int(binary.LittleEndian.Uint32(arg))
-		case 0x94: // MEMOIZE stores at len(memo), like the VM
-			memoKey = len(memo)
+		if stop {
+			return s.cost + costFormat*(s.maxFrame+s.grown), nil
 		}
-		switch code {
-		case 'g', 'h', 'j': // GET
-			if _, ok := memo[memoKey]; !ok {
-				return 0, bad(start, "%s of memo key %d, which was never PUT", op.name, memoKey)
-			}
-		case 'p', 'q', 'r', 0x94: // PUT
-			if _, ok := memo[memoKey]; !ok {
-				if len(memo) >= maxMemoEntries {
-					return 0, bad(start, "more than %d memo entries", maxMemoEntries)
-				}
-				memo[memoKey] = struct{}{}
-				cost += costMemo
-			}
+		if err := s.memoize(code, op, start, arg); err != nil {
+			return 0, err
 		}
-
-		// Stack effects (Python's Lib/pickletools.py, stack_before/after).
-		switch code {
-		case '(': // MARK
-			if len(frames) > maxMarkDepth {
-				return 0, bad(start, "MARKs nest deeper than %d", maxMarkDepth)
-			}
-			frames = append(frames, simFrame{0, 16})
-			cost += costMark
-		case '0': // POP: an empty frame pops its MARK
-			if frames[len(frames)-1].n > 0 {
-				pop(1)
-			} else {
-				popMark()
-			}
-		case '1': // POP_MARK
-			popMark()
-		case 't', 'l': // TUPLE, LIST: the frame's slice becomes the container
-			popMarkInto()
-			push()
-			cost += costContainr
-		case 'd': // DICT
-			n := popMarkInto()
-			push()
-			cost += costContainr + costPair*(n/2)
-			dictItems += n / 2
-		case 0x91: // FROZENSET
-			n := popMarkInto()
-			push()
-			cost += costSet + costSetItem*n
-		case 'e': // APPENDS
-			n := popMark()
-			pop(1)
-			push()
-			cost += costItem * n
-			grown += n
-		case 'u': // SETITEMS
-			n := popMark()
-			pop(1)
-			push()
-			cost += costPair * (n / 2)
-			dictItems += n / 2
-			grown += n
-		case 0x90: // ADDITEMS
-			n := popMark()
-			pop(1)
-			push()
-			cost += costSetItem * n
-			grown += n
-		case 'i', 'o': // INST, OBJ
-			popMarkInto()
-			push()
-			cost += costCall
-		case 'a': // APPEND
-			pop(2)
-			push()
-			cost += costItem
-			grown++
-		case 's': // SETITEM
-			pop(2)
-			cost += costPair
-			dictItems++
-			grown += 2
-		case 'b': // BUILD copies a dict state (and slot state) entry by entry
-			pop(1)
-			cost += costCall + 2*costStateKey*dictItems
-		case 'R', 0x81: // REDUCE, NEWOBJ
-			pop(2)
-			push()
-			cost += costCall
-		case 'Q', 0x85: // BINPERSID, TUPLE1
-			pop(1)
-			push()
-			cost += costCall / 8
-		case 0x86, 0x93: // TUPLE2, STACK_GLOBAL
-			pop(2)
-			push()
-			cost += costContainr / 2
-		case 0x87: // TUPLE3
-			pop(3)
-			push()
-			cost += costContainr / 2
-		case ')', '}', ']': // EMPTY_TUPLE, EMPTY_DICT, EMPTY_LIST
-			push()
-			cost += costContainr
-		case 0x8f: // EMPTY_SET
-			push()
-			cost += costSet
-		case 0x80, 0x95, 'p', 'q', 'r', 0x94, 0x98: // PROTO, FRAME, PUT, MEMOIZE, READONLY_BUFFER
-		default: // every other opcode pushes one value
-			push()
-			cost += costBox
+		if err := s.stackEffect(code, start); err != nil {
+			return 0, err
 		}
-		if total > maxStackItems {
-			return 0, bad(start, "%s: the stack holds more than %d items", op.name, maxStackItems)
+		if s.total > maxStackItems {
+			return 0, s.bad(start, "%s: the stack holds more than %d items", op.name, maxStackItems)
 		}
-		if cost > limit { // stop early: the memo set above grows with cost
-			return 0, bad(start, "running the pickle up to %s would allocate about %d bytes, more than the %d bytes left of the memory budget (4 × file size + 128 MiB)",
-				op.name, cost, limit)
+		if s.cost > limit { // stop early: the memo set above grows with cost
+			return 0, s.bad(start, "running the pickle up to %s would allocate about %d bytes, more than the %d bytes left of the memory budget (4 × file size + 128 MiB)",
+				op.name, s.cost, limit)
 		}
-		switch {
-		case code == 'S': // STRING: a quoted repr; the VM strips the quotes
-			if len(arg) >= 2 && len(arg) <= maxGlobalName && (arg[0] == '\'' || arg[0] == '"') && arg[len(arg)-1] == arg[0] {
-				pushStr(string(arg[1:len(arg)-1]), true)
-			} else {
-				pushStr("", false)
-			}
-		case op.str && len(arg) <= maxGlobalName:
-			pushStr(string(arg), true)
-		case op.str: // too long to be an allowed name: refused by STACK_GLOBAL
-			pushStr(string(arg[:maxGlobalName])+"...", true)
-		case code == 0x94 || code == 'p' || code == 'q' || code == 'r' || code == 0x95 || code == 0x80:
-			// MEMOIZE, PUT, BINPUT, LONG_BINPUT, FRAME, PROTO leave the stack alone.
-		default:
-			pushStr("", false)
-		}
+		s.trackString(code, op, arg)
 	}
 	return 0, formatErr(file, "%s: pickle has no STOP opcode (truncated?)", entry)
+}
+
+// pickleScanner is scanPickle's state: the read position, the running cost
+// estimate, the simulated stack and memo, and the last two literal strings
+// pushed.
+type pickleScanner struct {
+	pkl         []byte
+	file, entry string
+	pos         int   // the next byte to read
+	cost        int64 // the estimate so far, in bytes
+
+	// The last two stack pushes, when they were literal strings (for
+	// STACK_GLOBAL); known tells whether each is known.
+	last  [2]string
+	known [2]bool
+
+	// The simulated stack. Underflows are clamped: the VM reports them.
+	frames []simFrame
+	total  int64 // items in all frames
+
+	memo      map[int]struct{}
+	dictItems int64 // entries ever set into any dict: bounds any one dict's size
+	// The largest MARK frame turned into a container, and the items ever
+	// added to existing containers: together they bound any container.
+	maxFrame, grown int64
+}
+
+// bad returns the error for the opcode at byte pos.
+func (s *pickleScanner) bad(pos int, format string, args ...any) error {
+	return formatErr(s.file, "%s: byte %d: %s", s.entry, pos, fmt.Sprintf(format, args...))
+}
+
+// readArg reads the argument of op, the opcode at byte start, and charges
+// what the VM allocates reading it. GLOBAL and INST are refused here unless
+// they name an allowed global; their argument is not returned.
+func (s *pickleScanner) readArg(op *opInfo, start int) ([]byte, error) {
+	var arg []byte
+	need := func(n uint64, what string) error {
+		if n > uint64(len(s.pkl)-s.pos) {
+			return s.bad(start, "%s %s needs %d bytes, only %d remain (truncated?)", op.name, what, n, len(s.pkl)-s.pos)
+		}
+		arg = s.pkl[s.pos : s.pos+int(n)]
+		s.pos += int(n)
+		return nil
+	}
+	line := func() ([]byte, error) {
+		i := bytes.IndexByte(s.pkl[s.pos:], '\n')
+		if i < 0 {
+			return nil, s.bad(start, "%s argument has no terminating newline (truncated?)", op.name)
+		}
+		l := s.pkl[s.pos : s.pos+i]
+		s.pos += i + 1
+		s.cost += costLine + 4*int64(len(l))
+		return l, nil
+	}
+	var err error
+	switch op.arg {
+	case argLine:
+		arg, err = line()
+	case argLine2:
+		var mod, name []byte
+		if mod, err = line(); err == nil {
+			if name, err = line(); err == nil {
+				if _, ok := allowedGlobals[string(mod)+"."+string(name)]; !ok {
+					return nil, refuseGlobal(s.file, string(mod), string(name), fmt.Sprintf("%s at %s byte %d", op.name, s.entry, start))
+				}
+			}
+		}
+	case argFixed:
+		err = need(uint64(op.n), "argument")
+		s.cost += costBox
+	case argLen1, argLen4, argLen8:
+		width := map[int]int{argLen1: 1, argLen4: 4, argLen8: 8}[op.arg]
+		if err = need(uint64(width), "length"); err == nil {
+			var n uint64
+			for i := width - 1; i >= 0; i-- {
+				n = n<<8 | uint64(arg[i])
+			}
+			err = need(n, "data")
+			// read(n) and, for strings, the string conversion.
+			s.cost += costBox + 2*int64(len(arg)) + 24
+		}
+	}
+	return arg, err
+}
+
+// checkArg refuses the opcodes and arguments the VM must not see (oversized
+// numbers, NEWOBJ_EX, newer protocols, FRAMEs past the end, STACK_GLOBAL of a
+// global outside the allowlist) and charges what the others allocate. It
+// reports stop at STOP.
+func (s *pickleScanner) checkArg(code byte, op *opInfo, start int, arg []byte) (stop bool, err error) {
+	switch code {
+	case 'I', 'L', 'F', 'g', 'p':
+		if len(arg) > maxNumberLine {
+			return false, s.bad(start, "%s argument of %d bytes, more than %d", op.name, len(arg), maxNumberLine)
+		}
+	case 0x8a, 0x8b: // LONG1, LONG4: gopickle builds a big.Int byte by byte
+		if len(arg) > maxLongBytes {
+			return false, s.bad(start, "%s of %d bytes, more than %d", op.name, len(arg), maxLongBytes)
+		}
+		s.cost += 64 * int64(len(arg))
+	case 0x92:
+		return false, s.bad(start, "opcode NEWOBJ_EX is not used by torch.save state_dicts")
+	case 0x80: // PROTO
+		if arg[0] > pickle.HighestProtocol {
+			return false, s.bad(start, "pickle protocol %d is newer than %d", arg[0], pickle.HighestProtocol)
+		}
+	case 0x95: // FRAME: gopickle copies the frame
+		n := binary.LittleEndian.Uint64(arg)
+		if n > uint64(len(s.pkl)-s.pos) {
+			return false, s.bad(start, "FRAME of %d bytes, only %d remain (truncated?)", n, len(s.pkl)-s.pos)
+		}
+		s.cost += int64(n) + 64
+	case 0x93: // STACK_GLOBAL
+		if s.known[0] && s.known[1] {
+			if _, ok := allowedGlobals[s.last[0]+"."+s.last[1]]; !ok {
+				return false, refuseGlobal(s.file, s.last[0], s.last[1], fmt.Sprintf("STACK_GLOBAL at %s byte %d", s.entry, start))
+			}
+		}
+	case '.':
+		return true, nil
+	}
+	return false, nil
+}
+
+// memoize simulates the memo: a GET must name a key PUT before, and each new
+// key PUT is charged and counted against maxMemoEntries.
+func (s *pickleScanner) memoize(code byte, op *opInfo, start int, arg []byte) error {
+	memoKey := -1
+	switch code {
+	case 'g', 'p':
+		k, err := strconv.Atoi(string(arg))
+		if err != nil || k < 0 {
+			return s.bad(start, "%s argument %q is not a memo index", op.name, clip(string(arg)))
+		}
+		memoKey = k
+	case 'h', 'q':
+		memoKey = int(arg[0])
+	case 'j', 'r':
+		memoKey = int(binary.LittleEndian.Uint32(arg))
+	case 0x94: // MEMOIZE stores at len(memo), like the VM
+		memoKey = len(s.memo)
+	}
+	switch code {
+	case 'g', 'h', 'j': // GET
+		if _, ok := s.memo[memoKey]; !ok {
+			return s.bad(start, "%s of memo key %d, which was never PUT", op.name, memoKey)
+		}
+	case 'p', 'q', 'r', 0x94: // PUT
+		if _, ok := s.memo[memoKey]; !ok {
+			if len(s.memo) >= maxMemoEntries {
+				return s.bad(start, "more than %d memo entries", maxMemoEntries)
+			}
+			s.memo[memoKey] = struct{}{}
+			s.cost += costMemo
+		}
+	}
+	return nil
+}
+
+// stackEffect applies the opcode's effect on the simulated stack (Python's
+// Lib/pickletools.py, stack_before/after) and charges what the VM allocates
+// for it.
+func (s *pickleScanner) stackEffect(code byte, start int) error {
+	switch code {
+	case '(': // MARK
+		if len(s.frames) > maxMarkDepth {
+			return s.bad(start, "MARKs nest deeper than %d", maxMarkDepth)
+		}
+		s.frames = append(s.frames, simFrame{0, 16})
+		s.cost += costMark
+	case '0': // POP: an empty frame pops its MARK
+		if s.frames[len(s.frames)-1].n > 0 {
+			s.pop(1)
+		} else {
+			s.popMark()
+		}
+	case '1': // POP_MARK
+		s.popMark()
+	case 't', 'l', 'd', 0x91, 'i', 'o':
+		s.buildFromMark(code)
+	case 'e', 'u', 0x90, 'a', 's', 'b':
+		s.addToContainer(code)
+	default:
+		s.plainEffect(code)
+	}
+	return nil
+}
+
+// buildFromMark simulates the opcodes that turn the top MARK frame into one
+// value: TUPLE, LIST, DICT, FROZENSET, INST and OBJ.
+func (s *pickleScanner) buildFromMark(code byte) {
+	n := s.popMark()
+	s.maxFrame = max(s.maxFrame, n)
+	s.push()
+	switch code {
+	case 't', 'l': // TUPLE, LIST: the frame's slice becomes the container
+		s.cost += costContainr
+	case 'd': // DICT
+		s.cost += costContainr + costPair*(n/2)
+		s.dictItems += n / 2
+	case 0x91: // FROZENSET
+		s.cost += costSet + costSetItem*n
+	case 'i', 'o': // INST, OBJ
+		s.cost += costCall
+	}
+}
+
+// addToContainer simulates the opcodes that add to a container already on
+// the stack: APPENDS, SETITEMS and ADDITEMS (from a MARK frame), APPEND,
+// SETITEM and BUILD.
+func (s *pickleScanner) addToContainer(code byte) {
+	switch code {
+	case 'e': // APPENDS
+		n := s.popMark()
+		s.pop(1)
+		s.push()
+		s.cost += costItem * n
+		s.grown += n
+	case 'u': // SETITEMS
+		n := s.popMark()
+		s.pop(1)
+		s.push()
+		s.cost += costPair * (n / 2)
+		s.dictItems += n / 2
+		s.grown += n
+	case 0x90: // ADDITEMS
+		n := s.popMark()
+		s.pop(1)
+		s.push()
+		s.cost += costSetItem * n
+		s.grown += n
+	case 'a': // APPEND
+		s.pop(2)
+		s.push()
+		s.cost += costItem
+		s.grown++
+	case 's': // SETITEM
+		s.pop(2)
+		s.cost += costPair
+		s.dictItems++
+		s.grown += 2
+	case 'b': // BUILD copies a dict state (and slot state) entry by entry
+		s.pop(1)
+		s.cost += costCall + 2*costStateKey*s.dictItems
+	}
+}
+
+// plainEffect simulates the opcodes that pop a fixed number of values and
+// push at most one.
+func (s *pickleScanner) plainEffect(code byte) {
+	switch code {
+	case 'R', 0x81: // REDUCE, NEWOBJ
+		s.pop(2)
+		s.push()
+		s.cost += costCall
+	case 'Q', 0x85: // BINPERSID, TUPLE1
+		s.pop(1)
+		s.push()
+		s.cost += costCall / 8
+	case 0x86, 0x93: // TUPLE2, STACK_GLOBAL
+		s.pop(2)
+		s.push()
+		s.cost += costContainr / 2
+	case 0x87: // TUPLE3
+		s.pop(3)
+		s.push()
+		s.cost += costContainr / 2
+	case ')', '}', ']': // EMPTY_TUPLE, EMPTY_DICT, EMPTY_LIST
+		s.push()
+		s.cost += costContainr
+	case 0x8f: // EMPTY_SET
+		s.push()
+		s.cost += costSet
+	case 0x80, 0x95, 'p', 'q', 'r', 0x94, 0x98: // PROTO, FRAME, PUT, MEMOIZE, READONLY_BUFFER
+	default: // every other opcode pushes one value
+		s.push()
+		s.cost += costBox
+	}
+}
+
+// push pushes one item, charging the slice growth gopickle would do.
+func (s *pickleScanner) push() {
+	f := &s.frames[len(s.frames)-1]
+	if f.n == f.cap {
+		f.cap = growCap(f.cap)
+		s.cost += f.cap * costSlot
+	}
+	f.n++
+	s.total++
+}
+
+// pop pops k items from the top frame, or as many as it holds.
+func (s *pickleScanner) pop(k int64) {
+	f := &s.frames[len(s.frames)-1]
+	k = min(k, f.n)
+	f.n -= k
+	s.total -= k
+}
+
+// popMark pops the top MARK frame (or empties the bottom one) and returns
+// the number of items it held.
+func (s *pickleScanner) popMark() int64 {
+	f := s.frames[len(s.frames)-1]
+	s.total -= f.n
+	if len(s.frames) > 1 {
+		s.frames = s.frames[:len(s.frames)-1]
+	} else {
+		s.frames[0].n = 0
+	}
+	return f.n
+}
+
+// trackString records whether the opcode pushed a literal string, and which,
+// for a later STACK_GLOBAL.
+func (s *pickleScanner) trackString(code byte, op *opInfo, arg []byte) {
+	push := func(str string, ok bool) {
+		s.last[0], s.known[0] = s.last[1], s.known[1]
+		s.last[1], s.known[1] = str, ok
+	}
+	switch {
+	case code == 'S': // STRING: a quoted repr; the VM strips the quotes
+		if len(arg) >= 2 && len(arg) <= maxGlobalName && (arg[0] == '\'' || arg[0] == '"') && arg[len(arg)-1] == arg[0] {
+			push(string(arg[1:len(arg)-1]), true)
+		} else {
+			push("", false)
+		}
+	case op.str && len(arg) <= maxGlobalName:
+		push(string(arg), true)
+	case op.str: // too long to be an allowed name: refused by STACK_GLOBAL
+		push(string(arg[:maxGlobalName])+"...", true)
+	case code == 0x94 || code == 'p' || code == 'q' || code == 'r' || code == 0x95 || code == 0x80:
+		// MEMOIZE, PUT, BINPUT, LONG_BINPUT, FRAME, PROTO leave the stack alone.
+	default:
+		push("", false)
+	}
 }
 
 // materialise returns tensor t read from its decoded storage st, row-major.
