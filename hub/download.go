@@ -589,132 +589,194 @@ func isLowerHex(s string) bool {
 // fetch downloads m into blob through blob+".incomplete", resuming what an
 // earlier try left there, and checks the content against the hash.
 func (d *downloader) fetch(ctx context.Context, m fileMeta, name, blob string, retried bool) error {
-	fail := func(format string, a ...any) error {
-		return fmt.Errorf("hub: %s: %s: "+format, append([]any{d.repo, name}, a...)...)
+	t := &transfer{d: d, m: m, name: name, part: blob + ".incomplete", text: isText(name), size: m.size}
+	if t.text && m.size > d.o.MaxTextSize {
+		return t.fail("announced %d bytes, over the %d a text file may have: refused", m.size, d.o.MaxTextSize)
 	}
-	text, maxText := isText(name), d.o.MaxTextSize
-	if text && m.size > maxText {
-		return fail("announced %d bytes, over the %d a text file may have: refused", m.size, maxText)
+	if err := t.open(); err != nil {
+		return err
 	}
-	if err := d.root.MkdirAll("blobs", 0o755); err != nil {
-		return fail("%w", err)
-	}
-	part := blob + ".incomplete"
-	partPath := filepath.Join(d.dir, filepath.FromSlash(part))
-	f, err := openNoFollow(d.root, part)
-	if err != nil {
-		return fail("%w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fail("%w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return fail("%s is a %s, not a file: refusing it", part, kindOf(fi))
-	}
-	have, size := fi.Size(), m.size
-	if (size >= 0 && have > size) || (text && have > maxText) {
-		have = 0
-	}
-	if d.o.Progress != nil {
-		s := "size unknown"
-		if size >= 0 {
-			s = fmt.Sprintf("%d bytes", size)
-		}
-		if have > 0 {
-			fmt.Fprintf(d.o.Progress, "fetching %s (%s, resuming at %d)\n", name, s, have)
-		} else {
-			fmt.Fprintf(d.o.Progress, "fetching %s (%s)\n", name, s)
-		}
-	}
-	removed := func(format string, a ...any) error {
-		f.Close()
-		d.root.Remove(part)
-		return fail(format+"; the partial file was removed", a...)
-	}
-	if size < 0 || have < size {
+	defer t.f.Close()
+	t.announce()
+	if t.size < 0 || t.have < t.size {
 		req, err := d.request(ctx, http.MethodGet, m.url)
 		if err != nil {
 			return err
 		}
 		req.Header.Set("Accept-Encoding", "identity") // byte ranges of the file itself, not of a compressed form
-		if have > 0 {
-			req.Header.Set("Range", fmt.Sprintf("bytes=%d-", have))
+		if t.have > 0 {
+			req.Header.Set("Range", fmt.Sprintf("bytes=%d-", t.have))
 		}
 		resp, err := d.client.Do(req)
 		if err != nil {
-			return fail("%w", err)
+			return t.fail("%w", err)
 		}
 		defer resp.Body.Close()
-		switch {
-		case resp.StatusCode == http.StatusPartialContent && have > 0:
-			cr := resp.Header.Get("Content-Range")
-			start, end, total, ok := contentRange(cr)
-			if !ok || start != have || (total >= 0 && end != total-1) || (total >= 0 && size >= 0 && total != size) {
-				return fail("asked for bytes from %d of %s, got Content-Range %q", have, sizeText(size), cr)
-			}
-			if size < 0 {
-				size = total
-			}
-		case resp.StatusCode == http.StatusOK:
-			have = 0 // the server sent the whole file
-		case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable && have > 0 && !retried:
-			f.Close()
-			d.root.Remove(part)
+		retry, err := t.answer(resp, retried)
+		if err != nil {
+			return err
+		}
+		if retry {
+			t.f.Close()
+			d.root.Remove(t.part)
 			return d.fetch(ctx, m, name, blob, true)
-		default:
-			return statusError(resp, d.repo, d.commit, name)
 		}
-		if cl := resp.ContentLength; cl >= 0 {
-			switch {
-			case size < 0:
-				size = have + cl
-			case have+cl != size:
-				return fail("announced %d bytes, but the answer from byte %d has Content-Length %d: refused", size, have, cl)
-			}
+		if err := t.receive(resp.Body); err != nil {
+			return err
 		}
-		limit := size
+	}
+	if err := t.f.Sync(); err != nil {
+		return t.fail("%w", err)
+	}
+	if err := verify(t.f, m.hash); err != nil {
+		return t.removed("%v", err)
+	}
+	if err := t.f.Close(); err != nil {
+		return t.fail("%w", err)
+	}
+	if err := d.root.Rename(t.part, blob); err != nil {
+		return t.fail("%w", err)
+	}
+	return nil
+}
+
+// transfer is one file's download in progress (see fetch).
+type transfer struct {
+	d    *downloader
+	m    fileMeta
+	name string
+	part string   // the partial file's path in the cache
+	f    *os.File // the partial file
+	text bool     // a text file, bounded by MaxTextSize
+	have int64    // bytes kept from an earlier try
+	size int64    // the file's size, -1 while no one announced it
+}
+
+// fail returns the error for the file, prefixed with the repo and its name.
+func (t *transfer) fail(format string, a ...any) error {
+	return fmt.Errorf("hub: %s: %s: "+format, append([]any{t.d.repo, t.name}, a...)...)
+}
+
+// removed removes the partial file and returns fail's error, saying so.
+func (t *transfer) removed(format string, a ...any) error {
+	t.f.Close()
+	t.d.root.Remove(t.part)
+	return t.fail(format+"; the partial file was removed", a...)
+}
+
+// partPath is the partial file's path on disk, for messages.
+func (t *transfer) partPath() string {
+	return filepath.Join(t.d.dir, filepath.FromSlash(t.part))
+}
+
+// open opens (or creates) the partial file, refusing anything but a regular
+// file, and keeps what it holds unless that is more than the file may have.
+// On success the caller closes t.f.
+func (t *transfer) open() error {
+	if err := t.d.root.MkdirAll("blobs", 0o755); err != nil {
+		return t.fail("%w", err)
+	}
+	f, err := openNoFollow(t.d.root, t.part)
+	if err != nil {
+		return t.fail("%w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return t.fail("%w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return t.fail("%s is a %s, not a file: refusing it", t.part, kindOf(fi))
+	}
+	t.f, t.have = f, fi.Size()
+	if (t.size >= 0 && t.have > t.size) || (t.text && t.have > t.d.o.MaxTextSize) {
+		t.have = 0
+	}
+	return nil
+}
+
+// announce writes the "fetching" line to Options.Progress.
+func (t *transfer) announce() {
+	if t.d.o.Progress == nil {
+		return
+	}
+	s := "size unknown"
+	if t.size >= 0 {
+		s = fmt.Sprintf("%d bytes", t.size)
+	}
+	if t.have > 0 {
+		fmt.Fprintf(t.d.o.Progress, "fetching %s (%s, resuming at %d)\n", t.name, s, t.have)
+	} else {
+		fmt.Fprintf(t.d.o.Progress, "fetching %s (%s)\n", t.name, s)
+	}
+}
+
+// answer checks the GET's status, Content-Range and Content-Length against
+// what is known of the file, and learns its size from them. It reports
+// retry when the server refused the range of a first try: the partial file
+// is then stale.
+func (t *transfer) answer(resp *http.Response, retried bool) (retry bool, err error) {
+	switch {
+	case resp.StatusCode == http.StatusPartialContent && t.have > 0:
+		cr := resp.Header.Get("Content-Range")
+		start, end, total, ok := contentRange(cr)
+		if !ok || start != t.have || (total >= 0 && end != total-1) || (total >= 0 && t.size >= 0 && total != t.size) {
+			return false, t.fail("asked for bytes from %d of %s, got Content-Range %q", t.have, sizeText(t.size), cr)
+		}
+		if t.size < 0 {
+			t.size = total
+		}
+	case resp.StatusCode == http.StatusOK:
+		t.have = 0 // the server sent the whole file
+	case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable && t.have > 0 && !retried:
+		return true, nil
+	default:
+		return false, statusError(resp, t.d.repo, t.d.commit, t.name)
+	}
+	if cl := resp.ContentLength; cl >= 0 {
 		switch {
-		case size < 0 && !text:
-			return removed("the server announced no size for a weights file: refusing a download without a bound")
-		case size < 0:
-			limit = maxText
-		case text && size > maxText:
-			return removed("announced %d bytes, over the %d a text file may have: refused", size, maxText)
-		}
-		if err := f.Truncate(have); err != nil {
-			return fail("%w", err)
-		}
-		if _, err := f.Seek(have, io.SeekStart); err != nil {
-			return fail("%w", err)
-		}
-		n, over, err := copyBounded(f, resp.Body, limit-have)
-		var stall *StallError
-		switch {
-		case over && size >= 0:
-			return removed("the server sent more than the %d bytes it announced: refused (nothing beyond them was written)", size)
-		case over:
-			return removed("no size announced, and longer than the %d bytes a text file may have: refused", maxText)
-		case errors.As(err, &stall):
-			return fail("no bytes for %v from %s after %d of %s (run again to resume from %s)", stall.Wait, stall.URL, have+n, sizeText(size), partPath)
-		case err != nil:
-			return fail("download cut short after %d of %s (run again to resume from %s): %w", have+n, sizeText(size), partPath, err)
-		case size >= 0 && have+n != size:
-			return fail("download cut short: got %d of %d bytes (run again to resume from %s)", have+n, size, partPath)
+		case t.size < 0:
+			t.size = t.have + cl
+		case t.have+cl != t.size:
+			return false, t.fail("announced %d bytes, but the answer from byte %d has Content-Length %d: refused", t.size, t.have, cl)
 		}
 	}
-	if err := f.Sync(); err != nil {
-		return fail("%w", err)
+	return false, nil
+}
+
+// receive writes body into the partial file from byte have, never more than
+// the announced size (or MaxTextSize for a text file of unknown size).
+func (t *transfer) receive(body io.Reader) error {
+	maxText := t.d.o.MaxTextSize
+	limit := t.size
+	switch {
+	case t.size < 0 && !t.text:
+		return t.removed("the server announced no size for a weights file: refusing a download without a bound")
+	case t.size < 0:
+		limit = maxText
+	case t.text && t.size > maxText:
+		return t.removed("announced %d bytes, over the %d a text file may have: refused", t.size, maxText)
 	}
-	if err := verify(f, m.hash); err != nil {
-		return removed("%v", err)
+	if err := t.f.Truncate(t.have); err != nil {
+		return t.fail("%w", err)
 	}
-	if err := f.Close(); err != nil {
-		return fail("%w", err)
+	if _, err := t.f.Seek(t.have, io.SeekStart); err != nil {
+		return t.fail("%w", err)
 	}
-	if err := d.root.Rename(part, blob); err != nil {
-		return fail("%w", err)
+	n, over, err := copyBounded(t.f, body, limit-t.have)
+	var stall *StallError
+	switch {
+	case over && t.size >= 0:
+		return t.removed("the server sent more than the %d bytes it announced: refused (nothing beyond them was written)", t.size)
+	case over:
+		return t.removed("no size announced, and longer than the %d bytes a text file may have: refused", maxText)
+	case errors.As(err, &stall):
+		return t.fail("no bytes for %v from %s after %d of %s (run again to resume from %s)", stall.Wait, stall.URL, t.have+n, sizeText(t.size), t.partPath())
+	case err != nil:
+		return t.fail("download cut short after %d of %s (run again to resume from %s): %w", t.have+n, sizeText(t.size), t.partPath(), err)
+	case t.size >= 0 && t.have+n != t.size:
+		return t.fail("download cut short: got %d of %d bytes (run again to resume from %s)", t.have+n, t.size, t.partPath())
 	}
 	return nil
 }
