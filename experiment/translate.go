@@ -405,11 +405,11 @@ func translateRun(ctx context.Context, o TranslateOptions, d *mtData, pos string
 		}
 		queue = queue[1:]
 		u, err := st.Step(step, func(int) (float64, error) {
-			p, err := m.Forward(b, true, seed<<32|uint64(step))
+			p, err := m.Forward(ctx, b, seq2seq.Options{Train: true, Seed: seed<<32 | uint64(step)})
 			if err != nil {
 				return 0, err
 			}
-			return p.Loss, p.Backward()
+			return p.Loss, p.Backward(ctx)
 		})
 		if err != nil {
 			return nil, fmt.Errorf("step %d: %w", step+1, err)
@@ -471,11 +471,11 @@ func (d *mtData) devEval(ctx context.Context, m *seq2seq.Model, o TranslateOptio
 		for i := lo; i < min(lo+32, len(d.dev)); i++ {
 			idx = append(idx, i)
 		}
-		b, err := d.batch(m.Cfg, d.dev, idx)
+		b, err := d.batch(m.Config, d.dev, idx)
 		if err != nil {
 			return 0, nil, err
 		}
-		p, err := m.Forward(b, false, 0)
+		p, err := m.Forward(ctx, b, seq2seq.Options{})
 		if err != nil {
 			return 0, nil, err
 		}

@@ -30,12 +30,12 @@ func BenchmarkTrainStep(b *testing.B) {
 	for _, c := range []struct{ C, L, V int }{{128, 3, 8000}, {256, 3, 8000}} {
 		b.Run(fmt.Sprintf("C%d_L%d_V%d_B64_T40", c.C, c.L, c.V), func(b *testing.B) {
 			m, src := benchModel(b, c.C, c.L, c.V)
-			batch, _ := NewBatch(m.Cfg, src, src)
+			batch, _ := NewBatch(m.Config, src, src)
 			b.ReportAllocs()
 			for b.Loop() {
 				m.ZeroGrad()
-				p, _ := m.Forward(batch, true, 1)
-				p.Backward()
+				p, _ := m.Forward(context.Background(), batch, Options{Train: true, Seed: 1})
+				p.Backward(context.Background())
 			}
 			b.ReportMetric(float64(b.N*64*(41+41))/b.Elapsed().Seconds(), "tokens/s")
 		})

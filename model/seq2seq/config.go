@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 
 	"github.com/roformer-go/roformer/kernels"
 )
@@ -134,18 +133,19 @@ func (c Config) Validate() error {
 // HeadSize is C/NH.
 func (c Config) HeadSize() int { return c.DModel / c.Heads }
 
-// BaseConfig returns Vaswani et al.'s Transformer-base (C 512, 8 heads, I
-// 2048, 6 + 6 layers, dropout 0.1, ε 0.1) over a vocabulary of v tokens with
-// the given position encoding; pad 0, BOS 1, EOS 2.
-func BaseConfig(v int, position string) Config {
-	return Config{VocabSize: v, DModel: 512, Heads: 8, FFN: 2048, EncoderLayers: 6, DecoderLayers: 6,
-		Position: position, Dropout: 0.1, LabelSmooth: 0.1, PadID: 0, BOSID: 1, EOSID: 2, LayerNormEps: 1e-5}
+// DefaultConfig returns Vaswani et al.'s Transformer-base (§3, table 3: C
+// 512, 8 heads, I 2048, 6 + 6 layers, dropout 0.1, label smoothing ε 0.1)
+// over their shared vocabulary of 37000 tokens (§5.1), with the paper's
+// rotary position encoding; pad 0, BOS 1, EOS 2 (package tokenizer/bpe's
+// ids). Set VocabSize (and Position) for the tokenizer at hand.
+func DefaultConfig() Config {
+	return Config{VocabSize: 37000, DModel: 512, Heads: 8, FFN: 2048, EncoderLayers: 6, DecoderLayers: 6,
+		Position: Rotary, Dropout: 0.1, LabelSmooth: 0.1, PadID: 0, BOSID: 1, EOSID: 2, LayerNormEps: 1e-5}
 }
 
-// ReadConfig reads dir/config.json (at most MaxConfigBytes); unknown keys
-// are ignored.
-func ReadConfig(dir string) (Config, error) {
-	path := filepath.Join(dir, "config.json")
+// LoadConfig reads and validates a config.json at path (at most
+// MaxConfigBytes); unknown keys are ignored.
+func LoadConfig(path string) (Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("seq2seq: %w", err)

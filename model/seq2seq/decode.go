@@ -21,11 +21,11 @@ type Encoded struct {
 
 // Encode runs the encoder (no dropout) on the sources (EOS is appended).
 func (m *Model) Encode(src [][]int32) (*Encoded, error) {
-	b, err := NewBatch(m.Cfg, src, nil)
+	b, err := NewBatch(m.Config, src, nil)
 	if err != nil {
 		return nil, err
 	}
-	c := m.Cfg
+	c := m.Config
 	p := &Pass{m: m, b: b, es: dims{b.B, b.S, c.DModel, c.Heads, c.HeadSize()}, rotS: m.rotation(0, b.S)}
 	m.encodeForward(p)
 	e := &Encoded{B: b.B, S: b.S, Mask: b.SrcMask, Out: p.encLN.out}
@@ -71,7 +71,7 @@ func (m *Model) NewState(enc *Encoded, rows []int, capacity int) (*State, error)
 func (st *State) Len() int { return st.n }
 
 func (st *State) grow(m *Model, capacity int) {
-	C, R := m.Cfg.DModel, len(st.rows)
+	C, R := m.Config.DModel, len(st.rows)
 	k, v := make([][]float32, len(m.Dec)), make([][]float32, len(m.Dec))
 	for l := range m.Dec {
 		k[l], v[l] = make([]float32, R*capacity*C), make([]float32, R*capacity*C)
@@ -119,7 +119,7 @@ func resize(b []float32, n int) []float32 {
 // token's logits [R, V]: the decoder of Forward for that position, with the
 // earlier positions read from the cache.
 func (m *Model) Step(st *State, tokens []int32) ([]float32, error) {
-	c := m.Cfg
+	c := m.Config
 	R, C, NH, HS, S := len(st.rows), c.DModel, c.Heads, c.HeadSize(), st.enc.S
 	if len(tokens) != R {
 		return nil, fmt.Errorf("seq2seq: %d tokens for %d decoder rows", len(tokens), R)
@@ -210,10 +210,10 @@ func (m *Model) NewDecoder(enc *Encoded, rows []int) *Decoder {
 }
 
 // VocabSize is the target vocabulary V.
-func (d *Decoder) VocabSize() int { return d.m.Cfg.VocabSize }
+func (d *Decoder) VocabSize() int { return d.m.Config.VocabSize }
 
 // PadID is the config's pad id, fed to finished rows.
-func (d *Decoder) PadID() int32 { return int32(d.m.Cfg.PadID) }
+func (d *Decoder) PadID() int32 { return int32(d.m.Config.PadID) }
 
 // Prefill starts a new cache and feeds the prompts ([R][L], equal lengths,
 // R the decoder's rows; usually the BOS alone) one position at a time,
@@ -232,7 +232,7 @@ func (d *Decoder) Prefill(ctx context.Context, prompts [][]int32, room generate.
 		}
 	}
 	n := int64(1)
-	for _, f := range []int64{int64(len(prompts)), int64(room.Beams), int64(L) + int64(room.NewTokens), int64(d.m.Cfg.DModel), int64(len(d.m.Dec)), 16} {
+	for _, f := range []int64{int64(len(prompts)), int64(room.Beams), int64(L) + int64(room.NewTokens), int64(d.m.Config.DModel), int64(len(d.m.Dec)), 16} {
 		if f < 0 || (f != 0 && n > math.MaxInt64/f) {
 			return nil, fmt.Errorf("seq2seq: the cache of %d rows × %d beams × (%d + %d) tokens overflows int64", len(prompts), room.Beams, L, room.NewTokens)
 		}
@@ -330,7 +330,7 @@ func (m *Model) Translate(ctx context.Context, src [][]int32, o DecodeOptions) (
 func (m *Model) bos(R int) [][]int32 {
 	p := make([][]int32, R)
 	for i := range p {
-		p[i] = []int32{int32(m.Cfg.BOSID)}
+		p[i] = []int32{int32(m.Config.BOSID)}
 	}
 	return p
 }
@@ -340,7 +340,7 @@ func (m *Model) bos(R int) [][]int32 {
 func (m *Model) output(seq []int32, limit int) []int32 {
 	ids := seq[1:]
 	for i, id := range ids {
-		if id == int32(m.Cfg.EOSID) {
+		if id == int32(m.Config.EOSID) {
 			ids = ids[:i]
 			break
 		}
@@ -360,7 +360,7 @@ func (m *Model) greedy(ctx context.Context, enc *Encoded, maxExtra int) ([][]int
 		longest = max(longest, limits[i])
 	}
 	gen, err := generate.Generate(ctx, m.NewDecoder(enc, rows), m.bos(R), generate.Options{
-		MaxNewTokens: longest, EOS: m.Cfg.EOSID,
+		MaxNewTokens: longest, EOS: m.Config.EOSID,
 		Stop: func(r int, ids []int32) bool { return len(ids) >= limits[r] },
 	})
 	if err != nil {
@@ -383,7 +383,7 @@ func (m *Model) greedy(ctx context.Context, enc *Encoded, maxExtra int) ([][]int
 func (m *Model) beamSearch(ctx context.Context, enc *Encoded, r int, o DecodeOptions) ([]int32, error) {
 	limit := enc.Len[r] - 1 + o.MaxExtra
 	gen, err := generate.Generate(ctx, m.NewDecoder(enc, []int{r}), m.bos(1), generate.Options{
-		MaxNewTokens: limit, EOS: m.Cfg.EOSID, Strategy: generate.Beam, NumBeams: o.Beam,
+		MaxNewTokens: limit, EOS: m.Config.EOSID, Strategy: generate.Beam, NumBeams: o.Beam,
 		LengthPenalty: o.Alpha, Length: generate.LengthGNMT, EarlyStopping: generate.EarlyStopOnBeams,
 	})
 	if err != nil {

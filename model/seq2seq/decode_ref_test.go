@@ -103,7 +103,7 @@ func TestDecoderSamples(t *testing.T) {
 		rows[i], limits[i] = i, enc.Len[i]-1+5
 	}
 	sample := func(o generate.Options) [][]int32 {
-		o.Strategy, o.MaxNewTokens, o.EOS = generate.Sample, slices.Max(limits), m.Cfg.EOSID
+		o.Strategy, o.MaxNewTokens, o.EOS = generate.Sample, slices.Max(limits), m.Config.EOSID
 		o.Stop = func(r int, ids []int32) bool { return len(ids) >= limits[r] }
 		g, err := generate.Generate(context.Background(), m.NewDecoder(enc, rows), m.bos(len(src)), o)
 		if err != nil {
@@ -161,9 +161,9 @@ func refGreedy(m *Model, enc *Encoded, maxExtra int) ([][]int32, error) {
 	done := make([]bool, R)
 	tok := make([]int32, R)
 	for i := range tok {
-		tok[i] = int32(m.Cfg.BOSID)
+		tok[i] = int32(m.Config.BOSID)
 	}
-	V := m.Cfg.VocabSize
+	V := m.Config.VocabSize
 	for step := 0; step < limit; step++ {
 		logits, err := m.Step(st, tok)
 		if err != nil {
@@ -172,7 +172,7 @@ func refGreedy(m *Model, enc *Encoded, maxExtra int) ([][]int32, error) {
 		left := 0
 		for i := 0; i < R; i++ {
 			if done[i] {
-				tok[i] = int32(m.Cfg.PadID)
+				tok[i] = int32(m.Config.PadID)
 				continue
 			}
 			z := logits[i*V : i*V+V]
@@ -183,7 +183,7 @@ func refGreedy(m *Model, enc *Encoded, maxExtra int) ([][]int32, error) {
 				}
 			}
 			tok[i] = int32(best)
-			if best == m.Cfg.EOSID {
+			if best == m.Config.EOSID {
 				done[i] = true
 				continue
 			}
@@ -238,14 +238,14 @@ type refHyp struct {
 }
 
 func refBeamSearch(m *Model, enc *Encoded, r int, o DecodeOptions) ([]int32, error) {
-	k, V, eos := o.Beam, m.Cfg.VocabSize, int32(m.Cfg.EOSID)
+	k, V, eos := o.Beam, m.Config.VocabSize, int32(m.Config.EOSID)
 	limit := enc.Len[r] - 1 + o.MaxExtra
 	st, err := m.NewState(enc, []int{r}, 32)
 	if err != nil {
 		return nil, err
 	}
 	alive := []refHyp{{}}
-	tok := []int32{int32(m.Cfg.BOSID)}
+	tok := []int32{int32(m.Config.BOSID)}
 	var fin []refHyp
 	for {
 		logits, err := m.Step(st, tok)

@@ -24,7 +24,7 @@ func TestCachedStepEqualsForward(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := m.Forward(b, false, 0)
+			p, err := m.Forward(context.Background(), b, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,8 +95,8 @@ func trainedCopy(t testing.TB, pos string) (*Model, [][]int32) {
 	b, _ := NewBatch(cfg, src, src)
 	for step := 0; step < 30; step++ {
 		m.ZeroGrad()
-		p, _ := m.Forward(b, true, uint64(step))
-		p.Backward()
+		p, _ := m.Forward(context.Background(), b, Options{Train: true, Seed: uint64(step)})
+		p.Backward(context.Background())
 		for _, prm := range m.Params() {
 			for i, g := range prm.Grad {
 				prm.Data[i] -= 0.05 * g
@@ -141,11 +141,11 @@ func TestBeamFindsBetter(t *testing.T) {
 	}
 	greedy, _ := m.Translate(context.Background(), src, DecodeOptions{Beam: 1, MaxExtra: 5})
 	score := func(s, y []int32) float64 {
-		b, _ := NewBatch(m.Cfg, [][]int32{s}, [][]int32{y})
-		p, _ := m.Forward(b, false, 0)
+		b, _ := NewBatch(m.Config, [][]int32{s}, [][]int32{y})
+		p, _ := m.Forward(context.Background(), b, Options{})
 		lp := 0.0
 		for tt := 0; tt < b.T; tt++ {
-			lp += logSoftmax(p.Logits[tt*m.Cfg.VocabSize : (tt+1)*m.Cfg.VocabSize])[b.Labels[tt]]
+			lp += logSoftmax(p.Logits[tt*m.Config.VocabSize : (tt+1)*m.Config.VocabSize])[b.Labels[tt]]
 		}
 		return lp / lengthPenalty(len(y)+1, o.Alpha)
 	}

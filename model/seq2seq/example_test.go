@@ -19,15 +19,16 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	p, err := m.Forward(b, true, 1)
+	ctx := context.Background()
+	p, err := m.Forward(ctx, b, seq2seq.Options{Train: true, Seed: 1})
 	if err != nil {
 		panic(err)
 	}
-	if err := p.Backward(); err != nil {
+	if err := p.Backward(ctx); err != nil {
 		panic(err)
 	}
 	fmt.Printf("%d target tokens, loss near ln 16 = 2.77: %v\n", p.Tokens, p.Loss > 2 && p.Loss < 4)
-	out, err := m.Translate(context.Background(), [][]int32{{5, 6, 7}}, seq2seq.DecodeOptions{Beam: 4, Alpha: 0.6, MaxExtra: 4})
+	out, err := m.Translate(ctx, [][]int32{{5, 6, 7}}, seq2seq.DecodeOptions{Beam: 4, Alpha: 0.6, MaxExtra: 4})
 	if err != nil {
 		panic(err)
 	}

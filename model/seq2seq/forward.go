@@ -1,6 +1,7 @@
 package seq2seq
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/roformer-go/roformer/kernels"
@@ -60,25 +61,39 @@ type Pass struct {
 	Tokens    int
 }
 
-// Forward runs the model on b. With train, dropout is on (masks drawn from
-// seed) and, when b has labels, Logits is replaced by the gradient of Loss
-// for Backward. Without train (evaluation, the uncached reference of
-// decoding) dropout is off and Logits are kept.
-func (m *Model) Forward(b *Batch, train bool, seed uint64) (*Pass, error) {
+// Options configure Forward.
+type Options struct {
+	// Train runs the pass in training mode: dropout on, with masks that are
+	// a pure function of Seed (see kernels.Dropout; model/roformer's
+	// StepOptions.Dropout and Seed), and, when the batch has labels, Logits
+	// replaced by the gradient of Loss for Pass.Backward. Without it
+	// (evaluation, the uncached reference of decoding) dropout is off and
+	// Logits are kept.
+	Train bool
+	Seed  uint64
+}
+
+// Forward runs the model on b (and its labels, when b has them, as
+// model/roformer's Forward reads its Labels); it returns ctx's error,
+// checked before the encoder and before each decoder layer, when ctx ends.
+func (m *Model) Forward(ctx context.Context, b *Batch, opts Options) (*Pass, error) {
 	if b.DecIn == nil {
 		return nil, fmt.Errorf("seq2seq: Forward needs a batch with targets")
 	}
 	if len(b.Src) != b.B*b.S || len(b.SrcMask) != b.B*b.S || len(b.DecIn) != b.B*b.T || (b.Labels != nil && len(b.Labels) != b.B*b.T) {
 		return nil, fmt.Errorf("seq2seq: batch B %d S %d T %d does not match its slices (%d, %d, %d, %d)", b.B, b.S, b.T, len(b.Src), len(b.SrcMask), len(b.DecIn), len(b.Labels))
 	}
-	c := m.Cfg
-	p := &Pass{m: m, b: b, train: train}
-	if train {
-		p.drop = kernels.Dropout{P: float32(c.Dropout), Seed: seed}
+	c := m.Config
+	p := &Pass{m: m, b: b, train: opts.Train}
+	if opts.Train {
+		p.drop = kernels.Dropout{P: float32(c.Dropout), Seed: opts.Seed}
 	}
 	C, NH, HS := c.DModel, c.Heads, c.HeadSize()
 	p.es, p.ds = dims{b.B, b.S, C, NH, HS}, dims{b.B, b.T, C, NH, HS}
 	p.rotS, p.rotT = m.rotation(0, b.S), m.rotation(0, b.T)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	m.encodeForward(p)
 	enc := p.encLN.out
 
@@ -88,6 +103,9 @@ func (m *Model) Forward(b *Batch, train bool, seed uint64) (*Pass, error) {
 	x := p.tgtX
 	p.dec = make([]decLayerAct, len(m.Dec))
 	for l := range m.Dec {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		L, a := &m.Dec[l], &p.dec[l]
 		a.x1, a.x2, a.x3 = make([]float32, BT*C), make([]float32, BT*C), make([]float32, BT*C)
 		m.selfAttnForward(&a.self, a.x1, x, L.SelfNorm, L.QKV, L.SelfOut, p.rotT, nil, true, p.drop.Derive(siteDecSelf, uint64(l)), p.ds)
@@ -102,7 +120,7 @@ func (m *Model) Forward(b *Batch, train bool, seed uint64) (*Pass, error) {
 	kernels.MatmulForward(p.Logits, p.decLN.out, m.Embed.Data, nil, BT, C, c.VocabSize)
 	if b.Labels != nil {
 		var grad []float32
-		if train {
+		if opts.Train {
 			grad = p.Logits
 		}
 		p.Loss, p.NLL, p.Tokens = smoothedCrossEntropy(grad, p.Logits, b.Labels, c.LabelSmooth, BT, c.VocabSize)
@@ -112,7 +130,7 @@ func (m *Model) Forward(b *Batch, train bool, seed uint64) (*Pass, error) {
 
 // encodeForward runs the encoder of p's batch into p.encLN.
 func (m *Model) encodeForward(p *Pass) {
-	b, C := p.b, m.Cfg.DModel
+	b, C := p.b, m.Config.DModel
 	BS := b.B * b.S
 	p.srcX = make([]float32, BS*C)
 	m.embedForward(p.srcX, b.Src, p.drop.Derive(siteSrcEmbed), b.B, b.S)
@@ -126,7 +144,7 @@ func (m *Model) encodeForward(p *Pass) {
 		x = a.x2
 	}
 	p.encLN = newNormAct(BS, C)
-	m.EncNorm.Forward(p.encLN.out, p.encLN.mean, p.encLN.rstd, x, float32(m.Cfg.LayerNormEps), BS, C)
+	m.EncNorm.Forward(p.encLN.out, p.encLN.mean, p.encLN.rstd, x, float32(m.Config.LayerNormEps), BS, C)
 }
 
 // rotation returns the sin/cos of positions offset … offset+T−1, or nil
@@ -135,19 +153,24 @@ func (m *Model) rotation(offset, T int) *rotation {
 	if m.rot == nil {
 		return nil
 	}
-	h := m.Cfg.HeadSize() / 2
+	h := m.Config.HeadSize() / 2
 	r := &rotation{make([]float32, T*h), make([]float32, T*h)}
 	m.rot.SinCos(r.sin, r.cos, rope.Positions(T, offset))
 	return r
 }
 
 // Backward adds the gradient of p.Loss to every parameter's Grad (+=). p
-// must come from Forward with train and labels.
-func (p *Pass) Backward() error {
+// must come from Forward with Options.Train and labels. It returns ctx's
+// error, checked at the start and before each layer, when ctx ends (the
+// gradients are then partial).
+func (p *Pass) Backward(ctx context.Context) error {
 	if !p.train || p.b.Labels == nil {
 		return fmt.Errorf("seq2seq: Backward needs a training forward pass with labels")
 	}
-	m, b, c := p.m, p.b, p.m.Cfg
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m, b, c := p.m, p.b, p.m.Config
 	C := c.DModel
 	BT, BS := b.B*b.T, b.B*b.S
 	// logits = y·Eᵀ
@@ -163,6 +186,9 @@ func (p *Pass) Backward() error {
 	denc := make([]float32, BS*C)
 	enc := p.encLN.out
 	for l := len(m.Dec) - 1; l >= 0; l-- {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		L, a := &m.Dec[l], &p.dec[l]
 		m.ffnBackward(dx, &a.ffn, L.FFNNorm, L.FC1, L.FC2, BT)
 		m.crossAttnBackward(dx, denc, &a.cross, enc, b.SrcMask, L, p.ds, b.S)
@@ -177,6 +203,9 @@ func (p *Pass) Backward() error {
 	}
 	m.EncNorm.Backward(dxs, denc, lastS, p.encLN.mean, p.encLN.rstd, BS, C)
 	for l := len(m.Enc) - 1; l >= 0; l-- {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		L, a := &m.Enc[l], &p.enc[l]
 		m.ffnBackward(dxs, &a.ffn, L.FFNNorm, L.FC1, L.FC2, BS)
 		m.selfAttnBackward(dxs, &a.attn, L.AttnNorm, L.QKV, L.Out, p.rotS, b.SrcMask, false, p.es)

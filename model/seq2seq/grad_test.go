@@ -1,6 +1,7 @@
 package seq2seq
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"testing"
@@ -54,18 +55,18 @@ func TestGradients(t *testing.T) {
 				b := tinyBatch(t, cfg)
 				const scale = 10 // gradients of order 1, for the absolute tolerance
 				loss := func() float64 {
-					p, err := m.Forward(b, true, 5)
+					p, err := m.Forward(context.Background(), b, Options{Train: true, Seed: 5})
 					if err != nil {
 						t.Fatal(err)
 					}
 					return scale * p.Loss
 				}
 				m.ZeroGrad()
-				p, err := m.Forward(b, true, 5)
+				p, err := m.Forward(context.Background(), b, Options{Train: true, Seed: 5})
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := p.Backward(); err != nil {
+				if err := p.Backward(context.Background()); err != nil {
 					t.Fatal(err)
 				}
 				for _, prm := range m.Params() {
@@ -90,11 +91,11 @@ func TestGradientAccumulates(t *testing.T) {
 	cfg := tinyConfig(Rotary)
 	m, _ := New(cfg, 3)
 	b := tinyBatch(t, cfg)
-	p, _ := m.Forward(b, true, 1)
-	p.Backward()
+	p, _ := m.Forward(context.Background(), b, Options{Train: true, Seed: 1})
+	p.Backward(context.Background())
 	once := append([]float32(nil), m.Embed.Grad...)
-	p, _ = m.Forward(b, true, 1)
-	p.Backward()
+	p, _ = m.Forward(context.Background(), b, Options{Train: true, Seed: 1})
+	p.Backward(context.Background())
 	for i, v := range m.Embed.Grad {
 		if math.Abs(float64(v-2*once[i])) > 1e-6 {
 			t.Fatalf("embedding grad[%d]: after two passes %v, want 2×%v", i, v, once[i])

@@ -48,7 +48,7 @@ func (m *Model) selfAttnForward(a *selfAttnAct, out, x []float32, norm nn.LayerN
 	BT, C := d.BT(), d.C
 	a.in, a.drop = x, drop
 	a.ln = newNormAct(BT, C)
-	norm.Forward(a.ln.out, a.ln.mean, a.ln.rstd, x, float32(m.Cfg.LayerNormEps), BT, C)
+	norm.Forward(a.ln.out, a.ln.mean, a.ln.rstd, x, float32(m.Config.LayerNormEps), BT, C)
 	qkv := make([]float32, BT*3*C)
 	qkvL.Forward(qkv, a.ln.out, BT)
 	a.q, a.k, a.v = make([]float32, BT*C), make([]float32, BT*C), make([]float32, BT*C)
@@ -114,7 +114,7 @@ func (m *Model) crossAttnForward(a *crossAttnAct, out, x, enc, srcMask []float32
 	BT, C := d.BT(), d.C
 	a.in, a.drop = x, drop
 	a.ln = newNormAct(BT, C)
-	l.CrossNorm.Forward(a.ln.out, a.ln.mean, a.ln.rstd, x, float32(m.Cfg.LayerNormEps), BT, C)
+	l.CrossNorm.Forward(a.ln.out, a.ln.mean, a.ln.rstd, x, float32(m.Config.LayerNormEps), BT, C)
 	a.q = make([]float32, BT*C)
 	l.Q.Forward(a.q, a.ln.out, BT)
 	a.kc, a.vc = m.crossKV(l, enc, d.B*S)
@@ -127,7 +127,7 @@ func (m *Model) crossAttnForward(a *crossAttnAct, out, x, enc, srcMask []float32
 
 // crossKV returns the keys and values [BS, C] of enc [BS, C] for layer l.
 func (m *Model) crossKV(l *DecoderLayer, enc []float32, BS int) (kc, vc []float32) {
-	C := m.Cfg.DModel
+	C := m.Config.DModel
 	kv := make([]float32, BS*2*C)
 	l.KV.Forward(kv, enc, BS)
 	kc, vc = make([]float32, BS*C), make([]float32, BS*C)
@@ -177,10 +177,10 @@ type ffnAct struct {
 
 // ffnForward: out = x + Drop(FC2·act(FC1·LN(x))).
 func (m *Model) ffnForward(a *ffnAct, out, x []float32, norm nn.LayerNorm, fc1, fc2 nn.Linear, drop kernels.Dropout, BT int) {
-	C, I := m.Cfg.DModel, m.Cfg.FFN
+	C, I := m.Config.DModel, m.Config.FFN
 	a.in, a.drop = x, drop
 	a.ln = newNormAct(BT, C)
-	norm.Forward(a.ln.out, a.ln.mean, a.ln.rstd, x, float32(m.Cfg.LayerNormEps), BT, C)
+	norm.Forward(a.ln.out, a.ln.mean, a.ln.rstd, x, float32(m.Config.LayerNormEps), BT, C)
 	h := make([]float32, BT*I)
 	fc1.Forward(h, a.ln.out, BT)
 	a.act, a.dact = make([]float32, BT*I), make([]float32, BT*I)
@@ -205,7 +205,7 @@ func (m *Model) ffnForward(a *ffnAct, out, x []float32, norm nn.LayerNorm, fc1, 
 
 // ffnBackward differentiates ffnForward; dx holds dL/dout in, dL/dx out.
 func (m *Model) ffnBackward(dx []float32, a *ffnAct, norm nn.LayerNorm, fc1, fc2 nn.Linear, BT int) {
-	C, I := m.Cfg.DModel, m.Cfg.FFN
+	C, I := m.Config.DModel, m.Config.FFN
 	df := append([]float32(nil), dx...)
 	kernels.DropoutBackward(df, a.drop, BT*C)
 	// f = act·FC2ᵀ + b2
@@ -224,7 +224,7 @@ func (m *Model) ffnBackward(dx []float32, a *ffnAct, norm nn.LayerNorm, fc1, fc2
 //	x   [B, T, C]  written
 //	ids [B, T]
 func (m *Model) embedForward(x []float32, ids []int32, drop kernels.Dropout, B, T int) {
-	C := m.Cfg.DModel
+	C := m.Config.DModel
 	kernels.EmbeddingForward(x, ids, nil, m.Embed.Data, nil, B*T, C)
 	s := float32(math.Sqrt(float64(C)))
 	for i := range x {
@@ -244,7 +244,7 @@ func (m *Model) embedForward(x []float32, ids []int32, drop kernels.Dropout, B, 
 //
 //	dx [B, T, C]  overwritten
 func (m *Model) embedBackward(dx []float32, ids []int32, drop kernels.Dropout, B, T int) {
-	C := m.Cfg.DModel
+	C := m.Config.DModel
 	kernels.DropoutBackward(dx, drop, B*T*C)
 	s := float32(math.Sqrt(float64(C)))
 	for i := range dx {

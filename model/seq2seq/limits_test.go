@@ -9,12 +9,12 @@ import (
 	"testing"
 )
 
-// Sizes built to exhaust memory are refused by ReadConfig, naming the key
+// Sizes built to exhaust memory are refused by LoadConfig, naming the key
 // and the limit; a config within the limits that needs far more than the
 // checkpoint holds is refused by Load before the model is allocated.
 func TestConfigLimits(t *testing.T) {
 	m, _ := New(tinyConfig(Rotary), 4)
-	if got, want := m.Cfg.NumParamsFor(), int64(m.NumParams()); got != want {
+	if got, want := m.Config.NumParamsFor(), int64(m.NumParams()); got != want {
 		t.Fatalf("NumParamsFor %d, the model has %d", got, want)
 	}
 	cases := []struct {

@@ -37,7 +37,7 @@ type DecoderLayer struct {
 // transformer names them (embed_tokens, encoder.layers.N.self_attn, …),
 // with the q, k, v projections fused.
 type Model struct {
-	Cfg     Config
+	Config  Config
 	Embed   *tensor.Param // E [V, C]: source and target embeddings and the output projection
 	Enc     []EncoderLayer
 	EncNorm nn.LayerNorm
@@ -91,7 +91,7 @@ func newEmpty(cfg Config) (*Model, error) {
 		return nil, err
 	}
 	C, I, V := cfg.DModel, cfg.FFN, cfg.VocabSize
-	m := &Model{Cfg: cfg}
+	m := &Model{Config: cfg}
 	m.act, _ = cfg.activation() // checked by Validate
 	if cfg.Position == Rotary {
 		rot, err := rope.New(rope.Config{HeadSize: cfg.HeadSize(), Base: cfg.RopeBase})
@@ -164,7 +164,7 @@ func (m *Model) ZeroGrad() {
 
 // Clone returns a deep copy of the weights (gradients zero).
 func (m *Model) Clone() *Model {
-	c, _ := newEmpty(m.Cfg) // m.Cfg was validated
+	c, _ := newEmpty(m.Config) // m.Config was validated
 	for i, p := range m.params {
 		copy(c.params[i].Data, p.Data)
 	}

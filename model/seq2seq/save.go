@@ -19,7 +19,7 @@ func (m *Model) Save(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("seq2seq: %w", err)
 	}
-	cfg, err := json.MarshalIndent(m.Cfg, "", "  ")
+	cfg, err := json.MarshalIndent(m.Config, "", "  ")
 	if err != nil {
 		return fmt.Errorf("seq2seq: encoding config.json: %w", err)
 	}
@@ -36,7 +36,7 @@ func (m *Model) Save(dir string) error {
 // Load reads a folder written by Save. Every missing, unexpected and
 // mis-shaped tensor is reported in one error.
 func Load(dir string) (*Model, error) {
-	cfg, err := ReadConfig(dir)
+	cfg, err := LoadConfig(filepath.Join(dir, "config.json"))
 	if err != nil {
 		return nil, err
 	}
@@ -98,11 +98,11 @@ func Average(models ...*Model) (*Model, error) {
 		return nil, fmt.Errorf("seq2seq: nothing to average")
 	}
 	for i, m := range models[1:] {
-		if m.Cfg != models[0].Cfg {
+		if m.Config != models[0].Config {
 			return nil, fmt.Errorf("seq2seq: model %d's config differs from model 0's", i+1)
 		}
 	}
-	avg, _ := newEmpty(models[0].Cfg)
+	avg, _ := newEmpty(models[0].Config)
 	inv := 1 / float64(len(models))
 	for j, p := range avg.params {
 		for i := range p.Data {

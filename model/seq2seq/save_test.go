@@ -19,8 +19,8 @@ func TestSaveLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Cfg != m.Cfg {
-		t.Errorf("config %+v, want %+v", got.Cfg, m.Cfg)
+	if got.Config != m.Config {
+		t.Errorf("config %+v, want %+v", got.Config, m.Config)
 	}
 	for i, p := range m.Params() {
 		for j, v := range p.Data {
@@ -77,8 +77,8 @@ func TestConfigErrors(t *testing.T) {
 	}
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"vocab_size": 1}`), 0o644)
-	if _, err := ReadConfig(dir); err == nil || !strings.Contains(err.Error(), "config.json") {
-		t.Errorf("ReadConfig: %v, want an error naming config.json", err)
+	if _, err := LoadConfig(filepath.Join(dir, "config.json")); err == nil || !strings.Contains(err.Error(), "config.json") {
+		t.Errorf("LoadConfig: %v, want an error naming config.json", err)
 	}
 	if _, err := NewBatch(tinyConfig(Rotary), [][]int32{{3, 12}}, nil); err == nil || !strings.Contains(err.Error(), "source 0, token 1: id 12") {
 		t.Errorf("NewBatch: %v", err)
