@@ -116,9 +116,6 @@ func (s *Server) generateOptions(req *GenerateRequest) (*genJob, *apiError) {
 		return nil, errorf(http.StatusFailedDependency, "Backend", "",
 			"model is not a generator: %s has no causal-LM head (RoFormer-Sim's UniLM decoding needs an LM head; ask for it with \"unilm\": true)", s.model.Head.HFClass())
 	}
-	valid := func(format string, args ...any) *apiError {
-		return errorf(http.StatusUnprocessableEntity, "Validation", "parameters", format, args...)
-	}
 	o.MaxNewTokens, o.EOS = DefaultMaxNewTokens, -1
 	if unilm {
 		job.dec.Mode, o.EOS = roformer.DecodeUniLM, s.tok.SepID()
@@ -129,7 +126,7 @@ func (s *Server) generateOptions(req *GenerateRequest) (*genJob, *apiError) {
 	o.MaxNewTokens = min(o.MaxNewTokens, s.opts.MaxNewTokens)
 	if p.MaxNewTokens != nil {
 		if *p.MaxNewTokens < 1 {
-			return nil, valid("`max_new_tokens` must be strictly positive")
+			return nil, invalidParameters("`max_new_tokens` must be strictly positive")
 		}
 		if *p.MaxNewTokens > s.opts.MaxNewTokens {
 			return nil, errorf(http.StatusUnprocessableEntity, "Validation", "max_new_tokens",
@@ -137,29 +134,50 @@ func (s *Server) generateOptions(req *GenerateRequest) (*genJob, *apiError) {
 		}
 		o.MaxNewTokens = *p.MaxNewTokens
 	}
-	sample := p.DoSample
+	sample, e := samplingOptions(p, o)
+	if e != nil {
+		return nil, e
+	}
+	if e := s.beamOptions(p, sample, req.Stream, o); e != nil {
+		return nil, e
+	}
+	if job.prompt, e = s.generatePrompt(*req.Inputs, unilm, o); e != nil {
+		return nil, e
+	}
+	return job, nil
+}
+
+// invalidParameters is the 422 answer for a request's parameters.
+func invalidParameters(format string, args ...any) *apiError {
+	return errorf(http.StatusUnprocessableEntity, "Validation", "parameters", format, args...)
+}
+
+// samplingOptions checks the sampling parameters (temperature, top_k, top_p,
+// repetition_penalty, seed) into o and reports whether they ask for sampling.
+func samplingOptions(p *GenerateParameters, o *generate.Options) (sample bool, e *apiError) {
+	sample = p.DoSample
 	o.Temperature = 1
 	if p.Temperature != nil {
 		if !(*p.Temperature > 0) {
-			return nil, valid("`temperature` must be strictly positive")
+			return false, invalidParameters("`temperature` must be strictly positive")
 		}
 		o.Temperature, sample = *p.Temperature, sample || *p.Temperature != 1
 	}
 	if p.TopK != nil {
 		if *p.TopK <= 0 {
-			return nil, valid("`top_k` must be strictly positive")
+			return false, invalidParameters("`top_k` must be strictly positive")
 		}
 		o.TopK, sample = *p.TopK, true
 	}
 	if p.TopP != nil {
 		if !(*p.TopP > 0 && *p.TopP < 1) {
-			return nil, valid("`top_p` must be > 0.0 and < 1.0")
+			return false, invalidParameters("`top_p` must be > 0.0 and < 1.0")
 		}
 		o.TopP, sample = *p.TopP, true
 	}
 	if p.RepetitionPenalty != nil {
 		if !(*p.RepetitionPenalty > 0) {
-			return nil, valid("`repetition_penalty` must be strictly positive")
+			return false, invalidParameters("`repetition_penalty` must be strictly positive")
 		}
 		o.RepetitionPenalty = *p.RepetitionPenalty
 	}
@@ -170,24 +188,37 @@ func (s *Server) generateOptions(req *GenerateRequest) (*genJob, *apiError) {
 	if sample {
 		o.Strategy = generate.Sample
 	}
-	if p.NumBeams != nil && *p.NumBeams != 1 {
-		switch {
-		case *p.NumBeams < 1:
-			return nil, valid("`num_beams` must be at least 1")
-		case *p.NumBeams > s.opts.MaxBeams:
-			return nil, errorf(http.StatusUnprocessableEntity, "Validation", "num_beams",
-				"`num_beams` must be <= %d (the server's max beams). Given: %d", s.opts.MaxBeams, *p.NumBeams)
-		case *p.NumBeams > s.model.Config.VocabSize:
-			return nil, errorf(http.StatusUnprocessableEntity, "Validation", "num_beams",
-				"`num_beams` must be <= %d (the vocabulary's size). Given: %d", s.model.Config.VocabSize, *p.NumBeams)
-		case sample:
-			return nil, valid("`num_beams` > 1 is beam search, which does not sample: drop do_sample, temperature, top_k and top_p")
-		case req.Stream:
-			return nil, valid("`num_beams` > 1 cannot stream: a beam's tokens are final only at the end")
-		}
-		o.Strategy, o.NumBeams, o.LengthPenalty = generate.Beam, *p.NumBeams, 1
+	return sample, nil
+}
+
+// beamOptions checks num_beams against the server's limits and the other
+// parameters (beam search neither samples nor streams) into o.
+func (s *Server) beamOptions(p *GenerateParameters, sample, stream bool, o *generate.Options) *apiError {
+	if p.NumBeams == nil || *p.NumBeams == 1 {
+		return nil
 	}
-	enc, err := s.tok.Encode(*req.Inputs, tokenizer.EncodeOptions{NoSpecialTokens: !unilm, Truncation: tokenizer.TruncateNone})
+	switch {
+	case *p.NumBeams < 1:
+		return invalidParameters("`num_beams` must be at least 1")
+	case *p.NumBeams > s.opts.MaxBeams:
+		return errorf(http.StatusUnprocessableEntity, "Validation", "num_beams",
+			"`num_beams` must be <= %d (the server's max beams). Given: %d", s.opts.MaxBeams, *p.NumBeams)
+	case *p.NumBeams > s.model.Config.VocabSize:
+		return errorf(http.StatusUnprocessableEntity, "Validation", "num_beams",
+			"`num_beams` must be <= %d (the vocabulary's size). Given: %d", s.model.Config.VocabSize, *p.NumBeams)
+	case sample:
+		return invalidParameters("`num_beams` > 1 is beam search, which does not sample: drop do_sample, temperature, top_k and top_p")
+	case stream:
+		return invalidParameters("`num_beams` > 1 cannot stream: a beam's tokens are final only at the end")
+	}
+	o.Strategy, o.NumBeams, o.LengthPenalty = generate.Beam, *p.NumBeams, 1
+	return nil
+}
+
+// generatePrompt encodes the inputs and checks the generation's length, work
+// and memory against the server's limits.
+func (s *Server) generatePrompt(inputs string, unilm bool, o *generate.Options) ([]int32, *apiError) {
+	enc, err := s.tok.Encode(inputs, tokenizer.EncodeOptions{NoSpecialTokens: !unilm, Truncation: tokenizer.TruncateNone})
 	if err != nil {
 		return nil, errorf(http.StatusUnprocessableEntity, "Tokenizer", "inputs", "%v", err)
 	}
@@ -202,7 +233,7 @@ func (s *Server) generateOptions(req *GenerateRequest) (*genJob, *apiError) {
 	cost, err := s.model.GenerateCost(1, len(enc.IDs), *o)
 	switch {
 	case err != nil:
-		return nil, errorf(http.StatusUnprocessableEntity, "Validation", "parameters", "%v", err)
+		return nil, invalidParameters("%v", err)
 	case cost.Tokens > int64(s.opts.MaxBatchTokens):
 		return nil, errorf(http.StatusUnprocessableEntity, "Validation", "num_beams",
 			"`num_beams` × (`inputs` tokens + `max_new_tokens`) must be <= %d (the server's max batch tokens). Given: %d × (%d + %d) = %d",
@@ -216,8 +247,7 @@ func (s *Server) generateOptions(req *GenerateRequest) (*genJob, *apiError) {
 			"this generation would take about %d MiB (%d beams × %d tokens of cache, %d × %d vocabulary scores); the limit is %d MiB (the server's max generate bytes): ask for fewer `num_beams` or `max_new_tokens`",
 			cost.Bytes>>20, cost.Rows, len(enc.IDs)+o.MaxNewTokens, cost.Rows, s.model.Config.VocabSize, s.opts.MaxGenerateBytes>>20)
 	}
-	job.prompt = int32s(enc.IDs)
-	return job, nil
+	return int32s(enc.IDs), nil
 }
 
 // newText decodes the generated ids, without the EOS and special tokens.
