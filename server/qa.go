@@ -79,71 +79,19 @@ func (s *Server) serveQuestionAnswering(w http.ResponseWriter, r *http.Request) 
 	if e := s.decodeCompat(w, r, &raw); e != nil {
 		return e
 	}
-	var reqs []QuestionAnsweringRequest
-	list := false
-	if t := bytes.TrimSpace(raw); len(t) > 0 && t[0] == '[' {
-		list = true
-		if err := json.Unmarshal(t, &reqs); err != nil {
-			return errorf(http.StatusUnprocessableEntity, "Validation", "", "%v", err)
-		}
-		if len(reqs) == 0 {
-			return errorf(http.StatusBadRequest, "Empty", "", "batch is empty")
-		}
-	} else {
-		var one QuestionAnsweringRequest
-		if err := json.Unmarshal(t, &one); err != nil {
-			return errorf(http.StatusUnprocessableEntity, "Validation", "", "%v", err)
-		}
-		reqs = []QuestionAnsweringRequest{one}
+	reqs, list, e := decodeQuestions(raw)
+	if e != nil {
+		return e
 	}
 	if len(reqs) > s.opts.MaxInputs {
 		return errorf(http.StatusRequestEntityTooLarge, "Validation", "", "batch size %d > maximum allowed batch size %d", len(reqs), s.opts.MaxInputs)
 	}
-	opts := make([]pipeline.QuestionAnsweringOptions, len(reqs))
-	for i, q := range reqs {
-		switch {
-		case q.Question == "":
-			return errorf(http.StatusUnprocessableEntity, "Validation", "question", "input %d: question cannot be empty", i)
-		case q.Context == "":
-			return errorf(http.StatusUnprocessableEntity, "Validation", "context", "input %d: context cannot be empty", i)
-		case q.MaxSeqLen > s.opts.MaxLength:
-			return errorf(http.StatusRequestEntityTooLarge, "Validation", "max_seq_len", "input %d: max_seq_len %d > the limit %d (max_input_length)", i, q.MaxSeqLen, s.opts.MaxLength)
-		case q.MaxSeqLen < 0 || q.TopK < 0 || q.MaxAnswerLen < 0 || q.MaxQuestionLen < 0 || (q.DocStride != nil && *q.DocStride < 0):
-			return errorf(http.StatusUnprocessableEntity, "Validation", "", "input %d: top_k, max_answer_len, max_seq_len, max_question_len and doc_stride must not be negative", i)
-		case q.TopK > s.opts.MaxTopK:
-			return errorf(http.StatusUnprocessableEntity, "Validation", "top_k", "input %d: top_k %d > the limit %d", i, q.TopK, s.opts.MaxTopK)
-		}
-		o := pipeline.QuestionAnsweringOptions{TopK: q.TopK, MaxAnswerLen: q.MaxAnswerLen, MaxSeqLen: q.MaxSeqLen,
-			MaxQuestionLen: q.MaxQuestionLen, HandleImpossibleAnswer: q.HandleImpossibleAnswer}
-		if o.MaxSeqLen == 0 {
-			o.MaxSeqLen = min(384, s.opts.MaxLength)
-			if n := s.tok.Config().ModelMaxLength; n > 0 {
-				o.MaxSeqLen = min(o.MaxSeqLen, n)
-			}
-		}
-		if q.DocStride != nil {
-			o.DocStride = *q.DocStride
-			if o.DocStride == 0 {
-				o.DocStride = -1 // HF's doc_stride=0
-			}
-		}
-		opts[i] = o
+	opts, e := s.qaOptions(reqs)
+	if e != nil {
+		return e
 	}
-	// The windows' tokens, all questions together, are bounded as the
-	// tokens of the largest request of the other routes (MaxInputs inputs
-	// of MaxLength): a doc_stride just under a window's room would make
-	// one window per context token.
-	tokens := 0
-	for i, q := range reqs {
-		n, err := s.qaWindows(q, opts[i])
-		if err != nil {
-			return errorf(http.StatusUnprocessableEntity, "Tokenizer", "", "input %d: %v", i, err)
-		}
-		if tokens += n * opts[i].MaxSeqLen; tokens > s.maxAnswerTokens() {
-			return errorf(http.StatusRequestEntityTooLarge, "Validation", "doc_stride",
-				"input %d: %d windows of up to %d tokens; with the inputs before it, %d tokens; the limit is %d tokens a request (max_client_batch_size %d × max_input_length %d): use a smaller doc_stride or a shorter context",
-				i, n, opts[i].MaxSeqLen, tokens, s.maxAnswerTokens(), s.opts.MaxInputs, s.opts.MaxLength)
-		}
+	if e := s.checkQAWindows(reqs, opts); e != nil {
+		return e
 	}
 	out := make([][]pipeline.QAAnswer, len(reqs))
 	for i, q := range reqs {
@@ -183,5 +131,80 @@ func (s *Server) serveQuestionAnswering(w http.ResponseWriter, r *http.Request) 
 		all[i] = answer(i)
 	}
 	writeJSON(w, http.StatusOK, all)
+	return nil
+}
+
+// decodeQuestions reads one request or a list of them; list tells which.
+func decodeQuestions(raw json.RawMessage) (reqs []QuestionAnsweringRequest, list bool, e *apiError) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || t[0] != '[' {
+		var one QuestionAnsweringRequest
+		if err := json.Unmarshal(t, &one); err != nil {
+			return nil, false, errorf(http.StatusUnprocessableEntity, "Validation", "", "%v", err)
+		}
+		return []QuestionAnsweringRequest{one}, false, nil
+	}
+	if err := json.Unmarshal(t, &reqs); err != nil {
+		return nil, true, errorf(http.StatusUnprocessableEntity, "Validation", "", "%v", err)
+	}
+	if len(reqs) == 0 {
+		return nil, true, errorf(http.StatusBadRequest, "Empty", "", "batch is empty")
+	}
+	return reqs, true, nil
+}
+
+// qaOptions checks each request's fields against the server's limits and
+// turns them into the pipeline's options, with the defaults filled in.
+func (s *Server) qaOptions(reqs []QuestionAnsweringRequest) ([]pipeline.QuestionAnsweringOptions, *apiError) {
+	opts := make([]pipeline.QuestionAnsweringOptions, len(reqs))
+	for i, q := range reqs {
+		switch {
+		case q.Question == "":
+			return nil, errorf(http.StatusUnprocessableEntity, "Validation", "question", "input %d: question cannot be empty", i)
+		case q.Context == "":
+			return nil, errorf(http.StatusUnprocessableEntity, "Validation", "context", "input %d: context cannot be empty", i)
+		case q.MaxSeqLen > s.opts.MaxLength:
+			return nil, errorf(http.StatusRequestEntityTooLarge, "Validation", "max_seq_len", "input %d: max_seq_len %d > the limit %d (max_input_length)", i, q.MaxSeqLen, s.opts.MaxLength)
+		case q.MaxSeqLen < 0 || q.TopK < 0 || q.MaxAnswerLen < 0 || q.MaxQuestionLen < 0 || (q.DocStride != nil && *q.DocStride < 0):
+			return nil, errorf(http.StatusUnprocessableEntity, "Validation", "", "input %d: top_k, max_answer_len, max_seq_len, max_question_len and doc_stride must not be negative", i)
+		case q.TopK > s.opts.MaxTopK:
+			return nil, errorf(http.StatusUnprocessableEntity, "Validation", "top_k", "input %d: top_k %d > the limit %d", i, q.TopK, s.opts.MaxTopK)
+		}
+		o := pipeline.QuestionAnsweringOptions{TopK: q.TopK, MaxAnswerLen: q.MaxAnswerLen, MaxSeqLen: q.MaxSeqLen,
+			MaxQuestionLen: q.MaxQuestionLen, HandleImpossibleAnswer: q.HandleImpossibleAnswer}
+		if o.MaxSeqLen == 0 {
+			o.MaxSeqLen = min(384, s.opts.MaxLength)
+			if n := s.tok.Config().ModelMaxLength; n > 0 {
+				o.MaxSeqLen = min(o.MaxSeqLen, n)
+			}
+		}
+		if q.DocStride != nil {
+			o.DocStride = *q.DocStride
+			if o.DocStride == 0 {
+				o.DocStride = -1 // HF's doc_stride=0
+			}
+		}
+		opts[i] = o
+	}
+	return opts, nil
+}
+
+// checkQAWindows bounds the windows' tokens, all questions together, as the
+// tokens of the largest request of the other routes (MaxInputs inputs of
+// MaxLength): a doc_stride just under a window's room would make one window
+// per context token.
+func (s *Server) checkQAWindows(reqs []QuestionAnsweringRequest, opts []pipeline.QuestionAnsweringOptions) *apiError {
+	tokens := 0
+	for i, q := range reqs {
+		n, err := s.qaWindows(q, opts[i])
+		if err != nil {
+			return errorf(http.StatusUnprocessableEntity, "Tokenizer", "", "input %d: %v", i, err)
+		}
+		if tokens += n * opts[i].MaxSeqLen; tokens > s.maxAnswerTokens() {
+			return errorf(http.StatusRequestEntityTooLarge, "Validation", "doc_stride",
+				"input %d: %d windows of up to %d tokens; with the inputs before it, %d tokens; the limit is %d tokens a request (max_client_batch_size %d × max_input_length %d): use a smaller doc_stride or a shorter context",
+				i, n, opts[i].MaxSeqLen, tokens, s.maxAnswerTokens(), s.opts.MaxInputs, s.opts.MaxLength)
+		}
+	}
 	return nil
 }
