@@ -8,8 +8,11 @@ import (
 // OpenOptions say how Open reads a model folder.
 type OpenOptions struct {
 	// Head is the head to build; "" is the one config.json's architectures
-	// name (roformer.HeadForConfig).
+	// name (roformer.HeadForConfig), or HeadFor's choice.
 	Head roformer.Head
+	// HeadFor, when not nil, chooses the head "" from the configuration
+	// (roformer.LoadOptions.HeadFor).
+	HeadFor func(*roformer.Config) roformer.Head
 	// Precision of the linear layers' products ("" is fp32); see
 	// roformer.Model.SetPrecision.
 	Precision roformer.Precision
@@ -35,17 +38,26 @@ type Model struct {
 // files at the top of dir or in dir/tokenizer).
 //
 // The errors are roformer.Load's (a folder without the head's weights wraps
-// roformer.ErrHeadMissing) and tokenizer.Load's.
+// roformer.ErrHeadMissing) and tokenizer.Load's, as a *TokenizerError.
 func Open(dir string, opts OpenOptions) (*Model, error) {
-	l, err := roformer.Load(dir, opts.Head, roformer.LoadOptions{Precision: opts.Precision})
+	l, err := roformer.Load(dir, opts.Head, roformer.LoadOptions{Precision: opts.Precision, HeadFor: opts.HeadFor})
 	if err != nil {
 		return nil, err
 	}
 	m := &Model{Loaded: l}
 	if !opts.NoTokenizer {
 		if m.Tokenizer, err = tokenizer.Load(dir); err != nil {
-			return nil, err
+			return nil, &TokenizerError{Err: err}
 		}
 	}
 	return m, nil
 }
+
+// TokenizerError is Open's error when the model loaded but the folder's
+// tokenizer did not: tokenizer.Load's error, with the same text.
+type TokenizerError struct{ Err error }
+
+func (e *TokenizerError) Error() string { return e.Err.Error() }
+
+// Unwrap returns tokenizer.Load's error.
+func (e *TokenizerError) Unwrap() error { return e.Err }

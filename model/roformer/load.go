@@ -35,6 +35,10 @@ type LoadOptions struct {
 	// Precision of the inference products ("" is fp32); see SetPrecision.
 	// A precision this machine cannot run is an error.
 	Precision Precision
+	// HeadFor, when not nil, chooses the head for Load's head "" from the
+	// configuration (after ConfigOverride) instead of HeadForConfig: e.g. a
+	// generator takes the config's LM head, else causal-LM.
+	HeadFor func(*Config) Head
 }
 
 // Loaded is a model read from a folder, with what the loader saw.
@@ -50,7 +54,7 @@ type Loaded struct {
 // Load reads a Hugging Face model folder (config.json plus model.safetensors,
 // model.safetensors.index.json, pytorch_model.bin or pytorch_model.bin.index.json)
 // and returns the model with the given head; head "" is the one config.json's
-// architectures name (HeadForConfig). A checkpoint without the head's
+// architectures name (HeadForConfig, or opts.HeadFor). A checkpoint without the head's
 // weights is an error wrapping ErrHeadMissing, unless
 // opts.Bind.AllowMissingHead or opts.NewHead is set (they are then
 // initialised as HF does).
@@ -75,7 +79,10 @@ func Load(dir string, head Head, opts LoadOptions) (*Loaded, error) {
 			return nil, fmt.Errorf("roformer: %s after overrides: %w", cfgPath, err)
 		}
 	}
-	if head == "" {
+	switch {
+	case head == "" && opts.HeadFor != nil:
+		head = opts.HeadFor(&cfg)
+	case head == "":
 		head = HeadForConfig(&cfg)
 	}
 	if _, err := ParseHead(string(head)); err != nil {
