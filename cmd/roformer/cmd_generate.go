@@ -4,17 +4,18 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
-	"github.com/roformer-go/roformer/kernels"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/roformer-go/roformer/generate"
+	"github.com/roformer-go/roformer/kernels"
 	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/pipeline"
 	"github.com/roformer-go/roformer/tokenizer"
 )
 
@@ -65,73 +66,26 @@ func checkGenFlags(o *generateOptions) error {
 }
 
 func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("generate", "--model DIR (--input IN.json | --text \"...\") --max-new-tokens N [--strategy greedy|sample|beam] [--unilm] [--output OUT.json]", stderr)
-	var o generateOptions
-	fs.StringVar(&o.model, "model", "", "model folder: config.json and weights with an LM head (causal-LM, or masked-LM used causally) (required)")
-	fs.StringVar(&o.input, "input", "", `JSON file {"input_ids": [[...], ...]}: one prompt per row, rows may differ in length (left-padded); - for stdin`)
-	fs.StringVar(&o.text, "text", "", "a text to continue, through the folder's tokenizer (instead of --input); prints the decoded continuation")
-	fs.StringVar(&o.output, "output", "", `write {"sequences": [[prompt + new ids], ...]} here (default: stdout, unless --text)`)
-	fs.StringVar(&o.strategy, "strategy", "greedy", "greedy, sample or beam")
-	fs.BoolVar(&o.unilm, "unilm", false, "RoFormer-Sim's UniLM decoding: the prompt bidirectional (type 0), new tokens type 1")
-	fs.IntVar(&o.numBeams, "num-beams", 1, "beam search: beams per prompt (≥ 1)")
-	fs.Float64Var(&o.lengthPenalty, "length-penalty", 1, "beam search: a hypothesis scores sum(log p) / length^P")
-	fs.StringVar(&o.earlyStopping, "early-stopping", "false", "beam search: false (HF's heuristic), true or never")
-	fs.IntVar(&o.eos, "eos", -1, "end a row at this id (-1: no EOS)")
-	fs.BoolVar(&o.quiet, "quiet", false, "do not print the BLAS line on stderr")
-	genFlags(fs, &o, 0, 1)
-	th := threadsFlag(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if o.model == "" {
-		return usagef("--model is required")
-	}
-	if (o.input == "") == (o.text == "") {
-		return usagef("give exactly one of --input and --text")
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments %q", fs.Args())
-	}
-	if err := checkGenFlags(&o); err != nil {
-		return err
-	}
-	switch o.strategy {
-	case generate.Greedy, generate.Sample, generate.Beam:
-	default:
-		return usagef("--strategy %q is not greedy, sample or beam", o.strategy)
-	}
-	if o.numBeams < 1 {
-		return usagef("--num-beams %d must be at least 1", o.numBeams)
-	}
-	if o.numBeams > 1 && o.strategy != generate.Beam {
-		return usagef("--num-beams %d needs --strategy beam", o.numBeams)
-	}
-	if o.eos < -1 {
-		return usagef("--eos %d must be an id or -1", o.eos)
-	}
-	early, err := parseEarlyStopping(o.earlyStopping)
+	o, early, th, err := parseGenerate(args, stderr)
 	if err != nil {
 		return err
 	}
-	if err := setupCompute(*th, stderr, o.quiet); err != nil {
+	if err := setupCompute(th, stderr, o.quiet); err != nil {
 		return err
 	}
-	if err := resolveModel(&o.model); err != nil {
-		return err
+	m, err := openGenerator(&o.model, o.text != "", stderr, o.quiet)
+	var tokErr *pipeline.TokenizerError
+	if errors.As(err, &tokErr) {
+		return fmt.Errorf("--text needs the folder's tokenizer: %w", tokErr.Err)
 	}
-	m, err := loadGenerator(o.model, stderr, o.quiet)
 	if err != nil {
 		return err
 	}
 	var prompts [][]int32
-	var tok *tokenizer.Tokenizer
 	if o.text != "" {
-		if tok, err = tokenizer.Load(o.model); err != nil {
-			return fmt.Errorf("--text needs the folder's tokenizer: %w", err)
-		}
 		// HF's text-generation pipeline adds no special tokens; RoFormer-Sim
 		// encodes [CLS] text [SEP] and continues after it.
-		enc, err := tok.Encode(o.text, tokenizer.EncodeOptions{NoSpecialTokens: !o.unilm})
+		enc, err := m.Tokenizer.Encode(o.text, tokenizer.EncodeOptions{NoSpecialTokens: !o.unilm})
 		if err != nil {
 			return err
 		}
@@ -143,6 +97,70 @@ func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
+	return writeGenerated(o, m.Tokenizer, prompts, gen, stdout)
+}
+
+// parseGenerate parses and checks generate's flags (usage errors, exit 2);
+// it returns them with --early-stopping parsed and --threads.
+func parseGenerate(args []string, stderr io.Writer) (o *generateOptions, early generate.EarlyStopping, threads int, err error) {
+	fs := newFlags("generate", "--model DIR (--input IN.json | --text \"...\") --max-new-tokens N [--strategy greedy|sample|beam] [--unilm] [--output OUT.json]", stderr)
+	o = &generateOptions{}
+	fs.StringVar(&o.model, "model", "", "model folder: config.json and weights with an LM head (causal-LM, or masked-LM used causally) (required)")
+	fs.StringVar(&o.input, "input", "", `JSON file {"input_ids": [[...], ...]}: one prompt per row, rows may differ in length (left-padded); - for stdin`)
+	fs.StringVar(&o.text, "text", "", "a text to continue, through the folder's tokenizer (instead of --input); prints the decoded continuation")
+	fs.StringVar(&o.output, "output", "", `write {"sequences": [[prompt + new ids], ...]} here (default: stdout, unless --text)`)
+	fs.StringVar(&o.strategy, "strategy", "greedy", "greedy, sample or beam")
+	fs.BoolVar(&o.unilm, "unilm", false, "RoFormer-Sim's UniLM decoding: the prompt bidirectional (type 0), new tokens type 1")
+	fs.IntVar(&o.numBeams, "num-beams", 1, "beam search: beams per prompt (≥ 1)")
+	fs.Float64Var(&o.lengthPenalty, "length-penalty", 1, "beam search: a hypothesis scores sum(log p) / length^P")
+	fs.StringVar(&o.earlyStopping, "early-stopping", "false", "beam search: false (HF's heuristic), true or never")
+	fs.IntVar(&o.eos, "eos", -1, "end a row at this id (-1: no EOS)")
+	fs.BoolVar(&o.quiet, "quiet", false, "do not print the BLAS line on stderr")
+	genFlags(fs, o, 0, 1)
+	th := threadsFlag(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return nil, 0, 0, err
+	}
+	switch {
+	case o.model == "":
+		err = usagef("--model is required")
+	case (o.input == "") == (o.text == ""):
+		err = usagef("give exactly one of --input and --text")
+	case fs.NArg() > 0:
+		err = usagef("unexpected arguments %q", fs.Args())
+	default:
+		err = checkGenFlags(o)
+	}
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	switch o.strategy {
+	case generate.Greedy, generate.Sample, generate.Beam:
+	default:
+		return nil, 0, 0, usagef("--strategy %q is not greedy, sample or beam", o.strategy)
+	}
+	switch {
+	case o.numBeams < 1:
+		err = usagef("--num-beams %d must be at least 1", o.numBeams)
+	case o.numBeams > 1 && o.strategy != generate.Beam:
+		err = usagef("--num-beams %d needs --strategy beam", o.numBeams)
+	case o.eos < -1:
+		err = usagef("--eos %d must be an id or -1", o.eos)
+	}
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	early, err = parseEarlyStopping(o.earlyStopping)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	return o, early, *th, nil
+}
+
+// writeGenerated writes the sequences as JSON to --output, and to stdout
+// unless --output is given or --text is: then stdout gets each row's
+// decoded continuation.
+func writeGenerated(o *generateOptions, tok *tokenizer.Tokenizer, prompts [][]int32, gen *generate.Result, stdout io.Writer) error {
 	write := func(w io.Writer) error {
 		b, err := json.Marshal(map[string]any{"sequences": gen.Sequences})
 		if err != nil {
@@ -199,22 +217,24 @@ func parseEarlyStopping(s string) (generate.EarlyStopping, error) {
 	return 0, usagef("--early-stopping %q is not false, true or never", s)
 }
 
-// loadGenerator loads a folder with an LM head: the one its config's
-// architectures name when that is causal-LM or masked-LM (a masked-LM
-// model then decodes causally all the same), causal-LM otherwise.
-func loadGenerator(dir string, stderr io.Writer, quiet bool) (*roformer.Loaded, error) {
-	cfg, err := roformer.LoadConfig(filepath.Join(dir, "config.json"))
-	if err != nil {
-		return nil, err
+// openGenerator resolves the --model value and opens the folder with an LM
+// head: the one its config's architectures name when that is causal-LM or
+// masked-LM (a masked-LM model then decodes causally all the same),
+// causal-LM otherwise; the folder's tokenizer too when withTokenizer.
+func openGenerator(model *string, withTokenizer bool, stderr io.Writer, quiet bool) (*pipeline.Model, error) {
+	lmHead := func(cfg *roformer.Config) roformer.Head {
+		switch head := roformer.HeadForConfig(cfg); head {
+		case roformer.HeadMaskedLM:
+			if !quiet {
+				fmt.Fprintf(stderr, "roformer: %s is a masked-LM model; generating with its MLM head\n", *model)
+			}
+			return head
+		case roformer.HeadCausalLM:
+			return head
+		}
+		return roformer.HeadCausalLM
 	}
-	head := roformer.HeadForConfig(&cfg)
-	if head != roformer.HeadMaskedLM && head != roformer.HeadCausalLM {
-		head = roformer.HeadCausalLM
-	}
-	if head == roformer.HeadMaskedLM && !quiet {
-		fmt.Fprintf(stderr, "roformer: %s is a masked-LM model; generating with its MLM head\n", dir)
-	}
-	return roformer.Load(dir, head, roformer.LoadOptions{})
+	return openModel(model, "", pipeline.OpenOptions{HeadFor: lmHead, NoTokenizer: !withTokenizer})
 }
 
 // readPrompts reads IN.json's input_ids: rows of ids, lengths may differ.
@@ -291,10 +311,7 @@ func cmdSimilar(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := setupCompute(*th, stderr, true); err != nil {
 		return err
 	}
-	if err := resolveModel(&o.model); err != nil {
-		return err
-	}
-	gen, err := loadGenerator(o.model, stderr, true)
+	gen, err := openGenerator(&o.model, false, stderr, true)
 	if err != nil {
 		return err
 	}
@@ -305,7 +322,7 @@ func cmdSimilar(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("similar needs the folder's tokenizer: %w", err)
 	}
-	res, err := similar(ctx, gen, tok, o, n)
+	res, err := similar(ctx, gen.Loaded, tok, o, n)
 	if err != nil {
 		return err
 	}
