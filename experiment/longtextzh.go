@@ -267,23 +267,64 @@ func LongTextZh(ctx context.Context, opts LongTextZhOptions) (*ZhResult, error) 
 			return nil, fmt.Errorf("experiment: long-text-zh: %s: maximum length %d and %d windows a step; need at least 3 and 1", a.Name, a.MaxLen, a.Batch)
 		}
 	}
+	d, res, err := zhData(ctx, &opts)
+	if err != nil {
+		return nil, err
+	}
+	// One pretraining per encoding.
+	pre := map[roformer.PositionEncoding]*roformer.Model{}
+	for _, a := range opts.Arms {
+		if pre[a.Encoding] != nil {
+			continue
+		}
+		p, pm, err := zhPretrain(ctx, opts, d, a.Encoding)
+		if err != nil {
+			return nil, fmt.Errorf("experiment: long-text-zh: pretraining %s: %w", a.Encoding, err)
+		}
+		pre[a.Encoding] = pm
+		res.Pretrain = append(res.Pretrain, *p)
+	}
+	for _, seed := range opts.Seeds {
+		for _, a := range opts.Arms {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			run, err := zhFinetune(ctx, opts, d, a, pre[a.Encoding], seed)
+			if err != nil {
+				return nil, fmt.Errorf("experiment: long-text-zh %s seed %d: %w", a.Name, seed, err)
+			}
+			res.Runs = append(res.Runs, *run)
+		}
+	}
+	opts.Corpus = nil
+	res.Options = opts
+	res.WallSeconds = time.Since(start).Seconds()
+	summarizeZh(res)
+	return res, writeLongTextZh(opts.Out, res)
+}
+
+// zhData reads the documents (opts.Corpus, else the poetry corpus, whose
+// labels it sets in opts), splits them by author, trains the vocabulary on
+// the training split and tokenizes every split. The result holds the
+// corpus's statistics, which it also reports on opts.Progress.
+func zhData(ctx context.Context, opts *LongTextZhOptions) (*ltData, *ZhResult, error) {
 	docs, source := opts.Corpus, "test documents"
 	if docs == nil {
 		var err error
 		if docs, source, err = poetryDocs(ctx, opts.Cache, opts.Docs, opts.Progress); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		opts.Labels = PoetryLabels
 	}
 	if len(opts.Labels) < 2 {
-		return nil, fmt.Errorf("experiment: long-text-zh: %d labels; need at least 2", len(opts.Labels))
+		return nil, nil, fmt.Errorf("experiment: long-text-zh: %d labels; need at least 2", len(opts.Labels))
 	}
 	if !(opts.TrainShare > 0 && opts.ValShare >= 0 && opts.TrainShare+opts.ValShare < 1) {
-		return nil, fmt.Errorf("experiment: long-text-zh: train share %g and validation share %g of the authors leave no test set", opts.TrainShare, opts.ValShare)
+		return nil, nil, fmt.Errorf("experiment: long-text-zh: train share %g and validation share %g of the authors leave no test set", opts.TrainShare, opts.ValShare)
 	}
 	trainD, valD, testD := splitByGroup(docs, len(opts.Labels), opts.TrainShare, opts.ValShare)
 	if len(trainD) == 0 || len(testD) == 0 || (opts.ValShare > 0 && len(valD) == 0) {
-		return nil, fmt.Errorf("experiment: long-text-zh: split of %d documents by author gives %d/%d/%d", len(docs), len(trainD), len(valD), len(testD))
+		return nil, nil, fmt.Errorf("experiment: long-text-zh: split of %d documents by author gives %d/%d/%d", len(docs), len(trainD), len(valD), len(testD))
 	}
 	vocab, err := tokenizer.TrainChineseWords(func(yield func(string) bool) {
 		for _, d := range trainD {
@@ -293,11 +334,11 @@ func LongTextZh(ctx context.Context, opts LongTextZhOptions) (*ZhResult, error) 
 		}
 	}, tokenizer.ChineseVocabOptions{VocabSize: opts.VocabSize, MinCharFrequency: opts.MinCharFrequency, Workers: max(opts.Threads, 1)})
 	if err != nil {
-		return nil, fmt.Errorf("experiment: long-text-zh: vocabulary: %w", err)
+		return nil, nil, fmt.Errorf("experiment: long-text-zh: vocabulary: %w", err)
 	}
 	tok, err := tokenizer.New(vocab, tokenizer.DefaultConfig(tokenizer.RoFormer))
 	if err != nil {
-		return nil, fmt.Errorf("experiment: long-text-zh: %w", err)
+		return nil, nil, fmt.Errorf("experiment: long-text-zh: %w", err)
 	}
 	res := &ZhResult{Source: source, Documents: len(docs), Vocab: tok.VocabSize()}
 	var words, unks, all int
@@ -317,12 +358,23 @@ func LongTextZh(ctx context.Context, opts LongTextZhOptions) (*ZhResult, error) 
 		}
 		return out
 	}
-	d := ltData{tok: tok, train: enc(trainD), val: enc(valD), test: enc(testD),
+	d := &ltData{tok: tok, train: enc(trainD), val: enc(valD), test: enc(testD),
 		trainY: labelsOf(trainD), valY: labelsOf(valD), testY: labelsOf(testD)}
 	res.WordShare, res.UnkShare = float64(words)/float64(all), float64(unks)/float64(all)
+	zhCorpusStats(res, d, [3][]LabelledDoc{trainD, valD, testD}, len(opts.Labels))
+	say(opts.Progress, "long-text-zh: %s; %d documents; %v/%v/%v train/validation/test by label, %d/%d/%d authors; %d–%d characters, %d–%d tokens (medians %d, %d); vocabulary %d (%.1f%% of tokens are words, %.2f%% [UNK])",
+		source, len(docs), res.Split[0], res.Split[1], res.Split[2], res.Authors[0], res.Authors[1], res.Authors[2],
+		res.DocChars[0], res.DocChars[2], res.DocTokens[0], res.DocTokens[2], res.DocChars[1], res.DocTokens[1], res.Vocab, 100*res.WordShare, 100*res.UnkShare)
+	return d, res, nil
+}
+
+// zhCorpusStats records the splits' documents by label and authors, the
+// documents' lengths in characters and tokens (min, median, max), the test
+// split's majority rate and its documents, authors and labels.
+func zhCorpusStats(res *ZhResult, d *ltData, sets [3][]LabelledDoc, nLabels int) {
 	var chars, toks []int
-	for i, set := range [][]LabelledDoc{trainD, valD, testD} {
-		res.Split[i] = make([]int, len(opts.Labels))
+	for i, set := range sets {
+		res.Split[i] = make([]int, nLabels)
 		authors := map[string]bool{}
 		for _, doc := range set {
 			res.Split[i][doc.Label]++
@@ -340,45 +392,12 @@ func LongTextZh(ctx context.Context, opts LongTextZhOptions) (*ZhResult, error) 
 	sort.Ints(toks)
 	res.DocChars = [3]int{chars[0], chars[len(chars)/2], chars[len(chars)-1]}
 	res.DocTokens = [3]int{toks[0], toks[len(toks)/2], toks[len(toks)-1]}
+	testD := sets[2]
 	res.Majority = float64(slices.Max(res.Split[2])) / float64(len(testD))
 	for _, doc := range testD {
 		res.Test, res.TestGroups = append(res.Test, doc.Name), append(res.TestGroups, doc.Group)
 	}
 	res.TestLabels = d.testY
-	say(opts.Progress, "long-text-zh: %s; %d documents; %v/%v/%v train/validation/test by label, %d/%d/%d authors; %d–%d characters, %d–%d tokens (medians %d, %d); vocabulary %d (%.1f%% of tokens are words, %.2f%% [UNK])",
-		source, len(docs), res.Split[0], res.Split[1], res.Split[2], res.Authors[0], res.Authors[1], res.Authors[2],
-		res.DocChars[0], res.DocChars[2], res.DocTokens[0], res.DocTokens[2], res.DocChars[1], res.DocTokens[1], res.Vocab, 100*res.WordShare, 100*res.UnkShare)
-
-	// One pretraining per encoding.
-	pre := map[roformer.PositionEncoding]*roformer.Model{}
-	for _, a := range opts.Arms {
-		if pre[a.Encoding] != nil {
-			continue
-		}
-		p, pm, err := zhPretrain(ctx, opts, &d, a.Encoding)
-		if err != nil {
-			return nil, fmt.Errorf("experiment: long-text-zh: pretraining %s: %w", a.Encoding, err)
-		}
-		pre[a.Encoding] = pm
-		res.Pretrain = append(res.Pretrain, *p)
-	}
-	for _, seed := range opts.Seeds {
-		for _, a := range opts.Arms {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			run, err := zhFinetune(ctx, opts, &d, a, pre[a.Encoding], seed)
-			if err != nil {
-				return nil, fmt.Errorf("experiment: long-text-zh %s seed %d: %w", a.Name, seed, err)
-			}
-			res.Runs = append(res.Runs, *run)
-		}
-	}
-	opts.Corpus = nil
-	res.Options = opts
-	res.WallSeconds = time.Since(start).Seconds()
-	summarizeZh(res)
-	return res, writeLongTextZh(opts.Out, res)
 }
 
 // zhConfig is the model of an encoding: the rotary one takes any of the
@@ -501,8 +520,7 @@ func zhFinetune(ctx context.Context, o LongTextZhOptions, d *ltData, a ZhArm, pm
 		return nil, err
 	}
 	B, L := a.Batch, a.MaxLen
-	ids, mask := make([]int32, B*L), make([]int32, B*L)
-	batch := &roformer.Batch{InputIDs: ids, AttentionMask: mask, B: B, T: L}
+	batch := &roformer.Batch{InputIDs: make([]int32, B*L), AttentionMask: make([]int32, B*L), B: B, T: L}
 	if err := batch.Validate(&m.Config); err != nil {
 		run.Skipped = err.Error()
 		say(o.Progress, "long-text-zh: %s: impossible: %v", a.Name, err)
@@ -518,6 +536,23 @@ func zhFinetune(ctx context.Context, o LongTextZhOptions, d *ltData, a ZhArm, pm
 	}
 	run.Tokens = o.Finetune.Steps * B * L
 	say(o.Progress, "long-text-zh: %s seed %d: %d steps of %d × %d tokens", a.Name, seed, o.Finetune.Steps, B, L)
+	trainLoss, secs, err := zhTrainClassifier(ctx, o, d, a, m, st, batch, seed)
+	if err != nil {
+		return nil, err
+	}
+	run.TrainLoss, run.Seconds = Number(trainLoss), secs
+	if err := zhScore(ctx, o, d, m, run); err != nil {
+		return nil, err
+	}
+	return run, nil
+}
+
+// zhTrainClassifier runs the fine-tuning steps of arm a on batch and
+// returns the mean training loss of the last tenth of them and the seconds
+// the steps took.
+func zhTrainClassifier(ctx context.Context, o LongTextZhOptions, d *ltData, a ZhArm, m *roformer.Model, st *stepper, batch *roformer.Batch, seed uint64) (float64, float64, error) {
+	B, L := batch.B, batch.T
+	ids, mask := batch.InputIDs, batch.AttentionMask
 	s := m.NewState(B, L, true)
 	labels := &roformer.Labels{IDs: make([]int32, B*L)}
 	// The documents and windows come from a stream of the seed alone, drawn
@@ -532,7 +567,7 @@ func zhFinetune(ctx context.Context, o LongTextZhOptions, d *ltData, a ZhArm, pm
 	}
 	for l, idx := range byLabel {
 		if len(idx) == 0 {
-			return nil, fmt.Errorf("no training document of label %d (%s)", l, o.Labels[l])
+			return 0, 0, fmt.Errorf("no training document of label %d (%s)", l, o.Labels[l])
 		}
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x7a6866696e65))
@@ -540,7 +575,7 @@ func zhFinetune(ctx context.Context, o LongTextZhOptions, d *ltData, a ZhArm, pm
 	sum, cnt, tail := 0.0, 0, max(1, o.Finetune.Steps/10)
 	for step := 0; step < o.Finetune.Steps; step++ {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return 0, 0, err
 		}
 		for r := 0; r < B; r++ {
 			pool := byLabel[r%len(byLabel)]
@@ -567,7 +602,7 @@ func zhFinetune(ctx context.Context, o LongTextZhOptions, d *ltData, a ZhArm, pm
 			return r.Loss, nil
 		})
 		if err != nil {
-			return nil, err
+			return 0, 0, err
 		}
 		if step >= o.Finetune.Steps-tail {
 			sum += loss
@@ -577,17 +612,24 @@ func zhFinetune(ctx context.Context, o LongTextZhOptions, d *ltData, a ZhArm, pm
 			say(o.Progress, "long-text-zh: %s seed %d step %d: loss %.3f", a.Name, seed, step+1, loss)
 		}
 	}
-	run.Seconds = time.Since(t0).Seconds()
-	run.TrainLoss = Number(sum / float64(cnt))
+	return sum / float64(cnt), time.Since(t0).Seconds(), nil
+}
+
+// zhScore scores the fine-tuned model m of run on the validation split
+// (window accuracy) and the test split (document predictions, their
+// accuracy with its Wilson interval, loss and coverage).
+func zhScore(ctx context.Context, o LongTextZhOptions, d *ltData, m *roformer.Model, run *ZhRun) error {
+	B, L := run.Batch, run.MaxLen
 	val := math.NaN()
 	if len(d.val) > 0 {
+		var err error
 		if val, _, _, err = classify(ctx, m, d, d.val, d.valY, B, L); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	preds, loss, cov, err := predictDocs(ctx, m, d, d.test, d.testY, B, L)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	k := 0
 	for i, p := range preds {
@@ -598,8 +640,8 @@ func zhFinetune(ctx context.Context, o LongTextZhOptions, d *ltData, a ZhArm, pm
 	lo, hi := wilson(k, len(preds))
 	run.ValAcc, run.TestAcc, run.TestLo, run.TestHi = Number(val), Number(float64(k)/float64(len(preds))), Number(lo), Number(hi)
 	run.TestLoss, run.Coverage, run.Pred = Number(loss), cov, preds
-	say(o.Progress, "long-text-zh: %s seed %d: train loss %.3f, validation %.3f, test %.3f [%.3f, %.3f], %.0f s", a.Name, seed, sum/float64(cnt), val, float64(run.TestAcc), lo, hi, run.Seconds)
-	return run, nil
+	say(o.Progress, "long-text-zh: %s seed %d: train loss %.3f, validation %.3f, test %.3f [%.3f, %.3f], %.0f s", run.Arm, run.Seed, float64(run.TrainLoss), val, float64(run.TestAcc), lo, hi, run.Seconds)
+	return nil
 }
 
 // wilson is the Wilson score 95% interval of k successes in n trials.
