@@ -409,10 +409,24 @@ func bandOf(name string, xs []int, curves [][]float64) series {
 	return s
 }
 
+// writeMLMPE writes results.json, the curves (curves.csv,
+// train_curves.csv), their plots and summary.md to dir.
 func writeMLMPE(dir string, res *MLMPEResult) error {
 	if err := writeJSON(dir, "results.json", res); err != nil {
 		return err
 	}
+	if err := writeMLMPECurves(dir, res); err != nil {
+		return err
+	}
+	if err := plotMLMPE(dir, res); err != nil {
+		return err
+	}
+	return writeFile(dir, "summary.md", []byte(mlmpeSummary(res)))
+}
+
+// writeMLMPECurves writes every run's held-out curve (curves.csv) and
+// training curve (train_curves.csv).
+func writeMLMPECurves(dir string, res *MLMPEResult) error {
 	var rows [][]string
 	for _, r := range res.Runs {
 		for i, s := range r.EvalSteps {
@@ -428,9 +442,12 @@ func writeMLMPE(dir string, res *MLMPEResult) error {
 			rows = append(rows, []string{string(r.Encoding), strconv.FormatUint(r.Seed, 10), strconv.Itoa(s), ftoa(r.TrainLoss[i])})
 		}
 	}
-	if err := writeCSV(dir, "train_curves.csv", []string{"encoding", "seed", "step", "train_loss"}, rows); err != nil {
-		return err
-	}
+	return writeCSV(dir, "train_curves.csv", []string{"encoding", "seed", "step", "train_loss"}, rows)
+}
+
+// plotMLMPE plots the held-out and training losses by encoding, mean ± std
+// over the seeds (eval_loss and train_loss, .png and .svg).
+func plotMLMPE(dir string, res *MLMPEResult) error {
 	o := res.Options
 	for _, kind := range []string{"eval", "train"} {
 		var ss []series
@@ -449,7 +466,6 @@ func writeMLMPE(dir string, res *MLMPEResult) error {
 			}
 			ss = append(ss, bandOf(string(pe), xs, curves))
 		}
-
 		p, err := linePlot(fmt.Sprintf("MLM %s loss by position encoding (mean ± std over %d seeds)", kind, len(o.Seeds)), "step", kind+" MLM loss (nats)", ss)
 		if err != nil {
 			return err
@@ -459,6 +475,14 @@ func writeMLMPE(dir string, res *MLMPEResult) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// mlmpeSummary is summary.md: the setup, a table of each encoding's final
+// held-out loss and accuracy over the seeds, steps to the target losses and
+// time, and the paired differences by seed.
+func mlmpeSummary(res *MLMPEResult) string {
+	o := res.Options
 	var md strings.Builder
 	fmt.Fprintf(&md, "MLM pretraining, %d layers × hidden %d (%d heads), %d steps of %d × %d tokens, seeds %v, corpus %s (%d tokens; %d/%d train/held-out sequences). Wall time %.0f s.\n\n",
 		o.Model.NumHiddenLayers, o.Model.HiddenSize, o.Model.NumAttentionHeads, o.Train.Steps, o.Train.BatchSize, o.Train.SeqLen, o.Seeds, res.Corpus, res.Tokens, res.TrainSeqs, res.EvalSeqs, res.WallSeconds)
@@ -510,7 +534,7 @@ func writeMLMPE(dir string, res *MLMPEResult) error {
 			fmt.Fprintf(&md, "- %s − %s, accuracy: %s\n", pr.A, pr.B, pr.Accuracy.Format(3))
 		}
 	}
-	return writeFile(dir, "summary.md", []byte(md.String()))
+	return md.String()
 }
 
 // ResummarizeMLMPE recomputes, without training, the steps at which each
