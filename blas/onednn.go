@@ -3,15 +3,14 @@
 package blas
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+	"github.com/roformer-go/roformer/internal/dlopen"
 )
 
 // oneDNN is Intel's oneAPI Deep Neural Network Library (Debian libdnnl2),
@@ -80,18 +79,9 @@ func openOneDNN(path string) (d *oneDNN, err error) {
 	if path != "" {
 		names = []string{path}
 	}
-	var lib uintptr
-	var errs []string
-	for _, n := range names {
-		h, err := purego.Dlopen(n, purego.RTLD_NOW|purego.RTLD_GLOBAL)
-		if err == nil {
-			lib = h
-			break
-		}
-		errs = append(errs, err.Error())
-	}
-	if lib == 0 {
-		return nil, errors.New("blas: oneDNN not found (" + strings.Join(errs, "; ") + "); install it, e.g. apt-get install libdnnl2")
+	lib, err := dlopen.First(names, dlopen.Global)
+	if err != nil {
+		return nil, fmt.Errorf("blas: oneDNN not found (%v); install it, e.g. apt-get install libdnnl2", err)
 	}
 	d = &oneDNN{lib: lib}
 	for _, s := range []struct {

@@ -3,7 +3,6 @@
 package blas
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+	"github.com/roformer-go/roformer/internal/dlopen"
 )
 
 type openBLAS struct {
@@ -103,23 +103,14 @@ func openOpenBLAS(path, coreType string) (b *openBLAS, err error) {
 	if coreType != "" {
 		os.Setenv("OPENBLAS_CORETYPE", coreType)
 	}
-	var lib uintptr
-	var errs []string
-	for _, n := range names {
-		h, err := purego.Dlopen(n, purego.RTLD_NOW|purego.RTLD_LOCAL)
-		if err == nil {
-			lib = h
-			break
-		}
-		errs = append(errs, err.Error())
-	}
+	lib, lerr := dlopen.First(names, dlopen.Local)
 	if had {
 		os.Setenv("OPENBLAS_CORETYPE", prev)
 	} else {
 		os.Unsetenv("OPENBLAS_CORETYPE")
 	}
-	if lib == 0 {
-		return nil, errors.New("blas: OpenBLAS not found (" + strings.Join(errs, "; ") + "); install it, e.g. apt-get install libopenblas0-pthread")
+	if lerr != nil {
+		return nil, fmt.Errorf("blas: OpenBLAS not found (%v); install it, e.g. apt-get install libopenblas0-pthread", lerr)
 	}
 	o := &openBLAS{name: "openblas", coreType: coreType}
 	if o.sgemmF, err = purego.Dlsym(lib, "sgemm_"); err != nil {

@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+	"github.com/roformer-go/roformer/internal/dlopen"
 )
 
 // Open MPI's constants (mpi.h of Open MPI 4 and 5).
@@ -78,21 +79,12 @@ func loadMPI(path string) (lib *mpiLib, version string, err error) {
 	if path != "" {
 		names = []string{path}
 	}
-	var h uintptr
-	var errs []string
-	for _, n := range names {
-		// RTLD_GLOBAL: Open MPI loads its components (mca_*.so) with dlopen,
-		// and they resolve symbols of libmpi and libopen-pal through the
-		// global namespace.
-		hh, err := purego.Dlopen(n, purego.RTLD_NOW|purego.RTLD_GLOBAL)
-		if err == nil {
-			h = hh
-			break
-		}
-		errs = append(errs, n+": "+strings.TrimSpace(err.Error()))
-	}
-	if h == 0 {
-		return nil, "", errors.New("distributed: Open MPI not found (" + strings.Join(errs, "; ") + "); install it, e.g. apt-get install openmpi-bin libopenmpi-dev")
+	// Global: Open MPI loads its components (mca_*.so) with dlopen, and
+	// they resolve symbols of libmpi and libopen-pal through the global
+	// namespace.
+	h, err := dlopen.First(names, dlopen.Global)
+	if err != nil {
+		return nil, "", fmt.Errorf("distributed: Open MPI not found (%v); install it, e.g. apt-get install openmpi-bin libopenmpi-dev", err)
 	}
 	lib = new(mpiLib)
 	syms := []struct {
