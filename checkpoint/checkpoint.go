@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"sort"
 
 	"github.com/roformer-go/roformer/tensor"
@@ -337,4 +338,20 @@ func intShape(s []int64) []int {
 		out[i] = int(d)
 	}
 	return out
+}
+
+// readSized opens the file at path and parses it with parse, which reads
+// it in place through an io.ReaderAt of the file's size (never whole into
+// memory): the opening of ReadPyTorch and ReadSafetensors.
+func readSized(path string, parse func(r io.ReaderAt, size int64, name string) (*File, error)) (*File, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	return parse(fh, st.Size(), path)
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path"
 	"sort"
 	"strings"
@@ -36,16 +35,7 @@ var legacyMagic = []byte{0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0
 // see ParsePyTorch. The file is read through its zip directory, entry by
 // entry, so it is never held in memory whole.
 func ReadPyTorch(path string) (*File, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	return parsePyTorch(fh, st.Size(), path)
+	return readSized(path, parsePyTorch)
 }
 
 // ParsePyTorch decodes the bytes of a torch.save zip archive (torch >= 1.6,

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -27,16 +26,7 @@ const metadataKey = "__metadata__"
 // header is read, checked and then each tensor is decoded from the file in
 // chunks, so the file is never held in memory beside its float32 values.
 func ReadSafetensors(path string) (*File, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	return parseSafetensors(fh, st.Size(), path)
+	return readSized(path, parseSafetensors)
 }
 
 // stHeaderEntry is one tensor's record in a safetensors header. Pointers tell
