@@ -211,13 +211,7 @@ func runFinetune(ctx context.Context, o finetuneOptions, stdout, stderr io.Write
 	if o.group == nil {
 		o.group = distributed.Local()
 	}
-	progress := stderr
-	if o.quiet || o.group.Rank() != 0 {
-		progress = io.Discard
-	}
-	if o.group.Rank() != 0 {
-		stdout = io.Discard
-	}
+	stdout, progress := rankOutputs(o.group, o.quiet, stdout, stderr)
 	if o.group.Size() > 1 {
 		fmt.Fprintf(progress, "roformer: %v\n", o.group)
 	}

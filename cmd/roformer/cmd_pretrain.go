@@ -115,13 +115,7 @@ func runPretrain(ctx context.Context, o pretrainOptions, stdout, stderr io.Write
 	if o.group == nil {
 		o.group = distributed.Local()
 	}
-	progress := stderr
-	if o.quiet || o.group.Rank() != 0 {
-		progress = io.Discard
-	}
-	if o.group.Rank() != 0 {
-		stdout = io.Discard
-	}
+	stdout, progress := rankOutputs(o.group, o.quiet, stdout, stderr)
 	if o.group.Size() > 1 && o.group.Rank() == 0 {
 		fmt.Fprintf(progress, "roformer: %v\n", o.group)
 	}

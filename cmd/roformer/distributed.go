@@ -47,6 +47,19 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 	return set
 }
 
+// rankOutputs is what one rank of a training job prints to: rank 0 the
+// results on stdout and its progress on stderr (none with quiet); the
+// other ranks nothing, so that N processes print what one would.
+func rankOutputs(g distributed.Comm, quiet bool, stdout, stderr io.Writer) (out, progress io.Writer) {
+	if g.Rank() != 0 {
+		return io.Discard, io.Discard
+	}
+	if quiet {
+		return stdout, io.Discard
+	}
+	return stdout, stderr
+}
+
 // leaveGroup ends a command's part in an MPI job. A command that ended
 // together on every rank (success, or an interruption the ranks agreed on)
 // leaves with MPI_Finalize and returns err; any other error is printed with
