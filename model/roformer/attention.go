@@ -37,6 +37,11 @@ func (m *Model) attentionForward(s *State, l int, la *layerActs) {
 			return
 		}
 	}
+	if s.unilm != nil {
+		// RoFormer-Sim with token type 1: the UniLM mask (passMask)
+		unilmAttention(la.ctx, la.probs, la.q, la.k, la.v, s.keyMask, s.unilm, B, T, NH, HS)
+		return
+	}
 	drop := s.dropAt(l, siteAttnProbs, cfg.AttentionProbsDropoutProb)
 	if cfg.PosEnc() == PosRelative {
 		// ctx = softmax((q·kᵀ + q·a_{clip(j−i)}ᵀ)/√HS + mask)·v

@@ -111,20 +111,146 @@ func TestRoFormerSimPooler(t *testing.T) {
 	if len(want.Data) == 0 {
 		t.Fatal("no pooler_output in the fixture")
 	}
-	// The reference encodes the pooler's batch bidirectionally (no causal
-	// mask) with the causal-LM model's encoder.
-	l, err := Load(filepath.Join(dir, "model"), HeadBase, LoadOptions{ConfigOverride: func(c *Config) { c.IsDecoder = false }})
+	// The folder as it is (is_decoder true, a pooler): the UniLM rule makes
+	// the type-0 batch bidirectional, with either head.
+	for _, head := range []Head{HeadBase, HeadCausalLM} {
+		l, err := Load(filepath.Join(dir, "model"), head, LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Encoder.Pooler == nil {
+			t.Fatal("the checkpoint's pooler was not loaded")
+		}
+		if !l.IsSim() || l.EncoderMask() != MaskUniLM {
+			t.Fatalf("%s: IsSim %v, mask %s; want a Sim model under the UniLM mask", head, l.IsSim(), l.EncoderMask())
+		}
+		out, err := l.Forward(context.Background(), b, nil, Options{SkipHead: head != HeadBase})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testutil.AssertClose(t, string(head)+" pooler_output", out.PoolerOutput.Data, want.Data, 1e-4, 0)
+		// Forcing the causal mask gives other vectors: the test can fail.
+		causal, err := l.Forward(context.Background(), b, nil, Options{Causal: true, SkipHead: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := maxAbsDiff(causal.PoolerOutput.Data, want.Data); d < 1e-2 {
+			t.Errorf("%s: the causal pass is within %g of the reference", head, d)
+		}
+	}
+}
+
+// The UniLM mask of a Sim model with a type-1 part, against generation's
+// UniLM decoding (the prompt bidirectional into the cache, then each new
+// token of type 1 on its own): one Forward over prompt + continuation with
+// types 0…0 1…1 gives, at every continuation position, the logits of the
+// matching cached step (1e-4), and at the prompt positions the logits of
+// the prompt alone. A causal pass differs.
+func TestSimUniLMMaskMatchesDecoding(t *testing.T) {
+	dir := testutil.Shared(t, "fixtures", "roformer-family", "sim_a")
+	l, err := Load(filepath.Join(dir, "model"), HeadCausalLM, LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Encoder.Pooler == nil {
-		t.Fatal("the checkpoint's pooler was not loaded")
-	}
-	out, err := l.Forward(context.Background(), b, nil, Options{})
+	ctx := context.Background()
+	prompt, cont := []int32{2, 34, 13, 45, 49}, []int32{12, 38, 7, 21}
+	d, err := l.NewDecoder(DecoderOptions{Mode: DecodeUniLM})
 	if err != nil {
 		t.Fatal(err)
 	}
-	testutil.AssertClose(t, "pooler_output", out.PoolerOutput.Data, want.Data, 1e-4, 0)
+	V := l.Config.VocabSize
+	first, err := d.Prefill(ctx, [][]int32{prompt}, generate.Room{Beams: 1, NewTokens: len(cont)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := [][]float32{first}
+	for _, id := range cont[:len(cont)-1] {
+		lg, err := d.Step(ctx, []int32{id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps = append(steps, lg)
+	}
+	ids := append(slices.Clone(prompt), cont[:len(cont)-1]...)
+	types := make([]int32, len(ids))
+	for i := len(prompt); i < len(ids); i++ {
+		types[i] = 1
+	}
+	T := len(ids)
+	out, err := l.Forward(ctx, &Batch{InputIDs: ids, TokenTypeIDs: types, B: 1, T: T}, nil, Options{OutputAttentions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range steps {
+		p := len(prompt) - 1 + k
+		testutil.AssertClose(t, fmt.Sprintf("position %d", p), out.Logits.Data[p*V:(p+1)*V], want, 1e-4, 0)
+	}
+	alone, err := l.Forward(ctx, &Batch{InputIDs: prompt, B: 1, T: len(prompt)}, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.AssertClose(t, "prompt positions", out.Logits.Data[:len(prompt)*V], alone.Logits.Data, 1e-4, 0)
+	// The attention weights: zero exactly where the mask hides a key.
+	for _, a := range out.Attentions {
+		for h := range l.Config.NumAttentionHeads {
+			for i := range T {
+				for j := range T {
+					w := a.Data[(h*T+i)*T+j]
+					hidden := types[j] == 1 && (types[i] == 0 || j > i)
+					if hidden != (w == 0) {
+						t.Fatalf("head %d query %d key %d: weight %g, hidden %v", h, i, j, w, hidden)
+					}
+				}
+			}
+		}
+	}
+	causal, err := l.Forward(ctx, &Batch{InputIDs: ids, TokenTypeIDs: types, B: 1, T: T}, nil, Options{Causal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dd := maxAbsDiff(causal.Logits.Data, out.Logits.Data); dd < 1e-3 {
+		t.Errorf("the causal pass is within %g of the UniLM one", dd)
+	}
+}
+
+// A plain causal LM (is_decoder true, no pooler: HF's RoFormerForCausalLM)
+// still encodes causally, with any head; a Sim-style rule does not touch it.
+func TestCausalLMStaysCausal(t *testing.T) {
+	dir := testutil.Shared(t, "fixtures", "roformer-family", "causal_a", "model")
+	ctx := context.Background()
+	b := &Batch{InputIDs: []int32{2, 5, 9, 11, 4, 7}, TokenTypeIDs: make([]int32, 6), B: 1, T: 6}
+	for _, head := range []Head{HeadBase, HeadCausalLM} {
+		l, err := Load(dir, head, LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.IsSim() || l.EncoderMask() != MaskCausal {
+			t.Fatalf("%s: IsSim %v, mask %s; want the causal mask", head, l.IsSim(), l.EncoderMask())
+		}
+		got, err := l.Forward(ctx, b, nil, Options{SkipHead: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := l.Forward(ctx, b, nil, Options{Causal: true, SkipHead: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testutil.AssertClose(t, string(head), got.LastHiddenState.Data, want.LastHiddenState.Data, 0, 0)
+		// Position 0 sees only itself: a longer row leaves it unchanged.
+		short, err := l.Forward(ctx, &Batch{InputIDs: b.InputIDs[:1], B: 1, T: 1}, nil, Options{SkipHead: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		H := l.Config.HiddenSize
+		testutil.AssertClose(t, string(head)+" position 0", got.LastHiddenState.Data[:H], short.LastHiddenState.Data, 1e-5, 0)
+	}
+	enc, err := Load(dir, HeadBase, LoadOptions{ConfigOverride: func(c *Config) { c.IsDecoder = false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if enc.EncoderMask() != MaskBidirectional {
+		t.Errorf("is_decoder false: mask %s", enc.EncoderMask())
+	}
 }
 
 type generateFixture struct {

@@ -117,6 +117,7 @@ type State struct {
 	ids, types []int32   // [BT]
 	keyMask    []float32 // [BT] or nil (all visible)
 	causal     bool
+	unilm      []int32   // [BT] running sums of the token types under MaskUniLM with a type other than 0; nil otherwise
 	pos        []int     // [T] (0 … T−1, every row) or [BT] (explicit position ids)
 	sin, cos   []float32 // [T or BT, d/2]; with xPos, q's (scaled by ζ^n)
 	ksin, kcos []float32 // with xPos: k's rotation (scaled by ζ^−n); nil otherwise
@@ -270,7 +271,7 @@ func (m *Model) setInputs(s *State, b *Batch, causal bool) {
 			}
 		}
 	}
-	s.causal = causal
+	s.causal, s.unilm = causal, nil
 	if b.PositionIDs == nil && s.defaultPos && len(s.pos) == b.T && s.anglesReady {
 		return // positions 0 … T−1 again: the angles are already there
 	}

@@ -84,7 +84,10 @@ func (m *Model) forward(ctx context.Context, se *Session, b *Batch, labels *Labe
 	if err := b.Validate(&m.Config); err != nil {
 		return nil, err
 	}
-	causal := opts.Causal || m.Config.IsDecoder || kindOf(m.Head).causal
+	causal, seg, err := m.passMask(b, opts)
+	if err != nil {
+		return nil, err
+	}
 	if err := m.checkChoices(b, opts.NumChoices); err != nil {
 		return nil, err
 	}
@@ -99,6 +102,7 @@ func (m *Model) forward(ctx context.Context, se *Session, b *Batch, labels *Labe
 		s = m.NewState(b.B, b.T, debug)
 	}
 	m.setInputs(s, b, causal)
+	s.unilm = seg
 	out := &Output{}
 	if se != nil {
 		se.out = Output{}
