@@ -82,10 +82,10 @@ type StreamEvent struct {
 	Details       any         `json:"details"`
 }
 
-// unilmDefault says whether the model is RoFormer-Sim: an LM head, a pooler
-// and is_decoder in its config.
+// unilmDefault says whether the model is RoFormer-Sim (roformer.Model.IsSim:
+// is_decoder in its config and a pooler) with an LM head.
 func (s *Server) unilmDefault() bool {
-	return s.model.LM != nil && s.model.Encoder.Pooler != nil && s.model.Config.IsDecoder
+	return s.model.LM != nil && s.model.IsSim()
 }
 
 // generator says whether POST /generate answers for this model (with the

@@ -549,9 +549,11 @@ func (s *Server) encode(x Input, opts tokenizer.EncodeOptions) (*tokenizer.Encod
 // EmbedRequest is the body of POST /v1/embed.
 type EmbedRequest struct {
 	Inputs Inputs `json:"inputs"`
-	// Pooling: "cls" (the [CLS] position of the last hidden state, default)
-	// or "mean" (the mean over the input's tokens, special tokens included,
-	// padding excluded).
+	// Pooling: "cls" (the [CLS] position of the last hidden state; the
+	// default of a model without a pooler), "mean" (the mean over the
+	// input's tokens, special tokens included, padding excluded) or
+	// "pooler" (the model's pooler on [CLS]; the default of a model that
+	// has one, RoFormer-Sim, whose similarity vectors these are).
 	Pooling string `json:"pooling,omitempty"`
 	// Normalize scales each vector to unit length.
 	Normalize bool `json:"normalize,omitempty"`
@@ -570,13 +572,24 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request) {
 	if !s.read(w, r, &req, &req.Inputs, true) {
 		return
 	}
+	hasPooler := s.model.Encoder.Pooler != nil
 	pool := poolCLS
 	switch req.Pooling {
-	case "", "cls":
+	case "":
+		if hasPooler {
+			pool = poolPooler
+		}
+	case "cls":
 	case "mean":
 		pool = poolMean
+	case "pooler":
+		if !hasPooler {
+			writeError(w, http.StatusBadRequest, `pooling "pooler": the model has no pooler (no roformer.pooler.dense tensors); use "cls" or "mean"`)
+			return
+		}
+		pool = poolPooler
 	default:
-		writeError(w, http.StatusBadRequest, `pooling %q: want "cls" or "mean"`, req.Pooling)
+		writeError(w, http.StatusBadRequest, `pooling %q: want "cls", "mean" or "pooler"`, req.Pooling)
 		return
 	}
 	// Each input is encoded whole, and again with HF's longest_first
