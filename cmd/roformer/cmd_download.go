@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/roformer-go/roformer/hub"
@@ -46,6 +47,9 @@ func cmdDownload(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return usagef("unexpected arguments %q", fs.Args())
 	case o.idle <= 0 || o.connect <= 0 || o.header <= 0:
 		return usagef("--timeout, --connect-timeout and --header-timeout must be positive")
+	}
+	if fi, err := os.Stat(o.repo); (err == nil && !fi.IsDir()) || modelFileExt(o.repo) != "" {
+		return usagef("%s is a file's name, not a model id (org/name): download fetches a Hub model; a local model folder is given as --model DIR", o.repo)
 	}
 	if repo, rev, ok := hub.ParseRef(o.repo); ok && rev != hub.DefaultRevision {
 		o.repo, o.revision = repo, rev // org/name@rev

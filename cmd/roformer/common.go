@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/roformer-go/roformer/blas"
 	"github.com/roformer-go/roformer/hub"
@@ -80,13 +82,14 @@ func precisionFlag(fs *flag.FlagSet, p *string) {
 // resolveModel replaces a --model value that names a Hugging Face model
 // (org/name or org/name@revision) and is no folder with its snapshot folder
 // in the Hugging Face cache (see hub.Resolve); a folder path, or an empty
-// value, stays as it is. A file is a usage error that asks for its folder.
+// value, stays as it is. A file is a usage error that asks for its folder
+// (checkModelPath).
 func resolveModel(model *string) error {
 	if *model == "" {
 		return nil
 	}
-	if fi, err := os.Stat(*model); err == nil && !fi.IsDir() {
-		return usagef("--model %s is a file: give the model folder, the one that holds config.json (or the tokenizer files)", *model)
+	if err := checkModelPath(*model); err != nil {
+		return err
 	}
 	dir, err := hub.Resolve(*model)
 	if err != nil {
@@ -94,6 +97,62 @@ func resolveModel(model *string) error {
 	}
 	*model = dir
 	return nil
+}
+
+// modelFileExts are the endings of the files in a model folder (weights,
+// configuration, vocabularies): a --model value ending in one names a file.
+var modelFileExts = []string{".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".json", ".txt", ".h5", ".msgpack", ".onnx", ".gguf", ".model"}
+
+// modelFileExt returns the ending of name among modelFileExts, or "".
+func modelFileExt(name string) string {
+	for _, e := range modelFileExts {
+		if strings.HasSuffix(strings.ToLower(name), e) {
+			return e
+		}
+	}
+	return ""
+}
+
+// checkModelPath returns a usage error, asking for the folder that holds
+// config.json, for a --model value that is a file (path/to/model.safetensors,
+// also written with a trailing slash), or that does not exist, ends as a
+// model file's name does (modelFileExts) and is no Hub id in the cache: such
+// a value is a file meant, and hub.Resolve would take an org/name.ext for a
+// Hub id and suggest downloading it. The error names the file's folder when
+// that folder holds config.json or tokenizer files. An empty value, a
+// folder, or anything else is nil (a missing folder fails where it is
+// opened; a Hub id is resolved by resolveModel).
+func checkModelPath(ref string) error {
+	if ref == "" {
+		return nil
+	}
+	const ask = "give the model folder, the one that holds config.json (or the tokenizer files)"
+	clean := filepath.Clean(ref)
+	hint := ""
+	dir := filepath.Dir(clean)
+	for _, f := range []string{"config.json", "tokenizer.json", "vocab.txt"} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err == nil && fi.Mode().IsRegular() {
+			hint = ": --model " + dir
+			break
+		}
+	}
+	fi, err := os.Stat(clean)
+	if err == nil {
+		if fi.IsDir() {
+			return nil
+		}
+		return usagef("--model %s is a file: %s%s", ref, ask, hint)
+	}
+	ext := modelFileExt(clean)
+	if ext == "" {
+		return nil
+	}
+	if _, _, ok := hub.ParseRef(ref); ok {
+		if _, err := hub.Resolve(ref); err == nil {
+			return nil // a Hub id in the cache, whatever its name
+		}
+	}
+	return usagef("--model %s is no folder, and its name is a file's (%s): %s%s", ref, ext, ask, hint)
 }
 
 // openModel resolves a --model value (resolveModel), parses --precision

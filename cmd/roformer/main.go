@@ -5,9 +5,22 @@
 //
 //	roformer <command> [flags] [args]
 //
+//	roformer help [<command>]    the commands, or one command's flags (stdout)
+//	roformer --version           the version (as roformer version)
+//
 // Exit codes: 0 success, 1 the command failed (bad input, I/O, numerics),
 // 2 the command line itself was wrong (unknown verb or flag), 130 the
 // command was interrupted (SIGINT/SIGTERM; training saved a checkpoint).
+//
+// Errors: each error is printed once, on one line that begins with one
+// prefix, "roformer VERB: " (or "roformer: " before a verb is known). A
+// package's own prefix after it stays ("roformer inspect: checkpoint: …"
+// says which package failed), except a leading "roformer: ": that is the
+// prefix of the package model/roformer (named roformer, as HF's module is),
+// and after the CLI's prefix it would read as a second one, so it is
+// dropped where the error is printed (see errorLine). A mistyped verb or
+// flag gets a "did you mean" (see suggest), a flag error the hint
+// "run 'roformer VERB -h' for usage" instead of the whole flag list.
 package main
 
 import (
@@ -63,13 +76,39 @@ func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 }
 
 // parseFlags parses args, turning flag errors into usage errors. It returns
-// errHelp when -h was given (exit 0).
+// errHelp when -h was given (exit 0), after printing the verb's usage.
+//
+// The flag package itself would print a bad flag's error and then the whole
+// usage before returning the error that main prints again; parseFlags
+// silences it while parsing, so main prints the error once, with a "did you
+// mean" for a mistyped flag name and the hint to run the verb with -h.
+//
+// A --model flag naming a file is refused here, before the verb checks its
+// other flags, as checkModelPath says.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = usage
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.Usage()
 			return errHelp
 		}
+		const undefined = "flag provided but not defined: -"
+		if name, ok := strings.CutPrefix(err.Error(), undefined); ok {
+			var names []string
+			fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+			if s := suggest(strings.TrimLeft(name, "-"), names, "-"); s != "" {
+				return usageError{fmt.Errorf("%v; %s", err, s)}
+			}
+		}
 		return usageError{err}
+	}
+	if f := fs.Lookup("model"); f != nil {
+		return checkModelPath(f.Value.String())
 	}
 	return nil
 }
@@ -82,15 +121,135 @@ var errInterrupted = errors.New("interrupted")
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "roformer: the Go toolkit for RoFormer (rotary position embedding transformers)")
 	fmt.Fprintln(w, "\nusage: roformer <command> [flags] [args]\n\ncommands:")
+	for _, n := range commandNames() {
+		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'roformer help <command>' or 'roformer <command> -h' for the flags of a command.")
+}
+
+// commandNames returns the verbs, sorted.
+func commandNames() []string {
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].summary)
+	return names
+}
+
+// suggest returns `did you mean "X"?` (or "X" or "Y") for a mistyped word:
+// the one name the word (two letters or more) is the start of ("gen":
+// generate), else the names within edit distance 2 of it that are closest
+// ("fillmask", "fill-msk": fill-mask), ignoring case, else "". A distance
+// as long as the word ("x" and "env") is no hint. prefix is written before
+// each name ("-" for flags).
+func suggest(word string, names []string, prefix string) string {
+	w := strings.ToLower(word)
+	var picks []string
+	if len(w) >= 2 {
+		for _, n := range names {
+			if strings.HasPrefix(strings.ToLower(n), w) {
+				picks = append(picks, n)
+			}
+		}
+		if len(picks) != 1 {
+			picks = nil
+		}
 	}
-	fmt.Fprintln(w, "\nRun 'roformer <command> -h' for the flags of a command.")
+	if picks == nil {
+		best := 3
+		for _, n := range names {
+			d := levenshtein(w, strings.ToLower(n))
+			switch {
+			case d >= len([]rune(w)) || d > best:
+			case d < best:
+				best, picks = d, []string{n}
+			default:
+				picks = append(picks, n)
+			}
+		}
+	}
+	if len(picks) == 0 {
+		return ""
+	}
+	q := make([]string, len(picks))
+	for i, p := range picks {
+		q[i] = fmt.Sprintf("%q", prefix+p)
+	}
+	return "did you mean " + strings.Join(q, " or ") + "?"
+}
+
+// levenshtein returns the edit distance of a and b (insertions, deletions
+// and substitutions of runes).
+func levenshtein(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}
+
+// errorLine returns the line that reports err of verb: one prefix,
+// "roformer VERB: ", before the message with its own leading "roformer: "
+// (model/roformer's prefix, or a verb's) or "roformer VERB: " dropped.
+func errorLine(verb string, err error) string {
+	prefix := "roformer " + verb + ": "
+	msg := err.Error()
+	for {
+		m := strings.TrimPrefix(strings.TrimPrefix(msg, prefix), "roformer: ")
+		if m == msg {
+			break
+		}
+		msg = m
+	}
+	return prefix + msg
+}
+
+// unknownCommand reports a word that names no verb (exit 2): with a
+// suggestion when one is close, else with the list of verbs.
+func unknownCommand(w io.Writer, word string) int {
+	if strings.HasPrefix(word, "-") {
+		fmt.Fprintf(w, "roformer: unknown flag %q before a command: flags come after it (roformer <command> [flags])\n", word)
+		fmt.Fprintln(w, "run 'roformer -h' for the commands")
+		return 2
+	}
+	if s := suggest(word, commandNames(), ""); s != "" {
+		fmt.Fprintf(w, "roformer: unknown command %q; %s\n", word, s)
+		fmt.Fprintln(w, "run 'roformer -h' for the commands")
+		return 2
+	}
+	fmt.Fprintf(w, "roformer: unknown command %q\n\n", word)
+	usage(w)
+	return 2
+}
+
+func init() {
+	register(&command{name: "version", summary: "print the version (as roformer --version; roformer env says more)", run: cmdVersion})
+}
+
+func cmdVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("version", "", stderr)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("version takes no arguments, got %q", fs.Args())
+	}
+	fmt.Fprintln(stdout, "roformer", versionString())
+	return nil
 }
 
 func main() {
@@ -98,19 +257,37 @@ func main() {
 }
 
 // run executes one CLI invocation and returns the exit code.
+//
+// "roformer help VERB [WORDS]" runs "roformer VERB [WORDS] -h" with its usage
+// on stdout ("roformer help experiment decay" prints that experiment's
+// flags); "roformer help" prints the commands on stdout, "roformer -h" on
+// stderr.
 func run(args []string, stdout, stderr io.Writer) (code int) {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		usage(stderr)
-		if len(args) == 0 {
-			return 2
-		}
+		return 2
+	}
+	verbErr := stderr // where the verb writes its usage and progress
+	switch args[0] {
+	case "-h", "-help", "--help":
+		usage(stderr)
 		return 0
+	case "-version", "--version":
+		args = []string{"version"}
+	case "help":
+		if len(args) == 1 {
+			usage(stdout)
+			return 0
+		}
+		if _, ok := commands[args[1]]; !ok {
+			return unknownCommand(stderr, args[1])
+		}
+		args = append(append([]string{args[1]}, args[2:]...), "-h")
+		verbErr = stdout
 	}
 	c, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "roformer: unknown command %q\n\n", args[0])
-		usage(stderr)
-		return 2
+		return unknownCommand(stderr, args[0])
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -122,7 +299,7 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 			code = 1
 		}
 	}()
-	err := c.run(ctx, args[1:], stdout, stderr)
+	err := c.run(ctx, args[1:], stdout, verbErr)
 	switch {
 	case err == nil:
 		return 0
@@ -134,18 +311,14 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		stderr = io.Discard
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, errInterrupted) {
-		fmt.Fprintf(stderr, "roformer %s: %v\n", c.name, err)
+		fmt.Fprintln(stderr, errorLine(c.name, err))
 		return 130
 	}
+	fmt.Fprintln(stderr, errorLine(c.name, err))
 	var ue usageError
 	if errors.As(err, &ue) {
-		msg := err.Error()
-		if !strings.HasPrefix(msg, "flag provided but not defined") {
-			fmt.Fprintf(stderr, "roformer %s: %v\n", c.name, err)
-		}
 		fmt.Fprintf(stderr, "run 'roformer %s -h' for usage\n", c.name)
 		return 2
 	}
-	fmt.Fprintf(stderr, "roformer %s: %v\n", c.name, err)
 	return 1
 }
