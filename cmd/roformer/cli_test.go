@@ -244,7 +244,7 @@ func TestErrorOnePrefix(t *testing.T) {
 		{errors.New("model x: roformer: y"), "roformer inspect: model x: roformer: y"},
 		{usagef("--model %s is a file", "x"), "roformer inspect: --model x is a file"},
 	} {
-		if got := errorLine("inspect", c.err); got != c.want {
+		if got := errorLine("inspect", c.err); got != c.want || "roformer inspect: "+errorMessage("inspect", c.err) != c.want {
 			t.Errorf("errorLine(%q) = %q, want %q", c.err, got, c.want)
 		}
 	}

@@ -79,9 +79,9 @@ func leaveGroup(g distributed.Comm, verb string, err error, stderr io.Writer) er
 		}
 		return err
 	}
-	fmt.Fprintf(stderr, "roformer %s: rank %d of %d: %v\nroformer %s: ending the MPI job\n", verb, g.Rank(), g.Size(), err, verb)
+	fmt.Fprintf(stderr, "roformer %s: rank %d of %d: %s\nroformer %s: ending the MPI job\n", verb, g.Rank(), g.Size(), errorMessage(verb, err), verb)
 	g.Abort(1)
-	return err
+	return quietError{err} // printed above, once
 }
 
 // quietError is an error whose message main does not print (the exit code

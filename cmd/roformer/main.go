@@ -203,19 +203,24 @@ func levenshtein(a, b string) int {
 }
 
 // errorLine returns the line that reports err of verb: one prefix,
-// "roformer VERB: ", before the message with its own leading "roformer: "
-// (model/roformer's prefix, or a verb's) or "roformer VERB: " dropped.
+// "roformer VERB: ", before errorMessage.
 func errorLine(verb string, err error) string {
+	return "roformer " + verb + ": " + errorMessage(verb, err)
+}
+
+// errorMessage returns err's message with its leading "roformer: "
+// (model/roformer's prefix, or a verb's) or "roformer VERB: " dropped, for
+// a line that carries the CLI's prefix already.
+func errorMessage(verb string, err error) string {
 	prefix := "roformer " + verb + ": "
 	msg := err.Error()
 	for {
 		m := strings.TrimPrefix(strings.TrimPrefix(msg, prefix), "roformer: ")
 		if m == msg {
-			break
+			return msg
 		}
 		msg = m
 	}
-	return prefix + msg
 }
 
 // unknownCommand reports a word that names no verb (exit 2): with a
