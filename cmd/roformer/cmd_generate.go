@@ -345,7 +345,8 @@ type similarResult struct {
 
 // similar is RoFormer-Sim's recipe: sample n continuations of [CLS] text
 // [SEP] in UniLM mode (each ends at [SEP]), drop repeats and the text
-// itself, encode the text and every candidate bidirectionally and rank the
+// itself, encode the text and every candidate (type 0: bidirectionally,
+// under the UniLM rule) and rank the
 // candidates by the cosine of their pooler_output to the text's.
 func similar(ctx context.Context, gen *roformer.Loaded, tok *tokenizer.Tokenizer, o generateOptions, n int) ([]similarResult, error) {
 	enc, err := tok.Encode(o.text, tokenizer.EncodeOptions{})
@@ -377,11 +378,9 @@ func similar(ctx context.Context, gen *roformer.Loaded, tok *tokenizer.Tokenizer
 	if len(texts) == 1 {
 		return nil, nil
 	}
-	// The encoder: the same weights, bidirectional, with the pooler.
-	base, err := roformer.Load(gen.Dir, roformer.HeadBase, roformer.LoadOptions{ConfigOverride: func(c *roformer.Config) { c.IsDecoder = false }})
-	if err != nil {
-		return nil, err
-	}
+	// The encoder of the same model, with the pooler, under the rule of
+	// every encoder pass of a Sim model (roformer.Model.EncoderMask: UniLM,
+	// so type-0 text is seen in both directions).
 	inputs := make([]tokenizer.Input, len(texts))
 	for i, t := range texts {
 		inputs[i] = tokenizer.Input{Text: t}
@@ -397,7 +396,7 @@ func similar(ctx context.Context, gen *roformer.Loaded, tok *tokenizer.Tokenizer
 		b.TokenTypeIDs = append(b.TokenTypeIDs, toInt32(e.TypeIDs)...)
 		b.AttentionMask = append(b.AttentionMask, toInt32(e.AttentionMask)...)
 	}
-	out, err := base.Forward(ctx, b, nil, roformer.Options{})
+	out, err := gen.Forward(ctx, b, nil, roformer.Options{SkipHead: true})
 	if err != nil {
 		return nil, err
 	}
