@@ -34,7 +34,7 @@ type Config struct {
 	InitializerRange          float64           `json:"initializer_range"`            // std of the normal initialisation; default 0.02
 	LayerNormEps              float64           `json:"layer_norm_eps"`               // default 1e-12
 	RotaryValue               bool              `json:"rotary_value"`                 // rotate v as well as q and k; default false
-	IsDecoder                 bool              `json:"is_decoder"`                   // causal mask; default false
+	IsDecoder                 bool              `json:"is_decoder"`                   // causal mask (with a pooler, RoFormer-Sim's UniLM mask: Model.EncoderMask); default false
 	UseCache                  bool              `json:"use_cache"`                    // default true (only meaningful for decoders)
 	PadTokenID                *int              `json:"pad_token_id"`                 // default 0; its embedding row gets no gradient
 	ProblemType               string            `json:"problem_type,omitempty"`       // regression, single_label_classification, multi_label_classification
