@@ -18,7 +18,7 @@ func BenchmarkPackedF32(b *testing.B) {
 		for i := range x {
 			x[i] = float32(i%5) * 0.1
 		}
-		l, err := NewF32Linear(w, n, k)
+		l, err := NewF32Matmul(w, n, k)
 		if err != nil {
 			b.Skip(err)
 		}

@@ -14,7 +14,7 @@ import (
 type PackedLinear struct {
 	OC, C int
 	dtype string // "bf16" or "fp32": the weights' type, for String
-	l     *blas.PackedLinear
+	l     *blas.PackedMatmul
 }
 
 // NewPackedLinear stores w [OC, C] once in the blocked layout of oneDNN's
@@ -22,7 +22,7 @@ type PackedLinear struct {
 // weights again on every product (as dnnl_sgemm does). It fails when
 // oneDNN is missing.
 func NewPackedLinear(w []float32, OC, C int) (*PackedLinear, error) {
-	l, err := blas.NewF32Linear(w[:OC*C], OC, C)
+	l, err := blas.NewF32Matmul(w[:OC*C], OC, C)
 	if err != nil {
 		return nil, err
 	}
@@ -36,7 +36,7 @@ func NewBF16Linear(w []float32, OC, C int) (*PackedLinear, error) {
 	if err := blas.BF16Supported(); err != nil {
 		return nil, err
 	}
-	l, err := blas.NewBF16Linear(w[:OC*C], OC, C)
+	l, err := blas.NewBF16Matmul(w[:OC*C], OC, C)
 	if err != nil {
 		return nil, err
 	}

@@ -177,52 +177,54 @@ func BF16Supported() error {
 	return nil
 }
 
-// PackedLinear is a linear layer's weight W [n, k] (PyTorch nn.Linear layout:
-// n outputs, k inputs), stored once for oneDNN's matmul: in bfloat16
-// (NewBF16Linear), float32 (NewF32Linear) or int8 (NewS8Linear).
+// PackedMatmul is oneDNN's matmul primitive, out = inp·Wᵀ + beta·out, with
+// the weight W [n, k] (PyTorch nn.Linear layout: n outputs, k inputs) stored
+// once: in bfloat16 (NewBF16Matmul), float32 (NewF32Matmul) or int8
+// (NewS8Matmul). kernels.PackedLinear makes a layer of it (bias, residual,
+// rows split over the workers).
 //
 // oneDNN picks the weights' memory layout for its fastest kernel (a blocked
 // one, for its brgemm kernels) and W is reordered into it once. A primitive
 // is created on first use for each number of rows m and each beta (about
 // 0.3–0.7 ms each for BERT-sized layers) and kept for the life of the
-// PackedLinear; a fixed m gives faster kernels than a run-time m.
-type PackedLinear struct {
+// PackedMatmul; a fixed m gives faster kernels than a run-time m.
+type PackedMatmul struct {
 	n, k int
-	dt   uintptr // weights: dnnlBF16, dnnlF32 (NewF32Linear) or dnnlS8 (NewS8Linear)
+	dt   uintptr // weights: dnnlBF16, dnnlF32 (NewF32Matmul) or dnnlS8 (NewS8Matmul)
 	d    *dnnlMatmul
-	res  *bf16Resources
+	res  *matmulResources
 
 	mu     sync.Mutex     // serialises the creation of plans
 	init   unsafe.Pointer // W as given ([n, k] row-major), during construction only
 	initDT uintptr        // its data type: dnnlF32, or dnnlS8
-	plans  sync.Map       // bf16Key → *bf16Plan
+	plans  sync.Map       // planKey → *matmulPlan
 }
 
-// bf16Key identifies a primitive: the number of rows and the sum scale.
-type bf16Key struct {
+// planKey identifies a primitive: the number of rows and the sum scale.
+type planKey struct {
 	m    int
 	beta float32
 }
 
-// bf16Resources owns the C objects of one PackedLinear; a cleanup destroys
-// them when the PackedLinear is garbage collected. It must not point back to
-// the PackedLinear.
-type bf16Resources struct {
+// matmulResources owns the C objects of one PackedMatmul; a cleanup destroys
+// them when the PackedMatmul is garbage collected. It must not point back to
+// the PackedMatmul.
+type matmulResources struct {
 	d       *dnnlMatmul
 	mu      sync.Mutex
-	weights []*bf16Weights
-	plans   []*bf16Plan
+	weights []*packedWeights
+	plans   []*matmulPlan
 }
 
-// bf16Weights is W in one of the layouts a primitive asked for.
-type bf16Weights struct {
+// packedWeights is W in one of the layouts a primitive asked for.
+type packedWeights struct {
 	md  dnnlMemDesc
 	buf []byte // 64-byte aligned
 }
 
-// bf16Plan is one matmul primitive and a free list of execution contexts
+// matmulPlan is one matmul primitive and a free list of execution contexts
 // (oneDNN memory objects, stream, scratch buffers) for concurrent calls.
-type bf16Plan struct {
+type matmulPlan struct {
 	f32     bool // a float32 or int8 layer: no input conversion
 	pd      uintptr
 	prim    uintptr
@@ -230,7 +232,7 @@ type bf16Plan struct {
 	dstMD   dnnlMemDesc
 	scrMD   dnnlMemDesc
 	scrSize int
-	w       *bf16Weights
+	w       *packedWeights
 	m       int
 
 	// cvtPD and cvt are a reorder primitive that rounds the float32 input
@@ -239,12 +241,12 @@ type bf16Plan struct {
 	f32MD      dnnlMemDesc
 
 	mu   sync.Mutex
-	free []*bf16Exec
-	all  []*bf16Exec
+	free []*matmulExec
+	all  []*matmulExec
 }
 
-// bf16Exec is what one Forward call needs besides the primitive.
-type bf16Exec struct {
+// matmulExec is what one Forward call needs besides the primitive.
+type matmulExec struct {
 	stream           uintptr
 	src, wei, dst, s uintptr // memory objects; s is 0 without scratchpad
 	srcBuf           []uint16
@@ -261,28 +263,28 @@ type bf16Exec struct {
 	keepIn, keepOut unsafe.Pointer // ForwardU8's operands
 }
 
-// NewBF16Linear rounds w, a weight matrix [n, k] in row-major order (n
+// NewBF16Matmul rounds w, a weight matrix [n, k] in row-major order (n
 // outputs, k inputs), to bfloat16 (to nearest, ties to even) and stores it;
 // w is not retained. It returns an error if BF16Supported does, if the
 // dimensions do not match w, or if oneDNN fails to create the primitive.
-func NewBF16Linear(w []float32, n, k int) (*PackedLinear, error) {
-	return newPackedLinear("NewBF16Linear", unsafe.Pointer(unsafe.SliceData(w)), len(w), dnnlF32, n, k, dnnlBF16)
+func NewBF16Matmul(w []float32, n, k int) (*PackedMatmul, error) {
+	return newPackedMatmul("NewBF16Matmul", unsafe.Pointer(unsafe.SliceData(w)), len(w), dnnlF32, n, k, dnnlBF16)
 }
 
-// NewF32Linear is NewBF16Linear in float32: W is stored once in the
+// NewF32Matmul is NewBF16Matmul in float32: W is stored once in the
 // layout oneDNN's float32 matmul prefers (blocked for its brgemm kernels)
 // instead of being packed again by every product, as dnnl_sgemm does.
 // Forward computes in float32. It needs only oneDNN.
-func NewF32Linear(w []float32, n, k int) (*PackedLinear, error) {
-	return newPackedLinear("NewF32Linear", unsafe.Pointer(unsafe.SliceData(w)), len(w), dnnlF32, n, k, dnnlF32)
+func NewF32Matmul(w []float32, n, k int) (*PackedMatmul, error) {
+	return newPackedMatmul("NewF32Matmul", unsafe.Pointer(unsafe.SliceData(w)), len(w), dnnlF32, n, k, dnnlF32)
 }
 
-// NewS8Linear stores int8 weights w [n, k] (row-major, n outputs) for
+// NewS8Matmul stores int8 weights w [n, k] (row-major, n outputs) for
 // oneDNN's int8 matmul, in the layout it prefers: ForwardU8 then computes
 // int32 products of uint8 inputs with them (VNNI where the processor has
 // it). Scales and zero points are the caller's business.
-func NewS8Linear(w []int8, n, k int) (*PackedLinear, error) {
-	return newPackedLinear("NewS8Linear", unsafe.Pointer(unsafe.SliceData(w)), len(w), dnnlS8, n, k, dnnlS8)
+func NewS8Matmul(w []int8, n, k int) (*PackedMatmul, error) {
+	return newPackedMatmul("NewS8Matmul", unsafe.Pointer(unsafe.SliceData(w)), len(w), dnnlS8, n, k, dnnlS8)
 }
 
 // checkLinearDims checks a weight matrix's dimensions against its length.
@@ -297,24 +299,24 @@ func checkLinearDims(fn string, lw, n, k int) error {
 }
 
 // srcDT and dstDT are the data types of a layer's input and output.
-func (l *PackedLinear) srcDT() uintptr {
+func (l *PackedMatmul) srcDT() uintptr {
 	if l.dt == dnnlS8 {
 		return dnnlU8
 	}
 	return l.dt
 }
 
-func (l *PackedLinear) dstDT() uintptr {
+func (l *PackedMatmul) dstDT() uintptr {
 	if l.dt == dnnlS8 {
 		return dnnlS32
 	}
 	return dnnlF32
 }
 
-// newPackedLinear checks the dimensions of w (lw elements of type wdt),
+// newPackedMatmul checks the dimensions of w (lw elements of type wdt),
 // loads oneDNN, and stores w for matmuls with weights of type dt; fn names
 // the caller in errors.
-func newPackedLinear(fn string, w unsafe.Pointer, lw int, wdt uintptr, n, k int, dt uintptr) (*PackedLinear, error) {
+func newPackedMatmul(fn string, w unsafe.Pointer, lw int, wdt uintptr, n, k int, dt uintptr) (*PackedMatmul, error) {
 	if err := checkLinearDims(fn, lw, n, k); err != nil {
 		return nil, err
 	}
@@ -327,13 +329,13 @@ func newPackedLinear(fn string, w unsafe.Pointer, lw int, wdt uintptr, n, k int,
 	if err != nil {
 		return nil, err
 	}
-	l := &PackedLinear{n: n, k: k, dt: dt, d: d, res: &bf16Resources{d: d}}
-	runtime.AddCleanup(l, func(r *bf16Resources) { r.destroy() }, l.res)
+	l := &PackedMatmul{n: n, k: k, dt: dt, d: d, res: &matmulResources{d: d}}
+	runtime.AddCleanup(l, func(r *matmulResources) { r.destroy() }, l.res)
 	// Create the primitive for one row now, which stores the weights, so
 	// that errors surface here rather than in Forward.
 	l.mu.Lock()
 	l.init, l.initDT = w, wdt
-	_, err = l.newPlan(bf16Key{m: 1})
+	_, err = l.newPlan(planKey{m: 1})
 	l.init = nil
 	l.mu.Unlock()
 	if err != nil {
@@ -343,10 +345,10 @@ func newPackedLinear(fn string, w unsafe.Pointer, lw int, wdt uintptr, n, k int,
 }
 
 // N returns the number of outputs, the rows of W.
-func (l *PackedLinear) N() int { return l.n }
+func (l *PackedMatmul) N() int { return l.n }
 
 // K returns the number of inputs, the columns of W.
-func (l *PackedLinear) K() int { return l.k }
+func (l *PackedMatmul) K() int { return l.k }
 
 // Forward computes out = beta·out + inp·Wᵀ for m rows: inp [m, k] float32
 // (converted to bfloat16, round to nearest even, inside), out [m, n] float32
@@ -356,21 +358,21 @@ func (l *PackedLinear) K() int { return l.k }
 // Any finite beta works; each distinct value gets its own primitive.
 // Forward panics if a slice is too short for m, if beta is NaN, or if
 // oneDNN fails, which after construction indicates a bug.
-func (l *PackedLinear) Forward(out, inp []float32, m int, beta float32) {
+func (l *PackedMatmul) Forward(out, inp []float32, m int, beta float32) {
 	if m < 0 {
-		panic(fmt.Sprintf("blas: PackedLinear.Forward: negative m = %d", m))
+		panic(fmt.Sprintf("blas: PackedMatmul.Forward: negative m = %d", m))
 	}
 	if beta != beta {
-		panic("blas: PackedLinear.Forward: beta is NaN")
+		panic("blas: PackedMatmul.Forward: beta is NaN")
 	}
 	if l.dt == dnnlS8 {
 		panic("blas: Forward on an int8 layer: use ForwardU8")
 	}
 	if len(inp) < m*l.k {
-		panic(fmt.Sprintf("blas: PackedLinear.Forward: len(inp) = %d < m·k = %d·%d", len(inp), m, l.k))
+		panic(fmt.Sprintf("blas: PackedMatmul.Forward: len(inp) = %d < m·k = %d·%d", len(inp), m, l.k))
 	}
 	if len(out) < m*l.n {
-		panic(fmt.Sprintf("blas: PackedLinear.Forward: len(out) = %d < m·n = %d·%d", len(out), m, l.n))
+		panic(fmt.Sprintf("blas: PackedMatmul.Forward: len(out) = %d < m·n = %d·%d", len(out), m, l.n))
 	}
 	if m == 0 {
 		return
@@ -400,7 +402,7 @@ func (l *PackedLinear) Forward(out, inp []float32, m int, beta float32) {
 // context returns the primitive for m rows and beta and an execution
 // context of it; it panics where oneDNN fails, which after construction is
 // a bug.
-func (l *PackedLinear) context(m int, beta float32) (*bf16Plan, *bf16Exec) {
+func (l *PackedMatmul) context(m int, beta float32) (*matmulPlan, *matmulExec) {
 	p, err := l.plan(m, beta)
 	if err != nil {
 		panic(err.Error())
@@ -414,7 +416,7 @@ func (l *PackedLinear) context(m int, beta float32) (*bf16Plan, *bf16Exec) {
 
 // convertInput rounds the float32 input of e to bfloat16 in e's source
 // buffer.
-func (l *PackedLinear) convertInput(p *bf16Plan, e *bf16Exec) {
+func (l *PackedMatmul) convertInput(p *matmulPlan, e *matmulExec) {
 	d := l.d
 	// Round the input to bfloat16 with oneDNN's reorder (vectorised; a Go
 	// loop takes 10% of the product's time at k=3072). The other handles
@@ -424,10 +426,10 @@ func (l *PackedLinear) convertInput(p *bf16Plan, e *bf16Exec) {
 }
 
 // ForwardU8 computes out = inp·Wᵀ in int32 for m rows of uint8 input, on a
-// layer made by NewS8Linear: inp [m, k], out [m, n], row-major and
+// layer made by NewS8Matmul: inp [m, k], out [m, n], row-major and
 // contiguous. It is safe to call from several goroutines at once with
 // different out/inp, and panics as Forward does.
-func (l *PackedLinear) ForwardU8(out []int32, inp []uint8, m int) {
+func (l *PackedMatmul) ForwardU8(out []int32, inp []uint8, m int) {
 	if l.dt != dnnlS8 {
 		panic("blas: ForwardU8 on a layer that is not int8")
 	}
@@ -451,7 +453,7 @@ func (l *PackedLinear) ForwardU8(out []int32, inp []uint8, m int) {
 
 // setHandle points the memory object mem at ptr. The arguments go through
 // e.sys: a variadic argument list would be allocated on every call.
-func (e *bf16Exec) setHandle(d *dnnlMatmul, mem uintptr, ptr unsafe.Pointer) {
+func (e *matmulExec) setHandle(d *dnnlMatmul, mem uintptr, ptr unsafe.Pointer) {
 	e.sys = [4]uintptr{mem, uintptr(ptr)}
 	if r, _, _ := purego.SyscallN(d.memSetHandle, e.sys[:2]...); int32(r) != dnnlSuccess {
 		panic(dnnlError("dnnl_memory_set_data_handle", int32(r)).Error())
@@ -460,7 +462,7 @@ func (e *bf16Exec) setHandle(d *dnnlMatmul, mem uintptr, ptr unsafe.Pointer) {
 
 // execute runs prim with args on e's stream and, with wait, waits for the
 // stream; a failure names what ran and its sizes.
-func (e *bf16Exec) execute(d *dnnlMatmul, prim uintptr, args []dnnlExecArg, what string, wait bool, m, n, k int) {
+func (e *matmulExec) execute(d *dnnlMatmul, prim uintptr, args []dnnlExecArg, what string, wait bool, m, n, k int) {
 	e.sys = [4]uintptr{prim, e.stream, uintptr(len(args)), uintptr(unsafe.Pointer(&args[0]))}
 	if r, _, _ := purego.SyscallN(d.primExecute, e.sys[:4]...); int32(r) != dnnlSuccess {
 		panic(fmt.Sprintf("%v (%s m=%d, n=%d, k=%d)", dnnlError("dnnl_primitive_execute", int32(r)), what, m, n, k))
@@ -475,18 +477,18 @@ func (e *bf16Exec) execute(d *dnnlMatmul, prim uintptr, args []dnnlExecArg, what
 }
 
 // plan returns the primitive for m rows and beta, creating it if needed.
-func (l *PackedLinear) plan(m int, beta float32) (*bf16Plan, error) {
+func (l *PackedMatmul) plan(m int, beta float32) (*matmulPlan, error) {
 	if beta == 0 {
 		beta = 0 // -0 → 0
 	}
-	key := bf16Key{m, beta}
+	key := planKey{m, beta}
 	if p, ok := l.plans.Load(key); ok {
-		return p.(*bf16Plan), nil
+		return p.(*matmulPlan), nil
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if p, ok := l.plans.Load(key); ok {
-		return p.(*bf16Plan), nil
+		return p.(*matmulPlan), nil
 	}
 	return l.newPlan(key)
 }
@@ -495,10 +497,10 @@ func (l *PackedLinear) plan(m int, beta float32) (*bf16Plan, error) {
 // dst [m, n] f32, with a sum post-op scaled by beta when beta ≠ 0, and
 // reorders the weights into the layout it asks for if no earlier primitive
 // did. l.mu is held.
-func (l *PackedLinear) newPlan(key bf16Key) (p *bf16Plan, err error) {
+func (l *PackedMatmul) newPlan(key planKey) (p *matmulPlan, err error) {
 	d := l.d
 	m, beta := key.m, key.beta
-	p = &bf16Plan{m: m, f32: l.dt != dnnlBF16}
+	p = &matmulPlan{m: m, f32: l.dt != dnnlBF16}
 	var weiMD, anyMD dnnlMemDesc
 	src := [2]int64{int64(m), int64(l.k)}
 	wei := [2]int64{int64(l.k), int64(l.n)}
@@ -609,9 +611,9 @@ func copyMD(md *dnnlMemDesc, d *dnnlMatmul, pd uintptr, what uintptr) error {
 }
 
 // weights returns W in the layout md, converting it the first time: from
-// l.init, W in float32 during NewBF16Linear, or else from the bfloat16
+// l.init, W in float32 during NewBF16Matmul, or else from the bfloat16
 // copy made then. l.mu is held.
-func (l *PackedLinear) weights(md *dnnlMemDesc) (*bf16Weights, error) {
+func (l *PackedMatmul) weights(md *dnnlMemDesc) (*packedWeights, error) {
 	d := l.d
 	l.res.mu.Lock()
 	have := l.res.weights
@@ -621,7 +623,7 @@ func (l *PackedLinear) weights(md *dnnlMemDesc) (*bf16Weights, error) {
 			return w, nil
 		}
 	}
-	w := &bf16Weights{md: *md}
+	w := &packedWeights{md: *md}
 	w.buf = alignedBytes(int(d.call64(d.memDescGetSize, uintptr(unsafe.Pointer(md)))))
 	var err error
 	if l.init != nil {
@@ -635,7 +637,7 @@ func (l *PackedLinear) weights(md *dnnlMemDesc) (*bf16Weights, error) {
 	} else if len(have) > 0 {
 		err = d.reorder(&have[0].md, unsafe.Pointer(&have[0].buf[0]), &w.md, unsafe.Pointer(&w.buf[0]))
 	} else {
-		err = errors.New("blas: PackedLinear has no weights (NewBF16Linear failed?)")
+		err = errors.New("blas: PackedMatmul has no weights (NewBF16Matmul failed?)")
 	}
 	if err != nil {
 		return nil, err
@@ -690,7 +692,7 @@ func alignedBytes(n int) []byte {
 }
 
 // get takes an execution context from the free list or makes one.
-func (p *bf16Plan) get(d *dnnlMatmul, k int) (*bf16Exec, error) {
+func (p *matmulPlan) get(d *dnnlMatmul, k int) (*matmulExec, error) {
 	p.mu.Lock()
 	if n := len(p.free); n > 0 {
 		e := p.free[n-1]
@@ -699,7 +701,7 @@ func (p *bf16Plan) get(d *dnnlMatmul, k int) (*bf16Exec, error) {
 		return e, nil
 	}
 	p.mu.Unlock()
-	e := &bf16Exec{}
+	e := &matmulExec{}
 	var srcBuf unsafe.Pointer // float32: set by Forward to the input
 	if !p.f32 {
 		e.srcBuf = unsafe.Slice((*uint16)(unsafe.Pointer(&alignedBytes(2 * p.m * k)[0])), p.m*k)
@@ -748,13 +750,13 @@ func (p *bf16Plan) get(d *dnnlMatmul, k int) (*bf16Exec, error) {
 }
 
 // put returns an execution context to the free list.
-func (p *bf16Plan) put(e *bf16Exec) {
+func (p *matmulPlan) put(e *matmulExec) {
 	p.mu.Lock()
 	p.free = append(p.free, e)
 	p.mu.Unlock()
 }
 
-func (e *bf16Exec) destroy(d *dnnlMatmul) {
+func (e *matmulExec) destroy(d *dnnlMatmul) {
 	for _, m := range []uintptr{e.src, e.wei, e.dst, e.s, e.f32} {
 		if m != 0 {
 			d.call(d.memDestroy, m)
@@ -766,7 +768,7 @@ func (e *bf16Exec) destroy(d *dnnlMatmul) {
 }
 
 // destroy frees the C objects of p.
-func (p *bf16Plan) destroy(d *dnnlMatmul) {
+func (p *matmulPlan) destroy(d *dnnlMatmul) {
 	for _, e := range p.all {
 		e.destroy(d)
 	}
@@ -784,7 +786,7 @@ func (p *bf16Plan) destroy(d *dnnlMatmul) {
 }
 
 // destroy frees the C objects; it runs once no Forward can be running.
-func (r *bf16Resources) destroy() {
+func (r *matmulResources) destroy() {
 	for _, p := range r.plans {
 		p.destroy(r.d)
 	}
@@ -792,7 +794,7 @@ func (r *bf16Resources) destroy() {
 
 // impl returns the name of the implementation oneDNN chose for m rows and
 // beta, e.g. "brg:avx512_core_bf16", for tests and benchmarks.
-func (l *PackedLinear) impl(m int, beta float32) string {
+func (l *PackedMatmul) impl(m int, beta float32) string {
 	p, err := l.plan(m, beta)
 	if err != nil {
 		return err.Error()

@@ -63,7 +63,7 @@ func TestBF16LinearRounding(t *testing.T) {
 		ident[i*k+i] = 1
 	}
 	// Rounding of the input: W = I.
-	l, err := NewBF16Linear(ident, k, k)
+	l, err := NewBF16Matmul(ident, k, k)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestBF16LinearRounding(t *testing.T) {
 	for j, v := range vals {
 		w[j*k] = v
 	}
-	l, err = NewBF16Linear(w, k, k)
+	l, err = NewBF16Matmul(w, k, k)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,16 +97,16 @@ func TestBF16LinearRounding(t *testing.T) {
 	}
 }
 
-func TestNewBF16LinearErrors(t *testing.T) {
-	if _, err := NewBF16Linear(make([]float32, 6), 2, 4); err == nil {
-		t.Error("NewBF16Linear with len(w) ≠ n·k: no error")
+func TestNewBF16MatmulErrors(t *testing.T) {
+	if _, err := NewBF16Matmul(make([]float32, 6), 2, 4); err == nil {
+		t.Error("NewBF16Matmul with len(w) ≠ n·k: no error")
 	}
-	if _, err := NewBF16Linear(nil, 0, 4); err == nil {
-		t.Error("NewBF16Linear with n = 0: no error")
+	if _, err := NewBF16Matmul(nil, 0, 4); err == nil {
+		t.Error("NewBF16Matmul with n = 0: no error")
 	}
 	if err := BF16Supported(); err != nil {
-		if _, err2 := NewBF16Linear(make([]float32, 8), 2, 4); err2 == nil {
-			t.Errorf("BF16Supported says %v, but NewBF16Linear succeeds", err)
+		if _, err2 := NewBF16Matmul(make([]float32, 8), 2, 4); err2 == nil {
+			t.Errorf("BF16Supported says %v, but NewBF16Matmul succeeds", err)
 		}
 	}
 }
@@ -160,7 +160,7 @@ func TestBF16LinearForward(t *testing.T) {
 	for _, n := range []int{5, 33} {
 		for _, k := range []int{7, 64, 130} {
 			w := bf16RandSlice(rng, n*k)
-			l, err := NewBF16Linear(w, n, k)
+			l, err := NewBF16Matmul(w, n, k)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -191,7 +191,7 @@ func TestBF16LinearConcurrent(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	const n, k = 33, 130
 	w := bf16RandSlice(rng, n*k)
-	l, err := NewBF16Linear(w, n, k)
+	l, err := NewBF16Matmul(w, n, k)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestBF16LinearConcurrent(t *testing.T) {
 func TestBF16LinearAllocs(t *testing.T) {
 	skipNoBF16(t)
 	const m, n, k = 8, 16, 32
-	l, err := NewBF16Linear(make([]float32, n*k), n, k)
+	l, err := NewBF16Matmul(make([]float32, n*k), n, k)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,14 +267,14 @@ func TestBF16LinearCleanup(t *testing.T) {
 	const m, n, k = 5, 24, 40
 	w := bf16RandSlice(rng, n*k)
 	inp := bf16RandSlice(rng, m*k)
-	keep, err := NewBF16Linear(w, n, k)
+	keep, err := NewBF16Matmul(w, n, k)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := make([]float32, m*n)
 	keep.Forward(want, inp, m, 0)
 	for range 20 {
-		l, err := NewBF16Linear(w, n, k)
+		l, err := NewBF16Matmul(w, n, k)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -305,7 +305,7 @@ func BenchmarkBF16Linear(b *testing.B) {
 		w := bf16RandSlice(rng, s.n*s.k)
 		inp := bf16RandSlice(rng, s.m*s.k)
 		out := make([]float32, s.m*s.n)
-		l, err := NewBF16Linear(w, s.n, s.k)
+		l, err := NewBF16Matmul(w, s.n, s.k)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -347,7 +347,7 @@ func TestF32LinearAgainstSgemm(t *testing.T) {
 	for _, s := range [][3]int{{1, 5, 7}, {17, 33, 64}, {64, 96, 768}} {
 		m, n, k := s[0], s[1], s[2]
 		w, x := randSlice(r, n*k), randSlice(r, m*k)
-		l, err := NewF32Linear(w, n, k)
+		l, err := NewF32Matmul(w, n, k)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -364,7 +364,7 @@ func TestF32LinearAgainstSgemm(t *testing.T) {
 			}
 		}
 	}
-	if _, err := NewF32Linear(make([]float32, 5), 2, 3); err == nil {
+	if _, err := NewF32Matmul(make([]float32, 5), 2, 3); err == nil {
 		t.Error("a 5-element weight accepted as 2×3")
 	}
 }
@@ -384,7 +384,7 @@ func TestS8LinearExact(t *testing.T) {
 		for i := range x {
 			x[i] = uint8(r.IntN(256))
 		}
-		l, err := NewS8Linear(w, n, k)
+		l, err := NewS8Matmul(w, n, k)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -413,7 +413,7 @@ func BenchmarkS8Linear(b *testing.B) {
 		for i := range x {
 			x[i] = uint8(i % 251)
 		}
-		l, err := NewS8Linear(w, n, k)
+		l, err := NewS8Matmul(w, n, k)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,0 +1,44 @@
+//go:build windows
+
+package blas
+
+import "errors"
+
+var errBF16Windows = errors.New("blas: bfloat16 products need oneDNN, which is not loadable on windows")
+
+// BF16Supported reports whether this processor and library can run the
+// bfloat16 products; on Windows they never can, since oneDNN is not loaded.
+func BF16Supported() error { return errBF16Windows }
+
+// PackedMatmul is oneDNN's matmul with its weight W [n, k] stored once (in
+// bfloat16, float32 or int8). On Windows none can be made.
+type PackedMatmul struct {
+	n, k int
+}
+
+// NewBF16Matmul always fails on Windows; see BF16Supported.
+func NewBF16Matmul(w []float32, n, k int) (*PackedMatmul, error) { return nil, errBF16Windows }
+
+// N returns the number of outputs, the rows of W.
+func (l *PackedMatmul) N() int { return l.n }
+
+// K returns the number of inputs, the columns of W.
+func (l *PackedMatmul) K() int { return l.k }
+
+// Forward computes out = beta·out + inp·Wᵀ for m rows; it is never reached
+// on Windows, where NewBF16Matmul fails.
+func (l *PackedMatmul) Forward(out, inp []float32, m int, beta float32) {
+	panic(errBF16Windows.Error())
+}
+
+// impl names oneDNN's implementation; see the other platforms.
+func (l *PackedMatmul) impl(m int, beta float32) string { return "none" }
+
+// NewF32Matmul always fails on Windows; see BF16Supported.
+func NewF32Matmul(w []float32, n, k int) (*PackedMatmul, error) { return nil, errBF16Windows }
+
+// NewS8Matmul always fails on Windows; see BF16Supported.
+func NewS8Matmul(w []int8, n, k int) (*PackedMatmul, error) { return nil, errBF16Windows }
+
+// ForwardU8 is never reached on Windows, where NewS8Matmul fails.
+func (l *PackedMatmul) ForwardU8(out []int32, inp []uint8, m int) { panic(errBF16Windows.Error()) }
