@@ -153,8 +153,8 @@ func (m *Model) Step(st *State, tokens []int32) ([]float32, error) {
 	for l := range m.Dec {
 		L := &m.Dec[l]
 		// Self-attention over the cache and this token.
-		kernels.LayerNormForward(ln, nil, nil, x, L.SelfNorm.W.Data, L.SelfNorm.B.Data, eps, R, C)
-		kernels.MatmulForward(qkv, ln, L.QKV.W.Data, L.QKV.B.Data, R, C, 3*C)
+		L.SelfNorm.Forward(ln, nil, nil, x, eps, R, C)
+		L.QKV.Forward(qkv, ln, R)
 		kernels.SplitQKV(q, k, v, qkv, R, C)
 		if rot != nil {
 			for i := 0; i < R; i++ {
@@ -168,24 +168,24 @@ func (m *Model) Step(st *State, tokens []int32) ([]float32, error) {
 			copy(cv[t*C:t*C+C], v[i*C:i*C+C])
 			kernels.CrossAttentionForward(att[i*C:i*C+C], nil, q[i*C:i*C+C], ck[:(t+1)*C], cv[:(t+1)*C], nil, 1, 1, t+1, NH, HS)
 		}
-		kernels.MatmulForward(o, att, L.SelfOut.W.Data, L.SelfOut.B.Data, R, C, C)
+		L.SelfOut.Forward(o, att, R)
 		kernels.AddForward(x, x, o, R*C)
 		// Cross-attention over the row's source.
-		kernels.LayerNormForward(ln, nil, nil, x, L.CrossNorm.W.Data, L.CrossNorm.B.Data, eps, R, C)
-		kernels.MatmulForward(q, ln, L.Q.W.Data, L.Q.B.Data, R, C, C)
+		L.CrossNorm.Forward(ln, nil, nil, x, eps, R, C)
+		L.Q.Forward(q, ln, R)
 		for i, r := range st.rows {
 			kernels.CrossAttentionForward(att[i*C:i*C+C], nil, q[i*C:i*C+C], st.enc.K[l][r*S*C:(r+1)*S*C], st.enc.V[l][r*S*C:(r+1)*S*C], st.enc.Mask[r*S:(r+1)*S], 1, 1, S, NH, HS)
 		}
-		kernels.MatmulForward(o, att, L.CrossOut.W.Data, L.CrossOut.B.Data, R, C, C)
+		L.CrossOut.Forward(o, att, R)
 		kernels.AddForward(x, x, o, R*C)
 		// Feed-forward.
-		kernels.LayerNormForward(ln, nil, nil, x, L.FFNNorm.W.Data, L.FFNNorm.B.Data, eps, R, C)
-		kernels.MatmulForward(h, ln, L.FC1.W.Data, L.FC1.B.Data, R, C, c.FFN)
+		L.FFNNorm.Forward(ln, nil, nil, x, eps, R, C)
+		L.FC1.Forward(h, ln, R)
 		kernels.ActivationForward(h, h, m.act, R*c.FFN)
-		kernels.MatmulForward(o, h, L.FC2.W.Data, L.FC2.B.Data, R, c.FFN, C)
+		L.FC2.Forward(o, h, R)
 		kernels.AddForward(x, x, o, R*C)
 	}
-	kernels.LayerNormForward(ln, nil, nil, x, m.DecNorm.W.Data, m.DecNorm.B.Data, eps, R, C)
+	m.DecNorm.Forward(ln, nil, nil, x, eps, R, C)
 	logits := make([]float32, R*c.VocabSize)
 	kernels.MatmulForward(logits, ln, m.Embed.Data, nil, R, C, c.VocabSize)
 	st.n++
