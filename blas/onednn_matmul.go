@@ -497,6 +497,19 @@ func (l *PackedMatmul) plan(m int, beta float32) (*matmulPlan, error) {
 // dst [m, n] f32, with a sum post-op scaled by beta when beta ≠ 0, and
 // reorders the weights into the layout it asks for if no earlier primitive
 // did. l.mu is held.
+// dtName names a weight data type of PackedMatmul for error messages.
+func dtName(dt uintptr) string {
+	switch dt {
+	case dnnlBF16:
+		return "bf16"
+	case dnnlF32:
+		return "f32"
+	case dnnlS8:
+		return "s8"
+	}
+	return fmt.Sprintf("data type %d", dt)
+}
+
 func (l *PackedMatmul) newPlan(key planKey) (p *matmulPlan, err error) {
 	d := l.d
 	m, beta := key.m, key.beta
@@ -552,7 +565,7 @@ func (l *PackedMatmul) newPlan(key planKey) (p *matmulPlan, err error) {
 		}
 	}()
 	if st := d.call(d.pdCreate, uintptr(unsafe.Pointer(&p.pd)), uintptr(unsafe.Pointer(&op)), attr, d.engine, 0); st != dnnlSuccess {
-		return nil, fmt.Errorf("%w (matmul bf16 m=%d, n=%d, k=%d)", dnnlError("dnnl_primitive_desc_create", st), m, l.n, l.k)
+		return nil, fmt.Errorf("%w (matmul, %s weights, m=%d, n=%d, k=%d)", dnnlError("dnnl_primitive_desc_create", st), dtName(l.dt), m, l.n, l.k)
 	}
 	if err := copyMD(&weiMD, d, p.pd, dnnlQueryWeightsMD); err != nil {
 		return nil, err

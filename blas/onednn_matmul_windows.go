@@ -4,7 +4,13 @@ package blas
 
 import "errors"
 
-var errBF16Windows = errors.New("blas: bfloat16 products need oneDNN, which is not loadable on windows")
+// The errors of the constructors on Windows, each naming its products.
+var (
+	errBF16Windows   = errors.New("blas: bfloat16 products need oneDNN, which is not loadable on windows")
+	errF32Windows    = errors.New("blas: prepacked float32 products need oneDNN, which is not loadable on windows")
+	errS8Windows     = errors.New("blas: int8 (u8·s8) products need oneDNN, which is not loadable on windows")
+	errMatmulWindows = errors.New("blas: PackedMatmul used on windows, where none can be made (oneDNN is not loadable)")
+)
 
 // BF16Supported reports whether this processor and library can run the
 // bfloat16 products; on Windows they never can, since oneDNN is not loaded.
@@ -28,17 +34,17 @@ func (l *PackedMatmul) K() int { return l.k }
 // Forward computes out = beta·out + inp·Wᵀ for m rows; it is never reached
 // on Windows, where NewBF16Matmul fails.
 func (l *PackedMatmul) Forward(out, inp []float32, m int, beta float32) {
-	panic(errBF16Windows.Error())
+	panic(errMatmulWindows.Error())
 }
 
 // impl names oneDNN's implementation; see the other platforms.
 func (l *PackedMatmul) impl(m int, beta float32) string { return "none" }
 
-// NewF32Matmul always fails on Windows; see BF16Supported.
-func NewF32Matmul(w []float32, n, k int) (*PackedMatmul, error) { return nil, errBF16Windows }
+// NewF32Matmul always fails on Windows, where oneDNN is not loaded.
+func NewF32Matmul(w []float32, n, k int) (*PackedMatmul, error) { return nil, errF32Windows }
 
-// NewS8Matmul always fails on Windows; see BF16Supported.
-func NewS8Matmul(w []int8, n, k int) (*PackedMatmul, error) { return nil, errBF16Windows }
+// NewS8Matmul always fails on Windows, where oneDNN is not loaded.
+func NewS8Matmul(w []int8, n, k int) (*PackedMatmul, error) { return nil, errS8Windows }
 
 // ForwardU8 is never reached on Windows, where NewS8Matmul fails.
-func (l *PackedMatmul) ForwardU8(out []int32, inp []uint8, m int) { panic(errBF16Windows.Error()) }
+func (l *PackedMatmul) ForwardU8(out []int32, inp []uint8, m int) { panic(errS8Windows.Error()) }
