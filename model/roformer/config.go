@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
-	"os"
 	"reflect"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/roformer-go/roformer/internal/configfile"
 	"github.com/roformer-go/roformer/kernels"
 )
 
@@ -167,17 +166,9 @@ func ParseConfig(data []byte, name string) (Config, error) {
 // LoadConfig reads and validates a config.json file of at most
 // MaxConfigBytes.
 func LoadConfig(path string) (Config, error) {
-	f, err := os.Open(path)
+	data, err := configfile.Read(path, MaxConfigBytes)
 	if err != nil {
 		return Config{}, fmt.Errorf("roformer: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
-	if err != nil {
-		return Config{}, fmt.Errorf("roformer: %w", err)
-	}
-	if len(data) > MaxConfigBytes {
-		return Config{}, fmt.Errorf("roformer: %s is larger than %d bytes, the limit for a config.json (MaxConfigBytes)", path, MaxConfigBytes)
 	}
 	return ParseConfig(data, path)
 }

@@ -3,10 +3,9 @@ package seq2seq
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
-	"os"
 
+	"github.com/roformer-go/roformer/internal/configfile"
 	"github.com/roformer-go/roformer/kernels"
 )
 
@@ -146,17 +145,9 @@ func DefaultConfig() Config {
 // LoadConfig reads and validates a config.json at path (at most
 // MaxConfigBytes); unknown keys are ignored.
 func LoadConfig(path string) (Config, error) {
-	f, err := os.Open(path)
+	raw, err := configfile.Read(path, MaxConfigBytes)
 	if err != nil {
 		return Config{}, fmt.Errorf("seq2seq: %w", err)
-	}
-	defer f.Close()
-	raw, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
-	if err != nil {
-		return Config{}, fmt.Errorf("seq2seq: %w", err)
-	}
-	if len(raw) > MaxConfigBytes {
-		return Config{}, fmt.Errorf("seq2seq: %s is larger than %d bytes, the limit for a config.json (MaxConfigBytes)", path, MaxConfigBytes)
 	}
 	var c Config
 	if err := json.Unmarshal(raw, &c); err != nil {
