@@ -377,10 +377,11 @@ func translateRun(ctx context.Context, o TranslateOptions, d *mtData, pos string
 	cfg := o.Model
 	cfg.Position, cfg.VocabSize = pos, d.codec.VocabSize()
 	cfg.PadID, cfg.BOSID, cfg.EOSID = bpe.PadID, bpe.BosID, bpe.EosID
-	m, err := seq2seq.New(cfg, seed)
+	m, err := seq2seq.New(cfg)
 	if err != nil {
 		return nil, err
 	}
+	m.Init(seed)
 	sched := optim.Schedule{Kind: optim.Cosine, PeakLR: o.LR, Warmup: o.Warmup, Total: o.Steps}
 	st, err := train.NewStepper(m.Params(), optim.DefaultAdamWConfig(o.WeightDecay), sched)
 	if err != nil {

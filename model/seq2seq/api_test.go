@@ -22,17 +22,21 @@ func TestDefaultConfig(t *testing.T) {
 	}
 }
 
-// A context that has ended stops Forward and Backward with its error.
+// A context that has ended stops Encode, Forward and Backward with its error.
 func TestForwardBackwardContext(t *testing.T) {
-	m, err := New(tinyConfig(Rotary), 1)
+	m, err := New(tinyConfig(Rotary))
 	if err != nil {
 		t.Fatal(err)
 	}
+	m.Init(1)
 	b := tinyBatch(t, m.Config)
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := m.Forward(done, b, Options{Train: true, Seed: 1}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Forward with a cancelled context: %v, want context.Canceled", err)
+	}
+	if _, err := m.Encode(done, [][]int32{{3, 4, 5}}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Encode with a cancelled context: %v, want context.Canceled", err)
 	}
 	p, err := m.Forward(context.Background(), b, Options{Train: true, Seed: 1})
 	if err != nil {

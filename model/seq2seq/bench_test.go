@@ -9,10 +9,11 @@ import (
 func benchModel(b *testing.B, C, L, V int) (*Model, [][]int32) {
 	cfg := Config{VocabSize: V, DModel: C, Heads: 4, FFN: 4 * C, EncoderLayers: L, DecoderLayers: L, Position: Rotary,
 		Dropout: 0.1, LabelSmooth: 0.1, PadID: 0, BOSID: 1, EOSID: 2, LayerNormEps: 1e-5}
-	m, err := New(cfg, 1)
+	m, err := New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
+	m.Init(1)
 	var src [][]int32
 	for i := 0; i < 64; i++ {
 		s := make([]int32, 40)

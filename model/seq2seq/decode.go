@@ -20,9 +20,15 @@ type Encoded struct {
 }
 
 // Encode runs the encoder (no dropout) on the sources (EOS is appended).
-func (m *Model) Encode(src [][]int32) (*Encoded, error) {
+// It returns ctx's error, checked before the encoder and before each
+// decoder layer's cross-attention keys and values (as Forward), when ctx
+// ends.
+func (m *Model) Encode(ctx context.Context, src [][]int32) (*Encoded, error) {
 	b, err := NewBatch(m.Config, src, nil)
 	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	c := m.Config
@@ -33,6 +39,9 @@ func (m *Model) Encode(src [][]int32) (*Encoded, error) {
 		e.Len = append(e.Len, len(s)+1)
 	}
 	for l := range m.Dec {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		k, v := m.crossKV(&m.Dec[l], e.Out, b.B*b.S)
 		e.K, e.V = append(e.K, k), append(e.V, v)
 	}
@@ -293,7 +302,7 @@ var DefaultDecode = DecodeOptions{Beam: 4, Alpha: 0.6, MaxExtra: 50}
 // (fairseq's sequence generator: generate's beam search with GNMT's length
 // penalty, stopping once Beam hypotheses are finished). Each output holds
 // at most its source's length + MaxExtra tokens, EOS included. ctx is
-// checked between steps.
+// checked by Encode and between steps.
 func (m *Model) Translate(ctx context.Context, src [][]int32, o DecodeOptions) ([][]int32, error) {
 	if o.MaxExtra < 1 {
 		return nil, fmt.Errorf("seq2seq: MaxExtra %d must be at least 1", o.MaxExtra)
@@ -301,11 +310,8 @@ func (m *Model) Translate(ctx context.Context, src [][]int32, o DecodeOptions) (
 	out := make([][]int32, len(src))
 	const chunk = 64
 	for lo := 0; lo < len(src); lo += chunk {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
 		hi := min(lo+chunk, len(src))
-		enc, err := m.Encode(src[lo:hi])
+		enc, err := m.Encode(ctx, src[lo:hi])
 		if err != nil {
 			return nil, err
 		}

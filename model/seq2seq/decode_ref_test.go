@@ -44,7 +44,8 @@ func TestTranslateEqualsFormerDecoder(t *testing.T) {
 		for seed := uint64(20); seed < 24; seed++ {
 			cfg := tinyConfig(pos)
 			cfg.VocabSize = 17 + int(seed)
-			rm, _ := New(cfg, seed)
+			rm, _ := New(cfg)
+			rm.Init(seed)
 			r := testutil.Rand(seed)
 			var src [][]int32
 			for i := 0; i < 5; i++ {
@@ -93,7 +94,7 @@ func TestDecoderSamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	enc, err := m.Encode(src)
+	enc, err := m.Encode(context.Background(), src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +130,7 @@ func TestDecoderSamples(t *testing.T) {
 
 // refTranslate is the former Model.Translate.
 func refTranslate(m *Model, src [][]int32, o DecodeOptions) ([][]int32, error) {
-	enc, err := m.Encode(src)
+	enc, err := m.Encode(context.Background(), src)
 	if err != nil {
 		return nil, err
 	}

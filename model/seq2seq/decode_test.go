@@ -17,7 +17,8 @@ func TestCachedStepEqualsForward(t *testing.T) {
 		t.Run(pos, func(t *testing.T) {
 			cfg := tinyConfig(pos)
 			cfg.Dropout = 0.3 // off outside training: must not matter
-			m, _ := New(cfg, 7)
+			m, _ := New(cfg)
+			m.Init(7)
 			src := [][]int32{{3, 4, 5, 6, 7}, {8, 9}}
 			tgt := [][]int32{{5, 6, 7, 8}, {9, 10, 3, 4}}
 			b, err := NewBatch(cfg, src, tgt)
@@ -28,7 +29,7 @@ func TestCachedStepEqualsForward(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			enc, err := m.Encode(src)
+			enc, err := m.Encode(context.Background(), src)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,8 +57,9 @@ func TestCachedStepEqualsForward(t *testing.T) {
 // from the start as the row it was copied from.
 func TestReorder(t *testing.T) {
 	cfg := tinyConfig(Rotary)
-	m, _ := New(cfg, 8)
-	enc, _ := m.Encode([][]int32{{3, 4, 5}})
+	m, _ := New(cfg)
+	m.Init(8)
+	enc, _ := m.Encode(context.Background(), [][]int32{{3, 4, 5}})
 	st, _ := m.NewState(enc, []int{0, 0}, 4)
 	m.Step(st, []int32{1, 1})
 	m.Step(st, []int32{5, 6})
@@ -81,7 +83,8 @@ func TestReorder(t *testing.T) {
 func trainedCopy(t testing.TB, pos string) (*Model, [][]int32) {
 	cfg := tinyConfig(pos)
 	cfg.DModel, cfg.FFN = 16, 32
-	m, _ := New(cfg, 9)
+	m, _ := New(cfg)
+	m.Init(9)
 	r := testutil.Rand(10)
 	var src [][]int32
 	for i := 0; i < 6; i++ {
@@ -115,7 +118,7 @@ func TestBeamOneIsGreedy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		enc, _ := m.Encode(src)
+		enc, _ := m.Encode(context.Background(), src)
 		for _, alpha := range []float64{0, 0.6} {
 			for r := range src {
 				got, err := m.beamSearch(context.Background(), enc, r, DecodeOptions{Beam: 1, Alpha: alpha, MaxExtra: 5})

@@ -11,10 +11,11 @@ import (
 func Example() {
 	cfg := seq2seq.Config{VocabSize: 16, DModel: 16, Heads: 2, FFN: 32, EncoderLayers: 1, DecoderLayers: 1,
 		Position: seq2seq.Rotary, LabelSmooth: 0.1, PadID: 0, BOSID: 1, EOSID: 2, LayerNormEps: 1e-5}
-	m, err := seq2seq.New(cfg, 1)
+	m, err := seq2seq.New(cfg)
 	if err != nil {
 		panic(err)
 	}
+	m.Init(1)
 	b, err := seq2seq.NewBatch(cfg, [][]int32{{5, 6, 7}}, [][]int32{{7, 6, 5}})
 	if err != nil {
 		panic(err)

@@ -39,10 +39,11 @@ func TestGradients(t *testing.T) {
 				// pre-activation lies within h of it (its derivative is
 				// checked in package kernels).
 				cfg.Activation = "gelu"
-				m, err := New(cfg, 1)
+				m, err := New(cfg)
 				if err != nil {
 					t.Fatal(err)
 				}
+				m.Init(1)
 				// Non-trivial norms and biases, so their gradients are exercised too.
 				r := testutil.Rand(2)
 				for _, p := range m.Params() {
@@ -89,7 +90,8 @@ func TestGradients(t *testing.T) {
 // TestGradientAccumulates: two backward passes give doubled gradients.
 func TestGradientAccumulates(t *testing.T) {
 	cfg := tinyConfig(Rotary)
-	m, _ := New(cfg, 3)
+	m, _ := New(cfg)
+	m.Init(3)
 	b := tinyBatch(t, cfg)
 	p, _ := m.Forward(context.Background(), b, Options{Train: true, Seed: 1})
 	p.Backward(context.Background())
@@ -146,7 +148,8 @@ func TestSmoothedCrossEntropy(t *testing.T) {
 // GELU gradient check above runs the kernel's path).
 func TestReLUPath(t *testing.T) {
 	cfg := tinyConfig(Rotary)
-	m, _ := New(cfg, 6)
+	m, _ := New(cfg)
+	m.Init(6)
 	BT, C, I := 5, cfg.DModel, cfg.FFN
 	x := testutil.RandN(testutil.Rand(1), BT*C, 1)
 	L := &m.Enc[0]

@@ -13,7 +13,8 @@ import (
 // and the limit; a config within the limits that needs far more than the
 // checkpoint holds is refused by Load before the model is allocated.
 func TestConfigLimits(t *testing.T) {
-	m, _ := New(tinyConfig(Rotary), 4)
+	m, _ := New(tinyConfig(Rotary))
+	m.Init(4)
 	if got, want := m.Config.NumParamsFor(), int64(m.NumParams()); got != want {
 		t.Fatalf("NumParamsFor %d, the model has %d", got, want)
 	}

@@ -49,44 +49,10 @@ type Model struct {
 	params []*tensor.Param
 }
 
-// New returns a model with fresh weights drawn from seed: E ~ N(0, C^−½) (so
-// √C·E has unit variance, as fairseq's transformer), the linear layers
-// Xavier-uniform (Vaswani et al.'s tensor2tensor and fairseq), biases 0,
-// LayerNorm weights 1.
-func New(cfg Config, seed uint64) (*Model, error) {
-	m, err := newEmpty(cfg)
-	if err != nil {
-		return nil, err
-	}
-	r := rand.New(rand.NewPCG(seed, 0x7365713273657121))
-	std := 1 / math.Sqrt(float64(cfg.DModel))
-	for i := range m.Embed.Data {
-		m.Embed.Data[i] = float32(r.NormFloat64() * std)
-	}
-	for _, p := range m.params {
-		switch {
-		case p == m.Embed:
-		case len(p.Shape) == 2:
-			a := math.Sqrt(6 / float64(p.Shape[0]+p.Shape[1]))
-			for i := range p.Data {
-				p.Data[i] = float32((2*r.Float64() - 1) * a)
-			}
-		case isNormWeight(p.Name):
-			for i := range p.Data {
-				p.Data[i] = 1
-			}
-		}
-	}
-	return m, nil
-}
-
-func isNormWeight(name string) bool {
-	n := len(name)
-	return n > len("layer_norm.weight") && name[n-len("layer_norm.weight"):] == "layer_norm.weight"
-}
-
-// newEmpty allocates every parameter (zeros) in a fixed order.
-func newEmpty(cfg Config) (*Model, error) {
+// New allocates a model with zero parameters for cfg, in a fixed order
+// (the order of Params). Use Init for the random initialisation or Load to
+// read a saved model.
+func New(cfg Config) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -143,6 +109,39 @@ func newEmpty(cfg Config) (*Model, error) {
 	return m, nil
 }
 
+// Init sets every parameter from seed: E ~ N(0, C^−½) (so √C·E has unit
+// variance, as fairseq's transformer), the linear layers Xavier-uniform
+// (Vaswani et al.'s tensor2tensor and fairseq), biases 0, LayerNorm
+// weights 1.
+func (m *Model) Init(seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 0x7365713273657121))
+	std := 1 / math.Sqrt(float64(m.Config.DModel))
+	for i := range m.Embed.Data {
+		m.Embed.Data[i] = float32(r.NormFloat64() * std)
+	}
+	for _, p := range m.params {
+		switch {
+		case p == m.Embed:
+		case len(p.Shape) == 2:
+			a := math.Sqrt(6 / float64(p.Shape[0]+p.Shape[1]))
+			for i := range p.Data {
+				p.Data[i] = float32((2*r.Float64() - 1) * a)
+			}
+		case isNormWeight(p.Name):
+			for i := range p.Data {
+				p.Data[i] = 1
+			}
+		default:
+			clear(p.Data)
+		}
+	}
+}
+
+func isNormWeight(name string) bool {
+	n := len(name)
+	return n > len("layer_norm.weight") && name[n-len("layer_norm.weight"):] == "layer_norm.weight"
+}
+
 // Params returns every parameter in a fixed order (the optimizer's).
 func (m *Model) Params() []*tensor.Param { return m.params }
 
@@ -164,7 +163,7 @@ func (m *Model) ZeroGrad() {
 
 // Clone returns a deep copy of the weights (gradients zero).
 func (m *Model) Clone() *Model {
-	c, _ := newEmpty(m.Config) // m.Config was validated
+	c, _ := New(m.Config) // m.Config was validated
 	for i, p := range m.params {
 		copy(c.params[i].Data, p.Data)
 	}

@@ -61,7 +61,7 @@ func Load(dir string) (*Model, error) {
 		return nil, fmt.Errorf("seq2seq: %s does not match %s: vocab_size %d, d_model %d, ffn_size %d, encoder_layers %d and decoder_layers %d imply %d parameters, but the checkpoint holds %d values",
 			path, filepath.Join(dir, "config.json"), cfg.VocabSize, cfg.DModel, cfg.FFN, cfg.EncoderLayers, cfg.DecoderLayers, n, stored)
 	}
-	m, err := newEmpty(cfg)
+	m, err := New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +102,7 @@ func Average(models ...*Model) (*Model, error) {
 			return nil, fmt.Errorf("seq2seq: model %d's config differs from model 0's", i+1)
 		}
 	}
-	avg, _ := newEmpty(models[0].Config)
+	avg, _ := New(models[0].Config)
 	inv := 1 / float64(len(models))
 	for j, p := range avg.params {
 		for i := range p.Data {

@@ -10,7 +10,8 @@ import (
 )
 
 func TestSaveLoad(t *testing.T) {
-	m, _ := New(tinyConfig(Sinusoidal), 4)
+	m, _ := New(tinyConfig(Sinusoidal))
+	m.Init(4)
 	dir := t.TempDir()
 	if err := m.Save(dir); err != nil {
 		t.Fatal(err)
@@ -32,7 +33,8 @@ func TestSaveLoad(t *testing.T) {
 }
 
 func TestLoadReportsEveryMismatch(t *testing.T) {
-	m, _ := New(tinyConfig(Rotary), 4)
+	m, _ := New(tinyConfig(Rotary))
+	m.Init(4)
 	dir := t.TempDir()
 	m.Save(dir)
 	// Drop one tensor, reshape another, add a stray one.
@@ -86,8 +88,10 @@ func TestConfigErrors(t *testing.T) {
 }
 
 func TestAverage(t *testing.T) {
-	a, _ := New(tinyConfig(Rotary), 1)
-	b, _ := New(tinyConfig(Rotary), 2)
+	a, _ := New(tinyConfig(Rotary))
+	a.Init(1)
+	b, _ := New(tinyConfig(Rotary))
+	b.Init(2)
 	avg, err := Average(a, b)
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +103,8 @@ func TestAverage(t *testing.T) {
 			}
 		}
 	}
-	c, _ := New(tinyConfig(Sinusoidal), 1)
+	c, _ := New(tinyConfig(Sinusoidal))
+	c.Init(1)
 	if _, err := Average(a, c); err == nil {
 		t.Error("averaging models of different configs: no error")
 	}
