@@ -43,7 +43,7 @@ func sampleOrGreedy(ctx context.Context, dec Decoder, logits []float32, prompts 
 				warp(row, opts)
 				next[r] = int32(drawToken(row, rng))
 			} else {
-				next[r] = int32(argmax(row))
+				next[r] = int32(kernels.Argmax(row))
 			}
 			if opts.OutputScores {
 				gen.Scores[r] = append(gen.Scores[r], row)
@@ -77,17 +77,6 @@ func sampleOrGreedy(ctx context.Context, dec Decoder, logits []float32, prompts 
 			return nil, err
 		}
 	}
-}
-
-// argmax is the index of the largest value, the lowest among ties.
-func argmax(z []float32) int {
-	best := 0
-	for j, v := range z {
-		if v > z[best] {
-			best = j
-		}
-	}
-	return best
 }
 
 // repetitionPenalty applies HF's RepetitionPenaltyLogitsProcessor to one

@@ -61,3 +61,17 @@ func LogSoftmax64(out []float64, z []float32) {
 		out[i] = float64(v) - lse
 	}
 }
+
+// Argmax returns the index of the largest value of z, the lowest among
+// ties (numpy's argmax), and 0 for an empty z: greedy decoding, token
+// accuracy and the tagging pipelines' labels. NaNs are never chosen over a
+// number before them.
+func Argmax[T float32 | float64](z []T) int {
+	best := 0
+	for j, v := range z {
+		if v > z[best] {
+			best = j
+		}
+	}
+	return best
+}

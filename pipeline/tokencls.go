@@ -138,7 +138,7 @@ func Aggregate(pre []PreEntity, labels []string, agg Aggregation, ignore []strin
 	switch agg {
 	case AggregateNone, AggregateSimple, "":
 		for _, p := range pre {
-			k := argmax64(p.Scores)
+			k := kernels.Argmax(p.Scores)
 			ents = append(ents, entity{label: labels[k], score: p.Scores[k], index: p.Index, words: []string{p.Word}, start: p.Start, end: p.End})
 		}
 	default:
@@ -200,7 +200,7 @@ func aggregateWord(toks []PreEntity, labels []string, agg Aggregation) entity {
 			scores[k] /= float64(len(toks))
 		}
 	}
-	k := argmax64(scores)
+	k := kernels.Argmax(scores)
 	words := make([]string, len(toks))
 	for i, t := range toks {
 		words[i] = t.Word
@@ -279,17 +279,6 @@ func charIndex(text string) []int {
 	}
 	idx[len(text)] = c
 	return idx
-}
-
-// argmax64 is the first index of the largest value (numpy's argmax).
-func argmax64(v []float64) int {
-	best := 0
-	for i, x := range v {
-		if x > v[best] {
-			best = i
-		}
-	}
-	return best
 }
 
 func int32sOf(xs []int) []int32 {

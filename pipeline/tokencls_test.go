@@ -148,7 +148,7 @@ func TestTokenClassificationAgreesWithForward(t *testing.T) {
 	for k, e := range got {
 		i := k + 1
 		p := kernels.Softmax64(out.Logits.Data[i*5 : i*5+5])
-		best := argmax64(p)
+		best := kernels.Argmax(p)
 		if *e.Index != i || e.Entity != nerLabels[best] || math.Abs(e.Score-p[best]) > 1e-9 ||
 			e.Word != wantWords[k] || e.Start != wantSpans[k][0] || e.End != wantSpans[k][1] {
 			t.Errorf("token %d: %s, want %s %.6f %q %v", i, show([]Entity{e}), nerLabels[best], p[best], wantWords[k], wantSpans[k])

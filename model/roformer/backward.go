@@ -188,7 +188,7 @@ func ceGrad(d, logits []float32, targets []int32, N, V int) (n, correct int) {
 	for r, t := range targets {
 		if t >= 0 {
 			n++
-			if argmax(logits[r*V:r*V+V]) == int(t) {
+			if kernels.Argmax(logits[r*V:r*V+V]) == int(t) {
 				correct++
 			}
 		}
@@ -212,7 +212,7 @@ func ceGradInPlace(logits []float32, targets []int32, N, V int) (n, correct int)
 	for r, t := range targets {
 		if t >= 0 {
 			n++
-			if argmax(logits[r*V:r*V+V]) == int(t) {
+			if kernels.Argmax(logits[r*V:r*V+V]) == int(t) {
 				correct++
 			}
 		}
@@ -231,16 +231,6 @@ func grow(buf *[]float32, n int) []float32 {
 		*buf = make([]float32, n)
 	}
 	return (*buf)[:n]
-}
-
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
 }
 
 // EvaluateMLM runs the masked-LM head in inference mode on the rows of b
@@ -288,7 +278,7 @@ func (m *Model) EvaluateMLM(ctx context.Context, s *State, b *Batch, labels []in
 	kernels.CrossEntropyForward(losses, logits, tg, N, V)
 	for i, l := range losses {
 		lossSum += float64(l)
-		if argmax(logits[i*V:i*V+V]) == int(tg[i]) {
+		if kernels.Argmax(logits[i*V:i*V+V]) == int(tg[i]) {
 			correct++
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/roformer-go/roformer/generate"
 	"github.com/roformer-go/roformer/internal/testutil"
+	"github.com/roformer-go/roformer/kernels"
 )
 
 // fixtureInputs are a family fixture's inputs, [B][L] each.
@@ -334,7 +335,7 @@ func TestGenerateEqualsRecomputation(t *testing.T) {
 					}
 					last := out.Logits.Data[(len(seq)-1)*V : len(seq)*V]
 					testutil.AssertClose(t, fmt.Sprintf("row %d step %d logits", r, step), got.Scores[r][step], last, 1e-4, 0)
-					seq = append(seq, int32(argmax(last)))
+					seq = append(seq, int32(kernels.Argmax(last)))
 				}
 				if !slices.Equal(got.Sequences[r], seq) {
 					t.Errorf("row %d: cached %v, recomputed %v", r, got.Sequences[r], seq)

@@ -111,8 +111,8 @@ func TestRepetitionPenalty(t *testing.T) {
 			t.Fatalf("penalised logits %v, want %v", g.Scores[0][0], want)
 		}
 	}
-	if g.Sequences[0][len(prompt)] != int32(argmax(want)) {
-		t.Errorf("chose %d, the penalised argmax is %d", g.Sequences[0][len(prompt)], argmax(want))
+	if g.Sequences[0][len(prompt)] != int32(kernels.Argmax(want)) {
+		t.Errorf("chose %d, the penalised argmax is %d", g.Sequences[0][len(prompt)], kernels.Argmax(want))
 	}
 	if !positive || !negative {
 		t.Errorf("the hand check covers a positive logit: %v, a negative one: %v", positive, negative)
@@ -136,8 +136,8 @@ func TestRepetitionPenalty(t *testing.T) {
 			last[id] /= pen
 		}
 	}
-	if seq[len(seq)-1] != int32(argmax(last)) {
-		t.Errorf("last id %d, the penalised argmax is %d", seq[len(seq)-1], argmax(last))
+	if seq[len(seq)-1] != int32(kernels.Argmax(last)) {
+		t.Errorf("last id %d, the penalised argmax is %d", seq[len(seq)-1], kernels.Argmax(last))
 	}
 }
 

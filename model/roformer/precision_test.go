@@ -52,7 +52,7 @@ func TestReducedPrecisionAgainstFP32(t *testing.T) {
 				}
 				agree, rows := 0, len(want.Logits.Data)/V
 				for r := 0; r < rows; r++ {
-					if argmax(got.Logits.Data[r*V:r*V+V]) == argmax(want.Logits.Data[r*V:r*V+V]) {
+					if kernels.Argmax(got.Logits.Data[r*V:r*V+V]) == kernels.Argmax(want.Logits.Data[r*V:r*V+V]) {
 						agree++
 					}
 				}
