@@ -357,21 +357,22 @@ func runKey(o TranslateOptions) string {
 	return string(b)
 }
 
+// savedRun is a run folder's run.json: the settings' fingerprint (runKey)
+// and the run.
+type savedRun struct {
+	Key string       `json:"settings"`
+	Run TranslateRun `json:"run"`
+}
+
 // translateRun trains one model, or reads its run.json when the folder
 // holds a complete run of the same settings.
 func translateRun(ctx context.Context, o TranslateOptions, d *mtData, pos string, seed uint64) (*TranslateRun, error) {
 	dir := runDir(o, pos, seed)
-	var saved struct {
-		Key string       `json:"settings"`
-		Run TranslateRun `json:"run"`
-	}
-	if raw, err := os.ReadFile(filepath.Join(dir, "run.json")); err == nil {
-		if json.Unmarshal(raw, &saved) == nil && saved.Key == runKey(o) {
+	if run, err := reusedRun(o, dir); run != nil || err != nil {
+		if run != nil {
 			say(o.Progress, "translate: %s seed %d: reusing %s", pos, seed, dir)
-			return &saved.Run, nil
 		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
+		return run, err
 	}
 	start := time.Now()
 	cfg := o.Model
@@ -382,13 +383,48 @@ func translateRun(ctx context.Context, o TranslateOptions, d *mtData, pos string
 		return nil, err
 	}
 	m.Init(seed)
+	run := &TranslateRun{Position: pos, Seed: seed, Params: m.NumParams(), CPU: blas.CPU().String(), Threads: o.Threads}
+	snaps, err := trainTranslate(ctx, o, d, m, run, dir, start)
+	if err != nil {
+		return nil, err
+	}
+	if err := decodeAveraged(ctx, o, d, snaps, dir); err != nil {
+		return nil, err
+	}
+	run.Seconds = time.Since(start).Seconds()
+	say(o.Progress, "translate: %s seed %d: trained and decoded in %.0f s", pos, seed, run.Seconds)
+	return run, writeJSON(dir, "run.json", savedRun{Key: runKey(o), Run: *run})
+}
+
+// reusedRun returns the run saved in dir's run.json when its settings are
+// o's, or nil (no error) when there is none or it was made with others.
+func reusedRun(o TranslateOptions, dir string) (*TranslateRun, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, "run.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	var saved savedRun
+	if json.Unmarshal(raw, &saved) == nil && saved.Key == runKey(o) {
+		return &saved.Run, nil
+	}
+	return nil, nil
+}
+
+// trainTranslate trains m for o.Steps steps (AdamW, cosine schedule,
+// batches of about o.BatchTokens tokens drawn from run.Seed), appending
+// to run.Curve the train loss and dev NLL every o.EvalEvery steps and
+// writing the dev translations into dir. It returns the snapshots of the
+// last o.AverageLast checkpoints, o.AverageEvery steps apart, to average.
+func trainTranslate(ctx context.Context, o TranslateOptions, d *mtData, m *seq2seq.Model, run *TranslateRun, dir string, start time.Time) ([]*seq2seq.Model, error) {
+	pos, seed := run.Position, run.Seed
 	sched := optim.Schedule{Kind: optim.Cosine, PeakLR: o.LR, Warmup: o.Warmup, Total: o.Steps}
 	st, err := train.NewStepper(m.Params(), optim.DefaultAdamWConfig(o.WeightDecay), sched)
 	if err != nil {
 		return nil, err
 	}
 	st.Clip = o.Clip
-	run := &TranslateRun{Position: pos, Seed: seed, Params: m.NumParams(), CPU: blas.CPU().String(), Threads: o.Threads}
 	r := rand.New(rand.NewPCG(seed, 0x7472616e736c))
 	var queue [][]int
 	var snaps []*seq2seq.Model
@@ -400,7 +436,7 @@ func translateRun(ctx context.Context, o TranslateOptions, d *mtData, pos string
 		if len(queue) == 0 {
 			queue = d.batches(r, o.BatchTokens)
 		}
-		b, err := d.batch(cfg, d.train, queue[0])
+		b, err := d.batch(m.Config, d.train, queue[0])
 		if err != nil {
 			return nil, err
 		}
@@ -436,31 +472,32 @@ func translateRun(ctx context.Context, o TranslateOptions, d *mtData, pos string
 				pos, seed, done, o.Steps, c.TrainLoss, nll, time.Since(start).Seconds())
 		}
 	}
+	return snaps, nil
+}
+
+// decodeAveraged averages the snapshots, writes its dev and test
+// translations (dev-averaged.txt, test-averaged.txt) and saves it into
+// dir's averaged folder.
+func decodeAveraged(ctx context.Context, o TranslateOptions, d *mtData, snaps []*seq2seq.Model, dir string) error {
 	avg, err := seq2seq.Average(snaps...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	_, devAvg, err := d.devEval(ctx, avg, o)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := writeLines(dir, "dev-averaged.txt", devAvg); err != nil {
-		return nil, err
+		return err
 	}
 	hyps, err := d.translate(ctx, avg, d.test, o.Decode)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := writeLines(dir, "test-averaged.txt", hyps); err != nil {
-		return nil, err
+		return err
 	}
-	if err := avg.Save(filepath.Join(dir, "averaged")); err != nil {
-		return nil, err
-	}
-	run.Seconds = time.Since(start).Seconds()
-	say(o.Progress, "translate: %s seed %d: trained and decoded in %.0f s", pos, seed, run.Seconds)
-	saved.Key, saved.Run = runKey(o), *run
-	return run, writeJSON(dir, "run.json", saved)
+	return avg.Save(filepath.Join(dir, "averaged"))
 }
 
 // devEval returns the teacher-forced NLL per token over all dev pairs and
