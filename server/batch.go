@@ -39,6 +39,8 @@ const (
 	poolMean                  // the mean over the attention mask
 	poolPooler                // Output.PoolerOutput (RoFormer-Sim)
 	poolLogits                // the sequence-classification head's logits (tei.go)
+	poolTokens                // every kept position's last hidden state, one after the other (tei_tokens.go)
+	poolSparse                // pipeline.SparsePool over the masked-LM head's logits (tei_tokens.go)
 )
 
 // embedRow is one input of an embedding request: its tokens and, once its
@@ -367,6 +369,14 @@ func poolRow(out *roformer.Output, mask []int32, i, T, H int, pool pooling) []fl
 	case poolLogits:
 		NL := out.Logits.Shape[1]
 		return append([]float32(nil), out.Logits.Data[i*NL:(i+1)*NL]...)
+	case poolTokens:
+		return tokenVectors(out.LastHiddenState.Data, mask, i, T, H)
+	case poolSparse:
+		v, err := pipeline.SparsePool(out, mask, i)
+		if err != nil {
+			panic(fmt.Sprintf("server: row %d: %v", i, err)) // a bug: /embed_sparse is served only with the masked-LM head
+		}
+		return v
 	case poolCLS:
 		p = pipeline.PoolCLS
 	case poolPooler:

@@ -112,6 +112,7 @@ type embedOptions struct {
 	truncate, left bool // cut inputs that are too long, keeping their end when left
 	dims           int  // keep the first dims values (0: all)
 	normalize      bool
+	advice         string // what the route's too-long error advises (default: TEI's "truncate": true)
 }
 
 // embedTexts embeds texts for a compatible route: it checks them against
@@ -120,46 +121,29 @@ type embedOptions struct {
 // normalizes them after. It returns the vectors and the tokens they came
 // from, [CLS] and [SEP] included.
 func (s *Server) embedTexts(r *http.Request, texts []string, o embedOptions, field string) ([][]float32, int, *apiError) {
+	in := make([]embedInput, len(texts))
+	for i, t := range texts {
+		in[i].text = t
+	}
+	return s.embedInputs(r, in, o, field)
+}
+
+// embedInputs is embedTexts for inputs that may be token ids.
+func (s *Server) embedInputs(r *http.Request, in []embedInput, o embedOptions, field string) ([][]float32, int, *apiError) {
 	H := s.model.Config.HiddenSize
-	switch {
-	case len(texts) == 0:
-		return nil, 0, errorf(http.StatusBadRequest, "Empty", field, "batch is empty")
-	case len(texts) > s.opts.MaxInputs:
-		return nil, 0, errorf(http.StatusRequestEntityTooLarge, "Validation", field, "batch size %d > maximum allowed batch size %d", len(texts), s.opts.MaxInputs)
-	case o.dims < 0 || o.dims > H:
+	if o.dims < 0 || o.dims > H {
 		return nil, 0, errorf(http.StatusUnprocessableEntity, "Validation", "dimensions", "dimensions %d: want 1 to the model's hidden size %d", o.dims, H)
 	}
 	pool := poolMean
 	if s.model.Encoder.Pooler != nil {
 		pool = poolPooler
 	}
-	rows := make([]embedRow, len(texts))
-	tokens := 0
-	noteChars(r.Context(), texts...)
-	for i, text := range texts {
-		enc, err := s.tok.Encode(text, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
-		if err != nil {
-			return nil, 0, errorf(http.StatusUnprocessableEntity, "Tokenizer", field, "input %d: %v", i, err)
-		}
-		ids, types := int32s(enc.IDs), int32s(enc.TypeIDs)
-		if n := len(ids); n > s.opts.MaxLength {
-			if !o.truncate {
-				return nil, 0, errorf(http.StatusRequestEntityTooLarge, "Validation", field,
-					"input %d has %d tokens; the limit is %d (max_input_length); ask for truncation with \"truncate\": true", i, n, s.opts.MaxLength)
-			}
-			ids, types = pipeline.Truncate(enc, s.opts.MaxLength, o.left)
-		}
-		rows[i] = embedRow{ids: ids, types: types, pool: pool}
-		tokens += len(ids)
+	rows, tokens, e := s.prepareRows(r, in, o, field, pool)
+	if e != nil {
+		return nil, 0, e
 	}
-	if err := s.submit(r.Context(), rows); err != nil {
-		switch embedStatus(r.Context(), err) {
-		case http.StatusServiceUnavailable:
-			return nil, 0, errorf(http.StatusServiceUnavailable, "Unhealthy", "", "%v", err)
-		default:
-			s.opts.Log.Printf("server: %s %s: %v", r.Method, r.URL.Path, err)
-			return nil, 0, errorf(http.StatusFailedDependency, "Backend", "", "%v", err)
-		}
+	if e := s.runRows(r, rows); e != nil {
+		return nil, 0, e
 	}
 	out := make([][]float32, len(rows))
 	for i, row := range rows {
@@ -173,6 +157,62 @@ func (s *Server) embedTexts(r *http.Request, texts []string, o embedOptions, fie
 		out[i] = v
 	}
 	return out, tokens, nil
+}
+
+// prepareRows checks inputs against the limits (MaxInputs, MaxLength,
+// the vocabulary for token ids), tokenizes the texts and truncates what is
+// too long when asked to (or when Options.AutoTruncate says so), and
+// returns the rows, each pooled by pool, with their tokens in all.
+func (s *Server) prepareRows(r *http.Request, in []embedInput, o embedOptions, field string, pool pooling) ([]embedRow, int, *apiError) {
+	switch {
+	case len(in) == 0:
+		return nil, 0, errorf(http.StatusBadRequest, "Empty", field, "batch is empty")
+	case len(in) > s.opts.MaxInputs:
+		return nil, 0, errorf(http.StatusRequestEntityTooLarge, "Validation", field, "batch size %d > maximum allowed batch size %d", len(in), s.opts.MaxInputs)
+	}
+	advice := o.advice
+	if advice == "" {
+		advice = `ask for truncation with "truncate": true`
+	}
+	rows := make([]embedRow, len(in))
+	tokens := 0
+	for i, x := range in {
+		var ids, types []int32
+		if x.isIDs {
+			if n := len(x.ids); n == 0 {
+				return nil, 0, errorf(http.StatusUnprocessableEntity, "Validation", field, "input %d has no token ids", i)
+			}
+			ids, types = x.ids, make([]int32, len(x.ids))
+			if n := len(ids); n > s.opts.MaxLength {
+				if !o.truncate && !s.opts.AutoTruncate {
+					return nil, 0, errorf(http.StatusRequestEntityTooLarge, "Validation", field,
+						"input %d has %d tokens; the limit is %d (max_input_length); %s", i, n, s.opts.MaxLength, advice)
+				}
+				if o.left {
+					ids, types = ids[n-s.opts.MaxLength:], types[n-s.opts.MaxLength:]
+				} else {
+					ids, types = ids[:s.opts.MaxLength], types[:s.opts.MaxLength]
+				}
+			}
+		} else {
+			noteChars(r.Context(), x.text)
+			enc, err := s.tok.Encode(x.text, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
+			if err != nil {
+				return nil, 0, errorf(http.StatusUnprocessableEntity, "Tokenizer", field, "input %d: %v", i, err)
+			}
+			ids, types = int32s(enc.IDs), int32s(enc.TypeIDs)
+			if n := len(ids); n > s.opts.MaxLength {
+				if !o.truncate && !s.opts.AutoTruncate {
+					return nil, 0, errorf(http.StatusRequestEntityTooLarge, "Validation", field,
+						"input %d has %d tokens; the limit is %d (max_input_length); %s", i, n, s.opts.MaxLength, advice)
+				}
+				ids, types = pipeline.Truncate(enc, s.opts.MaxLength, o.left)
+			}
+		}
+		rows[i] = embedRow{ids: ids, types: types, pool: pool}
+		tokens += len(ids)
+	}
+	return rows, tokens, nil
 }
 
 // answer runs h and answers its error, if any, with fail.
@@ -223,7 +263,7 @@ func (s *Server) teiInfo(w http.ResponseWriter, r *http.Request) {
 
 // TEIEmbedRequest is the body of POST /embed.
 type TEIEmbedRequest struct {
-	Inputs              json.RawMessage `json:"inputs"`                         // a string or an array of strings
+	Inputs              json.RawMessage `json:"inputs"`                         // a string, an array of strings, token ids or an array of token-id arrays
 	Normalize           *bool           `json:"normalize,omitempty"`            // default true
 	Truncate            bool            `json:"truncate,omitempty"`             // default false: too long is a 413
 	TruncationDirection string          `json:"truncation_direction,omitempty"` // "Right" (default) or "Left"
@@ -237,17 +277,13 @@ func (s *Server) teiEmbed(w http.ResponseWriter, r *http.Request) {
 		if e := s.decodeCompat(w, r, &req); e != nil {
 			return e
 		}
-		in, e := texts(req.Inputs, "inputs")
+		in, e := s.inputs(req.Inputs, "inputs")
 		if e != nil {
 			return e
 		}
 		o := embedOptions{truncate: req.Truncate, normalize: req.Normalize == nil || *req.Normalize}
-		switch req.TruncationDirection {
-		case "", "Right", "right":
-		case "Left", "left":
-			o.left = true
-		default:
-			return errorf(http.StatusUnprocessableEntity, "Validation", "truncation_direction", `truncation_direction %q: want "Right" or "Left"`, req.TruncationDirection)
+		if o.left, e = truncationLeft(req.TruncationDirection); e != nil {
+			return e
 		}
 		if req.Dimensions != nil {
 			if *req.Dimensions < 1 {
@@ -255,7 +291,7 @@ func (s *Server) teiEmbed(w http.ResponseWriter, r *http.Request) {
 			}
 			o.dims = *req.Dimensions
 		}
-		vecs, _, e := s.embedTexts(r, in, o, "inputs")
+		vecs, _, e := s.embedInputs(r, in, o, "inputs")
 		if e != nil {
 			return e
 		}
@@ -323,7 +359,7 @@ func (s *Server) openAIEmbeddings(w http.ResponseWriter, r *http.Request) {
 		default:
 			return errorf(http.StatusBadRequest, "Validation", "encoding_format", `encoding_format %q: want "float" or "base64"`, req.EncodingFormat)
 		}
-		o := embedOptions{normalize: true}
+		o := embedOptions{normalize: true, advice: "shorten it (this route does not truncate; the server truncates when started with --auto-truncate)"}
 		if req.Dimensions != nil {
 			if *req.Dimensions < 1 {
 				return errorf(http.StatusBadRequest, "Validation", "dimensions", "dimensions %d: want at least 1", *req.Dimensions)

@@ -256,8 +256,8 @@ func TestContentType(t *testing.T) {
 			}
 		}
 	}
-	if len(seen) != 13 {
-		t.Errorf("%d POST routes checked, want all 13: %v", len(seen), seen)
+	if len(seen) != 15 {
+		t.Errorf("%d POST routes checked, want all 15: %v", len(seen), seen)
 	}
 }
 

@@ -97,6 +97,16 @@ type Options struct {
 	// Precision of the linear layers' products (fp32 when empty); Load
 	// fails when this machine cannot run it.
 	Precision roformer.Precision
+	// AutoTruncate truncates inputs of the embedding routes that are
+	// longer than MaxLength (as TEI's --auto-truncate) instead of refusing
+	// them, also where the request did not ask for it (POST
+	// /v1/embeddings, which has no "truncate"). Default false.
+	AutoTruncate bool
+	// MaxEmbedAllValues bounds the values of one POST /embed_all answer:
+	// its tokens, inputs together, × the hidden size; beyond it a
+	// request gets 413. Default 2^21 (DefaultMaxEmbedAllValues): 8 MiB of
+	// float32, some 20 MB of JSON.
+	MaxEmbedAllValues int
 	// MaxBatchTokens bounds the padded tokens (rows × the longest row) of
 	// one batched forward pass of the embedding endpoints; a longer row runs
 	// alone. Default 16384.
@@ -152,6 +162,7 @@ const (
 // The defaults of the batching options.
 const (
 	DefaultMaxBatchTokens        = 16384
+	DefaultMaxEmbedAllValues     = 1 << 21
 	DefaultMaxBatchRequests      = 32
 	DefaultMaxBatchWait          = 2 * time.Millisecond
 	DefaultMaxConcurrentRequests = 512
@@ -195,6 +206,9 @@ func (o *Options) defaults(cfg *roformer.Config) {
 		o.MaxReadingBytes = DefaultMaxReadingBytes
 	}
 	o.MaxReadingBytes = max(o.MaxReadingBytes, o.MaxBodyBytes)
+	if o.MaxEmbedAllValues <= 0 {
+		o.MaxEmbedAllValues = DefaultMaxEmbedAllValues
+	}
 	if o.MaxBatchTokens <= 0 {
 		o.MaxBatchTokens = DefaultMaxBatchTokens
 	}
@@ -281,6 +295,9 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 		{method: "GET", path: "/health", h: s.health, shape: shapeTEI},
 		{method: "GET", path: "/info", h: s.teiInfo, shape: shapeTEI},
 		{method: "POST", path: "/embed", h: s.teiEmbed, shape: shapeTEI, batched: true},
+		{method: "POST", path: "/embed_all", h: s.teiEmbedAll, shape: shapeTEI, batched: true}, // tei_tokens.go
+		{method: "POST", path: "/embed_sparse", h: s.teiEmbedSparse, shape: shapeTEI, batched: true, answers: lm,
+			needs: "a masked-LM model (" + roformer.HeadMaskedLM.HFClass() + ") for SPLADE"},
 		{method: "POST", path: "/v1/embeddings", h: s.openAIEmbeddings, shape: shapeOpenAI, batched: true},
 		{method: "GET", path: "/metrics", h: s.serveMetrics},
 		{method: "POST", path: "/v1/fill-mask", h: s.fillMask, answers: lm, needs: "a masked-LM model"},

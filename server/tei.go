@@ -506,7 +506,7 @@ func (s *Server) teiDecode(w http.ResponseWriter, r *http.Request) {
 // otherwise the batch runs the encoder alone.
 func wantsLogits(batch []pendingRow) bool {
 	for _, p := range batch {
-		if p.j.rows[p.i].pool == poolLogits {
+		if pool := p.j.rows[p.i].pool; pool == poolLogits || pool == poolSparse {
 			return true
 		}
 	}

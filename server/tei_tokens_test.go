@@ -1,0 +1,207 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/tokenizer"
+)
+
+// hiddenAlone runs ids through m by itself and returns its last hidden
+// state, [T][H], in float64.
+func hiddenAlone(t *testing.T, m *roformer.Model, ids []int32) [][]float64 {
+	t.Helper()
+	mask := make([]int32, len(ids))
+	for i := range mask {
+		mask[i] = 1
+	}
+	out, err := m.Forward(context.Background(), &roformer.Batch{InputIDs: ids, TokenTypeIDs: make([]int32, len(ids)), AttentionMask: mask, B: 1, T: len(ids)}, nil, roformer.Options{SkipHead: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	H := m.Config.HiddenSize
+	hs := make([][]float64, len(ids))
+	for p := range hs {
+		hs[p] = make([]float64, H)
+		for h := range H {
+			hs[p][h] = float64(out.LastHiddenState.Data[p*H+h])
+		}
+	}
+	return hs
+}
+
+func encodeIDs(t *testing.T, tok *tokenizer.Tokenizer, text string) []int32 {
+	t.Helper()
+	enc, err := tok.Encode(text, tokenizer.EncodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int32s(enc.IDs)
+}
+
+func TestTEIEmbedAll(t *testing.T) {
+	s, m, tok := newServer(t, roformer.HeadMaskedLM, nil, Options{})
+	texts := []string{"the whale", "a ship . the sea . good"}
+	var got [][][]float32
+	body, _ := json.Marshal(map[string]any{"inputs": texts})
+	if code, kind := teiCall(t, s, "/embed_all", string(body), &got); code != 200 {
+		t.Fatalf("status %d %s", code, kind)
+	}
+	if len(got) != len(texts) {
+		t.Fatalf("%d inputs answered, want %d", len(got), len(texts))
+	}
+	for i, text := range texts {
+		want := hiddenAlone(t, m, encodeIDs(t, tok, text))
+		if len(got[i]) != len(want) {
+			t.Fatalf("input %d: %d tokens, want %d", i, len(got[i]), len(want))
+		}
+		for p := range want {
+			for h := range want[p] {
+				if d := math.Abs(float64(got[i][p][h]) - want[p][h]); d > 1e-4*max(1, math.Abs(want[p][h])) {
+					t.Fatalf("input %d token %d dim %d: %g, alone %g", i, p, h, got[i][p][h], want[p][h])
+				}
+			}
+		}
+	}
+	// 2 inputs of 4 and 9 tokens × 16 = 208 values.
+	small, _, _ := newServer(t, roformer.HeadBase, nil, Options{MaxEmbedAllValues: 207})
+	if code, kind := teiCall(t, small, "/embed_all", string(body), nil); code != 413 || kind != "Validation" {
+		t.Errorf("208 values over a limit of 207: status %d %s, want 413 Validation", code, kind)
+	}
+	small, _, _ = newServer(t, roformer.HeadBase, nil, Options{MaxEmbedAllValues: 208})
+	if code, kind := teiCall(t, small, "/embed_all", string(body), &got); code != 200 {
+		t.Errorf("208 values, limit 208: status %d %s", code, kind)
+	}
+}
+
+func TestTEIEmbedSparse(t *testing.T) {
+	s, m, tok := newServer(t, roformer.HeadMaskedLM, nil, Options{})
+	texts := []string{"the whale", "a ship . the sea . good", "bad"}
+	var got [][]TEISparseValue
+	body, _ := json.Marshal(map[string]any{"inputs": texts})
+	if code, kind := teiCall(t, s, "/embed_sparse", string(body), &got); code != 200 {
+		t.Fatalf("status %d %s", code, kind)
+	}
+	V := m.Config.VocabSize
+	for i, text := range texts {
+		logits := logitsAlone(t, m, tok, text, nil) // [T][V]
+		want := make([]float64, V)
+		for p := range len(logits) / V {
+			for v := range V {
+				want[v] = math.Max(want[v], math.Log(1+math.Max(0, logits[p*V+v])))
+			}
+		}
+		gotv := make([]float64, V)
+		for k, e := range got[i] {
+			if e.Index < 0 || e.Index >= V || e.Value == 0 || (k > 0 && e.Index <= got[i][k-1].Index) {
+				t.Fatalf("input %d entry %d: %+v (indices ascending, in the vocabulary, values non-zero)", i, k, e)
+			}
+			gotv[e.Index] = float64(e.Value)
+		}
+		nonzero := 0
+		for v := range V {
+			if want[v] > 0 {
+				nonzero++
+			}
+			if math.Abs(gotv[v]-want[v]) > 1e-5*max(1, want[v]) {
+				t.Errorf("input %d entry %d: %g, reference %g", i, v, gotv[v], want[v])
+			}
+		}
+		if nonzero == 0 || nonzero == V {
+			t.Errorf("input %d: %d of %d entries non-zero: the test cannot tell relu from none", i, nonzero, V)
+		}
+	}
+	base, _, _ := newServer(t, roformer.HeadBase, nil, Options{})
+	if code, kind := teiCall(t, base, "/embed_sparse", string(body), nil); code != 404 || kind != "Backend" {
+		t.Errorf("/embed_sparse without the masked-LM head: status %d %s, want 404 Backend", code, kind)
+	}
+	if slices.Contains(base.TEIInfo().Routes, "POST /embed_sparse") || !slices.Contains(s.TEIInfo().Routes, "POST /embed_sparse") {
+		t.Errorf("/info routes: base %v, masked-LM %v", base.TEIInfo().Routes, s.TEIInfo().Routes)
+	}
+}
+
+func TestTEITokenIDs(t *testing.T) {
+	s, _, tok := newServer(t, roformer.HeadMaskedLM, nil, Options{MaxLength: 12})
+	texts := []string{"the whale", "a ship . the sea . good"}
+	ids := [][]int32{encodeIDs(t, tok, texts[0]), encodeIDs(t, tok, texts[1])}
+	for _, path := range []string{"/embed", "/embed_all", "/embed_sparse"} {
+		var fromText, fromIDs, one any
+		tb, _ := json.Marshal(map[string]any{"inputs": texts})
+		ib, _ := json.Marshal(map[string]any{"inputs": ids})
+		ob, _ := json.Marshal(map[string]any{"inputs": ids[0]})
+		for _, c := range []struct {
+			body string
+			out  *any
+		}{{string(tb), &fromText}, {string(ib), &fromIDs}, {string(ob), &one}} {
+			if code, kind := teiCall(t, s, path, c.body, c.out); code != 200 {
+				t.Fatalf("%s %s: status %d %s", path, c.body, code, kind)
+			}
+		}
+		a, b, c := fmt.Sprint(fromText), fmt.Sprint(fromIDs), fmt.Sprint(one)
+		if a != b {
+			t.Errorf("%s: token ids answer\n%s\nthe texts\n%s", path, b, a)
+		}
+		if want := fmt.Sprint(fromText.([]any)[:1]); c != want {
+			t.Errorf("%s: one list of ids answers\n%s\nwant\n%s", path, c, want)
+		}
+	}
+	long := strings.Repeat("7,", 12) + "3"
+	for _, c := range []struct {
+		body string
+		code int
+	}{
+		{`{"inputs": [2, 5, 14, 3]}`, 422},   // 14: past the vocabulary of 14
+		{`{"inputs": [2, -1, 3]}`, 422},      // negative
+		{`{"inputs": [2, 5.5, 3]}`, 422},     // not an integer
+		{`{"inputs": [[2, 5, 3], []]}`, 422}, // no ids
+		{`{"inputs": [[2, 5, 3], "the"]}`, 422},
+		{`{"inputs": [` + long + `]}`, 413}, // 13 ids, limit 12
+		{`{"inputs": [` + long + `], "truncate": true}`, 200},
+	} {
+		if code, _ := teiCall(t, s, "/embed", c.body, new(any)); code != c.code {
+			t.Errorf("%s: status %d, want %d", c.body, code, c.code)
+		}
+	}
+}
+
+func TestTruncationAdvice(t *testing.T) {
+	long := strings.TrimSpace(strings.Repeat("the whale ", 10)) // 22 tokens
+	for _, auto := range []bool{false, true} {
+		s, _, _ := newServer(t, roformer.HeadBase, nil, Options{MaxLength: 8, AutoTruncate: auto})
+		body, _ := json.Marshal(map[string]any{"input": long})
+		code, _, b := post(t, s, "/v1/embeddings", string(body))
+		if !auto {
+			if code != 400 || !strings.Contains(string(b), "shorten") || strings.Contains(string(b), `\"truncate\": true`) {
+				t.Errorf("/v1/embeddings, too long: status %d %s; want 400 advising to shorten it, not \"truncate\"", code, b)
+			}
+			tb, _ := json.Marshal(map[string]any{"inputs": long})
+			code, _, b = post(t, s, "/embed", string(tb))
+			if code != 413 || !strings.Contains(string(b), `\"truncate\": true`) {
+				t.Errorf("/embed, too long: status %d %s; want 413 advising \"truncate\": true", code, b)
+			}
+			continue
+		}
+		var res OpenAIEmbeddingsResponse
+		if code != 200 || json.Unmarshal(b, &res) != nil {
+			t.Fatalf("/v1/embeddings with AutoTruncate: status %d %s", code, b)
+		}
+		var want [][]float32
+		tb, _ := json.Marshal(map[string]any{"inputs": long, "truncate": true})
+		if code, kind := teiCall(t, s, "/embed", string(tb), &want); code != 200 {
+			t.Fatalf("/embed truncate: %d %s", code, kind)
+		}
+		if got := fmt.Sprint(res.Data[0].Embedding); got != fmt.Sprint(want[0]) || res.Usage.PromptTokens != 8 {
+			t.Errorf("auto-truncated /v1/embeddings: %s (%d tokens), /embed truncated %v", got, res.Usage.PromptTokens, want[0])
+		}
+		var plain [][]float32
+		if code, kind := teiCall(t, s, "/embed", `{"inputs": "`+long+`"}`, &plain); code != 200 || fmt.Sprint(plain) != fmt.Sprint(want) {
+			t.Errorf("/embed with AutoTruncate and no truncate: %d %s", code, kind)
+		}
+	}
+}
