@@ -109,6 +109,8 @@ func TestServeCLIBatchFlags(t *testing.T) {
 		{[]string{"--max-masks", "0"}, "--max-masks"},
 		{[]string{"--max-beam-work", "0"}, "--max-beam-work"},
 		{[]string{"--max-reading-bytes", "10", "--max-body", "100"}, "--max-reading-bytes"},
+		{[]string{"--max-embed-all-values", "0"}, "--max-embed-all-values"},
+		{[]string{"--auto-truncate=maybe"}, "auto-truncate"},
 	} {
 		args := append([]string{"serve", "--model", t.TempDir()}, c.args...)
 		if code, _, stderr := runCLI(t, args...); code != 2 || !strings.Contains(stderr, c.msg) {
@@ -407,5 +409,31 @@ func TestServeCLIGuards(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("serve returned %v", err)
+	}
+}
+
+// --auto-truncate and --max-embed-all-values reach the server's options.
+func TestServeCLIAutoTruncate(t *testing.T) {
+	defer func(f func(string, server.Options) (*server.Server, error)) { loadServer = f }(loadServer)
+	for _, c := range []struct {
+		args   []string
+		auto   bool
+		values int
+	}{
+		{nil, false, server.DefaultMaxEmbedAllValues},
+		{[]string{"--auto-truncate", "--max-embed-all-values", "77"}, true, 77},
+	} {
+		var got server.Options
+		loadServer = func(dir string, o server.Options) (*server.Server, error) {
+			got = o
+			return nil, errors.New("held")
+		}
+		args := append([]string{"serve", "--model", t.TempDir(), "--addr", "127.0.0.1:0"}, c.args...)
+		if code, _, stderr := runCLI(t, args...); code == 0 || !strings.Contains(stderr, "held") {
+			t.Fatalf("%v: exit %d, %q", c.args, code, stderr)
+		}
+		if got.AutoTruncate != c.auto || got.MaxEmbedAllValues != c.values {
+			t.Errorf("%v: AutoTruncate %v, MaxEmbedAllValues %d; want %v, %d", c.args, got.AutoTruncate, got.MaxEmbedAllValues, c.auto, c.values)
+		}
 	}
 }
