@@ -110,6 +110,13 @@ func (s *Server) handle(e route) http.HandlerFunc {
 			e.shape.write(w, ae)
 			return
 		}
+		if ae := checkUTF8(body); ae != nil { // utf8.go
+			if e.shape == shapeOpenAI {
+				ae.status = http.StatusBadRequest
+			}
+			e.shape.write(w, ae)
+			return
+		}
 		st.body = body
 		markRead(r)
 		if !s.admit(e.batched) {
