@@ -148,8 +148,8 @@ func (s *Server) finish(j *embedJob, err error) {
 		return
 	}
 	j.finished, j.err = true, err
+	j.slot.Do(func() { <-s.slots }) // before done: an answered request holds no slot
 	close(j.done)
-	j.slot.Do(func() { <-s.slots })
 }
 
 // schedule is the scheduler's loop; it ends when the server is closed.
