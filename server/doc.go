@@ -16,11 +16,14 @@
 //	GET  /info           TEI's model_id, model_dtype, pooling, limits
 //	POST /embed          {"inputs": "…"|[...], "normalize": true, "truncate": false,
 //	                      "truncation_direction": "Right"|"Left", "dimensions": n} → [[float]]
+//	POST /embed_all      {"inputs", "truncate", "truncation_direction"} → [[[float]]] per token (tei_tokens.go)
+//	POST /embed_sparse   the same → [[{"index", "value"}]], SPLADE (masked-LM models)
 //	POST /v1/embeddings  {"input": "…"|[...], "model": "…", "encoding_format": "float"|"base64",
 //	                      "dimensions": n} → {"object": "list", "data": [...], "model", "usage"}
 //
 // An input is a string, or {"text": …, "text_pair": …} where pairs make
-// sense (tokenize, embed). Every error of the /v1 routes is a JSON object {"error": "…"} with status 400 (bad
+// sense (tokenize, embed); /embed, /embed_all and /embed_sparse also take
+// token ids (inputs.go). A body that is not UTF-8 is refused (utf8.go). Every error of the /v1 routes is a JSON object {"error": "…"} with status 400 (bad
 // request: the message names the input and the numbers), 404 (no such
 // endpoint, or not for this model), 408 (the body stalled past
 // Options.BodyTimeout), 413 (body too large), 503 (the client went away
