@@ -261,20 +261,32 @@ func (s *Server) dropGone(pending []pendingRow) []pendingRow {
 // pick chooses the next batch from the pending rows (oldest first): the
 // oldest row, then its neighbours in length order (shorter ones first:
 // they add no padding) while the batch keeps within MaxBatchRequests rows
-// and MaxBatchTokens padded tokens. It returns the batch, sorted by length,
+// and MaxBatchTokens padded tokens (sparse rows apart: see below). It returns the batch, sorted by length,
 // and the rows left, still oldest first.
 func (s *Server) pick(pending []pendingRow) (batch, rest []pendingRow) {
-	order := make([]int, len(pending))
-	for i := range order {
-		order[i] = i
+	// Rows pooled from the masked-LM head's logits (/embed_sparse) run
+	// only with their own kind, within a token budget that bounds the
+	// batch's logits (tokens × vocabulary ≤ MaxSparseBatchLogits); the
+	// other rows never pay for the head.
+	sparse := pending[0].j.rows[pending[0].i].pool == poolSparse
+	budget := s.opts.MaxBatchTokens
+	if sparse {
+		budget = min(budget, s.opts.MaxSparseBatchLogits/max(1, s.model.Config.VocabSize))
 	}
+	var cand []int
+	for k, p := range pending {
+		if (p.j.rows[p.i].pool == poolSparse) == sparse {
+			cand = append(cand, k)
+		}
+	}
+	order := slices.Clone(cand)
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(pending[a].len(), pending[b].len()) })
 	anchor := slices.Index(order, 0)
 	lo, hi, longest := anchor, anchor, pending[0].len()
 	for n := 1; n < s.opts.MaxBatchRequests; n++ {
-		if lo > 0 && (n+1)*longest <= s.opts.MaxBatchTokens {
+		if lo > 0 && (n+1)*longest <= budget {
 			lo--
-		} else if hi+1 < len(order) && (n+1)*pending[order[hi+1]].len() <= s.opts.MaxBatchTokens {
+		} else if hi+1 < len(order) && (n+1)*pending[order[hi+1]].len() <= budget {
 			hi++
 			longest = pending[order[hi]].len()
 		} else {

@@ -107,6 +107,13 @@ type Options struct {
 	// request gets 413. Default 2^21 (DefaultMaxEmbedAllValues): 8 MiB of
 	// float32, some 20 MB of JSON.
 	MaxEmbedAllValues int
+	// MaxSparseBatchLogits bounds the logits (padded tokens × vocabulary)
+	// of one batched forward pass of POST /embed_sparse, whose rows need
+	// the masked-LM head at every position: its rows run in batches of
+	// their own, of at most MaxSparseBatchLogits / vocabulary padded
+	// tokens (a longer row runs alone: at most MaxLength × vocabulary).
+	// Default 2^25 (DefaultMaxSparseBatchLogits): 128 MiB of float32.
+	MaxSparseBatchLogits int
 	// MaxBatchTokens bounds the padded tokens (rows × the longest row) of
 	// one batched forward pass of the embedding endpoints; a longer row runs
 	// alone. Default 16384.
@@ -163,6 +170,7 @@ const (
 const (
 	DefaultMaxBatchTokens        = 16384
 	DefaultMaxEmbedAllValues     = 1 << 21
+	DefaultMaxSparseBatchLogits  = 1 << 25
 	DefaultMaxBatchRequests      = 32
 	DefaultMaxBatchWait          = 2 * time.Millisecond
 	DefaultMaxConcurrentRequests = 512
@@ -206,6 +214,9 @@ func (o *Options) defaults(cfg *roformer.Config) {
 		o.MaxReadingBytes = DefaultMaxReadingBytes
 	}
 	o.MaxReadingBytes = max(o.MaxReadingBytes, o.MaxBodyBytes)
+	if o.MaxSparseBatchLogits <= 0 {
+		o.MaxSparseBatchLogits = DefaultMaxSparseBatchLogits
+	}
 	if o.MaxEmbedAllValues <= 0 {
 		o.MaxEmbedAllValues = DefaultMaxEmbedAllValues
 	}

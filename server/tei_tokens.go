@@ -42,6 +42,10 @@ func (s *Server) tokenRows(w http.ResponseWriter, r *http.Request, pool pooling)
 	if e != nil {
 		return nil, e
 	}
+	if V := s.model.Config.VocabSize; pool == poolSparse && len(rows) > s.opts.MaxEmbedAllValues/V {
+		return nil, errorf(http.StatusRequestEntityTooLarge, "Validation", "inputs",
+			"%d inputs × vocabulary %d = %d values at most; the limit of one answer is %d (send fewer inputs)", len(rows), V, len(rows)*V, s.opts.MaxEmbedAllValues)
+	}
 	if pool == poolTokens {
 		H := s.model.Config.HiddenSize // tokens ≤ MaxInputs × MaxLength: no overflow in the division
 		if tokens > s.opts.MaxEmbedAllValues/H {

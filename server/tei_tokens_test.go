@@ -205,3 +205,52 @@ func TestTruncationAdvice(t *testing.T) {
 		}
 	}
 }
+
+// Sparse rows run in batches of their own whose logits (rows × padded
+// tokens × vocabulary) stay within MaxSparseBatchLogits, and give the
+// vectors they give in one batch; the answer's inputs × vocabulary is
+// bounded by MaxEmbedAllValues.
+func TestTEIEmbedSparseBatches(t *testing.T) {
+	texts := []string{"the whale", "a ship . the sea . good", "bad", "the sea"}
+	body, _ := json.Marshal(map[string]any{"inputs": texts})
+	wide, _, _ := newServer(t, roformer.HeadMaskedLM, nil, Options{})
+	var want, got [][]TEISparseValue
+	if code, kind := teiCall(t, wide, "/embed_sparse", string(body), &want); code != 200 {
+		t.Fatalf("status %d %s", code, kind)
+	}
+	s, m, _ := newServer(t, roformer.HeadMaskedLM, nil, Options{MaxSparseBatchLogits: 10 * 14})
+	if m.Config.VocabSize != 14 {
+		t.Fatalf("vocabulary %d, the test assumes 14", m.Config.VocabSize)
+	}
+	var passes [][2]int
+	s.afterForward = func(rows, tokens int) { passes = append(passes, [2]int{rows, tokens}) }
+	if code, kind := teiCall(t, s, "/embed_sparse", string(body), &got); code != 200 {
+		t.Fatalf("status %d %s", code, kind)
+	}
+	for _, p := range passes {
+		if p[0] > 1 && p[0]*p[1] > 10 {
+			t.Errorf("a pass of %d rows × %d tokens: over the budget of 10 tokens", p[0], p[1])
+		}
+	}
+	if len(passes) < 3 {
+		t.Errorf("passes %v: the budget of 10 tokens should split 4 rows of 4, 9, 3 and 4 tokens", passes)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d answers, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if len(got[i]) != len(want[i]) {
+			t.Fatalf("input %d: %d entries, %d in one batch", i, len(got[i]), len(want[i]))
+		}
+		for k := range want[i] {
+			if got[i][k].Index != want[i][k].Index || math.Abs(float64(got[i][k].Value-want[i][k].Value)) > 1e-5 {
+				t.Errorf("input %d entry %d: %+v, in one batch %+v", i, k, got[i][k], want[i][k])
+			}
+		}
+	}
+	// 4 inputs × 14 = 56 values.
+	small, _, _ := newServer(t, roformer.HeadMaskedLM, nil, Options{MaxEmbedAllValues: 55})
+	if code, kind := teiCall(t, small, "/embed_sparse", string(body), nil); code != 413 || kind != "Validation" {
+		t.Errorf("56 values over a limit of 55: status %d %s, want 413 Validation", code, kind)
+	}
+}

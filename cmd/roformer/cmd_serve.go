@@ -41,6 +41,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM or Ctrl-C, how long requests in flight may run on (new ones get 503 meanwhile)")
 	fs.BoolVar(&o.srv.AutoTruncate, "auto-truncate", false, "truncate embedding inputs longer than --max-length instead of refusing them, also on routes whose requests cannot ask for it (POST /v1/embeddings)")
 	fs.IntVar(&o.srv.MaxEmbedAllValues, "max-embed-all-values", server.DefaultMaxEmbedAllValues, "most values (tokens × hidden size) of one POST /embed_all answer; beyond: 413")
+	fs.IntVar(&o.srv.MaxSparseBatchLogits, "max-sparse-batch-logits", server.DefaultMaxSparseBatchLogits, "most logits (padded tokens × vocabulary) of one batched forward pass of POST /embed_sparse")
 	fs.IntVar(&o.srv.MaxBatchTokens, "max-batch-tokens", server.DefaultMaxBatchTokens, "padded tokens (rows × longest row) per batched forward pass of the embedding endpoints")
 	fs.IntVar(&o.srv.MaxBatchRequests, "max-batch-requests", server.DefaultMaxBatchRequests, "inputs per batched forward pass")
 	fs.DurationVar(&o.srv.MaxBatchWait, "max-batch-wait", server.DefaultMaxBatchWait, "longest wait for requests on their way to join a batch (0: none)")
@@ -73,8 +74,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef("--model is required")
 	case o.srv.MaxInputs < 1 || o.srv.MaxBodyBytes < 1 || o.srv.MaxLength < 0:
 		return usagef("--max-inputs and --max-body must be at least 1, --max-length at least 0")
-	case o.srv.MaxBatchTokens < 1 || o.srv.MaxBatchRequests < 1 || o.srv.MaxConcurrentRequests < 1 || o.srv.MaxEmbedAllValues < 1:
-		return usagef("--max-batch-tokens, --max-batch-requests, --max-concurrent-requests and --max-embed-all-values must be at least 1")
+	case o.srv.MaxBatchTokens < 1 || o.srv.MaxBatchRequests < 1 || o.srv.MaxConcurrentRequests < 1 || o.srv.MaxEmbedAllValues < 1 || o.srv.MaxSparseBatchLogits < 1:
+		return usagef("--max-batch-tokens, --max-batch-requests, --max-concurrent-requests, --max-embed-all-values and --max-sparse-batch-logits must be at least 1")
 	case o.srv.MaxBeams < 1 || o.srv.MaxNewTokens < 1 || o.srv.MaxGenerateBytes < 1 || o.srv.MaxBeamWork < 1 || o.srv.MaxMasks < 1 || o.srv.MaxTopK < 1:
 		return usagef("--max-beams, --max-new-tokens, --max-generate-bytes, --max-beam-work, --max-masks and --max-top-k must be at least 1")
 	case o.srv.MaxReadingBytes < o.srv.MaxBodyBytes:

@@ -110,6 +110,7 @@ func TestServeCLIBatchFlags(t *testing.T) {
 		{[]string{"--max-beam-work", "0"}, "--max-beam-work"},
 		{[]string{"--max-reading-bytes", "10", "--max-body", "100"}, "--max-reading-bytes"},
 		{[]string{"--max-embed-all-values", "0"}, "--max-embed-all-values"},
+		{[]string{"--max-sparse-batch-logits", "0"}, "--max-sparse-batch-logits"},
 		{[]string{"--auto-truncate=maybe"}, "auto-truncate"},
 	} {
 		args := append([]string{"serve", "--model", t.TempDir()}, c.args...)
@@ -412,16 +413,17 @@ func TestServeCLIGuards(t *testing.T) {
 	}
 }
 
-// --auto-truncate and --max-embed-all-values reach the server's options.
+// --auto-truncate, --max-embed-all-values and --max-sparse-batch-logits reach the server's options.
 func TestServeCLIAutoTruncate(t *testing.T) {
 	defer func(f func(string, server.Options) (*server.Server, error)) { loadServer = f }(loadServer)
 	for _, c := range []struct {
 		args   []string
 		auto   bool
 		values int
+		logits int
 	}{
-		{nil, false, server.DefaultMaxEmbedAllValues},
-		{[]string{"--auto-truncate", "--max-embed-all-values", "77"}, true, 77},
+		{nil, false, server.DefaultMaxEmbedAllValues, server.DefaultMaxSparseBatchLogits},
+		{[]string{"--auto-truncate", "--max-embed-all-values", "77", "--max-sparse-batch-logits", "99"}, true, 77, 99},
 	} {
 		var got server.Options
 		loadServer = func(dir string, o server.Options) (*server.Server, error) {
@@ -432,8 +434,8 @@ func TestServeCLIAutoTruncate(t *testing.T) {
 		if code, _, stderr := runCLI(t, args...); code == 0 || !strings.Contains(stderr, "held") {
 			t.Fatalf("%v: exit %d, %q", c.args, code, stderr)
 		}
-		if got.AutoTruncate != c.auto || got.MaxEmbedAllValues != c.values {
-			t.Errorf("%v: AutoTruncate %v, MaxEmbedAllValues %d; want %v, %d", c.args, got.AutoTruncate, got.MaxEmbedAllValues, c.auto, c.values)
+		if got.AutoTruncate != c.auto || got.MaxEmbedAllValues != c.values || got.MaxSparseBatchLogits != c.logits {
+			t.Errorf("%v: AutoTruncate %v, MaxEmbedAllValues %d, MaxSparseBatchLogits %d; want %v, %d, %d", c.args, got.AutoTruncate, got.MaxEmbedAllValues, got.MaxSparseBatchLogits, c.auto, c.values, c.logits)
 		}
 	}
 }
