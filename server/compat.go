@@ -282,7 +282,7 @@ func (s *Server) teiEmbed(w http.ResponseWriter, r *http.Request) {
 			return e
 		}
 		o := embedOptions{truncate: req.Truncate, normalize: req.Normalize == nil || *req.Normalize}
-		if o.left, e = truncationLeft(req.TruncationDirection); e != nil {
+		if o.left, e = truncationDirection(req.TruncationDirection); e != nil {
 			return e
 		}
 		if req.Dimensions != nil {

@@ -52,15 +52,3 @@ func (s *Server) inputs(raw json.RawMessage, field string) ([]embedInput, *apiEr
 	}
 	return in, nil
 }
-
-// truncationLeft reads TEI's truncation_direction: "Right" (the default)
-// or "Left".
-func truncationLeft(dir string) (bool, *apiError) {
-	switch dir {
-	case "", "Right", "right":
-		return false, nil
-	case "Left", "left":
-		return true, nil
-	}
-	return false, errorf(http.StatusUnprocessableEntity, "Validation", "truncation_direction", `truncation_direction %q: want "Right" or "Left"`, dir)
-}

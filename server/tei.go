@@ -115,7 +115,7 @@ func (s *Server) classifyRows(in []Input, truncate, left bool, field string) ([]
 		}
 		ids, types := int32s(enc.IDs), int32s(enc.TypeIDs)
 		if n := len(ids); n > s.opts.MaxLength {
-			if !truncate {
+			if !truncate && !s.opts.AutoTruncate {
 				return nil, errorf(http.StatusRequestEntityTooLarge, "Validation", field,
 					"input %d has %d tokens; the limit is %d (max_input_length); ask for truncation with \"truncate\": true", i, n, s.opts.MaxLength)
 			}

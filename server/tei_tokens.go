@@ -35,7 +35,7 @@ func (s *Server) tokenRows(w http.ResponseWriter, r *http.Request, pool pooling)
 		return nil, e
 	}
 	o := embedOptions{truncate: req.Truncate}
-	if o.left, e = truncationLeft(req.TruncationDirection); e != nil {
+	if o.left, e = truncationDirection(req.TruncationDirection); e != nil {
 		return nil, e
 	}
 	rows, tokens, e := s.prepareRows(r, in, o, "inputs", pool)

@@ -254,3 +254,23 @@ func TestTEIEmbedSparseBatches(t *testing.T) {
 		t.Errorf("56 values over a limit of 55: status %d %s, want 413 Validation", code, kind)
 	}
 }
+
+// AutoTruncate truncates /predict's long inputs too, as TEI's
+// --auto-truncate does; without it they are a 413.
+func TestAutoTruncatePredict(t *testing.T) {
+	long := strings.TrimSpace(strings.Repeat("the whale ", 10))
+	for _, auto := range []bool{false, true} {
+		m, tok := classifierModel(t, []string{"a", "b"})
+		s, err := New(m, tok, Options{MaxLength: 8, AutoTruncate: auto})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 413
+		if auto {
+			want = 200
+		}
+		if code, kind := teiCall(t, s, "/predict", `{"inputs": "`+long+`"}`, new(any)); code != want {
+			t.Errorf("AutoTruncate %v: /predict of 22 tokens, limit 8: %d %s, want %d", auto, code, kind, want)
+		}
+	}
+}
