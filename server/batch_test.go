@@ -277,7 +277,7 @@ func TestTEIEmbed(t *testing.T) {
 		{"too many inputs", `{"inputs": ["a", "a", "a", "a"]}`, 413, "Validation", "batch size 4 > maximum allowed batch size 3"},
 		{"empty", `{"inputs": []}`, 400, "Empty", "batch is empty"},
 		{"no inputs", `{}`, 422, "Validation", `"inputs" is missing`},
-		{"neither texts nor ids", `{"inputs": [1, true]}`, 422, "Validation", "array of strings"}, // token ids are taken (tei_tokens_test.go)
+		{"neither texts nor ids", `{"inputs": [1, true]}`, 422, "Validation", "want a string or an array of token ids"}, // token ids are taken (tei_tokens_test.go)
 		{"not JSON", `{"inputs": `, 422, "Validation", "request body"},
 		{"dimensions 0", `{"inputs": "a", "dimensions": 0}`, 422, "Validation", "dimensions 0"},
 		{"dimensions too large", `{"inputs": "a", "dimensions": 17}`, 422, "Validation", "hidden size 16"},

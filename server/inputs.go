@@ -16,8 +16,9 @@ type embedInput struct {
 }
 
 // inputs reads TEI's "inputs" of the embedding routes: a string, an
-// array of strings, an array of token ids (one input) or an array of
-// arrays of token ids. Each id must be in [0, vocabulary); the arrays'
+// array of strings, an array of token ids (one input) or an array whose
+// items are strings or arrays of token ids, mixed as TEI takes them. Each
+// id must be in [0, vocabulary); the arrays'
 // lengths are checked by prepareRows. The body's bound (MaxBodyBytes)
 // bounds what decoding allocates.
 func (s *Server) inputs(raw json.RawMessage, field string) ([]embedInput, *apiError) {
@@ -31,24 +32,49 @@ func (s *Server) inputs(raw json.RawMessage, field string) ([]embedInput, *apiEr
 		}
 		return in, nil
 	}
-	var lists [][]int64
 	var one []int64
 	if err := json.Unmarshal(raw, &one); err == nil {
-		lists = [][]int64{one}
-	} else if err := json.Unmarshal(raw, &lists); err != nil {
+		ids, e := s.tokenIDs(one, 0, field)
+		if e != nil {
+			return nil, e
+		}
+		return []embedInput{{ids: ids, isIDs: true}}, nil
+	}
+	// A batch whose inputs are texts or lists of ids, mixed as TEI takes them.
+	var batch []json.RawMessage
+	if err := json.Unmarshal(raw, &batch); err != nil {
 		return nil, errorf(http.StatusUnprocessableEntity, "Validation", field, "%q: want a string, an array of strings, an array of token ids or an array of arrays of token ids", field)
 	}
-	V := int64(s.model.Config.VocabSize)
-	in := make([]embedInput, len(lists))
-	for i, l := range lists {
-		ids := make([]int32, len(l))
-		for j, id := range l {
-			if id < 0 || id >= V {
-				return nil, errorf(http.StatusUnprocessableEntity, "Validation", field, "input %d, token %d: id %d is not in [0, %d) (the vocabulary)", i, j, id, V)
-			}
-			ids[j] = int32(id)
+	in := make([]embedInput, len(batch))
+	for i, x := range batch {
+		if bytes.Equal(x, []byte("null")) {
+			return nil, errorf(http.StatusUnprocessableEntity, "Validation", field, "input %d is null: want a string or an array of token ids", i)
+		}
+		if err := json.Unmarshal(x, &in[i].text); err == nil {
+			continue
+		}
+		var l []int64
+		if err := json.Unmarshal(x, &l); err != nil || l == nil {
+			return nil, errorf(http.StatusUnprocessableEntity, "Validation", field, "input %d: want a string or an array of token ids", i)
+		}
+		ids, e := s.tokenIDs(l, i, field)
+		if e != nil {
+			return nil, e
 		}
 		in[i] = embedInput{ids: ids, isIDs: true}
 	}
 	return in, nil
+}
+
+// tokenIDs checks input i's ids against the vocabulary.
+func (s *Server) tokenIDs(l []int64, i int, field string) ([]int32, *apiError) {
+	V := int64(s.model.Config.VocabSize)
+	ids := make([]int32, len(l))
+	for j, id := range l {
+		if id < 0 || id >= V {
+			return nil, errorf(http.StatusUnprocessableEntity, "Validation", field, "input %d, token %d: id %d is not in [0, %d) (the vocabulary)", i, j, id, V)
+		}
+		ids[j] = int32(id)
+	}
+	return ids, nil
 }

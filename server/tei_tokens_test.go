@@ -156,11 +156,13 @@ func TestTEITokenIDs(t *testing.T) {
 		body string
 		code int
 	}{
-		{`{"inputs": [2, 5, 14, 3]}`, 422},   // 14: past the vocabulary of 14
-		{`{"inputs": [2, -1, 3]}`, 422},      // negative
-		{`{"inputs": [2, 5.5, 3]}`, 422},     // not an integer
-		{`{"inputs": [[2, 5, 3], []]}`, 422}, // no ids
-		{`{"inputs": [[2, 5, 3], "the"]}`, 422},
+		{`{"inputs": [2, 5, 14, 3]}`, 422},      // 14: past the vocabulary of 14
+		{`{"inputs": [2, -1, 3]}`, 422},         // negative
+		{`{"inputs": [2, 5.5, 3]}`, 422},        // not an integer
+		{`{"inputs": [[2, 5, 3], []]}`, 422},    // no ids
+		{`{"inputs": [[2, 5, 3], "the"]}`, 200}, // texts and ids mixed, as TEI takes them
+		{`{"inputs": [[2, 5, 3], 7]}`, 422},
+		{`{"inputs": [[2, 5, 3], null]}`, 422},
 		{`{"inputs": [` + long + `]}`, 413}, // 13 ids, limit 12
 		{`{"inputs": [` + long + `], "truncate": true}`, 200},
 	} {
