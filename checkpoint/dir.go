@@ -4,12 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/roformer-go/roformer/internal/boundedfile"
 )
 
 // dirCandidates are the file names ReadDir tries, in order; this is the order
@@ -170,24 +171,13 @@ func ReadSharded(indexPath string) (*File, error) {
 // readLimited reads the file at path, refusing one larger than limit bytes
 // (checked both from its size and while reading, through a limit).
 func readLimited(path string, limit int64) ([]byte, error) {
-	fh, err := os.Open(path)
+	b, err := boundedfile.Read(path, limit)
+	var big *boundedfile.TooLargeError
+	if errors.As(err, &big) {
+		return nil, fmt.Errorf("checkpoint: %w (an index): %w", err, ErrFormat)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	if st.Size() > limit {
-		return nil, formatErr(path, "file is %d bytes, more than the %d-byte limit for an index", st.Size(), limit)
-	}
-	b, err := io.ReadAll(io.LimitReader(fh, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	if int64(len(b)) > limit {
-		return nil, formatErr(path, "file holds more than the %d-byte limit for an index", limit)
 	}
 	return b, nil
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/roformer-go/roformer/internal/boundedfile"
 )
 
 // The files of a Hugging Face tokenizer folder.
@@ -220,29 +221,14 @@ func (v *wordPieceVocab) UnmarshalJSON(b []byte) error {
 // readLimited reads the file at path if it is at most limit bytes long;
 // ok is false when it does not exist.
 func readLimited(path string, limit int64) (data []byte, ok bool, err error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	data, err = boundedfile.Read(path, limit)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, false, nil
-	}
-	if err != nil {
+	case err != nil:
 		return nil, false, fmt.Errorf("tokenizer: %w", err)
 	}
-	defer f.Close()
-	size := int64(0)
-	if fi, err := f.Stat(); err == nil {
-		size = fi.Size()
-	}
-	if size > limit {
-		return nil, false, fmt.Errorf("tokenizer: %s is %d bytes, more than the %d a %s may have", path, size, limit, filepath.Base(path))
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, size+bytes.MinRead)) // ReadFrom grows a buffer with less room than MinRead
-	if _, err := buf.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
-		return nil, false, fmt.Errorf("tokenizer: %w", err)
-	}
-	if int64(buf.Len()) > limit {
-		return nil, false, fmt.Errorf("tokenizer: %s is more than the %d bytes a %s may have", path, limit, filepath.Base(path))
-	}
-	return buf.Bytes(), true, nil
+	return data, true, nil
 }
 
 // readJSON decodes the file at path into v if it exists, refusing a file

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/roformer-go/roformer/internal/configfile"
+	"github.com/roformer-go/roformer/internal/boundedfile"
 	"github.com/roformer-go/roformer/kernels"
 )
 
@@ -166,7 +166,7 @@ func ParseConfig(data []byte, name string) (Config, error) {
 // LoadConfig reads and validates a config.json file of at most
 // MaxConfigBytes.
 func LoadConfig(path string) (Config, error) {
-	data, err := configfile.Read(path, MaxConfigBytes)
+	data, err := boundedfile.ReadConfig(path, MaxConfigBytes)
 	if err != nil {
 		return Config{}, fmt.Errorf("roformer: %w", err)
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/roformer-go/roformer/internal/configfile"
+	"github.com/roformer-go/roformer/internal/boundedfile"
 	"github.com/roformer-go/roformer/kernels"
 )
 
@@ -145,7 +145,7 @@ func DefaultConfig() Config {
 // LoadConfig reads and validates a config.json at path (at most
 // MaxConfigBytes); unknown keys are ignored.
 func LoadConfig(path string) (Config, error) {
-	raw, err := configfile.Read(path, MaxConfigBytes)
+	raw, err := boundedfile.ReadConfig(path, MaxConfigBytes)
 	if err != nil {
 		return Config{}, fmt.Errorf("seq2seq: %w", err)
 	}

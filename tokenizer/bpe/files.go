@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/roformer-go/roformer/internal/atomicfile"
+	"github.com/roformer-go/roformer/internal/boundedfile"
 )
 
 // FileName is the file Save writes into a folder.
@@ -96,20 +96,9 @@ func (m *Model) Save(dir string) error {
 // more than MaxMerges merges, is refused with the numbers.
 func Load(dir string) (*Model, error) {
 	path := filepath.Join(dir, FileName)
-	fh, err := os.Open(path)
+	data, err := boundedfile.Read(path, MaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("bpe: %w", err)
-	}
-	defer fh.Close()
-	if fi, err := fh.Stat(); err == nil && fi.Size() > MaxFileBytes {
-		return nil, fmt.Errorf("bpe: %s is %d bytes, more than the %d a bpe.json may have (MaxFileBytes)", path, fi.Size(), MaxFileBytes)
-	}
-	data, err := io.ReadAll(io.LimitReader(fh, MaxFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("bpe: %w", err)
-	}
-	if len(data) > MaxFileBytes {
-		return nil, fmt.Errorf("bpe: %s is more than the %d bytes a bpe.json may have (MaxFileBytes)", path, MaxFileBytes)
 	}
 	m, err := parse(data)
 	if err != nil {

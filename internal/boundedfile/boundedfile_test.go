@@ -1,4 +1,4 @@
-package configfile
+package boundedfile
 
 import (
 	"errors"
@@ -20,7 +20,8 @@ func TestRead(t *testing.T) {
 		t.Fatalf("Read at the limit = %q, %v; want the file", got, err)
 	}
 	_, err = Read(path, 6)
-	if err == nil || !strings.Contains(err.Error(), "larger than 6 bytes") || !strings.Contains(err.Error(), path) {
+	var big *TooLargeError
+	if !errors.As(err, &big) || big.Size != 7 || big.Limit != 6 || !strings.Contains(err.Error(), "7 bytes, more than the 6-byte limit") || !strings.Contains(err.Error(), path) {
 		t.Fatalf("Read over the limit: err = %v; want one naming the path and the limit", err)
 	}
 	if _, err := Read(filepath.Join(dir, "missing.json"), 7); !errors.Is(err, fs.ErrNotExist) {
