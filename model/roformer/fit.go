@@ -88,7 +88,14 @@ func (c *Config) CheckShapes(head Head, shapes map[string][]int) error {
 		return fmt.Errorf("num_hidden_layers %d, but the checkpoint's layers end at encoder.layer.%d", L, last)
 	}
 
-	enc, hd, err := c.ParamCount(head)
+	_, hd, err := c.ParamCount(head)
+	if err != nil {
+		return err
+	}
+	// The encoder's values as New allocates them: its parameters and its
+	// buffers (the performer's random directions, layers × features × head
+	// size, which no checkpoint stores but the config sizes).
+	enc, err := c.encoderParams(true)
 	if err != nil {
 		return err
 	}

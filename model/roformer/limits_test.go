@@ -194,6 +194,11 @@ func TestCheckShapes(t *testing.T) {
 			"vocab_size 16777216, embedding_size 8, hidden_size 8, num_hidden_layers 2, intermediate_size 6, type_vocab_size 2 imply 134218620 encoder parameters (512 MB as float32), but the checkpoint holds only 1055 values in 40 tensors"},
 		{"head too big", func(c *Config) { c.NumLabels = 1 << 20 }, fits, HeadTokenCls,
 			"the token-classification head needs 9437184 parameters (num_labels 1048576, hidden_size 8, vocab_size 11), more than twice the checkpoint's 1143 values plus 2²⁰"},
+		// The performer's random directions are no checkpoint's tensors, but
+		// New allocates layers × features × head size of them.
+		{"performer buffers", func(c *Config) { c.AttentionType, c.PerformerFeatures, c.NumAttentionHeads = AttnPerformer, 1<<16, 1 }, map[string][]int{
+			"roformer.embeddings.word_embeddings.weight": {11, 8}, "roformer.embeddings.token_type_embeddings.weight": {2, 8}}, HeadBase,
+			"encoder parameters"},
 		{"negative shape", nil, map[string][]int{"x": {-1, 3}}, HeadBase, "tensor x [-1 3]: negative size -1"},
 	}
 	for _, c := range cases {
