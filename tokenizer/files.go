@@ -429,6 +429,9 @@ func vocabFromTokenizerJSON(tj *hfTokenizerJSON) (*Vocab, error) {
 		byID[id] = tok
 	}
 	for _, a := range tj.AddedTokens {
+		if a.ID < 0 || a.ID >= maxVocabTokens {
+			return nil, fmt.Errorf("%w: tokenizer.json added_tokens: the id %d of %.40q is not in [0, %d) (MaxVocabTokens)", ErrBadVocab, a.ID, a.Content, maxVocabTokens)
+		}
 		if _, ok := byID[a.ID]; !ok {
 			byID[a.ID] = a.Content
 		}

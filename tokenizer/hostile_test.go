@@ -162,6 +162,8 @@ func TestTokenizerJSONLimits(t *testing.T) {
 		`{"model": {"type": "WordPiece", "vocab": {"a": -1}}}`:    `the id -1 of "a" is not an integer`,
 		`{"model": {"type": "WordPiece", "vocab": {"a": [1]}}}`:   `the id of "a" is not a number`,
 		`{"model": {"type": "WordPiece", "vocab": [["a", 0.5]]}}`: "model.vocab is not an object",
+		// added_tokens count against the same limit: their ids are in [0, MaxVocabTokens).
+		`{"model": {"type": "WordPiece", "vocab": {"a": 0}}, "added_tokens": [{"id": 100, "content": "[X]"}]}`: `added_tokens: the id 100 of "[X]" is not in [0, 100)`,
 	} {
 		if err := os.WriteFile(tj, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
