@@ -168,7 +168,7 @@ func (s *Server) prepareRows(r *http.Request, in []embedInput, o embedOptions, f
 	case len(in) == 0:
 		return nil, 0, errorf(http.StatusBadRequest, "Empty", field, "batch is empty")
 	case len(in) > s.opts.MaxInputs:
-		return nil, 0, errorf(http.StatusRequestEntityTooLarge, "Validation", field, "batch size %d > maximum allowed batch size %d", len(in), s.opts.MaxInputs)
+		return nil, 0, s.tooManyInputs(field, len(in))
 	}
 	advice := o.advice
 	if advice == "" {
@@ -391,4 +391,9 @@ func (s *Server) openAIEmbeddings(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, res)
 		return nil
 	})
+}
+
+// tooManyInputs is TEI's 413 for a batch of n inputs over MaxInputs.
+func (s *Server) tooManyInputs(field string, n int) *apiError {
+	return errorf(http.StatusRequestEntityTooLarge, "Validation", field, "batch size %d > maximum allowed batch size %d", n, s.opts.MaxInputs)
 }

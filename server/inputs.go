@@ -26,6 +26,9 @@ func (s *Server) inputs(raw json.RawMessage, field string) ([]embedInput, *apiEr
 		return nil, errorf(http.StatusUnprocessableEntity, "Validation", field, "%q is missing", field)
 	}
 	if strs, e := texts(raw, field); e == nil {
+		if len(strs) > s.opts.MaxInputs { // before a row is made for each
+			return nil, s.tooManyInputs(field, len(strs))
+		}
 		in := make([]embedInput, len(strs))
 		for i, t := range strs {
 			in[i].text = t
@@ -44,6 +47,9 @@ func (s *Server) inputs(raw json.RawMessage, field string) ([]embedInput, *apiEr
 	var batch []json.RawMessage
 	if err := json.Unmarshal(raw, &batch); err != nil {
 		return nil, errorf(http.StatusUnprocessableEntity, "Validation", field, "%q: want a string, an array of strings, an array of token ids or an array of arrays of token ids", field)
+	}
+	if len(batch) > s.opts.MaxInputs { // before each item is decoded
+		return nil, s.tooManyInputs(field, len(batch))
 	}
 	in := make([]embedInput, len(batch))
 	for i, x := range batch {

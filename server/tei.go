@@ -485,7 +485,18 @@ func (s *Server) teiDecode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(batch) > s.opts.MaxInputs {
-		fail(errorf(http.StatusRequestEntityTooLarge, "Validation", "ids", "batch size %d > maximum allowed batch size %d", len(batch), s.opts.MaxInputs))
+		fail(s.tooManyInputs("ids", len(batch)))
+		return
+	}
+	// The ids of all the lists, like the tokens of a /tokenize answer: at
+	// most MaxInputs × MaxLength, so that the decoded text is bounded too.
+	ids := 0
+	for _, l := range batch {
+		ids += len(l)
+	}
+	if ids > s.maxAnswerTokens() {
+		fail(errorf(http.StatusRequestEntityTooLarge, "Validation", "ids", "%d ids in all, more than the %d a request may decode (--max-inputs %d × --max-length %d)",
+			ids, s.maxAnswerTokens(), s.opts.MaxInputs, s.opts.MaxLength))
 		return
 	}
 	skip := req.SkipSpecialTokens == nil || *req.SkipSpecialTokens

@@ -99,6 +99,8 @@ func utf8Field(body []byte, off int) string {
 			return path()
 		}
 		switch {
+		case (tok == json.Delim('{') || tok == json.Delim('[')) && len(stack) >= maxFieldDepth:
+			return "" // too deep to name a field; the offset is named
 		case tok == json.Delim('{'):
 			stack = append(stack, frame{obj: true, wantKey: true})
 		case tok == json.Delim('['):
@@ -116,3 +118,8 @@ func utf8Field(body []byte, off int) string {
 		}
 	}
 }
+
+// maxFieldDepth bounds the nesting utf8Field follows to name the field of
+// an invalid byte: past it only the offset is named, so that a body of
+// nested brackets costs no more than its bytes to refuse.
+const maxFieldDepth = 64
