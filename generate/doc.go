@@ -3,7 +3,8 @@
 // greedy decoding, sampling (temperature, top-k, top-p, repetition penalty,
 // seeded), beam search (length penalty, early stopping), the stop
 // conditions (an EOS id, a number of new tokens, a per-row callback) and
-// streaming (a callback per step).
+// streaming (a callback per step, with the chosen ids' log-probabilities
+// and the most likely ids on request).
 //
 // A model takes part by implementing Decoder: Prefill runs the prompts and
 // returns the logits of the token after each, Step feeds one token per row

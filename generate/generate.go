@@ -132,6 +132,16 @@ type Options struct {
 	// and no error). Not with beam search, whose ids are final only at the
 	// end.
 	OnToken func(step int, ids []int32) error
+	// OnStep, when set, sees every step as OnToken does, with each row's
+	// chosen id's log-probability and its TopLogProbs most likely ids
+	// (StepToken); it is called after OnToken, and its error is handled
+	// as OnToken's. Each step then costs a log-softmax of every row's
+	// scores (and O(V·TopLogProbs) for the top ids). Not with beam
+	// search.
+	OnStep func(step int, toks []StepToken) error
+	// TopLogProbs is the number of most likely ids each StepToken lists
+	// (0: none), at most V.
+	TopLogProbs int
 }
 
 // Result is what Generate returns.
@@ -182,6 +192,9 @@ func (opts *Options) Validate(V int) error {
 		if opts.Stop != nil {
 			return fmt.Errorf("generate: a Stop callback does not work with beam search: it ends hypotheses by EOS and MaxNewTokens")
 		}
+		if opts.OnStep != nil {
+			return fmt.Errorf("generate: OnStep does not work with beam search: the beams' ids are final only at the end")
+		}
 		if opts.EarlyStopping < EarlyStopHeuristic || opts.EarlyStopping > EarlyStopNever {
 			return fmt.Errorf("generate: early stopping %d is not one of EarlyStopHeuristic, EarlyStopOnBeams, EarlyStopNever", opts.EarlyStopping)
 		}
@@ -208,6 +221,9 @@ func (opts *Options) Validate(V int) error {
 	}
 	if opts.MaxNewTokens <= 0 {
 		return fmt.Errorf("generate: max new tokens %d must be positive", opts.MaxNewTokens)
+	}
+	if opts.TopLogProbs < 0 || opts.TopLogProbs > V {
+		return fmt.Errorf("generate: top log-probabilities %d is outside [0, %d] (the vocabulary)", opts.TopLogProbs, V)
 	}
 	if opts.EOS >= V {
 		return fmt.Errorf("generate: eos id %d is outside the vocabulary [0, %d)", opts.EOS, V)

@@ -332,6 +332,8 @@ func TestOptionErrors(t *testing.T) {
 		{ok, Options{MaxNewTokens: 2, EOS: 2}, "eos id 2 is outside the vocabulary [0, 2)"},
 		{ok, Options{MaxNewTokens: 2, Strategy: Beam, NumBeams: 2, OnToken: func(int, []int32) error { return nil }}, "streaming"},
 		{ok, Options{MaxNewTokens: 2, Strategy: Beam, NumBeams: 2, Stop: func(int, []int32) bool { return true }}, "Stop"},
+		{ok, Options{MaxNewTokens: 2, Strategy: Beam, NumBeams: 2, OnStep: func(int, []StepToken) error { return nil }}, "OnStep"},
+		{ok, Options{MaxNewTokens: 2, TopLogProbs: 3}, "top log-probabilities 3 is outside [0, 2]"},
 		{ok, Options{MaxNewTokens: 2, Strategy: Beam, NumBeams: 1, LengthPenalty: math.NaN()}, "length_penalty NaN"},
 		{ok, Options{MaxNewTokens: 2, Strategy: Beam, NumBeams: 1 << 62}, "overflows int64"},
 	} {

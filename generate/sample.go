@@ -31,8 +31,16 @@ func sampleOrGreedy(ctx context.Context, dec Decoder, logits []float32, prompts 
 	}
 	seen := make([]bool, V)
 	row := make([]float32, V)
+	var lp []float64
+	if opts.OnStep != nil {
+		lp = make([]float64, V)
+	}
 	for step := 0; ; step++ {
 		next := make([]int32, B)
+		var toks []StepToken
+		if opts.OnStep != nil {
+			toks = make([]StepToken, B)
+		}
 		for r := 0; r < B; r++ {
 			if opts.OutputScores {
 				row = make([]float32, V)
@@ -51,6 +59,13 @@ func sampleOrGreedy(ctx context.Context, dec Decoder, logits []float32, prompts 
 			if done[r] {
 				next[r] = pad
 			}
+			if toks != nil {
+				if done[r] {
+					toks[r].ID = pad
+				} else {
+					toks[r] = stepToken(next[r], row, lp, opts.TopLogProbs)
+				}
+			}
 			gen.Sequences[r] = append(gen.Sequences[r], next[r])
 			if done[r] {
 				continue
@@ -63,6 +78,14 @@ func sampleOrGreedy(ctx context.Context, dec Decoder, logits []float32, prompts 
 		}
 		if opts.OnToken != nil {
 			if err := opts.OnToken(step, slices.Clone(next)); err != nil {
+				if errors.Is(err, ErrStop) {
+					return gen, nil
+				}
+				return nil, err
+			}
+		}
+		if opts.OnStep != nil {
+			if err := opts.OnStep(step, toks); err != nil {
 				if errors.Is(err, ErrStop) {
 					return gen, nil
 				}
