@@ -1,7 +1,11 @@
 package pipeline
 
 import (
+	"errors"
+	"path/filepath"
+
 	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/sentence"
 	"github.com/roformer-go/roformer/tokenizer"
 )
 
@@ -28,23 +32,44 @@ type Model struct {
 	*roformer.Loaded
 	// Tokenizer is the folder's tokenizer; nil with OpenOptions.NoTokenizer.
 	Tokenizer *tokenizer.Tokenizer
+	// Sentence is the folder's sentence-transformers configuration
+	// (modules.json and the files it names; see sentence.Load), nil for a
+	// plain model folder. Embed and the server make their vectors as it
+	// says.
+	Sentence *sentence.Folder
 }
 
 // Open reads the model folder dir, the one way every command and the server
 // open a model: config.json once, the weights (compared with the config
 // before a model of its size is allocated, and bound with every missing,
 // unexpected and mis-shaped tensor reported; see roformer.Load), the head,
-// the precision of the products, and the tokenizer (tokenizer.Load: the
-// files at the top of dir or in dir/tokenizer).
+// the precision of the products, the tokenizer (tokenizer.Load: the
+// files at the top of dir or in dir/tokenizer), and, when dir holds
+// modules.json, its sentence-transformers modules (sentence.Load; the
+// transformer is then read from the folder modules.json names for it).
 //
 // The errors are roformer.Load's (a folder without the head's weights wraps
 // roformer.ErrHeadMissing) and tokenizer.Load's, as a *TokenizerError.
 func Open(dir string, opts OpenOptions) (*Model, error) {
+	st, err := sentence.Load(dir)
+	switch {
+	case errors.Is(err, sentence.ErrNotFolder):
+		st = nil
+	case err != nil:
+		return nil, err
+	case st.TransformerPath != "":
+		dir = filepath.Join(dir, st.TransformerPath)
+	}
 	l, err := roformer.Load(dir, opts.Head, roformer.LoadOptions{Precision: opts.Precision, HeadFor: opts.HeadFor})
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{Loaded: l}
+	if st != nil {
+		if err := st.Check(l.Model.Config.HiddenSize); err != nil {
+			return nil, err
+		}
+	}
+	m := &Model{Loaded: l, Sentence: st}
 	if !opts.NoTokenizer {
 		if m.Tokenizer, err = tokenizer.Load(dir); err != nil {
 			return nil, &TokenizerError{Err: err}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/pipeline"
+	"github.com/roformer-go/roformer/sentence"
 	"github.com/roformer-go/roformer/tokenizer"
 )
 
@@ -97,6 +98,11 @@ type Options struct {
 	// Precision of the linear layers' products (fp32 when empty); Load
 	// fails when this machine cannot run it.
 	Precision roformer.Precision
+	// Sentence is the sentence-transformers configuration of the folder
+	// (pipeline.Model.Sentence; nil for a plain model folder): its
+	// pooling, Dense and Normalize modules, max_seq_length, lowercasing
+	// and prompts make the vectors of the embedding routes. Load sets it.
+	Sentence *sentence.Folder
 	// AutoTruncate truncates inputs of the embedding routes that are
 	// longer than MaxLength (as TEI's --auto-truncate) instead of refusing
 	// them, also where the request did not ask for it (POST
@@ -268,6 +274,9 @@ type Server struct {
 	// after each forward pass with its rows and length.
 	beforeBatch  func()
 	afterForward func(rows, tokens int)
+	// beforeGeneratePass is called by a generation before it waits for
+	// the gate for its pass'th forward pass (0: the prompt's).
+	beforeGeneratePass func(pass int)
 
 	metrics *metrics // metrics.go
 	flight  flight   // the requests in flight, and whether the server drains (drain.go)
@@ -368,6 +377,7 @@ func Load(dir string, opts Options) (*Server, error) {
 	if opts.Name == "" {
 		opts.Name = filepath.Base(filepath.Clean(dir))
 	}
+	opts.Sentence = m.Sentence
 	return New(m.Model, m.Tokenizer, opts)
 }
 
