@@ -1,0 +1,50 @@
+package retrieval_test
+
+import (
+	"fmt"
+
+	"github.com/roformer-go/roformer/retrieval"
+)
+
+func Example() {
+	queries := []retrieval.Doc{{ID: "q1", Text: "a cat on a mat"}, {ID: "q2", Text: "dogs barking"}}
+	corpus := []retrieval.Doc{
+		{ID: "d1", Text: "The cat sat on the mat."},
+		{ID: "d2", Text: "A dog barked at the cat."},
+		{ID: "d3", Text: "Dogs barking all night."},
+	}
+	qrels := retrieval.Qrels{"q1": {"d1": 1}, "q2": {"d3": 1, "d2": 1}}
+	bm25 := retrieval.BM25Search(queries, corpus, 100, retrieval.BM25Options{})
+	s, err := retrieval.Evaluate([]string{"q1", "q2"}, bm25, qrels, retrieval.DefaultCutoffs)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(bm25["q2"])
+	fmt.Printf("%d queries: mrr@10 %.4f ndcg@10 %.4f recall@1 %.4f map@100 %.4f\n",
+		s.Queries, s.Metrics["mrr@10"], s.Metrics["ndcg@10"], s.Metrics["recall@1"], s.Metrics["map@100"])
+	// Output:
+	// [{d3 1.0837892298472114}]
+	// 2 queries: mrr@10 1.0000 ndcg@10 0.8066 recall@1 0.7500 map@100 0.7500
+}
+
+func ExampleFuse() {
+	lexical := []retrieval.Hit{{ID: "d1", Score: 7.1}, {ID: "d2", Score: 3.0}, {ID: "d3", Score: 1.2}}
+	dense := []retrieval.Hit{{ID: "d3", Score: 0.91}, {ID: "d1", Score: 0.85}}
+	fused, _ := retrieval.Fuse(60, 100, lexical, dense)
+	for _, h := range fused {
+		fmt.Printf("%s %.5f\n", h.ID, h.Score)
+	}
+	// Output:
+	// d1 0.03252
+	// d3 0.03227
+	// d2 0.01613
+}
+
+func ExampleLuceneLength() {
+	for _, n := range []int{10, 23, 24, 40, 41, 100} {
+		fmt.Print(retrieval.LuceneLength(n), " ")
+	}
+	fmt.Println()
+	// Output: 10 23 24 40 40 96
+}
