@@ -2,9 +2,12 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/roformer-go/roformer/generate"
@@ -17,16 +20,42 @@ import (
 // the text without special tokens (as HF's text-generation pipeline);
 // RoFormer-Sim (a masked-LM model with a pooler whose config says
 // is_decoder, or any LM model asked with "unilm": true) encodes [CLS] text
-// [SEP] and decodes in UniLM mode until [SEP]. Generation holds the gate of
-// the forward passes (server.go's run, batch.go's scheduler) from its
-// prompt to its last token, so it runs one at a time with the other
-// requests' forwards. A streaming answer is server-sent events, one per
-// token; a client that leaves stops the generation at its next token.
+// [SEP] and decodes in UniLM mode until [SEP]. Generation takes the gate of
+// the forward passes (server.go's run, batch.go's scheduler) for each of its
+// passes, the prompt's and each token's, and gives it back between them
+// (generate_gate.go): embedding batches, the other routes' forwards and
+// other generations run between its steps, so a request of one kind never
+// waits for the whole of another. A streaming answer is server-sent events,
+// one per token; a client that leaves stops the generation at its next
+// token.
+//
+// As TGI: "stop" ends the generation once the new text contains one of its
+// strings (the text keeps it, and the rest of the token that completed it;
+// finish_reason "stop_sequence"); "details": true adds to the answer the
+// finish reason, the number of tokens, the seed when sampling and each
+// token's id, text, log-probability and special flag, and "top_n_tokens"
+// the most likely tokens of each step. A token's log-probability is the
+// log-softmax, in float64, of the scores it was chosen from, after the
+// logits processors as TGI reports it (generate.StepToken: the
+// repetition-penalised logits for greedy decoding, the warped ones for
+// sampling); a streaming answer's tokens always carry it, and its last event
+// carries the details when asked. Prefill tokens (TGI's
+// decoder_input_details) are not reported: details.prefill is empty.
 
 // DefaultMaxNewTokens is max_new_tokens of a POST /generate that does not
 // say (at most Options.MaxNewTokens; the prompt and the new tokens
 // together are bounded by Options.MaxLength).
 const DefaultMaxNewTokens = 20
+
+// Bounds of a POST /generate's parameters: at most MaxStopSequences stop
+// sequences (TGI's --max-stop-sequences default), each of 1 to
+// MaxStopBytes bytes, and top_n_tokens at most MaxTopNTokens (TGI's
+// --max-top-n-tokens default).
+const (
+	MaxStopSequences = 4
+	MaxStopBytes     = 256
+	MaxTopNTokens    = 5
+)
 
 // A generation's cost is checked before anything is allocated for it, in
 // this order: max_new_tokens against Options.MaxNewTokens, num_beams
@@ -50,6 +79,9 @@ type GenerateParameters struct {
 	RepetitionPenalty *float64 `json:"repetition_penalty"`
 	Seed              *uint64  `json:"seed"`
 	NumBeams          *int     `json:"num_beams"`
+	Stop              []string `json:"stop"`
+	Details           bool     `json:"details"`
+	TopNTokens        *int     `json:"top_n_tokens"`
 	// UniLM asks for RoFormer-Sim's decoding on a model whose config does
 	// not say so (not a TGI parameter).
 	UniLM *bool `json:"unilm"`
@@ -64,22 +96,50 @@ type GenerateRequest struct {
 
 // GenerateResponse is the answer of a POST /generate that does not stream.
 type GenerateResponse struct {
-	GeneratedText string `json:"generated_text"`
+	GeneratedText string           `json:"generated_text"`
+	Details       *GenerateDetails `json:"details,omitempty"`
 }
 
-// StreamToken is one generated token of a streaming answer.
+// GenerateDetails are the details of a POST /generate asked with
+// "details": true, TGI's.
+type GenerateDetails struct {
+	FinishReason    string  `json:"finish_reason"` // "length", "eos_token" or "stop_sequence"
+	GeneratedTokens int     `json:"generated_tokens"`
+	Seed            *uint64 `json:"seed"` // when sampling
+	// Prefill is always empty (TGI's decoder_input_details is not
+	// supported); Tokens are the generated tokens (empty for beam
+	// search); TopTokens, with top_n_tokens, each step's most likely
+	// tokens, best first.
+	Prefill   []StreamToken   `json:"prefill"`
+	Tokens    []StreamToken   `json:"tokens"`
+	TopTokens [][]StreamToken `json:"top_tokens,omitempty"`
+}
+
+// StreamToken is one generated token (TGI's Token): its id, text,
+// log-probability and whether it is a special token.
 type StreamToken struct {
-	ID      int    `json:"id"`
-	Text    string `json:"text"`
-	Special bool   `json:"special"`
+	ID      int     `json:"id"`
+	Text    string  `json:"text"`
+	LogProb float64 `json:"logprob"`
+	Special bool    `json:"special"`
 }
 
 // StreamEvent is one server-sent event of a streaming POST /generate: a
-// token, and on the last event the whole generated text (null before).
+// token, with top_n_tokens the step's most likely ones, and on the last
+// event the whole generated text (null before) and, with "details": true,
+// the details.
 type StreamEvent struct {
-	Token         StreamToken `json:"token"`
-	GeneratedText *string     `json:"generated_text"`
-	Details       any         `json:"details"`
+	Token         StreamToken    `json:"token"`
+	TopTokens     []StreamToken  `json:"top_tokens,omitempty"`
+	GeneratedText *string        `json:"generated_text"`
+	Details       *StreamDetails `json:"details"`
+}
+
+// StreamDetails are the details of a streaming answer's last event.
+type StreamDetails struct {
+	FinishReason    string  `json:"finish_reason"`
+	GeneratedTokens int     `json:"generated_tokens"`
+	Seed            *uint64 `json:"seed"`
 }
 
 // unilmDefault says whether the model is RoFormer-Sim (roformer.Model.IsSim:
@@ -100,6 +160,7 @@ type genJob struct {
 	prompt []int32
 	dec    roformer.DecoderOptions
 	opts   generate.Options
+	stops  []string // parameters.stop
 }
 
 // generateOptions checks the request and turns it into the prompt and the
@@ -139,6 +200,9 @@ func (s *Server) generateOptions(req *GenerateRequest) (*genJob, *apiError) {
 		return nil, e
 	}
 	if e := s.beamOptions(p, sample, req.Stream, o); e != nil {
+		return nil, e
+	}
+	if e := outputOptions(p, job); e != nil {
 		return nil, e
 	}
 	if job.prompt, e = s.generatePrompt(*req.Inputs, unilm, o); e != nil {
@@ -215,6 +279,37 @@ func (s *Server) beamOptions(p *GenerateParameters, sample, stream bool, o *gene
 	return nil
 }
 
+// outputOptions checks stop and top_n_tokens into job.
+func outputOptions(p *GenerateParameters, job *genJob) *apiError {
+	beams := job.opts.Strategy == generate.Beam
+	if len(p.Stop) > MaxStopSequences {
+		return errorf(http.StatusUnprocessableEntity, "Validation", "stop",
+			"`stop` supports up to %d stop sequences. Given: %d", MaxStopSequences, len(p.Stop))
+	}
+	for i, stop := range p.Stop {
+		if len(stop) == 0 || len(stop) > MaxStopBytes {
+			return errorf(http.StatusUnprocessableEntity, "Validation", "stop",
+				"`stop[%d]` must have 1 to %d bytes. Given: %d bytes", i, MaxStopBytes, len(stop))
+		}
+	}
+	if len(p.Stop) > 0 && beams {
+		return invalidParameters("`stop` does not work with `num_beams` > 1: beam search ends its hypotheses by the EOS and `max_new_tokens`")
+	}
+	job.stops = p.Stop
+	if p.TopNTokens == nil || *p.TopNTokens == 0 {
+		return nil
+	}
+	if *p.TopNTokens < 0 || *p.TopNTokens > MaxTopNTokens {
+		return errorf(http.StatusUnprocessableEntity, "Validation", "top_n_tokens",
+			"`top_n_tokens` must be >= 0 and <= %d. Given: %d", MaxTopNTokens, *p.TopNTokens)
+	}
+	if beams {
+		return invalidParameters("`top_n_tokens` does not work with `num_beams` > 1: beam search reports no token's log-probabilities")
+	}
+	job.opts.TopLogProbs = *p.TopNTokens
+	return nil
+}
+
 // generatePrompt encodes the inputs and checks the generation's length, work
 // and memory against the server's limits.
 func (s *Server) generatePrompt(inputs string, unilm bool, o *generate.Options) ([]int32, *apiError) {
@@ -263,6 +358,75 @@ func (s *Server) newText(ids []int, eos int) string {
 	return s.tok.Decode(ids, true)
 }
 
+// Finish reasons of details.finish_reason, TGI's.
+const (
+	finishLength = "length"        // max_new_tokens tokens
+	finishEOS    = "eos_token"     // the EOS token (RoFormer-Sim's [SEP])
+	finishStop   = "stop_sequence" // the new text contains a stop sequence
+)
+
+// genRun is the answer of a generation (greedy or sampling) as its tokens
+// come, one per step.
+type genRun struct {
+	s       *Server
+	job     *genJob
+	details bool // keep the tokens for details.tokens
+	ids     []int
+	text    string // the new ids decoded
+	reason  string // the finish reason, once the last token is in
+	tokens  []StreamToken
+	top     [][]StreamToken
+}
+
+// add takes the step'th token: its text (what it adds to the decoded text:
+// a word piece's "##" goes, a new word gets its space), its log-probability
+// and the top ids, and whether generation ends with it. TGI's order of the
+// reasons is kept: max_new_tokens, then the EOS, then a stop sequence.
+func (g *genRun) add(step int, st generate.StepToken) (StreamToken, []StreamToken) {
+	s, o := g.s, &g.job.opts
+	id := int(st.ID)
+	g.ids = append(g.ids, id)
+	prev := g.text
+	g.text = s.newText(g.ids, o.EOS)
+	text, ok := strings.CutPrefix(g.text, prev)
+	if !ok {
+		text = s.tok.Decode([]int{id}, true)
+	}
+	tok := StreamToken{ID: id, Text: text, LogProb: st.LogProb, Special: s.tok.IsSpecialID(id)}
+	var top []StreamToken
+	for _, t := range st.Top {
+		if math.IsInf(t.LogProb, 0) || math.IsNaN(t.LogProb) {
+			continue // removed by top-k or top-p: probability 0, and not a JSON number
+		}
+		v := int(t.ID)
+		top = append(top, StreamToken{ID: v, Text: s.tok.Decode([]int{v}, false), LogProb: t.LogProb, Special: s.tok.IsSpecialID(v)})
+	}
+	switch {
+	case step+1 == o.MaxNewTokens:
+		g.reason = finishLength
+	case o.EOS >= 0 && id == o.EOS:
+		g.reason = finishEOS
+	case slices.ContainsFunc(g.job.stops, func(stop string) bool { return strings.Contains(g.text, stop) }):
+		g.reason = finishStop
+	}
+	if g.details {
+		g.tokens = append(g.tokens, tok)
+		if g.job.opts.TopLogProbs > 0 {
+			g.top = append(g.top, top)
+		}
+	}
+	return tok, top
+}
+
+// seed is details.seed: the seed of a sampling generation, nil otherwise.
+func (j *genJob) seed() *uint64 {
+	if j.opts.Strategy != generate.Sample {
+		return nil
+	}
+	seed := j.opts.Seed
+	return &seed
+}
+
 func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	var req GenerateRequest
 	if e := s.decodeCompat(w, r, &req); e != nil {
@@ -282,30 +446,14 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	s.yieldCPU(stateOf(ctx))
-	select {
-	case s.gate <- struct{}{}:
-	case <-ctx.Done():
-		writeTEIError(w, errorf(http.StatusServiceUnavailable, "Unhealthy", "", "request cancelled while waiting: %v", ctx.Err()))
-		return
-	case <-s.quit:
-		writeTEIError(w, errorf(http.StatusServiceUnavailable, "Unhealthy", "", "%v", errClosed))
+	gated := &gatedDecoder{Decoder: dec, s: s}
+	if o.Strategy == generate.Beam {
+		s.generateBeams(w, r, gated, job, req.Parameters.Details)
 		return
 	}
-	defer func() { <-s.gate }() // released even if generation panics
-	if !req.Stream {
-		gen, err := generate.Generate(ctx, dec, [][]int32{prompt}, *o)
-		if err != nil {
-			s.generateFailed(w, r, err)
-			return
-		}
-		ids := gen.Sequences[0][len(prompt):]
-		writeJSON(w, http.StatusOK, GenerateResponse{GeneratedText: s.newText(ints(ids), o.EOS)})
-		return
-	}
+	g := &genRun{s: s, job: job, details: req.Parameters.Details}
 	var (
 		started bool
-		ids     []int
-		prev    string
 		flusher = http.NewResponseController(w)
 	)
 	send := func(v any) error {
@@ -324,31 +472,29 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		}
 		return flusher.Flush()
 	}
-	o.OnToken = func(step int, next []int32) error {
+	o.OnStep = func(step int, toks []generate.StepToken) error {
 		if err := ctx.Err(); err != nil {
 			return err // the client has gone: stop
 		}
-		id := int(next[0])
-		ids = append(ids, id)
-		special := s.tok.IsSpecialID(id)
-		// A token's text is what it adds to the decoded text (a
-		// word piece's "##" goes, a new word gets its space).
-		text := s.newText(ids, o.EOS)
-		tokText := strings.TrimPrefix(text, prev)
-		if !strings.HasPrefix(text, prev) {
-			tokText = s.tok.Decode([]int{id}, true)
+		tok, top := g.add(step, toks[0])
+		if req.Stream {
+			ev := StreamEvent{Token: tok, TopTokens: top}
+			if g.reason != "" {
+				ev.GeneratedText = &g.text
+				if g.details {
+					ev.Details = &StreamDetails{FinishReason: g.reason, GeneratedTokens: len(g.ids), Seed: job.seed()}
+				}
+			}
+			if err := send(ev); err != nil {
+				return err
+			}
 		}
-		prev = text
-		ev := StreamEvent{Token: StreamToken{ID: id, Text: tokText, Special: special}}
-		if step+1 == o.MaxNewTokens || (o.EOS >= 0 && id == o.EOS) {
-			ev.GeneratedText = &text
-		}
-		if err := send(ev); err != nil {
-			return err
+		if g.reason == finishStop {
+			return generate.ErrStop
 		}
 		return ctx.Err()
 	}
-	if _, err := generate.Generate(ctx, dec, [][]int32{prompt}, *o); err != nil {
+	if _, err := generate.Generate(ctx, gated, [][]int32{prompt}, *o); err != nil {
 		if !started {
 			s.generateFailed(w, r, err)
 			return
@@ -357,7 +503,39 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 			s.opts.Log.Printf("server: %s %s: %v", r.Method, r.URL.Path, err)
 			_ = send(map[string]string{"error": err.Error(), "error_type": "generation"})
 		}
+		return
 	}
+	if req.Stream {
+		return
+	}
+	res := GenerateResponse{GeneratedText: g.text}
+	if g.details {
+		res.Details = &GenerateDetails{FinishReason: g.reason, GeneratedTokens: len(g.ids), Seed: job.seed(),
+			Prefill: []StreamToken{}, Tokens: g.tokens, TopTokens: g.top}
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// generateBeams answers a beam search, which does not stream. Its details
+// have the finish reason and the number of tokens, and no tokens: beam
+// search ranks whole hypotheses, and reports no token's log-probability.
+func (s *Server) generateBeams(w http.ResponseWriter, r *http.Request, dec generate.Decoder, job *genJob, details bool) {
+	o := &job.opts
+	gen, err := generate.Generate(r.Context(), dec, [][]int32{job.prompt}, *o)
+	if err != nil {
+		s.generateFailed(w, r, err)
+		return
+	}
+	ids := gen.Sequences[0][len(job.prompt):]
+	res := GenerateResponse{GeneratedText: s.newText(ints(ids), o.EOS)}
+	if details {
+		reason := finishLength
+		if len(ids) < o.MaxNewTokens {
+			reason = finishEOS
+		}
+		res.Details = &GenerateDetails{FinishReason: reason, GeneratedTokens: len(ids), Prefill: []StreamToken{}, Tokens: []StreamToken{}}
+	}
+	writeJSON(w, http.StatusOK, res)
 }
 
 // generateFailed answers a /generate whose generation failed before it
@@ -365,6 +543,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 func (s *Server) generateFailed(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
 		writeTEIError(w, errorf(http.StatusServiceUnavailable, "Unhealthy", "", "request cancelled: %v", r.Context().Err()))
+		return
+	}
+	if errors.Is(err, errClosed) {
+		writeTEIError(w, errorf(http.StatusServiceUnavailable, "Unhealthy", "", "%v", err))
 		return
 	}
 	s.opts.Log.Printf("server: %s %s: %v", r.Method, r.URL.Path, err)
