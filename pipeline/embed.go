@@ -5,39 +5,53 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
+	"strings"
 
 	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/sentence"
 	"github.com/roformer-go/roformer/tokenizer"
 )
 
 // Pooling names how one vector per input is read from the encoder's output.
-// The zero value, PoolDefault, is what TEI's POST /embed does: the model's
-// pooler when it has one (RoFormer-Sim), the mean otherwise.
+// The zero value, PoolDefault, is the folder's pooling for a
+// sentence-transformers folder, else what TEI's POST /embed does: the
+// model's pooler when it has one (RoFormer-Sim), the mean otherwise. The
+// other names are sentence-transformers' pooling modes (several joined by
+// "+" are concatenated in its order, "cls+mean") and "pooler".
 type Pooling string
 
 // The poolings.
 const (
-	PoolDefault Pooling = ""       // PoolPooler when the model has a pooler, else PoolMean
-	PoolMean    Pooling = "mean"   // the mean of the last hidden state over the attention mask ([CLS] and [SEP] included)
-	PoolCLS     Pooling = "cls"    // the last hidden state at the first position ([CLS])
-	PoolPooler  Pooling = "pooler" // the model's pooler on the first position (Output.PoolerOutput; RoFormer-Sim)
+	PoolDefault      Pooling = ""                     // the folder's; else PoolPooler when the model has a pooler, else PoolMean
+	PoolMean         Pooling = "mean"                 // the mean of the last hidden state over the attention mask ([CLS] and [SEP] included)
+	PoolCLS          Pooling = "cls"                  // the last hidden state at the first position ([CLS])
+	PoolMax          Pooling = "max"                  // the maximum over the attention mask, value by value
+	PoolMeanSqrtLen  Pooling = "mean_sqrt_len_tokens" // the sum over the attention mask divided by the square root of its size
+	PoolWeightedMean Pooling = "weightedmean"         // the mean weighted by position (1, 2, …)
+	PoolLastToken    Pooling = "lasttoken"            // the last position of the attention mask ([SEP])
+	PoolPooler       Pooling = "pooler"               // the model's pooler on the first position (Output.PoolerOutput; RoFormer-Sim)
 )
 
-// ParsePooling returns the pooling named s: "mean", "cls", "pooler", or ""
-// for PoolDefault. Another name is an error that lists the valid ones.
+// ParsePooling returns the pooling named s: "pooler", a
+// sentence-transformers mode ("mean", "cls", "max", "mean_sqrt_len_tokens",
+// "weightedmean", "lasttoken") or several joined by "+", or "" for
+// PoolDefault. Another name is an error that lists the valid ones.
 func ParsePooling(s string) (Pooling, error) {
 	switch p := Pooling(s); p {
-	case PoolDefault, PoolMean, PoolCLS, PoolPooler:
+	case PoolDefault, PoolPooler:
 		return p, nil
 	}
-	return "", fmt.Errorf(`pipeline: pooling %q: want "mean", "cls" or "pooler"`, s)
+	if _, err := sentence.ParseModes(s, 1); err != nil {
+		return "", fmt.Errorf("pipeline: pooling %q: want \"pooler\" or %s, or several of those joined by \"+\"", s, strings.Join(sentence.ModeNames(), ", "))
+	}
+	return Pooling(s), nil
 }
 
 // Resolve returns the pooling p means for m: PoolDefault becomes PoolPooler
-// when m has a pooler and PoolMean otherwise. PoolPooler on a model without
-// a pooler is an error.
+// when m has a pooler and PoolMean otherwise (a sentence-transformers
+// folder's pooling is EmbedOptions.WithDefaults' to apply). PoolPooler on a
+// model without a pooler is an error.
 func (p Pooling) Resolve(m *roformer.Model) (Pooling, error) {
 	hasPooler := m.Encoder.Pooler != nil
 	switch {
@@ -51,63 +65,26 @@ func (p Pooling) Resolve(m *roformer.Model) (Pooling, error) {
 	return ParsePooling(string(p))
 }
 
-// Pool returns row i's vector [H] of a forward pass over B rows of T
-// positions (out.LastHiddenState [B, T, H]; mask [T], row i's attention
-// mask). p must be resolved (see Pooling.Resolve). Mean pooling sums in
-// float64 over the positions in order and divides by their number, so the
-// padding of a row changes nothing:
+// Pool returns row i's vector of a forward pass over B rows of T positions
+// (out.LastHiddenState [B, T, H]; mask [T], row i's attention mask), pooled
+// as p says (p resolved, see Pooling.Resolve): sentence.Pooling.Pool's
+// formulas, or the pooler's output. Mean pooling, for one, sums in float64
+// over the positions in order and divides by their number, so the padding
+// of a row changes nothing:
 //
 //	v[j] = Σ_{t: mask[t]=1} h[i, t, j] / |{t: mask[t]=1}|
 func Pool(out *roformer.Output, mask []int32, i int, p Pooling) ([]float32, error) {
-	hs := out.LastHiddenState
-	T, H := hs.Shape[1], hs.Shape[2]
-	row := hs.Data[i*T*H : (i+1)*T*H]
-	v := make([]float32, H)
-	switch p {
-	case PoolCLS:
-		copy(v, row[:H])
-	case PoolPooler:
-		if out.PoolerOutput == nil {
-			return nil, errors.New("pipeline: the model has no pooler")
-		}
-		copy(v, out.PoolerOutput.Data[i*H:(i+1)*H])
-	case PoolMean:
-		sum := make([]float64, H)
-		n := 0
-		for t := range T {
-			if mask[t] == 0 {
-				continue
-			}
-			n++
-			for j, x := range row[t*H : t*H+H] {
-				sum[j] += float64(x)
-			}
-		}
-		if n == 0 {
-			return nil, fmt.Errorf("pipeline: mean pooling of row %d, whose attention mask is all 0", i)
-		}
-		for j := range v {
-			v[j] = float32(sum[j] / float64(n))
-		}
-	default:
-		return nil, fmt.Errorf("pipeline: pooling %q is not resolved", p)
+	v, err := newVectorizer(p, out.LastHiddenState.Shape[2], nil)
+	if err != nil {
+		return nil, err
 	}
-	return v, nil
+	return v.Vector(out, mask, i, 0)
 }
 
-// Normalize scales v to unit Euclidean length, v / ‖v‖₂, with the norm
-// summed in float64; a zero vector stays zero.
-func Normalize(v []float32) {
-	norm := 0.0
-	for _, x := range v {
-		norm += float64(x) * float64(x)
-	}
-	if norm = math.Sqrt(norm); norm > 0 {
-		for j := range v {
-			v[j] = float32(float64(v[j]) / norm)
-		}
-	}
-}
+// Normalize scales v to unit Euclidean length, v / max(‖v‖₂, 1e-12), with
+// the norm summed in float64 (a zero vector stays zero): the Normalize
+// module, sentence.Normalize.
+func Normalize(v []float32) { sentence.Normalize(v) }
 
 // Truncate cuts an encoding to n tokens, its added special tokens ([CLS],
 // [SEP]) kept: the text's first tokens stay (right truncation, HF's), or
@@ -153,22 +130,45 @@ type EmbedInput struct {
 // EmbedOptions says how Embed encodes, batches and pools. The zero value of
 // a field means its default.
 type EmbedOptions struct {
-	// Pooling (default: the model's pooler when it has one, else the mean;
-	// as TEI's POST /embed).
+	// Sentence is the folder's sentence-transformers configuration
+	// (Model.Sentence; nil for a plain folder). When set, its pooling,
+	// Dense and Normalize modules make the vectors, its max_seq_length is
+	// the default MaxLength, its do_lower_case lowercases the texts and
+	// its default prompt goes before them, as sentence-transformers'
+	// encode does; the fields below override it where they are set.
+	Sentence *sentence.Folder
+	// Pooling (default: the folder's; else the model's pooler when it has
+	// one, else the mean, as TEI's POST /embed). Another pooling than the
+	// folder's keeps the folder's Dense and Normalize modules, which must
+	// then take its vector.
 	Pooling Pooling
-	// Normalize scales each vector to unit length.
+	// Normalize scales each vector to unit length at the end
+	// (sentence-transformers' normalize_embeddings; a folder's Normalize
+	// module runs either way).
 	Normalize bool
+	// PromptName names one of the folder's prompts to put before each
+	// text (default: the folder's default_prompt_name, if any). Prompt,
+	// when not nil, is the text itself instead ("" for none); giving both
+	// is an error.
+	PromptName string
+	Prompt     *string
 	// MaxLength bounds the tokens of an input, [CLS] and [SEP] included
-	// (default: the config's max_position_embeddings).
+	// (default: the folder's max_seq_length, else the config's
+	// max_position_embeddings).
 	MaxLength int
 	// Truncate cuts longer inputs to MaxLength (HF's longest_first,
 	// keeping the start of the text); without it they are an error.
+	// (sentence-transformers always truncates.)
 	Truncate bool
 	// MaxBatch bounds the rows of one forward pass (default 32).
 	MaxBatch int
 	// MaxBatchTokens bounds the padded tokens of one forward pass (rows ×
 	// the longest row; default 16384); a longer input runs alone.
 	MaxBatchTokens int
+
+	// Set by WithDefaults.
+	vectors    *Vectorizer
+	promptText string
 }
 
 // The defaults of EmbedOptions.MaxBatch and EmbedOptions.MaxBatchTokens
@@ -178,12 +178,47 @@ const (
 	DefaultMaxBatchTokens = 16384
 )
 
-// WithDefaults returns o with its defaults for m filled in and its pooling
-// resolved; it checks o against m.
+// WithDefaults returns o with its defaults for m filled in, its pooling,
+// prompt and modules resolved (see Vectorizer); it checks o against m.
 func (o EmbedOptions) WithDefaults(m *roformer.Model) (EmbedOptions, error) {
 	var err error
+	st := o.Sentence
+	var steps []sentence.Step
+	if st != nil {
+		if err := st.Check(m.Config.HiddenSize); err != nil {
+			return o, err
+		}
+		steps = st.Steps
+		if o.Pooling == PoolDefault {
+			o.Pooling = Pooling(st.Pooling.Modes())
+		}
+		if o.MaxLength == 0 && st.MaxSeqLength > 0 {
+			o.MaxLength = st.MaxSeqLength
+			if m.Config.PositionEmbeddingType == roformer.PosLearned {
+				o.MaxLength = min(o.MaxLength, m.Config.MaxPositionEmbeddings)
+			}
+		}
+	}
 	if o.Pooling, err = o.Pooling.Resolve(m); err != nil {
 		return o, err
+	}
+	if o.vectors, err = newVectorizer(o.Pooling, m.Config.HiddenSize, steps); err != nil {
+		return o, err
+	}
+	if st != nil && o.Pooling == Pooling(st.Pooling.Modes()) {
+		o.vectors.Pooling.IncludePrompt = st.Pooling.IncludePrompt
+	}
+	switch {
+	case o.Prompt != nil && o.PromptName != "":
+		return o, fmt.Errorf("pipeline: a prompt (%q) and a prompt name (%q): give one", *o.Prompt, o.PromptName)
+	case o.Prompt != nil:
+		o.promptText = *o.Prompt
+	case st != nil:
+		if o.promptText, err = st.Prompt(o.PromptName); err != nil {
+			return o, err
+		}
+	case o.PromptName != "":
+		return o, fmt.Errorf("pipeline: prompt %q: the model folder has no prompts (no sentence-transformers configuration)", o.PromptName)
 	}
 	if o.MaxLength == 0 {
 		o.MaxLength = m.Config.MaxPositionEmbeddings
@@ -206,17 +241,53 @@ func (o EmbedOptions) WithDefaults(m *roformer.Model) (EmbedOptions, error) {
 	return o, nil
 }
 
+// Vectorizer returns what makes the vectors of o (after WithDefaults; nil
+// before).
+func (o EmbedOptions) Vectorizer() *Vectorizer { return o.vectors }
+
+// PromptText returns the prompt o puts before each text (after
+// WithDefaults): "" for none.
+func (o EmbedOptions) PromptText() string { return o.promptText }
+
+// Text returns the text the model encodes for text t, as
+// sentence-transformers' encode prepares it: the prompt before it, then
+// surrounding white space trimmed and, when the folder says
+// do_lower_case, lowercased as Python's str.lower (sentence.Lower).
+func (o EmbedOptions) Text(t string) string {
+	t = strings.TrimSpace(o.promptText + t)
+	if o.Sentence != nil && o.Sentence.DoLowerCase {
+		t = sentence.Lower(t)
+	}
+	return t
+}
+
 // EmbedRow is one encoded input: its token ids and token types.
 type EmbedRow struct {
 	IDs, TypeIDs []int32
 	Truncated    bool // the input was longer than MaxLength and was cut
+	// Skip is the leading positions the pooling leaves out: with a prompt
+	// and a folder whose pooling does not include it, [CLS] and the
+	// prompt's tokens (the prompt's token count alone, [CLS] included, as
+	// sentence-transformers counts them: its tokens with [CLS] and [SEP]
+	// less one), else 0.
+	Skip int
 }
 
-// EncodeEmbedInput encodes in for Embed: whole, and again with HF's
-// longest_first truncation to o.MaxLength when it is longer and
-// o.Truncate is set; a longer input without o.Truncate is an error that
-// gives its length. o must have its defaults (EmbedOptions.WithDefaults).
+// TooLongError is EncodeEmbedInput's error for an input longer than the
+// max length, without truncation.
+type TooLongError struct{ Tokens, Limit int }
+
+func (e *TooLongError) Error() string {
+	return fmt.Sprintf("pipeline: the input has %d tokens; the limit is %d (max length); ask for truncation", e.Tokens, e.Limit)
+}
+
+// EncodeEmbedInput encodes in for Embed: its text as o.Text prepares it
+// (the pair's second text is taken as it is), whole, and again with HF's
+// longest_first truncation to o.MaxLength when it is longer and o.Truncate
+// is set; a longer input without o.Truncate is a *TooLongError. o must
+// have its defaults (EmbedOptions.WithDefaults).
 func EncodeEmbedInput(tok *tokenizer.Tokenizer, in EmbedInput, o EmbedOptions) (EmbedRow, error) {
+	in.Text = o.Text(in.Text)
 	enc, err := encodeInput(tok, in, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
 	if err != nil {
 		return EmbedRow{}, err
@@ -224,14 +295,37 @@ func EncodeEmbedInput(tok *tokenizer.Tokenizer, in EmbedInput, o EmbedOptions) (
 	truncated := false
 	if n := len(enc.IDs); n > o.MaxLength {
 		if !o.Truncate {
-			return EmbedRow{}, fmt.Errorf("pipeline: the input has %d tokens; the limit is %d (max length); ask for truncation", n, o.MaxLength)
+			return EmbedRow{}, &TooLongError{Tokens: n, Limit: o.MaxLength}
 		}
 		if enc, err = encodeInput(tok, in, tokenizer.EncodeOptions{MaxLength: o.MaxLength, Truncation: tokenizer.TruncateLongestFirst}); err != nil {
 			return EmbedRow{}, err
 		}
 		truncated = true
 	}
-	return EmbedRow{IDs: int32s(enc.IDs), TypeIDs: int32s(enc.TypeIDs), Truncated: truncated}, nil
+	row := EmbedRow{IDs: int32s(enc.IDs), TypeIDs: int32s(enc.TypeIDs), Truncated: truncated}
+	if row.Skip, err = PromptSkip(tok, o); err != nil {
+		return EmbedRow{}, err
+	}
+	return row, nil
+}
+
+// PromptSkip returns EmbedRow.Skip for o's prompt: 0 without a prompt or
+// when the pooling includes it, else the tokens of the prompt encoded
+// alone with [CLS] and [SEP] (lowercased as the texts, cut to o.MaxLength)
+// less one, as sentence-transformers counts them.
+func PromptSkip(tok *tokenizer.Tokenizer, o EmbedOptions) (int, error) {
+	if o.promptText == "" || o.vectors == nil || o.vectors.Pooler || o.vectors.Pooling.IncludePrompt {
+		return 0, nil
+	}
+	p := o.promptText
+	if o.Sentence != nil && o.Sentence.DoLowerCase {
+		p = sentence.Lower(p)
+	}
+	enc, err := tok.Encode(strings.TrimSpace(p), tokenizer.EncodeOptions{MaxLength: o.MaxLength, Truncation: tokenizer.TruncateLongestFirst})
+	if err != nil {
+		return 0, fmt.Errorf("pipeline: the prompt: %w", err)
+	}
+	return len(enc.IDs) - 1, nil
 }
 
 func encodeInput(tok *tokenizer.Tokenizer, in EmbedInput, opts tokenizer.EncodeOptions) (*tokenizer.Encoding, error) {
@@ -294,6 +388,9 @@ func Embed(ctx context.Context, m *roformer.Model, tok *tokenizer.Tokenizer, inp
 // o must have its defaults (EmbedOptions.WithDefaults).
 func EmbedRows(ctx context.Context, m *roformer.Model, pad int32, rows []EmbedRow, o EmbedOptions) ([][]float32, EmbedStats, error) {
 	var st EmbedStats
+	if o.vectors == nil {
+		return nil, st, errors.New("pipeline: EmbedRows: the options have no defaults (EmbedOptions.WithDefaults)")
+	}
 	order := make([]int, len(rows))
 	for i := range order {
 		order[i] = i
@@ -334,7 +431,7 @@ func embedBatch(ctx context.Context, m *roformer.Model, pad int32, rows []EmbedR
 		return err
 	}
 	for i, r := range batch {
-		v, err := Pool(out, b.AttentionMask[i*T:(i+1)*T], i, o.Pooling)
+		v, err := o.vectors.Vector(out, b.AttentionMask[i*T:(i+1)*T], i, rows[r].Skip)
 		if err != nil {
 			return err
 		}

@@ -40,7 +40,9 @@ func TestPoolingResolve(t *testing.T) {
 		{"cls", PoolCLS, sim, PoolCLS, ""},
 		{"mean with a pooler", PoolMean, sim, PoolMean, ""},
 		{"pooler without one", PoolPooler, plain, "", "has no pooler"},
-		{"unknown", "max", plain, "", `want "mean", "cls" or "pooler"`},
+		{"max", PoolMax, plain, PoolMax, ""},
+		{"modes joined", "cls+weightedmean", plain, "cls+weightedmean", ""},
+		{"unknown", "median", plain, "", `want "pooler" or cls, max, mean, mean_sqrt_len_tokens, weightedmean, lasttoken`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := c.p.Resolve(c.m)

@@ -242,12 +242,9 @@ func (f *Folder) loadModules(dir string) error {
 			}
 			dim = f.Pooling.OutDim()
 		case TypeDense:
-			d, err := loadDense(p)
+			d, err := loadDense(p, dim)
 			if err != nil {
 				return err
-			}
-			if d.In != dim {
-				return fmt.Errorf("sentence: %s: in_features %d, but the vector before it has %d values", filepath.Join(p, "config.json"), d.In, dim)
 			}
 			f.Steps = append(f.Steps, Step{Dense: d})
 			dim = d.Out
@@ -310,7 +307,9 @@ type denseConfig struct {
 	Activation string `json:"activation_function"`
 }
 
-func loadDense(dir string) (*Dense, error) {
+// loadDense reads the Dense module in dir, which takes a vector of dim
+// values.
+func loadDense(dir string, dim int) (*Dense, error) {
 	file := filepath.Join(dir, "config.json")
 	raw, err := boundedfile.Read(file, MaxConfigBytes)
 	if err != nil {
@@ -325,6 +324,8 @@ func loadDense(dir string) (*Dense, error) {
 		return nil, fmt.Errorf("sentence: %s: in_features %d and out_features %d: want 1 to %d", file, c.In, c.Out, MaxDenseDim)
 	case c.In*c.Out > MaxDenseParams: // each ≤ 2^16: no overflow
 		return nil, fmt.Errorf("sentence: %s: in_features × out_features = %d, more than the limit of %d", file, c.In*c.Out, MaxDenseParams)
+	case c.In != dim:
+		return nil, fmt.Errorf("sentence: %s: in_features %d, but the vector before it has %d values", file, c.In, dim)
 	}
 	if _, err := activation(c.Activation); err != nil {
 		return nil, fmt.Errorf("sentence: %s: %v", file, err)
