@@ -58,7 +58,10 @@ func (f *fineTunedFlags) open() (*fineTuned, error) {
 }
 
 func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("eval", "--model DIR (--task NAME [--split test] | --eval FILE) [--json]", stderr)
+	if retrievalTask(args) {
+		return cmdEvalRetrieval(ctx, args, stdout, stderr)
+	}
+	fs := newFlags("eval", "--model DIR (--task NAME [--split test] | --eval FILE) [--json]; --task retrieval -h for retrieval", stderr)
 	var o evalOptions
 	o.fineTunedFlags.register(fs)
 	fs.StringVar(&o.task, "task", "", "built-in task to score on")

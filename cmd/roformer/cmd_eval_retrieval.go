@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/roformer-go/roformer/pipeline"
+	"github.com/roformer-go/roformer/retrieval"
+	"github.com/roformer-go/roformer/tasks"
+)
+
+// retrievalTask reports whether args ask eval for --task retrieval.
+func retrievalTask(args []string) bool {
+	for i, a := range args {
+		switch {
+		case a == "--":
+			return false
+		case a == "--task" || a == "-task":
+			return i+1 < len(args) && args[i+1] == "retrieval"
+		case a == "--task=retrieval" || a == "-task=retrieval":
+			return true
+		}
+	}
+	return false
+}
+
+type evalRetrievalOptions struct {
+	task, model, queries, corpus, qrels string
+	name, split, cache                  string
+	pooling, precision                  string
+	threads, maxLength, batch, block    int
+	rrfK                                float64
+	depth                               int
+	exactLengths, json, quiet           bool
+}
+
+// cmdEvalRetrieval is eval --task retrieval: BM25, the model's dense
+// retrieval and their fusion on BEIR files or a built-in retrieval task,
+// scored as sentence-transformers' InformationRetrievalEvaluator scores.
+func cmdEvalRetrieval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("eval", "--task retrieval [--model DIR] (--queries Q.jsonl --corpus C.jsonl --qrels QRELS.tsv | --name bible-en [--split test]) [--json]", stderr)
+	var o evalRetrievalOptions
+	fs.StringVar(&o.task, "task", "", `"retrieval"`)
+	fs.StringVar(&o.model, "model", "", "embedding model folder or Hugging Face model id, for the dense and hybrid lines (without it: BM25 alone)")
+	fs.StringVar(&o.queries, "queries", "", `queries, BEIR JSONL: {"_id", "text"} per line`)
+	fs.StringVar(&o.corpus, "corpus", "", `corpus, BEIR JSONL: {"_id", "text"} per line (optional "title", prepended with a space)`)
+	fs.StringVar(&o.qrels, "qrels", "", "relevance, BEIR TSV: a header, then query-id, corpus-id, score (relevant when > 0)")
+	fs.StringVar(&o.name, "name", "", "built-in retrieval task: "+strings.Join(retrievalTaskNames(), ", "))
+	fs.StringVar(&o.split, "split", "test", "split of the built-in task: dev or test")
+	fs.StringVar(&o.cache, "cache", defaultCacheDir(), "folder the built-in tasks are fetched into")
+	fs.StringVar(&o.pooling, "pooling", "", `"mean", "cls" or "pooler" (default: the model's pooler when it has one, else mean)`)
+	fs.IntVar(&o.maxLength, "max-length", 0, "tokens per input with [CLS] and [SEP]; longer ones are cut (default: the config's max_position_embeddings)")
+	fs.IntVar(&o.batch, "batch", pipeline.DefaultMaxBatch, "inputs per forward pass")
+	fs.IntVar(&o.block, "block", 4096, "corpus documents embedded and scored at a time (memory: block vectors plus 100 hits per query)")
+	fs.Float64Var(&o.rrfK, "rrf-k", 60, "the k of reciprocal-rank fusion, 1/(k + rank)")
+	fs.IntVar(&o.depth, "rrf-depth", 100, "hits of each ranking fused")
+	fs.BoolVar(&o.exactLengths, "bm25-exact-lengths", false, "BM25 with exact document lengths (default: lengths rounded as Lucene 8+ stores them)")
+	fs.BoolVar(&o.json, "json", false, "print the scores as JSON")
+	fs.BoolVar(&o.quiet, "quiet", false, "no progress output")
+	computeFlags(fs, &o.precision, &o.threads)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	files := o.queries != "" || o.corpus != "" || o.qrels != ""
+	switch {
+	case fs.NArg() > 0:
+		return usagef("unexpected arguments %q", fs.Args())
+	case o.task != "retrieval":
+		return usagef("--task %q: want retrieval", o.task)
+	case files == (o.name != ""):
+		return usagef("give --queries, --corpus and --qrels, or --name TASK (one of %s)", strings.Join(retrievalTaskNames(), ", "))
+	case files && (o.queries == "" || o.corpus == "" || o.qrels == ""):
+		return usagef("--queries, --corpus and --qrels go together")
+	case o.batch < 1 || o.block < 1 || o.depth < 1 || o.maxLength < 0 || o.rrfK < 0:
+		return usagef("--batch %d, --block %d and --rrf-depth %d must be at least 1, --max-length %d and --rrf-k %g not negative", o.batch, o.block, o.depth, o.maxLength, o.rrfK)
+	}
+	pool, err := pipeline.ParsePooling(o.pooling)
+	if err != nil {
+		return usagef("--pooling: %v", err)
+	}
+	if o.model != "" {
+		if err := setupCompute(o.threads, stderr, o.quiet); err != nil {
+			return err
+		}
+	}
+	return runEvalRetrieval(ctx, o, pool, stdout, stderr)
+}
+
+func retrievalTaskNames() []string { return slices.Sorted(maps.Keys(tasks.RetrievalTasks)) }
+
+// loadRetrieval reads the BEIR files or builds the built-in task's split.
+func loadRetrieval(ctx context.Context, o evalRetrievalOptions, stderr io.Writer) (string, *tasks.RetrievalSplit, error) {
+	if o.name != "" {
+		build, ok := tasks.RetrievalTasks[o.name]
+		if !ok {
+			return "", nil, usagef("--name %q: the built-in retrieval tasks are %s", o.name, strings.Join(retrievalTaskNames(), ", "))
+		}
+		var log io.Writer = stderr
+		if o.quiet {
+			log = io.Discard
+		}
+		r, err := build(ctx, o.cache, log)
+		if err != nil {
+			return "", nil, err
+		}
+		sp, err := r.Split(o.split)
+		if err != nil {
+			return "", nil, usageError{err}
+		}
+		return o.name + "/" + o.split, sp, nil
+	}
+	read := func(path string, f func(io.Reader, string) error) error {
+		fh, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer fh.Close()
+		return f(fh, path)
+	}
+	sp := &tasks.RetrievalSplit{}
+	err := read(o.queries, func(r io.Reader, n string) (err error) { sp.Queries, err = retrieval.ReadDocs(r, n); return })
+	if err == nil {
+		err = read(o.corpus, func(r io.Reader, n string) (err error) { sp.Corpus, err = retrieval.ReadDocs(r, n); return })
+	}
+	if err == nil {
+		err = read(o.qrels, func(r io.Reader, n string) (err error) { sp.Qrels, err = retrieval.ReadQrels(r, n); return })
+	}
+	return o.queries, sp, err
+}
+
+// methodScores are one ranking method's scores.
+type methodScores struct {
+	Method string `json:"method"`
+	*retrieval.Scores
+}
+
+func runEvalRetrieval(ctx context.Context, o evalRetrievalOptions, pool pipeline.Pooling, stdout, stderr io.Writer) error {
+	name, sp, err := loadRetrieval(ctx, o, stderr)
+	if err != nil {
+		return err
+	}
+	c := retrieval.DefaultCutoffs
+	k := max(c.Max(), o.depth)
+	ids := make([]string, len(sp.Queries))
+	for i, q := range sp.Queries {
+		ids[i] = q.ID
+	}
+	progress := func(format string, a ...any) {
+		if !o.quiet {
+			fmt.Fprintf(stderr, "roformer: "+format+"\n", a...)
+		}
+	}
+	start := time.Now()
+	bm25 := retrieval.BM25Search(sp.Queries, sp.Corpus, k, retrieval.BM25Options{ExactLengths: o.exactLengths})
+	progress("bm25: %d queries over %d documents in %.1fs", len(sp.Queries), len(sp.Corpus), time.Since(start).Seconds())
+	rankings := []map[string][]retrieval.Hit{bm25}
+	methods := []string{"bm25"}
+	if o.model != "" {
+		m, err := openModel(&o.model, o.precision, pipeline.OpenOptions{})
+		if err != nil {
+			return err
+		}
+		eo := pipeline.EmbedOptions{Pooling: pool, Normalize: true, MaxLength: o.maxLength, Truncate: true, MaxBatch: o.batch}
+		embed := func(ctx context.Context, texts []string) ([][]float32, error) {
+			in := make([]pipeline.EmbedInput, len(texts))
+			for i, t := range texts {
+				in[i] = pipeline.EmbedInput{Text: t}
+			}
+			v, _, err := pipeline.Embed(ctx, m.Model, m.Tokenizer, in, eo)
+			return v, err
+		}
+		start = time.Now()
+		dense, err := retrieval.DenseSearch(ctx, embed, sp.Queries, sp.Corpus, k, o.block)
+		if err != nil {
+			return err
+		}
+		progress("dense: %d queries and %d documents embedded and searched in %.1fs", len(sp.Queries), len(sp.Corpus), time.Since(start).Seconds())
+		hybrid := make(map[string][]retrieval.Hit, len(ids))
+		for _, q := range ids {
+			if hybrid[q], err = retrieval.Fuse(o.rrfK, o.depth, bm25[q], dense[q]); err != nil {
+				return err
+			}
+		}
+		rankings = append(rankings, dense, hybrid)
+		methods = append(methods, "dense", "hybrid")
+	}
+	var out []methodScores
+	for i, r := range rankings {
+		s, err := retrieval.Evaluate(ids, r, sp.Qrels, c)
+		if err != nil {
+			return err
+		}
+		out = append(out, methodScores{methods[i], s})
+	}
+	if o.json {
+		b, err := json.MarshalIndent(map[string]any{"task": name, "queries": len(sp.Queries), "corpus": len(sp.Corpus), "methods": out}, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(stdout, "%s\n", b)
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: %d queries (%d with a relevant document), %d documents\n", name, len(sp.Queries), out[0].Queries, len(sp.Corpus))
+	first := []string{"mrr@10", "ndcg@10", "recall@1", "recall@10", "recall@100", "map@100"}
+	for _, m := range out {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%-6s", m.Method)
+		for _, n := range first {
+			fmt.Fprintf(&b, " %s %.4f", n, m.Metrics[n])
+		}
+		for _, n := range m.Names {
+			if !slices.Contains(first, n) {
+				fmt.Fprintf(&b, " %s %.4f", n, m.Metrics[n])
+			}
+		}
+		fmt.Fprintln(stdout, b.String())
+	}
+	return nil
+}

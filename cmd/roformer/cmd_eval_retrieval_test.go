@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/roformer-go/roformer/pipeline"
+	"github.com/roformer-go/roformer/retrieval"
+)
+
+// retrievalFiles writes a BEIR set of 12 documents of the tiny model's
+// words and 6 queries, each the very text of one document (and query q5
+// also judged relevant to a second document), and returns the three paths.
+func retrievalFiles(t *testing.T, dir string) (queries, corpus, qrels string) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(3, 4))
+	var c, q strings.Builder
+	qr := "query-id\tcorpus-id\tscore\n"
+	for i := 0; i < 12; i++ {
+		w := make([]string, 3+r.IntN(4))
+		for j := range w {
+			w[j] = ftWords[5+r.IntN(len(ftWords)-5)]
+		}
+		text := strings.Join(w, " ") + fmt.Sprintf(" %s", ftWords[5+i%15])
+		line, _ := json.Marshal(map[string]string{"_id": fmt.Sprintf("d%d", i), "text": text})
+		c.Write(append(line, '\n'))
+		if i%2 == 0 {
+			line, _ := json.Marshal(map[string]string{"_id": fmt.Sprintf("q%d", i/2), "text": text})
+			q.Write(append(line, '\n'))
+			qr += fmt.Sprintf("q%d\td%d\t1\n", i/2, i)
+		}
+	}
+	qr += "q5\td1\t2\nq4\td3\t0\n"
+	queries, corpus, qrels = filepath.Join(dir, "q.jsonl"), filepath.Join(dir, "c.jsonl"), filepath.Join(dir, "qrels.tsv")
+	for p, s := range map[string]string{queries: q.String(), corpus: c.String(), qrels: qr} {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return queries, corpus, qrels
+}
+
+type retrievalJSON struct {
+	Task    string `json:"task"`
+	Queries int    `json:"queries"`
+	Corpus  int    `json:"corpus"`
+	Methods []struct {
+		Method  string             `json:"method"`
+		Queries int                `json:"queries"`
+		Metrics map[string]float64 `json:"metrics"`
+	} `json:"methods"`
+}
+
+// eval --task retrieval prints what the retrieval package computes from
+// the same files: BM25, dense retrieval with the model's vectors, and their
+// fusion.
+func TestEvalRetrievalCLI(t *testing.T) {
+	model := ftModel(t)
+	work := t.TempDir()
+	qf, cf, rf := retrievalFiles(t, work)
+	code, stdout, stderr := runCLI(t, "eval", "--task", "retrieval", "--model", model, "--queries", qf, "--corpus", cf, "--qrels", rf,
+		"--json", "--quiet", "--threads", "1", "--block", "5")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	var got retrievalJSON
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	if got.Queries != 6 || got.Corpus != 12 || len(got.Methods) != 3 {
+		t.Fatalf("got %+v", got)
+	}
+	// The same through the package.
+	read := func(p string) []retrieval.Doc {
+		f, _ := os.Open(p)
+		defer f.Close()
+		d, err := retrieval.ReadDocs(f, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	queries, corpus := read(qf), read(cf)
+	f, _ := os.Open(rf)
+	qrels, err := retrieval.ReadQrels(f, rf)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := pipeline.Open(model, pipeline.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	embed := func(ctx context.Context, texts []string) ([][]float32, error) {
+		in := make([]pipeline.EmbedInput, len(texts))
+		for i, s := range texts {
+			in[i] = pipeline.EmbedInput{Text: s}
+		}
+		v, _, err := pipeline.Embed(ctx, m.Model, m.Tokenizer, in, pipeline.EmbedOptions{Normalize: true, Truncate: true})
+		return v, err
+	}
+	bm25 := retrieval.BM25Search(queries, corpus, 100, retrieval.BM25Options{})
+	dense, err := retrieval.DenseSearch(context.Background(), embed, queries, corpus, 100, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hybrid := map[string][]retrieval.Hit{}
+	ids := []string{}
+	for _, q := range queries {
+		ids = append(ids, q.ID)
+		hybrid[q.ID], _ = retrieval.Fuse(60, 100, bm25[q.ID], dense[q.ID])
+	}
+	for i, r := range []map[string][]retrieval.Hit{bm25, dense, hybrid} {
+		want, err := retrieval.Evaluate(ids, r, qrels, retrieval.DefaultCutoffs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := got.Methods[i]
+		if g.Method != []string{"bm25", "dense", "hybrid"}[i] || g.Queries != 6 || len(g.Metrics) != len(want.Metrics) {
+			t.Errorf("method %d: %+v", i, g)
+		}
+		for n, w := range want.Metrics {
+			if g.Metrics[n] != w {
+				t.Errorf("%s %s = %v, the package gives %v", g.Method, n, g.Metrics[n], w)
+			}
+		}
+	}
+	// A query is its document's very text: dense ranks it first; q5's
+	// second relevant document keeps recall@1 below 1.
+	if d := got.Methods[1].Metrics; d["mrr@10"] != 1 || d["recall@1"] != (5+0.5)/6 {
+		t.Errorf("dense mrr@10 %v recall@1 %v, want 1 and %v", d["mrr@10"], d["recall@1"], 5.5/6)
+	}
+
+	// The text form: a header and one line per method; BM25 alone without a model.
+	code, stdout, stderr = runCLI(t, "eval", "--task=retrieval", "--model", model, "--queries", qf, "--corpus", cf, "--qrels", rf, "--quiet", "--threads", "1")
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if code != 0 || len(lines) != 4 || !strings.HasPrefix(lines[0], qf+": 6 queries (6 with a relevant document), 12 documents") ||
+		!strings.HasPrefix(lines[2], "dense  mrr@10 1.0000 ndcg@10 ") || !strings.HasPrefix(lines[3], "hybrid mrr@10 ") || !strings.Contains(lines[1], " map@100 ") {
+		t.Errorf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, stdout, _ = runCLI(t, "eval", "--task", "retrieval", "--queries", qf, "--corpus", cf, "--qrels", rf)
+	if lines := strings.Split(strings.TrimSpace(stdout), "\n"); code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[1], "bm25 ") {
+		t.Errorf("without a model: exit %d\n%s", code, stdout)
+	}
+}
+
+func TestEvalRetrievalCLIErrors(t *testing.T) {
+	work := t.TempDir()
+	qf, cf, rf := retrievalFiles(t, work)
+	bad := filepath.Join(work, "bad.tsv")
+	os.WriteFile(bad, []byte("h\nq1\td1\n"), 0o644)
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--queries", qf, "--corpus", cf}, 2, "--queries, --corpus and --qrels go together"},
+		{[]string{}, 2, "give --queries, --corpus and --qrels, or --name TASK (one of bible-en)"},
+		{[]string{"--name", "nope"}, 2, `--name "nope": the built-in retrieval tasks are bible-en`},
+		{[]string{"--queries", qf, "--corpus", cf, "--qrels", bad}, 1, bad + ":2: 2 tab-separated fields, want 3"},
+		{[]string{"--queries", qf, "--corpus", cf, "--qrels", rf, "--rrf-depth", "0"}, 2, "--rrf-depth 0 must be at least 1"},
+	} {
+		code, _, stderr := runCLI(t, append([]string{"eval", "--task", "retrieval"}, c.args...)...)
+		if code != c.code || !strings.Contains(stderr, c.want) {
+			t.Errorf("%q: exit %d, stderr %q; want %d and %q", c.args, code, stderr, c.code, c.want)
+		}
+	}
+}
