@@ -45,7 +45,7 @@ type evalRetrievalOptions struct {
 // retrieval and their fusion on BEIR files or a built-in retrieval task,
 // scored as sentence-transformers' InformationRetrievalEvaluator scores.
 func cmdEvalRetrieval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("eval", "--task retrieval [--model DIR] (--queries Q.jsonl --corpus C.jsonl --qrels QRELS.tsv | --name bible-en [--split test]) [--json]", stderr)
+	fs := newFlags("eval", "--task retrieval [--model DIR] (--queries Q.jsonl --corpus C.jsonl --qrels QRELS.tsv | --name TASK [--split test]) [--json]", stderr)
 	var o evalRetrievalOptions
 	fs.StringVar(&o.task, "task", "", `"retrieval"`)
 	fs.StringVar(&o.model, "model", "", "embedding model folder or Hugging Face model id, for the dense and hybrid lines (without it: BM25 alone)")

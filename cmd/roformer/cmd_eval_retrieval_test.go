@@ -161,8 +161,8 @@ func TestEvalRetrievalCLIErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--queries", qf, "--corpus", cf}, 2, "--queries, --corpus and --qrels go together"},
-		{[]string{}, 2, "give --queries, --corpus and --qrels, or --name TASK (one of bible-en)"},
-		{[]string{"--name", "nope"}, 2, `--name "nope": the built-in retrieval tasks are bible-en`},
+		{[]string{}, 2, "give --queries, --corpus and --qrels, or --name TASK (one of bible-en, poetry-zh)"},
+		{[]string{"--name", "nope"}, 2, `--name "nope": the built-in retrieval tasks are bible-en, poetry-zh`},
 		{[]string{"--queries", qf, "--corpus", cf, "--qrels", bad}, 1, bad + ":2: 2 tab-separated fields, want 3"},
 		{[]string{"--queries", qf, "--corpus", cf, "--qrels", rf, "--rrf-depth", "0"}, 2, "--rrf-depth 0 must be at least 1"},
 	} {
