@@ -112,7 +112,8 @@ func (x *BM25) IDF(t string) float64 {
 
 // Search returns the k documents (k ≥ 1) of highest score for query, best
 // first, equal scores in corpus order; documents that share no term with
-// the query are not returned.
+// the query are not returned. Search reuses one buffer of the index: it is
+// not safe for concurrent use.
 func (x *BM25) Search(query string, k int) []Scored {
 	qtf := map[string]int{}
 	var order []string
