@@ -104,7 +104,7 @@ const maskedMax = -1e9
 //	mean         Σ m[t] h[t] / max(n, 1e-9)
 //	mean_sqrt    Σ m[t] h[t] / √max(n, 1e-9)
 //	weightedmean Σ m[t] w[t] h[t] / max(Σ m[t] w[t], 1e-9)
-//	lasttoken    h[last t with m[t] = 1] (h[T-1] when there is none)
+//	lasttoken    h[last t with m[t] = 1] (0 when there is none; v2.4 on)
 //
 // The sums are in float64, in position order, so a row's padding changes
 // nothing.
@@ -166,14 +166,18 @@ func (p *Pooling) Pool(h []float32, mask []int32, T, skip int) []float32 {
 		}
 	}
 	if p.LastToken {
-		last := T - 1
+		last := -1
 		for t := T - 1; t >= 0; t-- {
 			if on(t) {
 				last = t
 				break
 			}
 		}
-		out = append(out, h[last*H:last*H+H]...)
+		if last < 0 {
+			out = append(out, make([]float32, H)...)
+		} else {
+			out = append(out, h[last*H:last*H+H]...)
+		}
 	}
 	return out
 }

@@ -37,8 +37,8 @@ func TestPoolModes(t *testing.T) {
 		{"cls+mean", 2, []float64{1, -2, -5, 6}},
 		{"weightedmean", 2, []float64{-5, 6}},
 		{"max", 2, []float64{-5, 6}},
-		// Everything left out: mean is 0, max the fill value, lasttoken the last position.
-		{"mean+max+lasttoken", 4, []float64{maskedMax, maskedMax, 0, 0, 100, 100}},
+		// Everything left out: mean is 0, max the fill value, lasttoken 0.
+		{"mean+max+lasttoken", 4, []float64{maskedMax, maskedMax, 0, 0, 0, 0}},
 	} {
 		p, err := ParseModes(c.modes, 2)
 		if err != nil {
