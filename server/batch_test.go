@@ -366,7 +366,7 @@ func TestTEIInfoAndHealth(t *testing.T) {
 	}
 	rec := httptest.NewRecorder()
 	s.ServeHTTP(rec, httptest.NewRequest("GET", "/info", nil))
-	want := `{"model_id":"tiny","model_sha":null,"model_dtype":"bfloat16","model_type":{"embedding":{"pooling":"mean"}},"pooling":"mean",` +
+	want := `{"model_id":"tiny","served_model_name":"tiny","model_sha":null,"model_dtype":"bfloat16","model_type":{"embedding":{"pooling":"mean"}},"pooling":"mean",` +
 		`"max_concurrent_requests":7,"max_input_length":32,"max_batch_tokens":100,"max_batch_requests":32,"max_client_batch_size":5,` +
 		`"routes":` + string(must(json.Marshal(s.Info().Endpoints))) + `}`
 	if rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != want {

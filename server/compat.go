@@ -229,6 +229,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 // TEIInfo is what GET /info returns: TEI's main fields.
 type TEIInfo struct {
 	ModelID               string         `json:"model_id"`
+	ServedModelName       string         `json:"served_model_name"` // Options.Name, as model_id (TEI's model_id is the Hub id)
 	ModelSHA              *string        `json:"model_sha"`
 	ModelDType            string         `json:"model_dtype"` // float32, bfloat16 or int8
 	ModelType             map[string]any `json:"model_type"`  // {"embedding": {"pooling": …}}, or {"classifier"|"reranker": {"id2label", "label2id"}} (tei.go)
@@ -251,7 +252,7 @@ func (s *Server) TEIInfo() TEIInfo {
 	if s.model.Encoder.Pooler != nil {
 		pooling = "pooler"
 	}
-	return TEIInfo{ModelID: s.opts.Name, ModelDType: dtype, ModelType: s.teiModelType(pooling),
+	return TEIInfo{ModelID: s.opts.Name, ServedModelName: s.opts.Name, ModelDType: dtype, ModelType: s.teiModelType(pooling),
 		Pooling: pooling, MaxConcurrentRequests: s.opts.MaxConcurrentRequests, MaxInputLength: s.opts.MaxLength,
 		MaxBatchTokens: s.opts.MaxBatchTokens, MaxBatchRequests: s.opts.MaxBatchRequests, MaxClientBatchSize: s.opts.MaxInputs,
 		Routes: s.Info().Endpoints}

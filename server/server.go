@@ -12,6 +12,7 @@ import (
 	"math"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -278,8 +279,9 @@ type Server struct {
 	// the gate for its pass'th forward pass (0: the prompt's).
 	beforeGeneratePass func(pass int)
 
-	metrics *metrics // metrics.go
-	flight  flight   // the requests in flight, and whether the server drains (drain.go)
+	started time.Time // when New made it (GET /v1/models' created)
+	metrics *metrics  // metrics.go
+	flight  flight    // the requests in flight, and whether the server drains (drain.go)
 }
 
 // New serves m with tok. Fill-mask needs the masked-LM head; tokenize and
@@ -301,39 +303,58 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 	}
 	s := &Server{model: m, tok: tok, opts: opts, gate: make(chan struct{}, 1), mux: http.NewServeMux(),
 		slots: make(chan struct{}, opts.MaxConcurrentRequests), cpu: make(chan struct{}, runtime.GOMAXPROCS(0)),
-		queue: make(chan *embedJob, 2*opts.MaxConcurrentRequests), quit: make(chan struct{}), metrics: newMetrics()}
+		queue: make(chan *embedJob, 2*opts.MaxConcurrentRequests), quit: make(chan struct{}), metrics: newMetrics(), started: time.Now()}
 	if opts.APIKey != "" {
 		k := sha256.Sum256([]byte(opts.APIKey))
 		s.key = k[:]
 	}
 	lm := func() bool { return m.LM != nil }
-	s.routes = []route{ // in the order GET /v1/model lists them
-		{method: "GET", path: "/healthz", h: s.healthz},
-		{method: "GET", path: "/v1/model", h: s.info},
-		{method: "POST", path: "/v1/tokenize", h: s.tokenize},
-		{method: "POST", path: "/v1/embed", h: s.embed, batched: true},
-		{method: "GET", path: "/health", h: s.health, shape: shapeTEI},
-		{method: "GET", path: "/info", h: s.teiInfo, shape: shapeTEI},
-		{method: "POST", path: "/embed", h: s.teiEmbed, shape: shapeTEI, batched: true},
-		{method: "POST", path: "/embed_all", h: s.teiEmbedAll, shape: shapeTEI, batched: true}, // tei_tokens.go
+	s.routes = []route{ // in the order GET /v1/model lists them; req and resp: the bodies' types, for GET /docs (openapi.go)
+		{method: "GET", path: "/healthz", h: s.healthz, summary: "liveness: ok, or draining", resp: ty[map[string]string]()},
+		{method: "GET", path: "/v1/model", h: s.info, summary: "the model's sizes, the limits and the routes that answer for it", resp: ty[ModelInfo]()},
+		{method: "POST", path: "/v1/tokenize", h: s.tokenize, summary: "ids, token types and byte offsets", req: ty[TokenizeRequest](), resp: tokenizeAnswer},
+		{method: "POST", path: "/v1/embed", h: s.embed, batched: true, summary: "pooled embeddings", req: ty[EmbedRequest](), resp: ty[EmbedResponse]()},
+		{method: "GET", path: "/health", h: s.health, shape: shapeTEI, summary: "TEI's readiness (200, no body)"},
+		{method: "GET", path: "/info", h: s.teiInfo, shape: shapeTEI, summary: "TEI's model information", resp: ty[TEIInfo]()},
+		{method: "POST", path: "/embed", h: s.teiEmbed, shape: shapeTEI, batched: true, summary: "TEI's embeddings", req: ty[TEIEmbedRequest](), resp: ty[[][]float32]()},
+		{method: "POST", path: "/embed_all", h: s.teiEmbedAll, shape: shapeTEI, batched: true, // tei_tokens.go
+			summary: "TEI's per-token vectors", req: ty[TEIEmbedAllRequest](), resp: ty[[][][]float32]()},
 		{method: "POST", path: "/embed_sparse", h: s.teiEmbedSparse, shape: shapeTEI, batched: true, answers: lm,
-			needs: "a masked-LM model (" + roformer.HeadMaskedLM.HFClass() + ") for SPLADE"},
-		{method: "POST", path: "/v1/embeddings", h: s.openAIEmbeddings, shape: shapeOpenAI, batched: true},
-		{method: "GET", path: "/metrics", h: s.serveMetrics},
-		{method: "POST", path: "/v1/fill-mask", h: s.fillMask, answers: lm, needs: "a masked-LM model"},
+			needs:   "a masked-LM model (" + roformer.HeadMaskedLM.HFClass() + ") for SPLADE",
+			summary: "TEI's SPLADE vectors, from the masked-LM head", req: ty[TEIEmbedAllRequest](), resp: ty[[][]TEISparseValue]()},
+		{method: "POST", path: "/v1/embeddings", h: s.openAIEmbeddings, shape: shapeOpenAI, batched: true,
+			summary: "OpenAI's embeddings", req: ty[OpenAIEmbeddingsRequest](), resp: ty[OpenAIEmbeddingsResponse]()},
+		{method: "GET", path: "/v1/models", h: s.openAIModels, shape: shapeOpenAI, summary: "OpenAI's list of models: the served one", resp: ty[OpenAIModelList]()}, // models.go
+		{method: "GET", path: "/metrics", h: s.serveMetrics, summary: "Prometheus metrics (text/plain)"},
+		{method: "POST", path: "/v1/fill-mask", h: s.fillMask, answers: lm, needs: "a masked-LM model",
+			summary: "the most probable tokens for each [MASK]", req: ty[FillMaskRequest](), resp: ty[FillMaskResponse]()},
 		{method: "POST", path: "/predict", h: s.teiPredict, shape: shapeTEI, batched: true, answers: s.classifier, // tei.go
-			needs: "a sequence-classification model (" + roformer.HeadSequenceCls.HFClass() + ")"},
+			needs:   "a sequence-classification model (" + roformer.HeadSequenceCls.HFClass() + ")",
+			summary: "TEI's classification: one input's labels best first, or a batch's", req: ty[TEIPredictRequest](), resp: ty[oneOf[[]TEIPrediction, [][]TEIPrediction]]()},
 		{method: "POST", path: "/rerank", h: s.teiRerank, shape: shapeTEI, batched: true, answers: s.reranker,
-			needs: "a re-ranker: a sequence-classification model with one label (a cross-encoder)"},
-		{method: "POST", path: "/similarity", h: s.teiSimilarity, shape: shapeTEI, batched: true},
-		{method: "POST", path: "/tokenize", h: s.teiTokenize, shape: shapeTEI},
-		{method: "POST", path: "/decode", h: s.teiDecode, shape: shapeTEI},
+			needs:   "a re-ranker: a sequence-classification model with one label (a cross-encoder)",
+			summary: "TEI's reranking: the texts best first", req: ty[TEIRerankRequest](), resp: ty[[]TEIRank]()},
+		{method: "POST", path: "/v1/rerank", h: s.rerank, shape: shapeOpenAI, batched: true, answers: s.reranker, // rerank.go
+			needs:   "a re-ranker: a sequence-classification model with one label (a cross-encoder)",
+			summary: "Jina's and Cohere's reranking: the documents best first", req: ty[RerankRequest](), resp: ty[RerankResponse]()},
+		{method: "POST", path: "/v2/rerank", h: s.rerank, shape: shapeOpenAI, batched: true, answers: s.reranker,
+			needs:   "a re-ranker: a sequence-classification model with one label (a cross-encoder)",
+			summary: "POST /v1/rerank at Cohere v2's path", req: ty[RerankRequest](), resp: ty[RerankResponse]()},
+		{method: "POST", path: "/similarity", h: s.teiSimilarity, shape: shapeTEI, batched: true,
+			summary: "TEI's cosine similarity of the source sentence with each sentence", req: ty[TEISimilarityRequest](), resp: ty[[]float64]()},
+		{method: "POST", path: "/tokenize", h: s.teiTokenize, shape: shapeTEI, summary: "TEI's tokens with offsets", req: ty[TEITokenizeRequest](), resp: ty[[][]TEIToken]()},
+		{method: "POST", path: "/decode", h: s.teiDecode, shape: shapeTEI, summary: "TEI's ids to text", req: ty[TEIDecodeRequest](), resp: ty[[]string]()},
 		{method: "POST", path: "/generate", h: s.generate, shape: shapeTEI, answers: s.generator, // generate.go
-			needs: "a generator: a causal-LM model, or RoFormer-Sim (a masked-LM model with a pooler and is_decoder)"},
+			needs:   "a generator: a causal-LM model, or RoFormer-Sim (a masked-LM model with a pooler and is_decoder)",
+			summary: "TGI's text generation (with stream: server-sent StreamEvents)", req: ty[GenerateRequest](), resp: ty[GenerateResponse]()},
 		{method: "POST", path: "/v1/token-classification", h: s.tokenClassification, shape: shapeTEI, answers: s.tokenClassifier, // tasks.go
-			needs: "a token-classification model (" + roformer.HeadTokenCls.HFClass() + ")"},
+			needs:   "a token-classification model (" + roformer.HeadTokenCls.HFClass() + ")",
+			summary: "Hugging Face's token-classification pipeline", req: ty[TokenClassificationRequest](), resp: ty[oneOf[[]pipeline.Entity, [][]pipeline.Entity]]()},
 		{method: "POST", path: "/v1/question-answering", h: s.questionAnswering, shape: shapeTEI, answers: s.questionAnswerer, // qa.go
-			needs: "a question-answering model (" + roformer.HeadQA.HFClass() + ")"},
+			needs:   "a question-answering model (" + roformer.HeadQA.HFClass() + ")",
+			summary: "Hugging Face's question-answering pipeline", req: ty[oneOf[QuestionAnsweringRequest, []QuestionAnsweringRequest]](), resp: qaAnswer},
+		{method: "GET", path: "/docs", h: s.docs, summary: "this OpenAPI document"}, // openapi.go
+		{method: "GET", path: "/api-doc/openapi.json", h: s.docs, summary: "this OpenAPI document, at TEI's path"},
 	}
 	// Only the routes that answer for this model are served (and listed
 	// by GET /v1/model and /info); the others are unknown, with a 404 that
@@ -431,10 +452,8 @@ func (s *Server) Info() ModelInfo {
 	mi := ModelInfo{Name: s.opts.Name, Architecture: s.model.Head.HFClass(), Head: string(s.model.Head), Precision: string(s.model.Precision()),
 		HiddenSize: c.HiddenSize, Layers: c.NumHiddenLayers, VocabSize: c.VocabSize,
 		MaxLength: s.opts.MaxLength, MaxInputs: s.opts.MaxInputs}
-	for _, e := range s.routes {
-		if e.answers == nil || e.answers() {
-			mi.Endpoints = append(mi.Endpoints, e.method+" "+e.path)
-		}
+	for _, e := range s.served() {
+		mi.Endpoints = append(mi.Endpoints, e.method+" "+e.path)
 	}
 	return mi
 }
@@ -446,9 +465,22 @@ type route struct {
 	method, path string
 	h            http.HandlerFunc
 	answers      func() bool
-	needs        string   // what answers checks, for the 404 of a model without it
-	shape        errShape // how the route writes its errors (guard.go)
-	batched      bool     // its rows go through the batch scheduler (batch.go)
+	needs        string       // what answers checks, for the 404 of a model without it
+	shape        errShape     // how the route writes its errors (guard.go)
+	batched      bool         // its rows go through the batch scheduler (batch.go)
+	summary      string       // one line, for GET /docs
+	req, resp    reflect.Type // the JSON bodies' types (nil: none), for GET /docs (openapi.go)
+}
+
+// served are the routes that answer for the loaded model.
+func (s *Server) served() []route {
+	var out []route
+	for _, e := range s.routes {
+		if e.answers == nil || e.answers() {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {

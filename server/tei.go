@@ -319,24 +319,13 @@ func (s *Server) teiRerank(w http.ResponseWriter, r *http.Request) {
 		if e != nil {
 			return e
 		}
-		in := make([]Input, len(req.Texts))
-		for i := range req.Texts {
-			in[i] = Input{Text: *req.Query, TextPair: &req.Texts[i]}
-		}
-		rows, e := s.classifyRows(in, req.Truncate, left, "texts")
+		scores, _, e := s.rerankScores(r, *req.Query, req.Texts, req.Truncate, left, req.RawScores, "texts")
 		if e != nil {
 			return e
 		}
-		if e := s.runRows(r, rows); e != nil {
-			return e
-		}
-		out := make([]TEIRank, len(rows))
-		for i, row := range rows {
-			sc, e := s.scores(row.vec, req.RawScores)
-			if e != nil {
-				return e
-			}
-			out[i] = TEIRank{Index: i, Score: sc[0]}
+		out := make([]TEIRank, len(scores))
+		for i, sc := range scores {
+			out[i] = TEIRank{Index: i, Score: sc}
 			if req.ReturnText {
 				out[i].Text = &req.Texts[i]
 			}
@@ -345,6 +334,34 @@ func (s *Server) teiRerank(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, out)
 		return nil
 	})
+}
+
+// rerankScores runs each (query, text) pair through the cross-encoder (the
+// rows of one request, batched with the others) and returns the score of
+// each text, in order, as scores makes it (the sigmoid of the logit, or the
+// logit with raw), and the tokens of all the pairs.
+func (s *Server) rerankScores(r *http.Request, query string, texts []string, truncate, left, raw bool, field string) ([]float64, int, *apiError) {
+	in := make([]Input, len(texts))
+	for i := range texts {
+		in[i] = Input{Text: query, TextPair: &texts[i]}
+	}
+	rows, e := s.classifyRows(in, truncate, left, field)
+	if e != nil {
+		return nil, 0, e
+	}
+	if e := s.runRows(r, rows); e != nil {
+		return nil, 0, e
+	}
+	out, tokens := make([]float64, len(rows)), 0
+	for i, row := range rows {
+		sc, e := s.scores(row.vec, raw)
+		if e != nil {
+			return nil, 0, e
+		}
+		out[i] = sc[0]
+		tokens += len(row.ids)
+	}
+	return out, tokens, nil
 }
 
 // TEISimilarityRequest is the body of POST /similarity.

@@ -53,6 +53,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.srv.MaxMasks, "max-masks", server.DefaultMaxMasks, "most [MASK] tokens of one fill-mask request")
 	fs.IntVar(&o.srv.MaxTopK, "max-top-k", server.DefaultMaxTopK, "most top_k of fill-mask and question answering")
 	fs.Int64Var(&o.srv.MaxReadingBytes, "max-reading-bytes", server.DefaultMaxReadingBytes, "bytes the request bodies being read may hold at once, over all clients; beyond: 429")
+	fs.StringVar(&o.srv.Name, "served-model-name", "", "the model's name in the answers (/info, /v1/model, /v1/models, and \"model\" of /v1/embeddings and /v1/rerank; a request's \"model\" is not checked) (default: the model folder's name)")
 	fs.StringVar(&o.srv.APIKey, "api-key", "", "require \"Authorization: Bearer KEY\" on every route but GET /health and /healthz (default: $ROFORMER_API_KEY; none when unset). The environment variable keeps the key out of the process list")
 	cors := fs.String("cors-allow-origin", "", "comma-separated origins (scheme://host[:port]) whose web pages may call the server, or \"*\" for any (default: none, no CORS headers)")
 	computeFlags(fs, &o.precision, &o.threads)
