@@ -128,6 +128,7 @@ type finetuneOptions struct {
 	set                           map[string]bool // the flags given on the command line
 	baselineEpochs                int
 	group                         distributed.Comm // the MPI job's ranks, or this process alone
+	embed                         contrastFlags    // --objective: contrastive fine-tuning of a sentence encoder
 }
 
 func cmdFinetune(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -166,6 +167,7 @@ func cmdFinetune(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&o.baseline, "baseline", "", "instead of the model, train a baseline on the same data: bow (bag-of-words logistic regression)")
 	fs.IntVar(&o.baselineEpochs, "baseline-epochs", 20, "epochs of the baseline")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress output")
+	o.embed.register(fs)
 	th := threadsFlag(fs)
 	distributed := distributedFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -176,6 +178,9 @@ func cmdFinetune(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	o.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	if err := o.embed.check(o.set); err != nil {
+		return err
+	}
 	switch {
 	case o.out == "":
 		return usagef("--out is required")
@@ -217,6 +222,9 @@ func runFinetune(ctx context.Context, o finetuneOptions, stdout, stderr io.Write
 	}
 	if err := distributed.Agree(o.group, finetune.CheckOut(o.out)); err != nil {
 		return err
+	}
+	if o.embed.objective != "" {
+		return runFinetuneEmbed(ctx, o, stdout, progress)
 	}
 	d, err := finetuneData(ctx, &o, progress)
 	if err := distributed.Agree(o.group, err); err != nil {

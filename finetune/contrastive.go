@@ -1,0 +1,495 @@
+package finetune
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/roformer-go/roformer/contrastive"
+	"github.com/roformer-go/roformer/data/labelled"
+	"github.com/roformer-go/roformer/distributed"
+	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/optim"
+	"github.com/roformer-go/roformer/sentence"
+	"github.com/roformer-go/roformer/tensor"
+	"github.com/roformer-go/roformer/tokenizer"
+	"github.com/roformer-go/roformer/train"
+)
+
+// EmbedPooling is how contrastive training reads a vector from the last
+// hidden state: "mean" (over the attention mask) or "cls".
+type EmbedPooling string
+
+const (
+	PoolMean EmbedPooling = "mean"
+	PoolCLS  EmbedPooling = "cls"
+)
+
+// PoolingOf returns the training pooling of a sentence-transformers
+// Pooling module: mean or cls alone, with include_prompt (the others, and
+// several modes at once, are refused by name).
+func PoolingOf(p sentence.Pooling) (EmbedPooling, error) {
+	switch {
+	case p.Count() == 1 && p.Mean && p.IncludePrompt:
+		return PoolMean, nil
+	case p.Count() == 1 && p.CLS:
+		return PoolCLS, nil
+	case p.Count() == 1 && p.Mean:
+		return "", errors.New("finetune: contrastive training pools the prompt too; the folder's mean pooling has include_prompt false")
+	}
+	return "", fmt.Errorf("finetune: contrastive training supports mean or cls pooling; the folder's Pooling module is %q", p.Modes())
+}
+
+// EmbedJob is a contrastive fine-tuning run of a sentence encoder over
+// loaded data: the encoder's last hidden state is pooled into one vector
+// per text and Objective's loss is back-propagated through the pooling
+// and the encoder (roformer.Model.TrainEncode and BackwardHidden), with
+// the toolkit's step (train.DataParallel: AdamW, schedule, clipping) as
+// Train uses it.
+//
+// Each column of a micro-batch (anchors, positives, each column of hard
+// negatives; or the two sentences of scored pairs) runs as a batch of its
+// own, padded to its longest text, with dropout in training mode (its own
+// seed per column). In-batch negatives are those of the micro-batch: with
+// Options.Accum > 1 or under mpirun each micro-batch of BatchSize rows is
+// its own set of candidates (the vectors are not gathered across
+// micro-batches or ranks); the gradients are averaged over micro-batches
+// and ranks as in Train.
+type EmbedJob struct {
+	Model     *roformer.Model
+	Tokenizer *tokenizer.Tokenizer
+	Pooling   EmbedPooling
+	Objective contrastive.Objective
+	// Lower lowercases the texts (sentence.Lower) before tokenizing, as a
+	// folder's do_lower_case asks.
+	Lower   bool
+	Train   *PairSet
+	Eval    *PairSet // nil: no evaluation, the last epoch is kept
+	Options Options  // MaxLength, BatchSize, Accum, Epochs, LR, schedule, weight decay, clip, seed, LogEvery
+	// Progress receives the progress lines, Metrics the metrics.jsonl records.
+	Progress, Metrics io.Writer
+	// Group makes this process one rank of a data-parallel run, as
+	// Job.Group.
+	Group distributed.Comm
+}
+
+// EmbedResult is the outcome of TrainEmbed.
+type EmbedResult struct {
+	Steps     int          `json:"steps"`
+	Epochs    []EmbedEpoch `json:"epochs"`
+	BestEpoch int          `json:"best_epoch"`
+	Truncated int          `json:"truncated"` // training texts cut to the maximum length
+	Seconds   float64      `json:"seconds"`
+}
+
+// EmbedEpoch is what one epoch of TrainEmbed measured.
+type EmbedEpoch struct {
+	Epoch     int      `json:"epoch"`
+	Step      int      `json:"step"`
+	TrainLoss float64  `json:"train_loss"`          // mean training loss (with dropout)
+	EvalLoss  *float64 `json:"eval_loss,omitempty"` // the loss on Eval without dropout, in batches of BatchSize
+	Best      bool     `json:"best"`
+	Seconds   float64  `json:"seconds"`
+}
+
+// pairFeature is a PairRow encoded: one token sequence per column.
+type pairFeature struct {
+	ids   [][]int32
+	score float64
+}
+
+// embedTrainer is a run of TrainEmbed in progress.
+type embedTrainer struct {
+	j          EmbedJob
+	o          Options
+	cols       int
+	feats      []pairFeature
+	evalFeats  []pairFeature
+	params     []*tensor.Param
+	dp         *train.DataParallel
+	accum      int
+	stepInputs int
+	total      int
+	padID      int32
+	states     []*stateCache // one per column
+	step       int
+	res        *EmbedResult
+	start      time.Time
+	say        func(format string, a ...any)
+}
+
+// TrainEmbed fine-tunes j.Model's encoder in place. After each epoch with
+// j.Eval it computes the evaluation loss and keeps the parameters of the
+// epoch with the lowest; at the end the model holds them.
+func TrainEmbed(ctx context.Context, j EmbedJob) (*EmbedResult, error) {
+	t, err := newEmbedTrainer(j)
+	if err != nil {
+		return nil, err
+	}
+	var best []float32
+	bestLoss := math.Inf(1)
+	for epoch := 1; epoch <= t.o.Epochs; epoch++ {
+		t0 := time.Now()
+		ep, err := t.epoch(ctx, epoch)
+		if err != nil {
+			return t.res, err
+		}
+		if t.evalFeats != nil {
+			l, err := t.evaluate(ctx)
+			if err != nil {
+				return t.res, err
+			}
+			ep.EvalLoss = &l
+			if l < bestLoss {
+				bestLoss, ep.Best = l, true
+				best = snapshot(t.params, best)
+				t.res.BestEpoch = epoch
+			}
+			mark := ""
+			if ep.Best {
+				mark = " (best)"
+			}
+			t.say("epoch %d: train loss %.4f | eval loss %.4f%s", epoch, ep.TrainLoss, l, mark)
+		} else {
+			ep.Best, t.res.BestEpoch = true, epoch
+			t.say("epoch %d: train loss %.4f", epoch, ep.TrainLoss)
+		}
+		ep.Seconds = time.Since(t0).Seconds()
+		t.res.Epochs = append(t.res.Epochs, ep)
+		t.res.Steps = t.step
+		isBest := ep.Best
+		if err := t.record(MetricsRecord{Epoch: epoch, Step: t.step, Loss: &ep.TrainLoss, Best: &isBest, WorldSize: t.dp.Group.Size()}, ep.EvalLoss); err != nil {
+			return t.res, err
+		}
+	}
+	if best != nil {
+		restore(t.params, best)
+	}
+	t.res.Seconds = time.Since(t.start).Seconds()
+	return t.res, nil
+}
+
+func newEmbedTrainer(j EmbedJob) (*embedTrainer, error) {
+	t := &embedTrainer{j: j, o: j.Options}
+	t.say = func(format string, a ...any) {
+		if j.Progress != nil {
+			fmt.Fprintf(j.Progress, format+"\n", a...)
+		}
+	}
+	o := &t.o
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if j.Pooling != PoolMean && j.Pooling != PoolCLS {
+		return nil, fmt.Errorf("finetune: contrastive pooling %q: want mean or cls", j.Pooling)
+	}
+	H := j.Model.Config.HiddenSize
+	if err := j.Objective.Validate(H); err != nil {
+		return nil, fmt.Errorf("finetune: %w", err)
+	}
+	if j.Train == nil {
+		return nil, errors.New("finetune: no training data")
+	}
+	want := Pairs
+	if j.Objective.Kind == contrastive.KindCoSENT {
+		want = ScoredPairs
+	}
+	for _, ps := range []*PairSet{j.Train, j.Eval} {
+		if ps != nil && ps.Kind != want {
+			return nil, fmt.Errorf("finetune: %s holds %s; the %s loss needs %s", ps.File, ps.Kind, j.Objective.Kind, want)
+		}
+	}
+	if j.Eval != nil && j.Eval.Negatives != j.Train.Negatives {
+		return nil, fmt.Errorf("finetune: %s has %d hard negatives per row, %s %d", j.Eval.File, j.Eval.Negatives, j.Train.File, j.Train.Negatives)
+	}
+	t.cols = 2 + j.Train.Negatives
+	var nTrunc int
+	var err error
+	if t.feats, nTrunc, err = t.encode(j.Train); err != nil {
+		return nil, err
+	}
+	if j.Eval != nil {
+		if t.evalFeats, _, err = t.encode(j.Eval); err != nil {
+			return nil, err
+		}
+	}
+	g := j.Group
+	if g == nil {
+		g = distributed.Local()
+	}
+	t.params, t.accum = j.Model.Params(), max(o.Accum, 1)
+	t.stepInputs = o.BatchSize * t.accum * g.Size()
+	perEpoch := (len(t.feats) + t.stepInputs - 1) / t.stepInputs
+	t.total = perEpoch * o.Epochs
+	warm := o.WarmupSteps
+	if warm == 0 {
+		warm = int(math.Ceil(o.WarmupRatio * float64(t.total)))
+	}
+	kind, _ := optim.ParseSchedule(o.Schedule)
+	stepper, err := train.NewStepper(t.params, optim.DefaultAdamWConfig(o.WeightDecay), optim.Schedule{Kind: kind, PeakLR: o.LR, Warmup: warm, Total: t.total})
+	if err != nil {
+		return nil, err
+	}
+	stepper.Clip = o.Clip
+	t.dp = train.NewDataParallel(g, stepper)
+	if err := t.dp.CheckParams("at the start"); err != nil {
+		return nil, fmt.Errorf("finetune: %w", err)
+	}
+	loss := string(j.Objective.Kind)
+	if j.Objective.Symmetric {
+		loss += " (symmetric)"
+	}
+	if len(j.Objective.Dims) > 0 {
+		loss = fmt.Sprintf("matryoshka %v of %s", j.Objective.Dims, loss)
+	}
+	t.say("finetune: contrastive %s, scale %g, %s pooling; %d training rows of %d texts (%d texts truncated to %d tokens), %d for evaluation; %d epochs of %d steps, batch %d, lr %.2e (%s, warm-up %d), seed %d",
+		loss, j.Objective.Scale, j.Pooling, len(t.feats), t.cols, nTrunc, o.MaxLength, len(t.evalFeats), o.Epochs, perEpoch, o.BatchSize, o.LR, o.Schedule, warm, o.Seed)
+	if j.Objective.Kind == contrastive.KindMNRL && (t.accum > 1 || g.Size() > 1) {
+		t.say("finetune: in-batch negatives are per micro-batch of %d rows (per rank under mpirun: %d ranks × accumulation %d), not gathered across them; gradients are averaged over all", o.BatchSize, g.Size(), t.accum)
+	}
+	t.res = &EmbedResult{Truncated: nTrunc}
+	t.start = time.Now()
+	t.padID = int32(j.Tokenizer.PadID())
+	t.states = make([]*stateCache, t.cols)
+	for c := range t.states {
+		t.states[c] = &stateCache{m: j.Model}
+	}
+	return t, nil
+}
+
+// encode tokenizes every text of ps (cut to MaxLength, keeping the start)
+// and returns the features and how many texts were cut.
+func (t *embedTrainer) encode(ps *PairSet) ([]pairFeature, int, error) {
+	var inputs []tokenizer.Input
+	for _, r := range ps.Rows {
+		for _, s := range r.Texts {
+			if t.j.Lower {
+				s = sentence.Lower(s)
+			}
+			inputs = append(inputs, tokenizer.Input{Text: s})
+		}
+	}
+	encs, err := t.j.Tokenizer.EncodeBatch(inputs, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
+	if err != nil {
+		var be *tokenizer.BatchError
+		if errors.As(err, &be) {
+			return nil, 0, &labelled.InputError{File: ps.File, Line: ps.Rows[be.Index/t.cols].Line, Err: be.Err}
+		}
+		return nil, 0, fmt.Errorf("finetune: %s: %w", ps.File, err)
+	}
+	L := t.o.MaxLength
+	feats := make([]pairFeature, len(ps.Rows))
+	cut := 0
+	for i, r := range ps.Rows {
+		f := pairFeature{score: r.Score, ids: make([][]int32, t.cols)}
+		for c := range t.cols {
+			enc := encs[i*t.cols+c]
+			if enc.Len() > L {
+				// Cut as the embedding route cuts (HF's longest_first: the start kept).
+				if enc, err = t.j.Tokenizer.Encode(inputs[i*t.cols+c].Text, tokenizer.EncodeOptions{MaxLength: L, Truncation: tokenizer.TruncateLongestFirst}); err != nil {
+					return nil, 0, &labelled.InputError{File: ps.File, Line: r.Line, Err: err}
+				}
+				cut++
+			}
+			f.ids[c] = make([]int32, enc.Len())
+			for k, id := range enc.IDs {
+				f.ids[c][k] = int32(id)
+			}
+		}
+		feats[i] = f
+	}
+	return feats, cut, nil
+}
+
+// columnBatch pads column c of rows to their longest, rounded up to
+// padMultiple.
+func (t *embedTrainer) columnBatch(rows []*pairFeature, c int) *roformer.Batch {
+	T := 0
+	for _, f := range rows {
+		T = max(T, len(f.ids[c]))
+	}
+	T = (T + padMultiple - 1) / padMultiple * padMultiple
+	return roformer.PadBatch(len(rows), T, t.padID, func(r int) ([]int32, []int32) { return rows[r].ids[c], nil })
+}
+
+// pool writes the vectors of a column's hidden state x [B·T, H] into e [B, H].
+func (t *embedTrainer) pool(e, x []float32, b *roformer.Batch) {
+	H := t.j.Model.Config.HiddenSize
+	if t.j.Pooling == PoolCLS {
+		contrastive.CLSPoolForward(e, x, b.B, b.T, H)
+	} else {
+		contrastive.MeanPoolForward(e, x, b.AttentionMask, b.B, b.T, H)
+	}
+}
+
+// microStep runs forward, the loss and backward on rows, adding the
+// gradient of the loss into the parameters, and returns the loss.
+func (t *embedTrainer) microStep(ctx context.Context, rows []*pairFeature, seed uint64) (float64, error) {
+	m, H, B := t.j.Model, t.j.Model.Config.HiddenSize, len(rows)
+	batches := make([]*roformer.Batch, t.cols)
+	states := make([]*roformer.State, t.cols)
+	cols, dcols := make([][]float32, t.cols), make([][]float32, t.cols)
+	for c := range t.cols {
+		b := t.columnBatch(rows, c)
+		s := t.states[c].get(b.B, b.T)
+		x, err := m.TrainEncode(ctx, s, b, roformer.StepOptions{Dropout: true, Seed: seed ^ uint64(c)*0x9e3779b97f4a7c15})
+		if err != nil {
+			return 0, err
+		}
+		batches[c], states[c] = b, s
+		cols[c], dcols[c] = make([]float32, B*H), make([]float32, B*H)
+		t.pool(cols[c], x, b)
+	}
+	labels := t.labels(rows)
+	loss := t.j.Objective.Backward(dcols, cols, labels, B, H)
+	for c := range t.cols {
+		b := batches[c]
+		dx := make([]float32, b.B*b.T*H)
+		if t.j.Pooling == PoolCLS {
+			contrastive.CLSPoolBackward(dx, dcols[c], b.B, b.T, H)
+		} else {
+			contrastive.MeanPoolBackward(dx, dcols[c], b.AttentionMask, b.B, b.T, H)
+		}
+		if err := m.BackwardHidden(ctx, states[c], dx); err != nil {
+			return 0, err
+		}
+	}
+	return loss, nil
+}
+
+func (t *embedTrainer) labels(rows []*pairFeature) []float64 {
+	if t.j.Objective.Kind != contrastive.KindCoSENT {
+		return nil
+	}
+	l := make([]float64, len(rows))
+	for i, f := range rows {
+		l[i] = f.score
+	}
+	return l
+}
+
+// epoch runs the optimizer steps of an epoch over a shuffled order.
+func (t *embedTrainer) epoch(ctx context.Context, epoch int) (EmbedEpoch, error) {
+	o := &t.o
+	order := rand.New(rand.NewPCG(o.Seed, uint64(epoch))).Perm(len(t.feats))
+	var epLoss, logLoss float64
+	var epN, logN int
+	bs := o.BatchSize
+	rows := make([]*pairFeature, 0, bs)
+	for lo := 0; lo < len(order); lo += t.stepInputs {
+		if !t.dp.Parallel() {
+			if err := ctx.Err(); err != nil {
+				return EmbedEpoch{}, err
+			}
+		}
+		inputs := order[lo:min(lo+t.stepInputs, len(order))]
+		all := (len(inputs) + bs - 1) / bs
+		first, mine := t.dp.Share(t.accum, all)
+		step := t.step
+		u, stop, err := t.dp.Step(ctx, step, mine, all, func(mctx context.Context, j int) (float64, error) {
+			k := first + j
+			rows = rows[:0]
+			for _, i := range inputs[k*bs : min((k+1)*bs, len(inputs))] {
+				rows = append(rows, &t.feats[i])
+			}
+			return t.microStep(mctx, rows, microSeed(o.Seed, step, k))
+		})
+		if nf := (*train.NonFiniteError)(nil); errors.As(err, &nf) {
+			return EmbedEpoch{}, fmt.Errorf("%w: step %d, loss %v, gradient norm %v; try a lower learning rate", ErrNonFinite, nf.Step, nf.Loss, nf.GradNorm)
+		} else if err != nil {
+			return EmbedEpoch{}, err
+		}
+		if stop {
+			return EmbedEpoch{}, fmt.Errorf("finetune: stopped after step %d (a rank was interrupted): %w", step+1, context.Canceled)
+		}
+		t.step++
+		epLoss, logLoss = epLoss+u.Loss, logLoss+u.Loss
+		epN, logN = epN+1, logN+1
+		if o.LogEvery > 0 && t.step%o.LogEvery == 0 {
+			l, lr, norm := logLoss/float64(logN), u.LR, u.GradNorm
+			t.say("epoch %d step %d/%d | loss %.4f | lr %.3e | grad norm %.3f | %.1f rows/s", epoch, t.step, t.total, l, lr, norm,
+				float64(t.step*t.stepInputs)/time.Since(t.start).Seconds())
+			if err := t.record(MetricsRecord{Epoch: epoch, Step: t.step, Loss: &l, LR: &lr, GradNorm: &norm, WorldSize: t.dp.Group.Size()}, nil); err != nil {
+				return EmbedEpoch{}, err
+			}
+			logLoss, logN = 0, 0
+		}
+	}
+	return EmbedEpoch{Epoch: epoch, Step: t.step, TrainLoss: epLoss / float64(epN)}, nil
+}
+
+// evaluate returns the loss on the evaluation rows in their order, in
+// batches of BatchSize, without dropout (the mean over the batches),
+// computed on rank 0 and broadcast.
+func (t *embedTrainer) evaluate(ctx context.Context) (float64, error) {
+	g := t.dp.Group
+	var loss float64
+	var err error
+	if g.Rank() == 0 {
+		loss, err = t.evalLoss(ctx)
+	}
+	if err := distributed.Agree(g, err); err != nil {
+		return 0, err
+	}
+	if t.dp.Parallel() {
+		buf := binary.LittleEndian.AppendUint64(nil, math.Float64bits(loss))
+		if err := g.Bcast(buf, 0); err != nil {
+			return 0, fmt.Errorf("finetune: broadcasting the evaluation loss: %w", err)
+		}
+		loss = math.Float64frombits(binary.LittleEndian.Uint64(buf))
+	}
+	return loss, nil
+}
+
+func (t *embedTrainer) evalLoss(ctx context.Context) (float64, error) {
+	m, H, bs := t.j.Model, t.j.Model.Config.HiddenSize, t.o.BatchSize
+	sum, n := 0.0, 0
+	for lo := 0; lo < len(t.evalFeats); lo += bs {
+		rows := make([]*pairFeature, 0, bs)
+		for i := lo; i < min(lo+bs, len(t.evalFeats)); i++ {
+			rows = append(rows, &t.evalFeats[i])
+		}
+		cols := make([][]float32, t.cols)
+		for c := range t.cols {
+			b := t.columnBatch(rows, c)
+			out, err := m.Forward(ctx, b, nil, roformer.Options{SkipHead: true})
+			if err != nil {
+				return 0, err
+			}
+			cols[c] = make([]float32, b.B*H)
+			t.pool(cols[c], out.LastHiddenState.Data, b)
+		}
+		sum += t.j.Objective.Forward(cols, t.labels(rows), len(rows), H)
+		n++
+	}
+	return sum / float64(n), nil
+}
+
+// record writes r, with the evaluation loss when given, as one line of
+// j.Metrics.
+func (t *embedTrainer) record(r MetricsRecord, evalLoss *float64) error {
+	if t.j.Metrics == nil {
+		return nil
+	}
+	rec := struct {
+		MetricsRecord
+		EvalLoss *float64 `json:"eval_loss,omitempty"`
+	}{r, evalLoss}
+	return writeJSONLine(t.j.Metrics, rec)
+}
+
+// writeJSONLine writes v as one JSON line to w.
+func writeJSONLine(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("finetune: metrics record: %w", err)
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}

@@ -1,0 +1,192 @@
+package finetune
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+
+	"github.com/roformer-go/roformer/data/labelled"
+)
+
+// PairKind says which columns a contrastive data file has, in
+// sentence-transformers' names.
+type PairKind int
+
+const (
+	// Pairs rows are {"anchor", "positive"} with optional hard negatives,
+	// "negative" or "negative_1", "negative_2", … (the same number on
+	// every row): MultipleNegativesRankingLoss's input.
+	Pairs PairKind = iota
+	// ScoredPairs rows are {"sentence1", "sentence2", "score"} with a
+	// numeric score: CoSENTLoss's input.
+	ScoredPairs
+)
+
+func (k PairKind) String() string {
+	if k == ScoredPairs {
+		return `scored pairs ("sentence1", "sentence2", "score")`
+	}
+	return `pairs ("anchor", "positive", optional "negative")`
+}
+
+// PairRow is one row of a contrastive data file.
+type PairRow struct {
+	Line int
+	// Texts are the anchor, the positive and the hard negatives (Pairs),
+	// or sentence1 and sentence2 (ScoredPairs).
+	Texts []string
+	Score float64 // ScoredPairs only
+}
+
+// PairSet is a contrastive data file read by ReadPairs.
+type PairSet struct {
+	File string
+	Kind PairKind
+	// Negatives is the number of hard-negative columns of every row (Pairs).
+	Negatives int
+	Rows      []PairRow
+}
+
+// MaxNegatives bounds the hard-negative columns of a row.
+const MaxNegatives = 64
+
+// ReadPairs reads a JSONL file of contrastive rows. The kind is the first
+// row's: ScoredPairs when it has "sentence1", else Pairs. Every row must
+// be a JSON object with the kind's fields as strings (the score a finite
+// number) and the first row's number of negatives; other fields are
+// ignored; blank lines are skipped. Lines longer than maxLineBytes
+// (labelled.DefaultMaxLineBytes when 0) are refused. Errors are
+// *labelled.InputError naming the file, the line and the field.
+func ReadPairs(path string, maxLineBytes int) (*PairSet, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("finetune: %w", err)
+	}
+	defer f.Close()
+	return readPairs(f, path, maxLineBytes)
+}
+
+func readPairs(r io.Reader, name string, maxLineBytes int) (*PairSet, error) {
+	if maxLineBytes <= 0 {
+		maxLineBytes = labelled.DefaultMaxLineBytes
+	}
+	ps := &PairSet{File: name}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, min(64<<10, maxLineBytes+1)), maxLineBytes+1)
+	line := 0
+	fail := func(format string, a ...any) error {
+		return &labelled.InputError{File: name, Line: line, Err: fmt.Errorf(format, a...)}
+	}
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		if len(sc.Bytes()) > maxLineBytes {
+			return nil, fail("the line has more than %d bytes", maxLineBytes)
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(b, &obj); err != nil {
+			return nil, fail("not a JSON object: %v", err)
+		}
+		if len(ps.Rows) == 0 {
+			if _, ok := obj["sentence1"]; ok {
+				ps.Kind = ScoredPairs
+			}
+		}
+		str := func(field string) (string, bool, error) {
+			raw, ok := obj[field]
+			if !ok {
+				return "", false, nil
+			}
+			var s string
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return "", true, fail("field %q must be a string, not %s", field, clip(raw))
+			}
+			return s, true, nil
+		}
+		need := func(field string) (string, error) {
+			s, ok, err := str(field)
+			if err == nil && !ok {
+				err = fail("no field %q (%s rows need it)", field, ps.Kind)
+			}
+			return s, err
+		}
+		row := PairRow{Line: line}
+		if ps.Kind == ScoredPairs {
+			for _, field := range []string{"sentence1", "sentence2"} {
+				s, err := need(field)
+				if err != nil {
+					return nil, err
+				}
+				row.Texts = append(row.Texts, s)
+			}
+			raw, ok := obj["score"]
+			if !ok {
+				return nil, fail(`no field "score" (%s rows need it)`, ps.Kind)
+			}
+			if err := json.Unmarshal(raw, &row.Score); err != nil || math.IsInf(row.Score, 0) {
+				return nil, fail(`field "score" must be a finite number, not %s`, clip(raw))
+			}
+		} else {
+			for _, field := range []string{"anchor", "positive"} {
+				s, err := need(field)
+				if err != nil {
+					return nil, err
+				}
+				row.Texts = append(row.Texts, s)
+			}
+			if s, ok, err := str("negative"); err != nil {
+				return nil, err
+			} else if ok {
+				row.Texts = append(row.Texts, s)
+			}
+			for k := 1; k <= MaxNegatives+1; k++ {
+				s, ok, err := str("negative_" + strconv.Itoa(k))
+				if err != nil {
+					return nil, err
+				}
+				if !ok {
+					break
+				}
+				row.Texts = append(row.Texts, s)
+			}
+			neg := len(row.Texts) - 2
+			switch {
+			case neg > MaxNegatives:
+				return nil, fail("more than %d hard negatives", MaxNegatives)
+			case len(ps.Rows) == 0:
+				ps.Negatives = neg
+			case neg != ps.Negatives:
+				return nil, fail("%d hard negatives; the rows before have %d (every row needs the same columns)", neg, ps.Negatives)
+			}
+		}
+		ps.Rows = append(ps.Rows, row)
+	}
+	if err := sc.Err(); err != nil {
+		line++
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, fail("the line has more than %d bytes", maxLineBytes)
+		}
+		return nil, fmt.Errorf("finetune: %s: %w", name, err)
+	}
+	if len(ps.Rows) == 0 {
+		return nil, &labelled.InputError{File: name, Err: labelled.ErrEmpty}
+	}
+	return ps, nil
+}
+
+// clip returns a JSON value for an error message, cut at 40 bytes.
+func clip(raw json.RawMessage) string {
+	if len(raw) > 40 {
+		return string(raw[:40]) + "…"
+	}
+	return string(raw)
+}
