@@ -270,6 +270,10 @@ type manifest struct {
 	Truncate       bool   `json:"truncate"`
 	MaxBatch       int    `json:"max_batch"`
 	MaxBatchTokens int    `json:"max_batch_tokens"`
+	// A sentence-transformers folder's prompt, and its modules after the
+	// pooling (see vectorizerHash); empty for a plain folder.
+	Prompt     string `json:"prompt,omitempty"`
+	Vectorizer string `json:"vectorizer_sha256,omitempty"`
 }
 
 const manifestName = "manifest.json"
@@ -349,7 +353,8 @@ func (j *job) prepare() error {
 	want := manifest{Format: 1, Input: j.input, InputBytes: j.info.bytes, InputSHA256: j.info.sha256,
 		Lines: j.info.lines, Window: j.o.Window, Parts: len(j.info.starts), ModelSHA256: modelHash(j.m),
 		Precision: string(j.m.Precision()), Pooling: string(j.o.Pooling), Normalize: j.o.Normalize,
-		MaxLength: j.o.MaxLength, Truncate: j.o.Truncate, MaxBatch: j.o.MaxBatch, MaxBatchTokens: j.o.MaxBatchTokens}
+		MaxLength: j.o.MaxLength, Truncate: j.o.Truncate, MaxBatch: j.o.MaxBatch, MaxBatchTokens: j.o.MaxBatchTokens,
+		Prompt: j.o.PromptText(), Vectorizer: vectorizerHash(j.o.Vectorizer())}
 	if err := os.MkdirAll(j.dir, 0o755); err != nil {
 		return fmt.Errorf("batchembed: %w", err)
 	}
@@ -417,6 +422,31 @@ func modelHash(m *roformer.Model) string {
 		}
 	}
 	h.Write(buf)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// vectorizerHash is the SHA-256 of what v does after the pooling: the
+// pooling's prompt rule and each Dense module's sizes, activation and
+// weights (Normalize as a mark); "" when it does nothing more than pool.
+func vectorizerHash(v *pipeline.Vectorizer) string {
+	if v == nil || len(v.Steps) == 0 && v.Pooling.IncludePrompt {
+		return ""
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "include_prompt=%v\n", v.Pooling.IncludePrompt)
+	for _, s := range v.Steps {
+		if s.Dense == nil {
+			h.Write([]byte("normalize\n"))
+			continue
+		}
+		d := s.Dense
+		fmt.Fprintf(h, "dense %d %d %s %v\n", d.In, d.Out, d.Activation, d.Bias != nil)
+		buf := make([]byte, 0, 4*(len(d.Weight)+len(d.Bias)))
+		for _, x := range append(append([]float32(nil), d.Weight...), d.Bias...) {
+			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(x))
+		}
+		h.Write(buf)
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 

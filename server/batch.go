@@ -35,19 +35,20 @@ import (
 type pooling int
 
 const (
-	poolCLS    pooling = iota // the [CLS] position of the last hidden state
-	poolMean                  // the mean over the attention mask
-	poolPooler                // Output.PoolerOutput (RoFormer-Sim)
+	poolVector pooling = iota // the row's pipeline.Vectorizer: a pooling, then a sentence-transformers folder's modules
 	poolLogits                // the sequence-classification head's logits (tei.go)
 	poolTokens                // every kept position's last hidden state, one after the other (tei_tokens.go)
 	poolSparse                // pipeline.SparsePool over the masked-LM head's logits (tei_tokens.go)
 )
 
 // embedRow is one input of an embedding request: its tokens and, once its
-// forward pass has run, its pooled vector.
+// forward pass has run, its pooled vector. A poolVector row has its
+// vectorizer and the leading positions it leaves out (pipeline.EmbedRow.Skip).
 type embedRow struct {
 	ids, types []int32
 	pool       pooling
+	vz         *pipeline.Vectorizer
+	skip       int
 	vec        []float32
 }
 
@@ -349,7 +350,7 @@ func (s *Server) runBatch(batch []pendingRow) {
 	}
 	if err == nil && out.PoolerOutput == nil {
 		for _, p := range batch {
-			if p.j.rows[p.i].pool == poolPooler {
+			if r := p.j.rows[p.i]; r.pool == poolVector && r.vz.Pooler {
 				err = errors.New("the model has no pooler")
 			}
 		}
@@ -364,7 +365,7 @@ func (s *Server) runBatch(batch []pendingRow) {
 	H := s.model.Config.HiddenSize
 	for i, p := range batch {
 		r := &p.j.rows[p.i]
-		r.vec = poolRow(out, b.AttentionMask[i*T:(i+1)*T], i, T, H, r.pool)
+		r.vec = poolRow(out, b.AttentionMask[i*T:(i+1)*T], i, T, H, r)
 		if p.j.left--; p.j.left == 0 {
 			s.finish(p.j, nil)
 		}
@@ -372,12 +373,12 @@ func (s *Server) runBatch(batch []pendingRow) {
 }
 
 // poolRow reads row i's vector from a forward pass over T positions: the
-// head's logits for poolLogits, else pipeline.Pool's vector (sums in float64
-// over the positions in order, so padding changes nothing). runBatch has
-// checked that a row pooled by the pooler has one.
-func poolRow(out *roformer.Output, mask []int32, i, T, H int, pool pooling) []float32 {
-	var p pipeline.Pooling
-	switch pool {
+// head's logits for poolLogits, the hidden states for poolTokens, the
+// sparse vector for poolSparse, else the row's vectorizer's vector (sums in
+// float64 over the positions in order, so padding changes nothing).
+// runBatch has checked that a row pooled by the pooler has one.
+func poolRow(out *roformer.Output, mask []int32, i, T, H int, r *embedRow) []float32 {
+	switch r.pool {
 	case poolLogits:
 		NL := out.Logits.Shape[1]
 		return append([]float32(nil), out.Logits.Data[i*NL:(i+1)*NL]...)
@@ -389,14 +390,8 @@ func poolRow(out *roformer.Output, mask []int32, i, T, H int, pool pooling) []fl
 			panic(fmt.Sprintf("server: row %d: %v", i, err)) // a bug: /embed_sparse is served only with the masked-LM head
 		}
 		return v
-	case poolCLS:
-		p = pipeline.PoolCLS
-	case poolPooler:
-		p = pipeline.PoolPooler
-	case poolMean:
-		p = pipeline.PoolMean
 	}
-	v, err := pipeline.Pool(out, mask, i, p)
+	v, err := r.vz.Vector(out, mask, i, r.skip)
 	if err != nil {
 		panic(fmt.Sprintf("server: row %d of %d×%d×%d: %v", i, out.LastHiddenState.Shape[0], T, H, err)) // a bug: runBatch checks the pooler, every row has a token
 	}

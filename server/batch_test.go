@@ -30,7 +30,7 @@ func post(t testing.TB, s http.Handler, path, body string) (int, http.Header, []
 
 // alone runs one text through the model by itself (a batch of one row, no
 // padding) and pools it as the server does.
-func alone(t testing.TB, m *roformer.Model, tok *tokenizer.Tokenizer, text string, pool pooling) []float32 {
+func alone(t testing.TB, m *roformer.Model, tok *tokenizer.Tokenizer, text string, pool pipeline.Pooling) []float32 {
 	t.Helper()
 	enc, err := tok.Encode(text, tokenizer.EncodeOptions{})
 	if err != nil {
@@ -45,7 +45,11 @@ func alone(t testing.TB, m *roformer.Model, tok *tokenizer.Tokenizer, text strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	return poolRow(out, mask, 0, len(ids), m.Config.HiddenSize, pool)
+	v, err := pipeline.Pool(out, mask, 0, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // Concurrent clients with inputs of different lengths are batched together
@@ -90,7 +94,7 @@ func TestBatchedEqualsAlone(t *testing.T) {
 	}
 	worst, scale := 0.0, 0.0
 	for i, text := range texts {
-		want := alone(t, m, tok, text, poolMean)
+		want := alone(t, m, tok, text, pipeline.PoolMean)
 		for j := range want {
 			if got[i] == nil {
 				break
@@ -226,7 +230,7 @@ func TestTEIEmbed(t *testing.T) {
 		t.Fatalf("status %d %s", code, body)
 	}
 	for i, text := range []string{"the whale", "a ship"} {
-		want := alone(t, m, tok, text, poolMean)
+		want := alone(t, m, tok, text, pipeline.PoolMean)
 		pipeline.Normalize(want)
 		for j := range want {
 			if got[i][j] != want[j] {
@@ -242,7 +246,7 @@ func TestTEIEmbed(t *testing.T) {
 	if code, _, body := post(t, s, "/embed", `{"inputs": "the whale", "normalize": false, "dimensions": 4}`); code != 200 || json.Unmarshal(body, &raw) != nil {
 		t.Fatalf("status %d %s", code, body)
 	}
-	want := alone(t, m, tok, "the whale", poolMean)
+	want := alone(t, m, tok, "the whale", pipeline.PoolMean)
 	if len(raw[0]) != 4 || raw[0][0] != want[0] || raw[0][3] != want[3] {
 		t.Errorf("dimensions 4, not normalized: %v, want %v", raw[0], want[:4])
 	}
@@ -262,7 +266,7 @@ func TestTEIEmbed(t *testing.T) {
 		if code != 200 || json.Unmarshal(body, &v) != nil {
 			t.Fatalf("%s: status %d %s", c.dir, code, body)
 		}
-		want := alone(t, m, tok, c.kept, poolMean)
+		want := alone(t, m, tok, c.kept, pipeline.PoolMean)
 		pipeline.Normalize(want)
 		if v[0][0] != want[0] || v[0][15] != want[15] {
 			t.Errorf("truncation %s: %v, want the vector of %q %v", c.dir, v[0][:2], c.kept, want[:2])
@@ -280,7 +284,7 @@ func TestTEIEmbed(t *testing.T) {
 		{"neither texts nor ids", `{"inputs": [1, true]}`, 422, "Validation", "want a string or an array of token ids"}, // token ids are taken (tei_tokens_test.go)
 		{"not JSON", `{"inputs": `, 422, "Validation", "request body"},
 		{"dimensions 0", `{"inputs": "a", "dimensions": 0}`, 422, "Validation", "dimensions 0"},
-		{"dimensions too large", `{"inputs": "a", "dimensions": 17}`, 422, "Validation", "hidden size 16"},
+		{"dimensions too large", `{"inputs": "a", "dimensions": 17}`, 422, "Validation", "vector size 16"},
 		{"direction", `{"inputs": "a", "truncation_direction": "Middle"}`, 422, "Validation", "truncation_direction"},
 		{"normalize not a bool", `{"inputs": "a", "normalize": "yes"}`, 422, "Validation", "normalize"},
 	} {
@@ -342,7 +346,7 @@ func TestTEIEmbedPooler(t *testing.T) {
 		t.Fatalf("status %d %s", code, body)
 	}
 	for i, text := range []string{"the whale", "a ship . the sea . good"} {
-		want := alone(t, m, tok, text, poolPooler)
+		want := alone(t, m, tok, text, pipeline.PoolPooler)
 		if d := maxDiff(got[i], want); d > 1e-6 || want[0] == 0 || math.Abs(float64(want[0])) > 0.99 {
 			t.Errorf("input %d: %v, want the pooler output %v", i, got[i][:3], want[:3])
 		}
@@ -414,7 +418,7 @@ func TestOpenAIEmbeddings(t *testing.T) {
 		got.Usage.PromptTokens != 4+6 || got.Usage.TotalTokens != 10 {
 		t.Errorf("answer %s", body)
 	}
-	want := alone(t, m, tok, "a ship . good", poolMean)
+	want := alone(t, m, tok, "a ship . good", pipeline.PoolMean)
 	pipeline.Normalize(want)
 	// Batched with another input, so equal to its run alone within
 	// rounding, not bit for bit: a BLAS may block a 2-row product unlike a
@@ -431,7 +435,7 @@ func TestOpenAIEmbeddings(t *testing.T) {
 	if err != nil || len(raw) != 20 {
 		t.Fatalf("base64 %q: %v, %d bytes", b64.Data[0].Embedding, err, len(raw))
 	}
-	want = alone(t, m, tok, "a ship . good", poolMean)[:5]
+	want = alone(t, m, tok, "a ship . good", pipeline.PoolMean)[:5]
 	pipeline.Normalize(want)
 	for j := range want {
 		if x := math.Float32frombits(binary.LittleEndian.Uint32(raw[4*j:])); x != want[j] {
@@ -449,7 +453,7 @@ func TestOpenAIEmbeddings(t *testing.T) {
 		{"empty string", `{"input": ""}`, 400, "invalid_request_error", "input", "input 0 is empty"},
 		{"token ids", `{"input": [[1, 2]]}`, 400, "invalid_request_error", "input", "token ids"},
 		{"format", `{"input": "a", "encoding_format": "int8"}`, 400, "invalid_request_error", "encoding_format", "encoding_format"},
-		{"dimensions", `{"input": "a", "dimensions": 100}`, 400, "invalid_request_error", "dimensions", "hidden size 16"},
+		{"dimensions", `{"input": "a", "dimensions": 100}`, 400, "invalid_request_error", "dimensions", "vector size 16"},
 		{"not JSON", `{"input"`, 400, "invalid_request_error", "", "request body"},
 	} {
 		code, _, body := post(t, s, "/v1/embeddings", c.body)
@@ -499,7 +503,7 @@ func TestConcurrentClients(t *testing.T) {
 	texts := []string{"the", "the whale", "a ship . the sea . good", "bad bad", "the sea the sea the sea the whale . a ship"}
 	wants := make([][]float32, len(texts))
 	for i, text := range texts {
-		wants[i] = alone(t, m, tok, text, poolMean)
+		wants[i] = alone(t, m, tok, text, pipeline.PoolMean)
 	}
 	var wg sync.WaitGroup
 	for k := range 40 {

@@ -112,7 +112,8 @@ type embedOptions struct {
 	truncate, left bool // cut inputs that are too long, keeping their end when left
 	dims           int  // keep the first dims values (0: all)
 	normalize      bool
-	advice         string // what the route's too-long error advises (default: TEI's "truncate": true)
+	advice         string  // what the route's too-long error advises (default: TEI's "truncate": true)
+	promptName     *string // TEI's prompt_name (nil: the server's default prompt)
 }
 
 // embedTexts embeds texts for a compatible route: it checks them against
@@ -130,15 +131,14 @@ func (s *Server) embedTexts(r *http.Request, texts []string, o embedOptions, fie
 
 // embedInputs is embedTexts for inputs that may be token ids.
 func (s *Server) embedInputs(r *http.Request, in []embedInput, o embedOptions, field string) ([][]float32, int, *apiError) {
-	H := s.model.Config.HiddenSize
-	if o.dims < 0 || o.dims > H {
-		return nil, 0, errorf(http.StatusUnprocessableEntity, "Validation", "dimensions", "dimensions %d: want 1 to the model's hidden size %d", o.dims, H)
+	eo, e := s.vectorOptions(pipeline.PoolDefault, o.promptName)
+	if e != nil {
+		return nil, 0, e
 	}
-	pool := poolMean
-	if s.model.Encoder.Pooler != nil {
-		pool = poolPooler
+	if D := eo.Vectorizer().Dim(s.model.Config.HiddenSize); o.dims < 0 || o.dims > D {
+		return nil, 0, errorf(http.StatusUnprocessableEntity, "Validation", "dimensions", "dimensions %d: want 1 to the model's vector size %d", o.dims, D)
 	}
-	rows, tokens, e := s.prepareRows(r, in, o, field, pool)
+	rows, tokens, e := s.prepareRows(r, in, o, field, poolVector, &eo)
 	if e != nil {
 		return nil, 0, e
 	}
@@ -160,10 +160,12 @@ func (s *Server) embedInputs(r *http.Request, in []embedInput, o embedOptions, f
 }
 
 // prepareRows checks inputs against the limits (MaxInputs, MaxLength,
-// the vocabulary for token ids), tokenizes the texts and truncates what is
-// too long when asked to (or when Options.AutoTruncate says so), and
-// returns the rows, each pooled by pool, with their tokens in all.
-func (s *Server) prepareRows(r *http.Request, in []embedInput, o embedOptions, field string, pool pooling) ([]embedRow, int, *apiError) {
+// the vocabulary for token ids), tokenizes the texts (prepared as eo says:
+// its prompt, the folder's lowercasing; see pipeline.EmbedOptions.Text)
+// and truncates what is too long when asked to (or when
+// Options.AutoTruncate says so), and returns the rows, each pooled by pool
+// (poolVector: by eo's vectorizer), with their tokens in all.
+func (s *Server) prepareRows(r *http.Request, in []embedInput, o embedOptions, field string, pool pooling, eo *pipeline.EmbedOptions) ([]embedRow, int, *apiError) {
 	switch {
 	case len(in) == 0:
 		return nil, 0, errorf(http.StatusBadRequest, "Empty", field, "batch is empty")
@@ -174,11 +176,17 @@ func (s *Server) prepareRows(r *http.Request, in []embedInput, o embedOptions, f
 	if advice == "" {
 		advice = `ask for truncation with "truncate": true`
 	}
+	skip, err := pipeline.PromptSkip(s.tok, *eo)
+	if err != nil {
+		return nil, 0, errorf(http.StatusUnprocessableEntity, "Tokenizer", "prompt_name", "%v", err)
+	}
 	rows := make([]embedRow, len(in))
 	tokens := 0
 	for i, x := range in {
 		var ids, types []int32
+		rowSkip := skip
 		if x.isIDs {
+			rowSkip = 0 // token ids are taken as they are: no prompt
 			if n := len(x.ids); n == 0 {
 				return nil, 0, errorf(http.StatusUnprocessableEntity, "Validation", field, "input %d has no token ids", i)
 			}
@@ -196,7 +204,7 @@ func (s *Server) prepareRows(r *http.Request, in []embedInput, o embedOptions, f
 			}
 		} else {
 			noteChars(r.Context(), x.text)
-			enc, err := s.tok.Encode(x.text, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
+			enc, err := s.tok.Encode(eo.Text(x.text), tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
 			if err != nil {
 				return nil, 0, errorf(http.StatusUnprocessableEntity, "Tokenizer", field, "input %d: %v", i, err)
 			}
@@ -209,7 +217,7 @@ func (s *Server) prepareRows(r *http.Request, in []embedInput, o embedOptions, f
 				ids, types = pipeline.Truncate(enc, s.opts.MaxLength, o.left)
 			}
 		}
-		rows[i] = embedRow{ids: ids, types: types, pool: pool}
+		rows[i] = embedRow{ids: ids, types: types, pool: pool, vz: eo.Vectorizer(), skip: rowSkip}
 		tokens += len(ids)
 	}
 	return rows, tokens, nil
@@ -233,7 +241,7 @@ type TEIInfo struct {
 	ModelSHA              *string        `json:"model_sha"`
 	ModelDType            string         `json:"model_dtype"` // float32, bfloat16 or int8
 	ModelType             map[string]any `json:"model_type"`  // {"embedding": {"pooling": …}}, or {"classifier"|"reranker": {"id2label", "label2id"}} (tei.go)
-	Pooling               string         `json:"pooling"`     // pooler (the model's, RoFormer-Sim) or mean
+	Pooling               string         `json:"pooling"`     // the folder's pooling modes ("mean", "cls+max"), pooler (the model's, RoFormer-Sim) or mean
 	MaxConcurrentRequests int            `json:"max_concurrent_requests"`
 	MaxInputLength        int            `json:"max_input_length"`
 	MaxBatchTokens        int            `json:"max_batch_tokens"`
@@ -249,8 +257,8 @@ func (s *Server) TEIInfo() TEIInfo {
 		dtype = "float32"
 	}
 	pooling := "mean"
-	if s.model.Encoder.Pooler != nil {
-		pooling = "pooler"
+	if eo, e := s.vectorOptions(pipeline.PoolDefault, nil); e == nil {
+		pooling = string(eo.Pooling)
 	}
 	return TEIInfo{ModelID: s.opts.Name, ServedModelName: s.opts.Name, ModelDType: dtype, ModelType: s.teiModelType(pooling),
 		Pooling: pooling, MaxConcurrentRequests: s.opts.MaxConcurrentRequests, MaxInputLength: s.opts.MaxLength,
@@ -269,6 +277,7 @@ type TEIEmbedRequest struct {
 	Truncate            bool            `json:"truncate,omitempty"`             // default false: too long is a 413
 	TruncationDirection string          `json:"truncation_direction,omitempty"` // "Right" (default) or "Left"
 	Dimensions          *int            `json:"dimensions,omitempty"`           // keep the first n values
+	PromptName          *string         `json:"prompt_name,omitempty"`          // one of a sentence-transformers folder's prompts (default: the server's)
 }
 
 // teiEmbed answers POST /embed with a bare [[float]].
@@ -282,7 +291,7 @@ func (s *Server) teiEmbed(w http.ResponseWriter, r *http.Request) {
 		if e != nil {
 			return e
 		}
-		o := embedOptions{truncate: req.Truncate, normalize: req.Normalize == nil || *req.Normalize}
+		o := embedOptions{truncate: req.Truncate, normalize: req.Normalize == nil || *req.Normalize, promptName: req.PromptName}
 		if o.left, e = truncationDirection(req.TruncationDirection); e != nil {
 			return e
 		}
@@ -329,7 +338,9 @@ type OpenAIEmbeddingsResponse struct {
 }
 
 // openAIEmbeddings answers POST /v1/embeddings. Vectors are normalized (as
-// OpenAI's are); an input that is too long is a 400, as OpenAI answers.
+// OpenAI's are), or for a sentence-transformers folder as its modules make
+// them (sentence-transformers' encode); an input that is too long is a
+// 400, as OpenAI answers.
 func (s *Server) openAIEmbeddings(w http.ResponseWriter, r *http.Request) {
 	answer(w, writeOpenAIError, func() *apiError {
 		var req OpenAIEmbeddingsRequest
@@ -360,12 +371,17 @@ func (s *Server) openAIEmbeddings(w http.ResponseWriter, r *http.Request) {
 		default:
 			return errorf(http.StatusBadRequest, "Validation", "encoding_format", `encoding_format %q: want "float" or "base64"`, req.EncodingFormat)
 		}
-		o := embedOptions{normalize: true, advice: "shorten it (this route does not truncate; the server truncates when started with --auto-truncate)"}
+		// A sentence-transformers folder's vectors are as its modules
+		// make them (unit length when it ends with Normalize, and then
+		// again after "dimensions" cuts them); a plain model's are
+		// normalized, as OpenAI's are.
+		o := embedOptions{normalize: s.opts.Sentence == nil, advice: "shorten it (this route does not truncate; the server truncates when started with --auto-truncate)"}
 		if req.Dimensions != nil {
 			if *req.Dimensions < 1 {
 				return errorf(http.StatusBadRequest, "Validation", "dimensions", "dimensions %d: want at least 1", *req.Dimensions)
 			}
 			o.dims = *req.Dimensions
+			o.normalize = o.normalize || s.normalizes()
 		}
 		vecs, tokens, e := s.embedTexts(r, in, o, "input")
 		if e != nil {

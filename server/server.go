@@ -101,9 +101,16 @@ type Options struct {
 	Precision roformer.Precision
 	// Sentence is the sentence-transformers configuration of the folder
 	// (pipeline.Model.Sentence; nil for a plain model folder): its
-	// pooling, Dense and Normalize modules, max_seq_length, lowercasing
-	// and prompts make the vectors of the embedding routes. Load sets it.
+	// pooling, Dense and Normalize modules, max_seq_length (the default
+	// MaxLength), lowercasing and prompts make the vectors of the
+	// embedding routes (server/sentence.go). Load sets it.
 	Sentence *sentence.Folder
+	// DefaultPromptName names the folder's prompt that the embedding
+	// routes put before each text when a request names none (TEI's
+	// --default-prompt-name; default: the folder's default_prompt_name).
+	// DefaultPrompt is the text itself instead (TEI's --default-prompt).
+	// At most one may be set.
+	DefaultPromptName, DefaultPrompt string
 	// AutoTruncate truncates inputs of the embedding routes that are
 	// longer than MaxLength (as TEI's --auto-truncate) instead of refusing
 	// them, also where the request did not ask for it (POST
@@ -293,6 +300,12 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 	if tok.VocabSize() > m.Config.VocabSize {
 		return nil, fmt.Errorf("server: the tokenizer has %d tokens, the model only %d", tok.VocabSize(), m.Config.VocabSize)
 	}
+	if st := opts.Sentence; st != nil && st.MaxSeqLength > 0 && opts.MaxLength == 0 {
+		opts.MaxLength = st.MaxSeqLength
+		if m.Config.PositionEmbeddingType == roformer.PosLearned {
+			opts.MaxLength = min(opts.MaxLength, m.Config.MaxPositionEmbeddings)
+		}
+	}
 	opts.defaults(&m.Config)
 	if opts.MaxLength < 3 {
 		return nil, fmt.Errorf("server: max length %d leaves no room for a token between [CLS] and [SEP]", opts.MaxLength)
@@ -307,6 +320,9 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 	if opts.APIKey != "" {
 		k := sha256.Sum256([]byte(opts.APIKey))
 		s.key = k[:]
+	}
+	if err := s.checkSentence(); err != nil {
+		return nil, err
 	}
 	lm := func() bool { return m.LM != nil }
 	s.routes = []route{ // in the order GET /v1/model lists them; req and resp: the bodies' types, for GET /docs (openapi.go)
@@ -365,7 +381,7 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 			absent[e.path] = e
 			continue
 		}
-		s.mux.HandleFunc(e.method+" "+e.path, s.handle(e))
+		s.mux.HandleFunc(e.method+" "+muxPattern(e.path), s.handle(e))
 		methods[e.path] = e.method
 	}
 	s.registerWeb() // GET /: the page (web.go)
@@ -620,11 +636,19 @@ func (s *Server) encode(x Input, opts tokenizer.EncodeOptions) (*tokenizer.Encod
 type EmbedRequest struct {
 	Inputs Inputs `json:"inputs"`
 	// Pooling: "cls" (the [CLS] position of the last hidden state; the
-	// default of a model without a pooler), "mean" (the mean over the
-	// input's tokens, special tokens included, padding excluded) or
-	// "pooler" (the model's pooler on [CLS]; the default of a model that
-	// has one, RoFormer-Sim, whose similarity vectors these are).
+	// default of a plain model without a pooler), "mean" (the mean over
+	// the input's tokens, special tokens included, padding excluded),
+	// another of sentence-transformers' modes ("max",
+	// "mean_sqrt_len_tokens", "weightedmean", "lasttoken", several joined
+	// by "+"), or "pooler" (the model's pooler on [CLS]; the default of a
+	// model that has one, RoFormer-Sim, whose similarity vectors these
+	// are). A sentence-transformers folder's default is its own pooling,
+	// followed by its Dense and Normalize modules (which another pooling
+	// keeps).
 	Pooling string `json:"pooling,omitempty"`
+	// PromptName names one of a sentence-transformers folder's prompts
+	// (default: the server's default prompt, else the folder's).
+	PromptName *string `json:"prompt_name,omitempty"`
 	// Normalize scales each vector to unit length.
 	Normalize bool `json:"normalize,omitempty"`
 }
@@ -642,24 +666,24 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request) {
 	if !s.read(w, r, &req, &req.Inputs, true) {
 		return
 	}
-	hasPooler := s.model.Encoder.Pooler != nil
-	pool := poolCLS
-	switch req.Pooling {
-	case "":
-		if hasPooler {
-			pool = poolPooler
-		}
-	case "cls":
-	case "mean":
-		pool = poolMean
-	case "pooler":
-		if !hasPooler {
-			writeError(w, http.StatusBadRequest, `pooling "pooler": the model has no pooler (no roformer.pooler.dense tensors); use "cls" or "mean"`)
-			return
-		}
-		pool = poolPooler
-	default:
-		writeError(w, http.StatusBadRequest, `pooling %q: want "cls", "mean" or "pooler"`, req.Pooling)
+	// The request's pooling, else the folder's (a sentence-transformers
+	// folder), else the pooler's (RoFormer-Sim), else [CLS].
+	pooling, err := pipeline.ParsePooling(req.Pooling)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if pooling == pipeline.PoolDefault && s.opts.Sentence == nil && s.model.Encoder.Pooler == nil {
+		pooling = pipeline.PoolCLS
+	}
+	eo, e := s.vectorOptions(pooling, req.PromptName)
+	if e != nil {
+		writeError(w, http.StatusBadRequest, "%s", e.msg)
+		return
+	}
+	skip, err := pipeline.PromptSkip(s.tok, eo)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
 	// Each input is encoded whole, and again with HF's longest_first
@@ -668,6 +692,8 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request) {
 	rows := make([]embedRow, len(req.Inputs))
 	truncated := 0
 	for i, x := range req.Inputs {
+		noteChars(r.Context(), x.Text)
+		x.Text = eo.Text(x.Text)
 		enc, err := s.encode(x, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
 		if err == nil && len(enc.IDs) > s.opts.MaxLength {
 			truncated++
@@ -677,8 +703,7 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "input %d: %v", i, err)
 			return
 		}
-		rows[i] = embedRow{ids: int32s(enc.IDs), types: int32s(enc.TypeIDs), pool: pool}
-		noteChars(r.Context(), x.Text)
+		rows[i] = embedRow{ids: int32s(enc.IDs), types: int32s(enc.TypeIDs), pool: poolVector, vz: eo.Vectorizer(), skip: skip}
 		if x.TextPair != nil {
 			noteChars(r.Context(), *x.TextPair)
 		}
@@ -687,7 +712,7 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request) {
 		s.embedFailed(w, r, err)
 		return
 	}
-	res := EmbedResponse{Embeddings: make([][]float32, len(rows)), Dim: s.model.Config.HiddenSize, Truncated: truncated}
+	res := EmbedResponse{Embeddings: make([][]float32, len(rows)), Dim: eo.Vectorizer().Dim(s.model.Config.HiddenSize), Truncated: truncated}
 	for i, row := range rows {
 		if req.Normalize {
 			pipeline.Normalize(row.vec)

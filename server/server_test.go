@@ -198,7 +198,7 @@ func TestBadRequests(t *testing.T) {
 		{"no mask", s, "POST", "/v1/fill-mask", `{"inputs": ["the sea"]}`, 400, "no [MASK]"},
 		{"too long for fill-mask", s, "POST", "/v1/fill-mask", `{"inputs": ["the [MASK] the sea the sea the sea"]}`, 400, "limit is 8"},
 		{"top_k", s, "POST", "/v1/fill-mask", `{"inputs": ["the [MASK]"], "top_k": 1000}`, 400, "top_k 1000"},
-		{"pooling", s, "POST", "/v1/embed", `{"inputs": ["the"], "pooling": "max"}`, 400, "pooling"},
+		{"pooling", s, "POST", "/v1/embed", `{"inputs": ["the"], "pooling": "median"}`, 400, "pooling"},
 		{"fill-mask on a base model", base, "POST", "/v1/fill-mask", `{"inputs": ["the [MASK]"]}`, 404, "masked-LM"},
 		{"no such endpoint", s, "GET", "/v2/anything", ``, 404, "/v2/anything"},
 		{"pair to fill-mask", s, "POST", "/v1/fill-mask", `{"inputs": [{"text": "[MASK]", "text_pair": "sea"}]}`, 400, "pairs"},

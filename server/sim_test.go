@@ -71,8 +71,8 @@ func TestSimPoolerRoutes(t *testing.T) {
 			others := []string{row.Text, "w5 w6 w7", "w8 w9 w49 w28"}
 			var pooled, cls [][]float32
 			for _, o := range others {
-				pooled = append(pooled, alone(t, s.model, s.tok, o, poolPooler))
-				cls = append(cls, alone(t, s.model, s.tok, o, poolCLS))
+				pooled = append(pooled, alone(t, s.model, s.tok, o, pipeline.PoolPooler))
+				cls = append(cls, alone(t, s.model, s.tok, o, pipeline.PoolCLS))
 			}
 			sentences, _ := json.Marshal(others)
 			var scores []float64

@@ -370,12 +370,20 @@ type TEISimilarityRequest struct {
 		SourceSentence *string  `json:"source_sentence"`
 		Sentences      []string `json:"sentences"`
 	} `json:"inputs"`
-	Truncate            bool   `json:"truncate,omitempty"`
-	TruncationDirection string `json:"truncation_direction,omitempty"`
+	Truncate            bool    `json:"truncate,omitempty"`
+	TruncationDirection string  `json:"truncation_direction,omitempty"`
+	PromptName          *string `json:"prompt_name,omitempty"` // one of a sentence-transformers folder's prompts (default: the server's)
+	// Parameters may hold prompt_name too (as TEI's parameters object).
+	Parameters struct {
+		PromptName *string `json:"prompt_name,omitempty"`
+	} `json:"parameters"`
 }
 
-// teiSimilarity answers POST /similarity: the cosine of the source
-// sentence's embedding with each sentence's, pooled as /embed pools.
+// teiSimilarity answers POST /similarity: the similarity of the source
+// sentence's vector with each sentence's, the vectors made as /embed
+// makes them: the cosine, or the folder's similarity_fn_name for a
+// sentence-transformers folder (dot, or the negative euclidean or
+// manhattan distance, as sentence-transformers' similarity).
 func (s *Server) teiSimilarity(w http.ResponseWriter, r *http.Request) {
 	answer(w, writeTEIError, func() *apiError {
 		var req TEISimilarityRequest
@@ -396,15 +404,17 @@ func (s *Server) teiSimilarity(w http.ResponseWriter, r *http.Request) {
 			return e
 		}
 		texts := append([]string{*req.Inputs.SourceSentence}, req.Inputs.Sentences...)
-		vecs, _, e := s.embedTexts(r, texts, embedOptions{truncate: req.Truncate, left: left, normalize: true}, "inputs")
+		prompt := req.PromptName
+		if prompt == nil {
+			prompt = req.Parameters.PromptName
+		}
+		vecs, _, e := s.embedTexts(r, texts, embedOptions{truncate: req.Truncate, left: left, promptName: prompt}, "inputs")
 		if e != nil {
 			return e
 		}
 		out := make([]float64, len(vecs)-1)
 		for i, v := range vecs[1:] {
-			for j, x := range v {
-				out[i] += float64(x) * float64(vecs[0][j])
-			}
+			out[i] = s.similarity(vecs[0], v)
 		}
 		writeJSON(w, http.StatusOK, out)
 		return nil

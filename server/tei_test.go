@@ -15,6 +15,7 @@ import (
 
 	"github.com/roformer-go/roformer/internal/testmodel"
 	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/pipeline"
 	"github.com/roformer-go/roformer/tokenizer"
 )
 
@@ -341,7 +342,7 @@ func TestTEIPredictBatchedWithEmbed(t *testing.T) {
 		t.Errorf("%d forward passes, want 1", forwards.Load())
 	}
 	checkPredictions(t, "batched", pred, []string{"a", "b"}, logitsAlone(t, m, tok, "a ship . the sea", nil))
-	if d := maxDiff(vecs[0], alone(t, m, tok, "the whale", poolMean)); d > 1e-4 {
+	if d := maxDiff(vecs[0], alone(t, m, tok, "the whale", pipeline.PoolMean)); d > 1e-4 {
 		t.Errorf("embedding differs by %g from the text alone", d)
 	}
 }

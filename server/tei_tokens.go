@@ -3,6 +3,8 @@ package server
 import (
 	"encoding/json"
 	"net/http"
+
+	"github.com/roformer-go/roformer/pipeline"
 )
 
 // POST /embed_all (every token's vector) and POST /embed_sparse (SPLADE
@@ -15,6 +17,7 @@ type TEIEmbedAllRequest struct {
 	Inputs              json.RawMessage `json:"inputs"`                         // a string, an array of strings, token ids or an array of token-id arrays
 	Truncate            bool            `json:"truncate,omitempty"`             // default false: too long is a 413
 	TruncationDirection string          `json:"truncation_direction,omitempty"` // "Right" (default) or "Left"
+	PromptName          *string         `json:"prompt_name,omitempty"`          // one of a sentence-transformers folder's prompts (default: the server's)
 }
 
 // TEISparseValue is one non-zero entry of a sparse vector.
@@ -38,7 +41,11 @@ func (s *Server) tokenRows(w http.ResponseWriter, r *http.Request, pool pooling)
 	if o.left, e = truncationDirection(req.TruncationDirection); e != nil {
 		return nil, e
 	}
-	rows, tokens, e := s.prepareRows(r, in, o, "inputs", pool)
+	eo, e := s.vectorOptions(pipeline.PoolDefault, req.PromptName)
+	if e != nil {
+		return nil, e
+	}
+	rows, tokens, e := s.prepareRows(r, in, o, "inputs", pool, &eo)
 	if e != nil {
 		return nil, e
 	}

@@ -6,12 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/roformer-go/roformer/batchembed"
 	"github.com/roformer-go/roformer/distributed"
 	roformer "github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/pipeline"
+	"github.com/roformer-go/roformer/sentence"
 	"github.com/roformer-go/roformer/tokenizer"
 )
 
@@ -22,9 +24,13 @@ func init() {
 type embedOptions struct {
 	model, input, output string
 	precision            string
-	pooling              string
+	pooling, promptName  string
+	prompt               *string
 	threads              int
 	run                  batchembed.Options
+	// normalizeSet and truncateSet say that --normalize and --truncate were
+	// given (a sentence-transformers folder has its own defaults).
+	normalizeSet, truncateSet bool
 }
 
 // embedFlags registers the flags of embed on fs.
@@ -32,10 +38,12 @@ func embedFlags(fs *flag.FlagSet, o *embedOptions) {
 	fs.StringVar(&o.model, "model", "", "model folder or Hugging Face model id (required)")
 	fs.StringVar(&o.input, "input", "", `input JSONL: a {"text": …} object per line (optional "text_pair", "id") or a JSON string (required)`)
 	fs.StringVar(&o.output, "output", "", "output JSONL, one {\"index\", \"id\", \"embedding\"} per input line, in order; written when every line is done (required)")
-	fs.StringVar(&o.pooling, "pooling", "", `"mean", "cls" or "pooler" (default: the model's pooler when it has one, as RoFormer-Sim, else mean; as the server's POST /embed)`)
-	fs.BoolVar(&o.run.Normalize, "normalize", true, "scale each vector to unit length (as POST /embed; --normalize=false for the raw vectors)")
-	fs.IntVar(&o.run.MaxLength, "max-length", 0, "tokens per input with [CLS] and [SEP] (default: the config's max_position_embeddings); a longer input is an error without --truncate")
-	fs.BoolVar(&o.run.Truncate, "truncate", false, "cut inputs longer than --max-length (HF's longest_first, keeping the start)")
+	fs.StringVar(&o.pooling, "pooling", "", `"pooler", a sentence-transformers mode ("mean", "cls", "max", "mean_sqrt_len_tokens", "weightedmean", "lasttoken") or several joined by "+" (default: a sentence-transformers folder's own; else the model's pooler when it has one, as RoFormer-Sim, else mean; as the server's POST /embed)`)
+	fs.BoolVar(&o.run.Normalize, "normalize", true, "scale each vector to unit length (as POST /embed; --normalize=false for the raw vectors; a sentence-transformers folder's default is false, as its encode, and its own Normalize module runs either way)")
+	fs.IntVar(&o.run.MaxLength, "max-length", 0, "tokens per input with [CLS] and [SEP] (default: a sentence-transformers folder's max_seq_length, else the config's max_position_embeddings); a longer input is an error without --truncate")
+	fs.BoolVar(&o.run.Truncate, "truncate", false, "cut inputs longer than --max-length (HF's longest_first, keeping the start; a sentence-transformers folder's default is true, as its encode)")
+	fs.StringVar(&o.promptName, "prompt-name", "", "one of a sentence-transformers folder's prompts to put before each text (default: its default_prompt_name)")
+	fs.Func("prompt", `the text to put before each text instead of a named prompt ("" for none)`, func(s string) error { o.prompt = &s; return nil })
 	fs.IntVar(&o.run.MaxBatch, "batch", pipeline.DefaultMaxBatch, "inputs per forward pass")
 	fs.IntVar(&o.run.MaxBatchTokens, "batch-tokens", pipeline.DefaultMaxBatchTokens, "padded tokens (inputs × the longest) per forward pass; a longer input runs alone")
 	fs.IntVar(&o.run.Window, "window", 0, "lines sorted by length together and written as one part, the unit of resuming and of sharding (default: 1024, or fewer to make at least 16 parts, but at least 256)")
@@ -67,6 +75,11 @@ func cmdEmbed(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if o.run.Pooling, err = pipeline.ParsePooling(o.pooling); err != nil {
 		return usagef("--pooling: %v", err)
 	}
+	if o.prompt != nil && o.promptName != "" {
+		return usagef("--prompt and --prompt-name: give one")
+	}
+	o.run.PromptName, o.run.Prompt = o.promptName, o.prompt
+	o.normalizeSet, o.truncateSet = flagSet(fs, "normalize"), flagSet(fs, "truncate")
 	g, err := joinGroup(*distributed, &o.threads, flagSet(fs, "threads"))
 	if err != nil {
 		return err
@@ -102,9 +115,12 @@ func leaveEmbed(g distributed.Comm, err error) error {
 // rank 0 prints where it stands (at most every 10 s) and what the ranks did
 // to stderr.
 func runEmbed(ctx context.Context, o embedOptions, g distributed.Comm, stderr io.Writer) error {
-	m, tok, err := loadEmbedModel(o)
+	m, tok, err := loadEmbedModel(&o)
 	if err = distributed.Agree(g, err); err != nil {
 		return err
+	}
+	if st := o.run.Sentence; st != nil && g.Rank() == 0 {
+		fmt.Fprintf(stderr, "embed: %s\n", describeSentence(st, o))
 	}
 	o.run.Group = g
 	last := time.Now()
@@ -142,11 +158,67 @@ func runEmbed(ctx context.Context, o embedOptions, g distributed.Comm, stderr io
 }
 
 // loadEmbedModel opens the model folder (or Hugging Face id) of o with the
-// head its config names, and its tokenizer.
-func loadEmbedModel(o embedOptions) (*roformer.Model, *tokenizer.Tokenizer, error) {
+// head its config names, and its tokenizer. For a sentence-transformers
+// folder it sets o.run.Sentence, and the defaults of its encode where the
+// flags did not say: no normalization at the end, truncation to
+// max_seq_length.
+func loadEmbedModel(o *embedOptions) (*roformer.Model, *tokenizer.Tokenizer, error) {
 	m, err := openModel(&o.model, o.precision, pipeline.OpenOptions{})
 	if err != nil {
 		return nil, nil, err
 	}
+	if m.Sentence != nil {
+		o.run.Sentence = m.Sentence
+		if !o.normalizeSet {
+			o.run.Normalize = false
+		}
+		if !o.truncateSet {
+			o.run.Truncate = true
+		}
+	}
 	return m.Model, m.Tokenizer, nil
+}
+
+// describeSentence says what a sentence-transformers folder makes of the
+// vectors, and which flags changed it.
+func describeSentence(st *sentence.Folder, o embedOptions) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sentence-transformers folder: pooling %s", st.Pooling.Modes())
+	if o.run.Pooling != pipeline.PoolDefault {
+		fmt.Fprintf(&b, " (--pooling %s instead)", o.run.Pooling)
+	}
+	for _, s := range st.Steps {
+		if s.Dense != nil {
+			fmt.Fprintf(&b, ", Dense %d→%d", s.Dense.In, s.Dense.Out)
+		} else {
+			b.WriteString(", Normalize")
+		}
+	}
+	if st.MaxSeqLength > 0 {
+		fmt.Fprintf(&b, "; max_seq_length %d", st.MaxSeqLength)
+		if o.run.MaxLength > 0 {
+			fmt.Fprintf(&b, " (--max-length %d instead)", o.run.MaxLength)
+		}
+	}
+	if st.DoLowerCase {
+		b.WriteString("; lowercased")
+	}
+	switch {
+	case o.prompt != nil:
+		fmt.Fprintf(&b, "; prompt %q (--prompt)", *o.prompt)
+	case o.promptName != "":
+		fmt.Fprintf(&b, "; prompt %q (--prompt-name)", o.promptName)
+	case st.DefaultPromptName != "":
+		fmt.Fprintf(&b, "; prompt %q (its default_prompt_name)", st.DefaultPromptName)
+	}
+	fmt.Fprintf(&b, "; normalize %v%s, truncate %v%s", o.run.Normalize, setBy(o.normalizeSet, "--normalize", "as its encode"),
+		o.run.Truncate, setBy(o.truncateSet, "--truncate", "as its encode"))
+	return b.String()
+}
+
+func setBy(set bool, flag, def string) string {
+	if set {
+		return " (" + flag + ")"
+	}
+	return " (" + def + ")"
 }
