@@ -256,8 +256,8 @@ func TestContentType(t *testing.T) {
 			}
 		}
 	}
-	if len(seen) != 17 {
-		t.Errorf("%d POST routes checked, want all 17: %v", len(seen), seen)
+	if len(seen) != 19 {
+		t.Errorf("%d POST routes checked, want all 19: %v", len(seen), seen)
 	}
 }
 

@@ -358,6 +358,8 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 			summary: "POST /v1/rerank at Cohere v2's path", req: ty[RerankRequest](), resp: ty[RerankResponse]()},
 		{method: "POST", path: "/similarity", h: s.teiSimilarity, shape: shapeTEI, batched: true,
 			summary: "TEI's cosine similarity of the source sentence with each sentence", req: ty[TEISimilarityRequest](), resp: ty[[]float64]()},
+		{method: "POST", path: "/", h: s.root, shape: shapeTEI, batched: true, summary: "the model's task, chosen by the body and the model (root.go)"},
+		{method: "POST", path: "/invocations", h: s.root, shape: shapeTEI, batched: true, summary: "POST / at SageMaker's path"},
 		{method: "POST", path: "/tokenize", h: s.teiTokenize, shape: shapeTEI, summary: "TEI's tokens with offsets", req: ty[TEITokenizeRequest](), resp: ty[[][]TEIToken]()},
 		{method: "POST", path: "/decode", h: s.teiDecode, shape: shapeTEI, summary: "TEI's ids to text", req: ty[TEIDecodeRequest](), resp: ty[[]string]()},
 		{method: "POST", path: "/generate", h: s.generate, shape: shapeTEI, answers: s.generator, // generate.go

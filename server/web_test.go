@@ -31,7 +31,8 @@ func TestWebPageFiles(t *testing.T) {
 		{"GET", "/web/style.css", 200, "text/css", ".panel"},
 		{"GET", "/web/", 404, "application/json", `"error"`},
 		{"GET", "/web/nothing.js", 404, "", ""},
-		{"POST", "/", 404, "application/json", `"error"`},
+		{"POST", "/", 415, "application/json", `"error"`}, // the model's task (root.go), JSON only
+		{"PUT", "/", 405, "application/json", `"error"`},
 		{"GET", "/index.html", 404, "application/json", `"error"`},
 	} {
 		rec := httptest.NewRecorder()
