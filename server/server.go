@@ -357,7 +357,7 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 			needs:   "a re-ranker: a sequence-classification model with one label (a cross-encoder)",
 			summary: "POST /v1/rerank at Cohere v2's path", req: ty[RerankRequest](), resp: ty[RerankResponse]()},
 		{method: "POST", path: "/similarity", h: s.teiSimilarity, shape: shapeTEI, batched: true,
-			summary: "TEI's cosine similarity of the source sentence with each sentence", req: ty[TEISimilarityRequest](), resp: ty[[]float64]()},
+			summary: "TEI's similarity (the folder's similarity_fn_name, else cosine) of the source sentence with each sentence", req: ty[TEISimilarityRequest](), resp: ty[[]float64]()},
 		{method: "POST", path: "/", h: s.root, shape: shapeTEI, batched: true, summary: "the model's task, chosen by the body and the model (root.go)"},
 		{method: "POST", path: "/invocations", h: s.root, shape: shapeTEI, batched: true, summary: "POST / at SageMaker's path"},
 		{method: "POST", path: "/tokenize", h: s.teiTokenize, shape: shapeTEI, summary: "TEI's tokens with offsets", req: ty[TEITokenizeRequest](), resp: ty[[][]TEIToken]()},
