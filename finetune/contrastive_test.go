@@ -5,14 +5,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/roformer-go/roformer/contrastive"
 	"github.com/roformer-go/roformer/data/labelled"
+	"github.com/roformer-go/roformer/distributed"
 	"github.com/roformer-go/roformer/internal/testmodel"
 	"github.com/roformer-go/roformer/internal/testutil"
 	"github.com/roformer-go/roformer/model/roformer"
@@ -279,5 +282,55 @@ func TestEmbedStepGradCheck(t *testing.T) {
 		if checked < 4 {
 			t.Fatalf("checked %d parameters", checked)
 		}
+	}
+}
+
+// Two ranks (in-process Loopback) equal one process with --accum 2: each
+// micro-batch ranks its own rows, the gradients are averaged the same way,
+// the evaluation loss is rank 0's, broadcast.
+func TestTrainEmbedParallelEqualsAccum(t *testing.T) {
+	dir := tinyModel(t)
+	run := func(ranks, accum int) ([]float32, *EmbedResult) {
+		cs := distributed.Loopback(ranks)
+		params := make([][]float32, ranks)
+		results := make([]*EmbedResult, ranks)
+		errs := make([]error, ranks)
+		var wg sync.WaitGroup
+		for r := range cs {
+			pm := openTiny(t, dir)
+			o := embedOptions()
+			o.BatchSize, o.Accum, o.Epochs = 4, accum, 2
+			ds := toyPairs(6, 20, true) // the last step has 4 rows: rank 1 has none
+			j := EmbedJob{Model: pm.Model, Tokenizer: pm.Tokenizer, Pooling: PoolMean, Objective: contrastive.Objective{Kind: contrastive.KindMNRL, Scale: 20}, Train: ds, Eval: ds, Options: o, Group: cs[r]}
+			wg.Go(func() {
+				results[r], errs[r] = TrainEmbed(context.Background(), j)
+				params[r] = snapshot(j.Model.Params(), nil)
+			})
+		}
+		wg.Wait()
+		for r, err := range errs {
+			mustf(t, err, "rank %d", r)
+		}
+		for r := 1; r < ranks; r++ {
+			if fmt.Sprint(params[r]) != fmt.Sprint(params[0]) {
+				t.Fatalf("rank %d's parameters differ from rank 0's", r)
+			}
+		}
+		return params[0], results[0]
+	}
+	many, rm := run(2, 1)
+	one, r1 := run(1, 2)
+	for e := range r1.Epochs {
+		a, b := r1.Epochs[e], rm.Epochs[e]
+		if math.Abs(a.TrainLoss-b.TrainLoss) > 1e-6*math.Abs(a.TrainLoss) || math.Abs(*a.EvalLoss-*b.EvalLoss) > 1e-5 {
+			t.Errorf("epoch %d: 2 ranks train loss %v, eval %v; one process %v, %v", e+1, b.TrainLoss, *b.EvalLoss, a.TrainLoss, *a.EvalLoss)
+		}
+	}
+	worst := 0.0
+	for i := range one {
+		worst = max(worst, math.Abs(float64(one[i]-many[i])))
+	}
+	if worst > 1e-5 {
+		t.Errorf("2 ranks: weights differ from one process with accumulation 2 by up to %.3g", worst)
 	}
 }
