@@ -101,6 +101,9 @@ func RunEmbed(ctx context.Context, ro EmbedRunOptions) (string, *EmbedRunInfo, e
 		return "", nil, err
 	}
 	say("model: %s (%s, hidden size %d), %s pooling; tokenizer %s, %d tokens", ro.Model, pm.Model.Head, pm.Model.Config.HiddenSize, ro.Pooling, pm.Tokenizer.Kind(), pm.Tokenizer.VocabSize())
+	if st.DefaultPromptName != "" {
+		say("note: %s's default prompt %q is kept in the output folder but not put before the training texts", ro.Model, st.DefaultPromptName)
+	}
 	var mbuf bytes.Buffer
 	res, err := TrainEmbed(ctx, EmbedJob{Model: pm.Model, Tokenizer: pm.Tokenizer, Pooling: ro.Pooling, Objective: ro.Objective,
 		Lower: st.DoLowerCase, Train: ro.Train, Eval: ro.Eval, Options: ro.Options, Progress: ro.Progress, Metrics: &mbuf, Group: g})
