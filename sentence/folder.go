@@ -266,15 +266,18 @@ func typesOf(ms []Module) string {
 	return strings.Join(ts, ", ")
 }
 
-// poolingConfig is 1_Pooling/config.json.
+// poolingConfig is 1_Pooling/config.json. sentence-transformers 2.2.2
+// refuses the keys it does not know (weightedmean, lasttoken,
+// include_prompt, which came later), so Save writes them only when they are
+// not their default.
 type poolingConfig struct {
 	Dim           int   `json:"word_embedding_dimension"`
 	CLS           bool  `json:"pooling_mode_cls_token"`
 	Mean          bool  `json:"pooling_mode_mean_tokens"`
 	Max           bool  `json:"pooling_mode_max_tokens"`
 	MeanSqrtLen   bool  `json:"pooling_mode_mean_sqrt_len_tokens"`
-	WeightedMean  bool  `json:"pooling_mode_weightedmean_tokens"`
-	LastToken     bool  `json:"pooling_mode_lasttoken"`
+	WeightedMean  bool  `json:"pooling_mode_weightedmean_tokens,omitempty"`
+	LastToken     bool  `json:"pooling_mode_lasttoken,omitempty"`
 	IncludePrompt *bool `json:"include_prompt,omitempty"`
 }
 

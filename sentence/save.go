@@ -40,9 +40,11 @@ func (f *Folder) Save(dir string) error {
 		return err
 	}
 	p := f.Pooling
-	include := p.IncludePrompt
 	pc := poolingConfig{Dim: p.Dim, CLS: p.CLS, Mean: p.Mean, Max: p.Max, MeanSqrtLen: p.MeanSqrtLen,
-		WeightedMean: p.WeightedMean, LastToken: p.LastToken, IncludePrompt: &include}
+		WeightedMean: p.WeightedMean, LastToken: p.LastToken}
+	if !p.IncludePrompt {
+		pc.IncludePrompt = new(bool)
+	}
 	if err := writeJSON(filepath.Join(dir, "1_Pooling", "config.json"), pc); err != nil {
 		return err
 	}
@@ -78,12 +80,12 @@ func (f *Folder) Save(dir string) error {
 	if sc.Prompts == nil {
 		sc.Prompts = map[string]string{}
 	}
-	if f.DefaultPromptName != "" {
+	if f.DefaultPromptName != "" { // none is left out: sentence-transformers takes "" for a name
 		if _, ok := f.Prompts[f.DefaultPromptName]; !ok {
 			return fmt.Errorf("sentence: Save: default prompt %q is not among the prompts", f.DefaultPromptName)
 		}
+		sc.DefaultPromptName = &f.DefaultPromptName
 	}
-	sc.DefaultPromptName = &f.DefaultPromptName // null-free: "" reads back as none
 	if f.SimilarityFn != "" {
 		sc.SimilarityFn = &f.SimilarityFn
 	}
