@@ -432,7 +432,9 @@ func (f *Folder) loadSTConfig(dir string) error {
 			return fmt.Errorf("sentence: %s: prompt %q has %d bytes, more than the limit of %d", file, name, len(p), MaxPromptBytes)
 		}
 	}
-	f.Prompts = c.Prompts
+	if len(c.Prompts) > 0 {
+		f.Prompts = c.Prompts
+	}
 	f.Version = c.Version["sentence_transformers"]
 	if c.DefaultPromptName != nil && *c.DefaultPromptName != "" {
 		if _, ok := c.Prompts[*c.DefaultPromptName]; !ok {

@@ -1,6 +1,7 @@
 package sentence
 
 import (
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -253,4 +254,65 @@ func TestLoadDenseShapes(t *testing.T) {
 	if d := f.Steps[0].Dense; d.Bias != nil || d.Activation != DefaultActivation || f.OutDim() != 2 {
 		t.Fatalf("read %+v", d)
 	}
+}
+
+// Every folder sentence-transformers saved (testdata/st) reads, saves and
+// reads back the same; a folder saved by 2.2.2 is saved again with the
+// pooling keys 2.2.2 knows only (its Pooling refuses others), so that both
+// versions load what Save writes. (That they give the same vectors was
+// checked with testdata/st/st_encode.py: max difference 0.0 in 2.2.2 and
+// 2.7.0.)
+func TestSaveFixtures(t *testing.T) {
+	dirs, _ := filepath.Glob(filepath.Join("testdata", "st", "*", "modules.json"))
+	if len(dirs) == 0 {
+		t.Fatal("no fixtures")
+	}
+	for _, m := range dirs {
+		src := filepath.Dir(m)
+		f, err := Load(src)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		dst := t.TempDir()
+		if err := f.Save(dst); err != nil {
+			t.Fatal(err)
+		}
+		g, err := Load(dst)
+		if err != nil {
+			t.Fatalf("%s saved again: %v", src, err)
+		}
+		f.Modules, g.Modules, g.Version, f.Version = nil, nil, "", ""
+		if !reflect.DeepEqual(f, g) {
+			t.Errorf("%s: saved and read back\n%+v\nwant\n%+v", src, g, f)
+		}
+		keys := func(dir string) map[string]bool {
+			raw, err := os.ReadFile(filepath.Join(dir, "1_Pooling", "config.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m map[string]any
+			if err := json.Unmarshal(raw, &m); err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]bool{}
+			for k := range m {
+				out[k] = true
+			}
+			return out
+		}
+		if strings.Contains(readFile(t, filepath.Join(src, "config_sentence_transformers.json")), `"2.2.2"`) {
+			if want, got := keys(src), keys(dst); !reflect.DeepEqual(want, got) {
+				t.Errorf("%s: 1_Pooling/config.json keys %v, want 2.2.2's %v", src, got, want)
+			}
+		}
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
