@@ -2,7 +2,9 @@ package sentence
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,7 +22,10 @@ const WrittenVersion = "2.7.0"
 // writes there (config.json, the weights, the tokenizer): modules.json
 // (Transformer at "", Pooling at 1_Pooling, then each step at
 // N_Dense or N_Normalize), the Pooling's config.json, each Dense
-// module's config.json and model.safetensors (linear.weight, linear.bias),
+// module's config.json and pytorch_model.bin (linear.weight, linear.bias;
+// sentence-transformers 2.x reads a Dense module's weights only from that
+// file, a torch.save archive written by checkpoint.WritePyTorch; a stale
+// model.safetensors there is removed),
 // sentence_bert_config.json and config_sentence_transformers.json. The
 // modules are numbered anew; f.Modules and f.TransformerPath are not used.
 // Each file is written atomically.
@@ -65,7 +70,12 @@ func (f *Folder) Save(dir string) error {
 		if bias {
 			entries = append(entries, &checkpoint.Entry{Name: "linear.bias", DType: "F32", Shape: []int{d.Out}, Data: d.Bias})
 		}
-		if err := checkpoint.WriteSafetensors(filepath.Join(sub, "model.safetensors"), entries, map[string]string{"format": "pt"}); err != nil {
+		if err := checkpoint.WritePyTorch(filepath.Join(sub, "pytorch_model.bin"), entries); err != nil {
+			return fmt.Errorf("sentence: Save: %w", err)
+		}
+		// A model.safetensors left by an earlier Save would shadow the new
+		// weights (Load and sentence-transformers 3.x prefer it).
+		if err := os.Remove(filepath.Join(sub, "model.safetensors")); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("sentence: Save: %w", err)
 		}
 	}
