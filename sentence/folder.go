@@ -471,3 +471,46 @@ func (f *Folder) Check(hiddenSize int) error {
 	}
 	return nil
 }
+
+// String describes f in one line: its modules, max_seq_length,
+// lowercasing and prompts ("mean → Dense 16→8 Tanh → Normalize;
+// max_seq_length 128; prompts passage, query (default query)").
+func (f *Folder) String() string {
+	var b strings.Builder
+	b.WriteString(f.Pooling.Modes())
+	if !f.Pooling.IncludePrompt {
+		b.WriteString(" (without the prompt)")
+	}
+	for _, s := range f.Steps {
+		if s.Dense == nil {
+			b.WriteString(" → Normalize")
+			continue
+		}
+		act := s.Dense.Activation
+		if i := strings.LastIndexByte(act, '.'); i >= 0 {
+			act = act[i+1:]
+		}
+		fmt.Fprintf(&b, " → Dense %d→%d %s", s.Dense.In, s.Dense.Out, act)
+	}
+	if f.MaxSeqLength > 0 {
+		fmt.Fprintf(&b, "; max_seq_length %d", f.MaxSeqLength)
+	}
+	if f.DoLowerCase {
+		b.WriteString("; lowercased")
+	}
+	if len(f.Prompts) > 0 {
+		names := make([]string, 0, len(f.Prompts))
+		for n := range f.Prompts {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		fmt.Fprintf(&b, "; prompts %s", strings.Join(names, ", "))
+		if f.DefaultPromptName != "" {
+			fmt.Fprintf(&b, " (default %s)", f.DefaultPromptName)
+		}
+	}
+	if f.SimilarityFn != "" {
+		fmt.Fprintf(&b, "; similarity %s", f.SimilarityFn)
+	}
+	return b.String()
+}

@@ -88,4 +88,3 @@ func (s *Server) similarity(a, b []float32) float64 {
 	}
 	return dot / max(math.Sqrt(na)*math.Sqrt(nb), 1e-8)
 }
-

@@ -462,6 +462,9 @@ type ModelInfo struct {
 	MaxLength    int      `json:"max_length"`
 	MaxInputs    int      `json:"max_inputs"`
 	Endpoints    []string `json:"endpoints"`
+	// SentenceTransformers describes a sentence-transformers folder's
+	// modules (sentence.Folder.String); absent for a plain folder.
+	SentenceTransformers string `json:"sentence_transformers,omitempty"`
 }
 
 // Info describes the model and the endpoints that answer for it.
@@ -470,6 +473,9 @@ func (s *Server) Info() ModelInfo {
 	mi := ModelInfo{Name: s.opts.Name, Architecture: s.model.Head.HFClass(), Head: string(s.model.Head), Precision: string(s.model.Precision()),
 		HiddenSize: c.HiddenSize, Layers: c.NumHiddenLayers, VocabSize: c.VocabSize,
 		MaxLength: s.opts.MaxLength, MaxInputs: s.opts.MaxInputs}
+	if st := s.opts.Sentence; st != nil {
+		mi.SentenceTransformers = st.String()
+	}
 	for _, e := range s.served() {
 		mi.Endpoints = append(mi.Endpoints, e.method+" "+e.path)
 	}

@@ -183,25 +183,12 @@ func loadEmbedModel(o *embedOptions) (*roformer.Model, *tokenizer.Tokenizer, err
 // vectors, and which flags changed it.
 func describeSentence(st *sentence.Folder, o embedOptions) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sentence-transformers folder: pooling %s", st.Pooling.Modes())
+	fmt.Fprintf(&b, "sentence-transformers folder: pooling %s", st)
 	if o.run.Pooling != pipeline.PoolDefault {
-		fmt.Fprintf(&b, " (--pooling %s instead)", o.run.Pooling)
+		fmt.Fprintf(&b, "; --pooling %s instead", o.run.Pooling)
 	}
-	for _, s := range st.Steps {
-		if s.Dense != nil {
-			fmt.Fprintf(&b, ", Dense %d→%d", s.Dense.In, s.Dense.Out)
-		} else {
-			b.WriteString(", Normalize")
-		}
-	}
-	if st.MaxSeqLength > 0 {
-		fmt.Fprintf(&b, "; max_seq_length %d", st.MaxSeqLength)
-		if o.run.MaxLength > 0 {
-			fmt.Fprintf(&b, " (--max-length %d instead)", o.run.MaxLength)
-		}
-	}
-	if st.DoLowerCase {
-		b.WriteString("; lowercased")
+	if o.run.MaxLength > 0 {
+		fmt.Fprintf(&b, "; --max-length %d", o.run.MaxLength)
 	}
 	switch {
 	case o.prompt != nil:

@@ -157,6 +157,9 @@ func runServe(ctx context.Context, o serveOptions, ln net.Listener, stderr io.Wr
 		loading.Ready(s)
 		info := s.Info()
 		fmt.Fprintf(stderr, "serving %s (%s, %d layers, hidden %d) on http://%s\n", o.model, info.Architecture, info.Layers, info.HiddenSize, ln.Addr())
+		if info.SentenceTransformers != "" {
+			fmt.Fprintf(stderr, "sentence-transformers folder: %s (the embedding routes make its vectors)\n", info.SentenceTransformers)
+		}
 		fmt.Fprintf(stderr, "endpoints: %s\n", strings.Join(info.Endpoints, ", "))
 	case err := <-done:
 		return err
