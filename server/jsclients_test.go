@@ -101,6 +101,25 @@ func vectors(t *testing.T, what string, raw []byte) [][]float32 {
 // /v1/embeddings, /embed and /similarity.
 func TestJSClientsEmbeddings(t *testing.T) {
 	s, _, _ := newServer(t, roformer.HeadBase, nil, Options{})
+	checkJSEmbeddings(t, s, 16)
+}
+
+// The same calls on a sentence-transformers folder (mean → Dense 16→8 Tanh
+// → Normalize, saved by sentence-transformers 2.2.2; its routes' vectors
+// are checked against its encode in sentence_test.go).
+func TestJSClientsSentenceTransformers(t *testing.T) {
+	s, err := Load(filepath.Join("..", "sentence", "testdata", "st", "dense_tanh_normalize"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	checkJSEmbeddings(t, s, 8)
+}
+
+// checkJSEmbeddings runs the embedding group of clients.mjs against s and
+// compares each call with the native route; the vectors have dim values.
+func checkJSEmbeddings(t *testing.T, s *Server, dim int) {
+	t.Helper()
 	got := runJSClients(t, s, "embed")
 	native := func(body string) [][]float32 {
 		code, _, b := post(t, s, "/v1/embeddings", body)
@@ -126,7 +145,7 @@ func TestJSClientsEmbeddings(t *testing.T) {
 			t.Errorf("%s: %v, want %v", call, g, want)
 		}
 	}
-	if len(two) != 2 || len(two[0]) != 16 {
+	if len(two) != 2 || len(two[0]) != dim {
 		t.Errorf("/v1/embeddings: %d vectors of %d", len(two), len(two[0]))
 	}
 	checkJS(t, s, got, []jsCase{
