@@ -107,6 +107,17 @@ func texts(raw json.RawMessage, field string) ([]string, *apiError) {
 	return many, nil
 }
 
+// truncates says whether a request that says truncate (nil: it does not
+// say) has its long inputs cut: what it says, else Options.AutoTruncate
+// (TEI's rule: an explicit "truncate": false refuses them even under
+// --auto-truncate).
+func (s *Server) truncates(truncate *bool) bool {
+	if truncate != nil {
+		return *truncate
+	}
+	return s.opts.AutoTruncate
+}
+
 // embedOptions are what a compatible request asks of its vectors.
 type embedOptions struct {
 	truncate, left bool // cut inputs that are too long, keeping their end when left
@@ -192,7 +203,7 @@ func (s *Server) prepareRows(r *http.Request, in []embedInput, o embedOptions, f
 			}
 			ids, types = x.ids, make([]int32, len(x.ids))
 			if n := len(ids); n > s.opts.MaxLength {
-				if !o.truncate && !s.opts.AutoTruncate {
+				if !o.truncate {
 					return nil, 0, errorf(http.StatusRequestEntityTooLarge, "Validation", field,
 						"input %d has %d tokens; the limit is %d (max_input_length); %s", i, n, s.opts.MaxLength, advice)
 				}
@@ -210,7 +221,7 @@ func (s *Server) prepareRows(r *http.Request, in []embedInput, o embedOptions, f
 			}
 			ids, types = int32s(enc.IDs), int32s(enc.TypeIDs)
 			if n := len(ids); n > s.opts.MaxLength {
-				if !o.truncate && !s.opts.AutoTruncate {
+				if !o.truncate {
 					return nil, 0, errorf(http.StatusRequestEntityTooLarge, "Validation", field,
 						"input %d has %d tokens; the limit is %d (max_input_length); %s", i, n, s.opts.MaxLength, advice)
 				}
@@ -274,7 +285,7 @@ func (s *Server) teiInfo(w http.ResponseWriter, r *http.Request) {
 type TEIEmbedRequest struct {
 	Inputs              json.RawMessage `json:"inputs"`                         // a string, an array of strings, token ids or an array of token-id arrays
 	Normalize           *bool           `json:"normalize,omitempty"`            // default true
-	Truncate            bool            `json:"truncate,omitempty"`             // default false: too long is a 413
+	Truncate            *bool           `json:"truncate,omitempty"`             // default: --auto-truncate's (false: too long is a 413)
 	TruncationDirection string          `json:"truncation_direction,omitempty"` // "Right" (default) or "Left"
 	Dimensions          *int            `json:"dimensions,omitempty"`           // keep the first n values
 	PromptName          *string         `json:"prompt_name,omitempty"`          // one of a sentence-transformers folder's prompts (default: the server's)
@@ -291,7 +302,7 @@ func (s *Server) teiEmbed(w http.ResponseWriter, r *http.Request) {
 		if e != nil {
 			return e
 		}
-		o := embedOptions{truncate: req.Truncate, normalize: req.Normalize == nil || *req.Normalize, promptName: req.PromptName}
+		o := embedOptions{truncate: s.truncates(req.Truncate), normalize: req.Normalize == nil || *req.Normalize, promptName: req.PromptName}
 		if o.left, e = truncationDirection(req.TruncationDirection); e != nil {
 			return e
 		}
@@ -375,7 +386,7 @@ func (s *Server) openAIEmbeddings(w http.ResponseWriter, r *http.Request) {
 		// make them (unit length when it ends with Normalize, and then
 		// again after "dimensions" cuts them); a plain model's are
 		// normalized, as OpenAI's are.
-		o := embedOptions{normalize: s.opts.Sentence == nil, advice: "shorten it (this route does not truncate; the server truncates when started with --auto-truncate)"}
+		o := embedOptions{truncate: s.opts.AutoTruncate, normalize: s.opts.Sentence == nil, advice: "shorten it (this route does not truncate; the server truncates when started with --auto-truncate)"}
 		if req.Dimensions != nil {
 			if *req.Dimensions < 1 {
 				return errorf(http.StatusBadRequest, "Validation", "dimensions", "dimensions %d: want at least 1", *req.Dimensions)

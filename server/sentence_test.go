@@ -140,3 +140,23 @@ func TestSentenceTransformersPromptErrors(t *testing.T) {
 		t.Fatalf("/similarity: %v", sims)
 	}
 }
+
+// Under --auto-truncate a request that says "truncate": false is still
+// refused when too long (TEI's rule: the request's word wins), and one that
+// does not say is cut.
+func TestAutoTruncateExplicitFalse(t *testing.T) {
+	s, err := Load(filepath.Join("..", "sentence", "testdata", "st", "maxlen_lower"), Options{AutoTruncate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	long := `"the cat sat on the mat and the dog ran to the river in the morning"`
+	if code, msg := call(t, s, "POST", "/embed", `{"inputs": `+long+`}`, nil); code != 200 {
+		t.Fatalf("no truncate field: %d %s", code, msg)
+	}
+	for _, route := range []string{"/embed", "/embed_all"} {
+		if code, msg := call(t, s, "POST", route, `{"inputs": `+long+`, "truncate": false}`, nil); code != 413 || !strings.Contains(msg, "limit is 10") {
+			t.Fatalf("%s \"truncate\": false: %d %s", route, code, msg)
+		}
+	}
+}

@@ -115,7 +115,7 @@ func (s *Server) classifyRows(in []Input, truncate, left bool, field string) ([]
 		}
 		ids, types := int32s(enc.IDs), int32s(enc.TypeIDs)
 		if n := len(ids); n > s.opts.MaxLength {
-			if !truncate && !s.opts.AutoTruncate {
+			if !truncate {
 				return nil, errorf(http.StatusRequestEntityTooLarge, "Validation", field,
 					"input %d has %d tokens; the limit is %d (max_input_length); ask for truncation with \"truncate\": true", i, n, s.opts.MaxLength)
 			}
@@ -224,7 +224,7 @@ func predictInputs(raw json.RawMessage) ([]Input, bool, *apiError) {
 type TEIPredictRequest struct {
 	Inputs              json.RawMessage `json:"inputs"`
 	RawScores           bool            `json:"raw_scores,omitempty"`           // the logits, without softmax or sigmoid
-	Truncate            bool            `json:"truncate,omitempty"`             // default false: too long is a 413
+	Truncate            *bool           `json:"truncate,omitempty"`             // default: --auto-truncate's (false: too long is a 413)
 	TruncationDirection string          `json:"truncation_direction,omitempty"` // "Right" (default) or "Left"
 }
 
@@ -253,7 +253,7 @@ func (s *Server) teiPredict(w http.ResponseWriter, r *http.Request) {
 		if len(in) > s.opts.MaxInputs {
 			return errorf(http.StatusRequestEntityTooLarge, "Validation", "inputs", "batch size %d > maximum allowed batch size %d", len(in), s.opts.MaxInputs)
 		}
-		rows, e := s.classifyRows(in, req.Truncate, left, "inputs")
+		rows, e := s.classifyRows(in, s.truncates(req.Truncate), left, "inputs")
 		if e != nil {
 			return e
 		}
@@ -288,7 +288,7 @@ type TEIRerankRequest struct {
 	Texts               []string `json:"texts"`
 	ReturnText          bool     `json:"return_text,omitempty"`
 	RawScores           bool     `json:"raw_scores,omitempty"` // the logit, without the sigmoid
-	Truncate            bool     `json:"truncate,omitempty"`
+	Truncate            *bool    `json:"truncate,omitempty"`
 	TruncationDirection string   `json:"truncation_direction,omitempty"`
 }
 
@@ -319,7 +319,7 @@ func (s *Server) teiRerank(w http.ResponseWriter, r *http.Request) {
 		if e != nil {
 			return e
 		}
-		scores, _, e := s.rerankScores(r, *req.Query, req.Texts, req.Truncate, left, req.RawScores, "texts")
+		scores, _, e := s.rerankScores(r, *req.Query, req.Texts, s.truncates(req.Truncate), left, req.RawScores, "texts")
 		if e != nil {
 			return e
 		}
@@ -370,7 +370,7 @@ type TEISimilarityRequest struct {
 		SourceSentence *string  `json:"source_sentence"`
 		Sentences      []string `json:"sentences"`
 	} `json:"inputs"`
-	Truncate            bool    `json:"truncate,omitempty"`
+	Truncate            *bool   `json:"truncate,omitempty"`
 	TruncationDirection string  `json:"truncation_direction,omitempty"`
 	PromptName          *string `json:"prompt_name,omitempty"` // one of a sentence-transformers folder's prompts (default: the server's)
 	// Parameters may hold prompt_name too (as TEI's parameters object).
@@ -408,7 +408,7 @@ func (s *Server) teiSimilarity(w http.ResponseWriter, r *http.Request) {
 		if prompt == nil {
 			prompt = req.Parameters.PromptName
 		}
-		vecs, _, e := s.embedTexts(r, texts, embedOptions{truncate: req.Truncate, left: left, promptName: prompt}, "inputs")
+		vecs, _, e := s.embedTexts(r, texts, embedOptions{truncate: s.truncates(req.Truncate), left: left, promptName: prompt}, "inputs")
 		if e != nil {
 			return e
 		}

@@ -15,7 +15,7 @@ import (
 // /embed_sparse.
 type TEIEmbedAllRequest struct {
 	Inputs              json.RawMessage `json:"inputs"`                         // a string, an array of strings, token ids or an array of token-id arrays
-	Truncate            bool            `json:"truncate,omitempty"`             // default false: too long is a 413
+	Truncate            *bool           `json:"truncate,omitempty"`             // default: --auto-truncate's (false: too long is a 413)
 	TruncationDirection string          `json:"truncation_direction,omitempty"` // "Right" (default) or "Left"
 	PromptName          *string         `json:"prompt_name,omitempty"`          // one of a sentence-transformers folder's prompts (default: the server's)
 }
@@ -37,7 +37,7 @@ func (s *Server) tokenRows(w http.ResponseWriter, r *http.Request, pool pooling)
 	if e != nil {
 		return nil, e
 	}
-	o := embedOptions{truncate: req.Truncate}
+	o := embedOptions{truncate: s.truncates(req.Truncate)}
 	if o.left, e = truncationDirection(req.TruncationDirection); e != nil {
 		return nil, e
 	}
