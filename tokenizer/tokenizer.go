@@ -148,6 +148,14 @@ func New(v *Vocab, cfg Config) (*Tokenizer, error) {
 	if cfg.ModelMaxLength < 0 {
 		return nil, fmt.Errorf("tokenizer: model_max_length %d is negative", cfg.ModelMaxLength)
 	}
+	if n := len(cfg.AdditionalSpecialTokens); n > MaxSpecialTokens {
+		return nil, fmt.Errorf("tokenizer: %d additional_special_tokens, more than the limit of %d", n, MaxSpecialTokens)
+	}
+	for _, sp := range cfg.AdditionalSpecialTokens {
+		if len(sp) > MaxSpecialTokenBytes {
+			return nil, fmt.Errorf("tokenizer: an additional special token of %d bytes, more than the limit of %d", len(sp), MaxSpecialTokenBytes)
+		}
+	}
 	t := &Tokenizer{cfg: cfg, vocab: v, strip: cfg.stripAccents(), maskID: -1}
 	t.cfg.NeverSplit = slices.Clone(cfg.NeverSplit)
 	t.cfg.AdditionalSpecialTokens = slices.Clone(cfg.AdditionalSpecialTokens)
@@ -220,12 +228,24 @@ func (t *Tokenizer) isSpecialFirst(r rune) bool {
 	return t.specialWide && t.specialFirst[r]
 }
 
+// Limits of the special tokens a configuration may add
+// (additional_special_tokens): each is matched at every position of a
+// text that starts as one does, so their number bounds the cost of
+// tokenizing. Real tokenizers add at most a few hundred (T5's 100
+// sentinels), of a few bytes each.
+const (
+	MaxSpecialTokens     = 4096
+	MaxSpecialTokenBytes = 256
+)
+
 // SpecialTokens returns the distinct non-empty special tokens: unk, sep,
 // pad, cls, mask, then the additional ones (HF's all_special_tokens).
 func (t *Tokenizer) SpecialTokens() []string {
 	var out []string
+	seen := map[string]bool{}
 	for _, s := range append([]string{t.cfg.UnkToken, t.cfg.SepToken, t.cfg.PadToken, t.cfg.ClsToken, t.cfg.MaskToken}, t.cfg.AdditionalSpecialTokens...) {
-		if s != "" && !slices.Contains(out, s) {
+		if s != "" && !seen[s] {
+			seen[s] = true
 			out = append(out, s)
 		}
 	}
