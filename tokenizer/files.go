@@ -404,17 +404,26 @@ func applySpecial(cfg *Config, unk, sep, pad, cls, mask *addedToken, extra []add
 	}
 }
 
+// MaxModelMaxLength is the largest model_max_length taken as a limit;
+// larger values mean none, as HF's int(1e30) does (no model takes 2^24
+// tokens, and padding to the limit would allocate it).
+const MaxModelMaxLength = 1 << 24
+
 // parseModelMaxLength reads model_max_length; HF writes int(1e30) (or a
-// larger value) for "no limit", which maps to 0.
+// larger value) for "no limit", which maps to 0, as does any value over
+// MaxModelMaxLength.
 func parseModelMaxLength(n json.Number) (int, error) {
-	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil && i >= 0 && i < 1<<40 {
+	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil && i >= 0 {
+		if i > MaxModelMaxLength {
+			return 0, nil
+		}
 		return int(i), nil
 	}
 	f, err := strconv.ParseFloat(string(n), 64)
 	if err != nil || f < 0 || math.IsNaN(f) {
 		return 0, fmt.Errorf("tokenizer: model_max_length %s is not a non-negative number", n)
 	}
-	if f >= 1<<40 {
+	if f > MaxModelMaxLength {
 		return 0, nil // VERY_LARGE_INTEGER: no limit
 	}
 	return int(f), nil

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -29,5 +30,22 @@ func TestSpecialTokenLimits(t *testing.T) {
 	cfg.AdditionalSpecialTokens = []string{strings.Repeat("x", MaxSpecialTokenBytes+1)}
 	if _, err := New(v, cfg); err == nil || !strings.Contains(err.Error(), "257 bytes") {
 		t.Fatalf("too long: %v", err)
+	}
+}
+
+// model_max_length above MaxModelMaxLength means no limit (0), as HF's
+// int(1e30) does; a negative or non-numeric one is an error.
+func TestParseModelMaxLength(t *testing.T) {
+	for in, want := range map[string]int{"512": 512, "16777216": MaxModelMaxLength, "16777217": 0, "1099511627776": 0,
+		"1000000000000000019884624838656": 0, "1e30": 0, "512.0": 512} {
+		got, err := parseModelMaxLength(json.Number(in))
+		if err != nil || got != want {
+			t.Errorf("parseModelMaxLength(%s) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"-1", "abc", "NaN"} {
+		if _, err := parseModelMaxLength(json.Number(bad)); err == nil {
+			t.Errorf("parseModelMaxLength(%s) accepted", bad)
+		}
 	}
 }
