@@ -58,3 +58,20 @@ func TestGenerateInterleaves(t *testing.T) {
 		t.Errorf("interleaved generation %q, want %q", res.GeneratedText, wantLong)
 	}
 }
+
+// A generation waiting between its passes stops when the server closes:
+// 503, the gate not taken.
+func TestGenerateStopsWhenClosed(t *testing.T) {
+	s, _, _ := newServer(t, roformer.HeadCausalLM, nil, Options{})
+	s.beforeGeneratePass = func(pass int) {
+		if pass == 3 {
+			s.gate <- struct{}{} // another forward runs, and the server closes
+			s.Close()
+		}
+	}
+	code, kind := teiCall(t, s, "/generate", `{"inputs": "the whale", "parameters": {"max_new_tokens": 10}}`, nil)
+	if code != 503 || kind != "Unhealthy" {
+		t.Errorf("closed while waiting: %d %s, want 503 Unhealthy", code, kind)
+	}
+	<-s.gate
+}
