@@ -84,7 +84,7 @@ func (s *Server) serveQuestionAnswering(w http.ResponseWriter, r *http.Request) 
 		return e
 	}
 	if len(reqs) > s.opts.MaxInputs {
-		return errorf(http.StatusRequestEntityTooLarge, "Validation", "", "batch size %d > maximum allowed batch size %d", len(reqs), s.opts.MaxInputs)
+		return s.tooManyInputs("", len(reqs))
 	}
 	opts, e := s.qaOptions(reqs)
 	if e != nil {

@@ -80,7 +80,7 @@ func (s *Server) serveTokenClassification(w http.ResponseWriter, r *http.Request
 		return errorf(http.StatusBadRequest, "Empty", "inputs", "batch is empty")
 	}
 	if len(in) > s.opts.MaxInputs {
-		return errorf(http.StatusRequestEntityTooLarge, "Validation", "inputs", "batch size %d > maximum allowed batch size %d", len(in), s.opts.MaxInputs)
+		return s.tooManyInputs("inputs", len(in))
 	}
 	agg, err := pipeline.ParseAggregation(req.AggregationStrategy)
 	if err != nil {

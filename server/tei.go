@@ -251,7 +251,7 @@ func (s *Server) teiPredict(w http.ResponseWriter, r *http.Request) {
 			return e
 		}
 		if len(in) > s.opts.MaxInputs {
-			return errorf(http.StatusRequestEntityTooLarge, "Validation", "inputs", "batch size %d > maximum allowed batch size %d", len(in), s.opts.MaxInputs)
+			return s.tooManyInputs("inputs", len(in))
 		}
 		rows, e := s.classifyRows(in, s.truncates(req.Truncate), left, "inputs")
 		if e != nil {
@@ -313,7 +313,7 @@ func (s *Server) teiRerank(w http.ResponseWriter, r *http.Request) {
 		case len(req.Texts) == 0:
 			return errorf(http.StatusBadRequest, "Empty", "texts", "`texts` cannot be empty")
 		case len(req.Texts) > s.opts.MaxInputs:
-			return errorf(http.StatusRequestEntityTooLarge, "Validation", "texts", "batch size %d > maximum allowed batch size %d", len(req.Texts), s.opts.MaxInputs)
+			return s.tooManyInputs("texts", len(req.Texts))
 		}
 		left, e := truncationDirection(req.TruncationDirection)
 		if e != nil {
@@ -452,7 +452,7 @@ func (s *Server) teiTokenize(w http.ResponseWriter, r *http.Request) {
 	case len(in) == 0:
 		e = errorf(http.StatusBadRequest, "Empty", "inputs", "`inputs` cannot be empty")
 	case len(in) > s.opts.MaxInputs:
-		e = errorf(http.StatusRequestEntityTooLarge, "Validation", "inputs", "batch size %d > maximum allowed batch size %d", len(in), s.opts.MaxInputs)
+		e = s.tooManyInputs("inputs", len(in))
 	}
 	if e != nil {
 		writeTEIError(w, e)
