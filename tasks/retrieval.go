@@ -66,7 +66,7 @@ var RetrievalTasks = map[string]func(ctx context.Context, cacheDir string, log i
 // BibleRetrieval returns English paraphrase retrieval on the Bible ("bible-en"):
 // a query is a verse of the World English Bible (Debian sword-text-web
 // 426.0-1), its relevant document the same verse of the King James Version
-// (Debian sword-text-kjv 14.3-1) among all KJV verses of the split's books.
+// (Debian sword-text-kjv 14.3-1) among every KJV verse of the Bible.
 // It fetches the packages into cacheDir on first use (pinned by SHA-256;
 // progress to log) and builds the task with BuildBibleRetrieval.
 func BibleRetrieval(ctx context.Context, cacheDir string, log io.Writer) (*Retrieval, error) {
@@ -79,26 +79,33 @@ func BibleRetrieval(ctx context.Context, cacheDir string, log io.Writer) (*Retri
 }
 
 // BuildBibleRetrieval builds the task of BibleRetrieval from the unpacked
-// packages in fsys (rooted at the cache folder). The split is by whole
-// books, those of BibleParallel: dev Ruth, Jonah, Galatians, James; test
-// Esther, John, Philippians; every other book trains, so no verse (nor
-// chapter) is in two splits. Query ids are "WEB.<ref>", corpus ids
-// "KJV.<ref>" (distinct, as BEIR's evaluation drops a hit whose id equals
-// the query's), both in canonical order.
+// packages in fsys (rooted at the cache folder). The queries are split by
+// whole books, those of BibleParallel: dev Ruth, Jonah, Galatians, James;
+// test Esther, John, Philippians; the verses of every other book are the
+// training pairs, so no query's verse (nor chapter) is a training pair. The
+// corpus of both splits is every KJV verse of the Bible, all books (one
+// slice, shared by Dev and Test): a training book's KJV verses are
+// distractors a query must not be matched to, not answers. Query ids are
+// "WEB.<ref>", corpus ids "KJV.<ref>" (distinct, as BEIR's evaluation drops
+// a hit whose id equals the query's), both in canonical order.
 //
-// A verse is paired by its reference. Verses empty in either module are
-// dropped, and so is the Song of Songs, whose chapters the WEB module
-// (NRSVA versification) divides differently from the KJV. The texts are
-// cleaned as in BuildBibleParallel (markup and notes removed, the psalms'
-// superscriptions kept at the start of verse 1, the KJV's ¶ removed). A
-// query's relevant documents are its own verse and every other corpus verse
-// of the same split with the very same KJV text, so that a repeated verse
-// is not a coin toss.
+// A query or training pair is a verse paired by its reference. Verses empty
+// in either module are left out of the pairs, and so is the Song of Songs,
+// whose chapters the WEB module (NRSVA versification) divides differently
+// from the KJV; their KJV verses that are not empty stay in the corpus. The
+// texts are cleaned as in BuildBibleParallel (markup and notes removed, the
+// psalms' superscriptions kept at the start of verse 1, the KJV's ¶
+// removed). A query's relevant documents are its own verse and every other
+// corpus verse with the very same KJV text, so that a repeated verse is not
+// a coin toss.
 //
 // With the pinned packages: 29,438 training pairs, dev 390 queries, test
-// 1,150 (each corpus as large as its queries), no query with more than one
-// relevant verse; 117 verses of the Song of Songs and 7 empty ones
-// dropped.
+// 1,150, a corpus of 31,102 KJV verses (all of them); 117 verses of the Song
+// of Songs and 7 empty in the WEB left out of the pairs. No dev query has
+// more than one relevant verse; two test queries have: Philippians 1.2,
+// whose KJV text is also 1 Corinthians 1.3, and 4.23, also Romans 16.24,
+// 2 Thessalonians 3.18 and Revelation 22.21 (training books, so these two
+// texts are also training positives).
 func BuildBibleRetrieval(fsys fs.FS) (*Retrieval, error) {
 	read := func(src Source, module string) ([]string, map[string]string, error) {
 		dir := path.Join(src.Dir(), "usr", "share", "sword", "modules", "texts", "ztext", module)
@@ -136,14 +143,21 @@ func BuildBibleRetrieval(fsys fs.FS) (*Retrieval, error) {
 	for _, b := range BibleTestBooks {
 		held[b] = &r.Test
 	}
+	var corpus []retrieval.Doc
+	byText := map[string][]string{} // KJV text → its corpus ids, in order
 	seen := map[string]bool{}
 	for _, ref := range kjvRefs {
 		book := ref[:strings.IndexByte(ref, '.')]
+		k, w := cleanEnglish(kjv[ref]), cleanEnglish(web[ref])
+		if k != "" {
+			id := "KJV." + ref
+			corpus = append(corpus, retrieval.Doc{ID: id, Text: k})
+			byText[k] = append(byText[k], id)
+		}
 		if book == "Song" {
 			r.Dropped["Song of Songs (versifications differ)"]++
 			continue
 		}
-		k, w := cleanEnglish(kjv[ref]), cleanEnglish(web[ref])
 		if k == "" || w == "" {
 			r.Dropped["verse missing or empty in one translation"]++
 			continue
@@ -155,7 +169,6 @@ func BuildBibleRetrieval(fsys fs.FS) (*Retrieval, error) {
 			continue
 		}
 		sp.Queries = append(sp.Queries, retrieval.Doc{ID: "WEB." + ref, Text: w})
-		sp.Corpus = append(sp.Corpus, retrieval.Doc{ID: "KJV." + ref, Text: k})
 	}
 	for b := range held {
 		if !seen[b] {
@@ -166,14 +179,12 @@ func BuildBibleRetrieval(fsys fs.FS) (*Retrieval, error) {
 		return nil, fmt.Errorf("tasks: bible-en: no training pair")
 	}
 	for _, sp := range []*RetrievalSplit{&r.Dev, &r.Test} {
-		byText := map[string][]string{}
-		for _, d := range sp.Corpus {
-			byText[d.Text] = append(byText[d.Text], d.ID)
-		}
-		sp.Qrels = retrieval.Qrels{}
-		for i, q := range sp.Queries {
+		sp.Corpus = corpus
+		sp.Qrels = make(retrieval.Qrels, len(sp.Queries))
+		for _, q := range sp.Queries {
+			ref := strings.TrimPrefix(q.ID, "WEB.")
 			rel := map[string]int{}
-			for _, id := range byText[sp.Corpus[i].Text] {
+			for _, id := range byText[cleanEnglish(kjv[ref])] {
 				rel[id] = 1
 			}
 			sp.Qrels[q.ID] = rel
