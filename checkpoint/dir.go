@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -54,7 +56,26 @@ func readByName(p string) (*File, error) {
 	case ".bin", ".pt", ".pth":
 		return ReadPyTorch(p)
 	}
-	return nil, fmt.Errorf("checkpoint: %s: unknown checkpoint extension %q (want .safetensors, .bin, .pt or .pth): %w",
+	return nil, unknownExt(p)
+}
+
+// readByNameWithin is readByName with the allocations taken from bud.
+func readByNameWithin(p string, bud *budget) (*File, error) {
+	switch strings.ToLower(filepath.Ext(p)) {
+	case ".safetensors":
+		return readSized(p, func(r io.ReaderAt, size int64, name string) (*File, error) {
+			return parseSafetensorsWithin(r, size, name, bud)
+		})
+	case ".bin", ".pt", ".pth":
+		return readSized(p, func(r io.ReaderAt, size int64, name string) (*File, error) {
+			return parsePyTorchWithin(r, size, name, bud)
+		})
+	}
+	return nil, unknownExt(p)
+}
+
+func unknownExt(p string) error {
+	return fmt.Errorf("checkpoint: %s: unknown checkpoint extension %q (want .safetensors, .bin, .pt or .pth): %w",
 		p, filepath.Ext(p), ErrFormat)
 }
 
@@ -127,14 +148,25 @@ func ReadSharded(indexPath string) (*File, error) {
 			out.Metadata[k] = string(v)
 		}
 	}
+	// The shards share one memory budget, of their sizes summed: a
+	// budget each would let many small shards take 128 MiB apiece.
 	dir := filepath.Dir(indexPath)
+	var total int64
 	for _, shard := range shards {
 		p := filepath.Join(dir, shard)
-		if _, err := os.Stat(p); err != nil {
+		st, err := os.Stat(p)
+		if err != nil {
 			return nil, fmt.Errorf("checkpoint: %s: shard %s (holding %d tensors, e.g. %q): %w",
 				indexPath, shard, len(byShard[shard]), firstSorted(byShard[shard]), err)
 		}
-		f, err := readByName(p)
+		total += max(st.Size(), 0) // each size < 2^63 and at most 2^16 shards: a sum past 2^63 is refused by the budget's own arithmetic below
+		if total < 0 {
+			total = math.MaxInt64
+		}
+	}
+	bud := newBudget(total)
+	for _, shard := range shards {
+		f, err := readByNameWithin(filepath.Join(dir, shard), bud)
 		if err != nil {
 			return nil, err
 		}

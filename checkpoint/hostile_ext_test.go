@@ -1,6 +1,7 @@
 package checkpoint_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -72,5 +73,35 @@ func TestHostileIssueFiles(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The shards of one checkpoint share one memory budget, of their sizes
+// summed: three shards of about 100 KB that each copy 56 MiB of strided
+// views are each within a budget of their own (4 × size + 128 MiB) but not
+// together, and are refused; one of them alone reads.
+func TestShardsShareOneBudget(t *testing.T) {
+	const views, side = 900, 128
+	dir := t.TempDir()
+	var wm []string
+	for s := range 3 {
+		prefix, name := fmt.Sprintf("s%d.v", s), fmt.Sprintf("shard%d.bin", s)
+		if err := os.WriteFile(filepath.Join(dir, name), hostile.StridedViewsBin(prefix, views, side), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for i := range views {
+			wm = append(wm, fmt.Sprintf("%q: %q", fmt.Sprintf("%s%d", prefix, i), name))
+		}
+	}
+	index := `{"metadata": {}, "weight_map": {` + strings.Join(wm, ", ") + `}}`
+	if err := os.WriteFile(filepath.Join(dir, "pytorch_model.bin.index.json"), []byte(index), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := checkpoint.ReadPyTorch(filepath.Join(dir, "shard0.bin")); err != nil || len(f.Tensors) != views {
+		t.Fatalf("one shard alone: %v", err)
+	}
+	_, err := checkpoint.ReadDir(dir)
+	if err == nil || !strings.Contains(err.Error(), "memory budget") {
+		t.Fatalf("three shards: %v, want the shared memory budget's refusal", err)
 	}
 }

@@ -61,8 +61,15 @@ func ParsePyTorch(data []byte, name string) (*File, error) {
 	return parsePyTorch(bytes.NewReader(data), int64(len(data)), name)
 }
 
-// parsePyTorch reads the size-byte archive r.
+// parsePyTorch reads the size-byte archive r within the memory budget of
+// its size.
 func parsePyTorch(r io.ReaderAt, size int64, name string) (*File, error) {
+	return parsePyTorchWithin(r, size, name, newBudget(size))
+}
+
+// parsePyTorchWithin reads the size-byte archive r, its allocations taken
+// from bud (the shards of one checkpoint share one budget).
+func parsePyTorchWithin(r io.ReaderAt, size int64, name string, bud *budget) (*File, error) {
 	head := make([]byte, len(legacyMagic))
 	if n, _ := r.ReadAt(head, 0); n == len(head) && bytes.Equal(head, legacyMagic) {
 		return nil, formatErr(name, "legacy (pre-1.6, non-zip) torch.save format is not supported; re-save it with a newer torch")
@@ -91,7 +98,6 @@ func parsePyTorch(r io.ReaderAt, size int64, name string) (*File, error) {
 	}
 	pklName := pkls[0]
 	prefix := strings.TrimSuffix(pklName, "data.pkl")
-	bud := newBudget(size)
 
 	if bo, ok := entries[prefix+"byteorder"]; ok {
 		b, err := readZipEntry(bo, 16, -1)

@@ -61,8 +61,16 @@ func ParseSafetensors(data []byte, name string) (*File, error) {
 	return parseSafetensors(bytes.NewReader(data), int64(len(data)), name)
 }
 
-// parseSafetensors reads the size-byte safetensors file r.
+// parseSafetensors reads the size-byte safetensors file r within the
+// memory budget of its size.
 func parseSafetensors(r io.ReaderAt, size int64, name string) (*File, error) {
+	return parseSafetensorsWithin(r, size, name, newBudget(size))
+}
+
+// parseSafetensorsWithin reads the size-byte safetensors file r, its
+// allocations taken from bud (the shards of one checkpoint share one
+// budget).
+func parseSafetensorsWithin(r io.ReaderAt, size int64, name string, bud *budget) (*File, error) {
 	if size < 8 {
 		return nil, formatErr(name, "file is %d bytes, too short for the 8-byte header length (truncated?)", size)
 	}
@@ -88,7 +96,6 @@ func parseSafetensors(r io.ReaderAt, size int64, name string) (*File, error) {
 	if !utf8.Valid(header) {
 		return nil, formatErr(name, "JSON header (%d bytes) is not valid UTF-8", len(header))
 	}
-	bud := newBudget(size)
 	meta, entries, err := parseSTHeader(header, name, bud)
 	if err != nil {
 		return nil, err

@@ -80,6 +80,32 @@ func sharedViews(views int, storageBytes int, method uint16) []byte {
 	})
 }
 
+// StridedViewsBin returns a torch .bin with views tensors, prefix+"0",
+// prefix+"1", …,
+// each the transpose of one stored side × side FloatStorage (stride
+// (1, side)): legal, but a strided view must be copied out, so the file
+// (about side² × 4 bytes plus 40 a view) makes a reader allocate views ×
+// side² × 4 bytes, within one file's budget when views × side² × 4 is
+// under 128 MiB.
+func StridedViewsBin(prefix string, views, side int) []byte {
+	numel, n := int64(side*side), int64(side)
+	var p pickler
+	p.header()
+	for i := range views {
+		p.key(fmt.Sprintf("%s%d", prefix, i))
+		p.tensor(numel, 0, []int64{n, n}, []int64{1, n})
+		if (i+1)%1000 == 0 && i+1 < views {
+			p.op(0x75, '(')
+		}
+	}
+	p.op(0x75, '.')
+	return archive([]entry{
+		{"archive/data.pkl", p.Bytes(), zip.Store, 0},
+		{"archive/data/0", nil, zip.Store, numel * 4},
+		{"archive/version", []byte("3\n"), zip.Store, 0},
+	})
+}
+
 // DupBombBin returns a torch .bin whose data.pkl is PROTO 2, EMPTY_LIST,
 // dups DUP opcodes and STOP, deflated. Each DUP pushes one more reference
 // on the unpickler's stack (16 bytes in Go, plus slice growth); 64 Mi DUPs
