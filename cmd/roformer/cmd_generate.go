@@ -193,17 +193,37 @@ func (o *generateOptions) generate(ctx context.Context, m *roformer.Model, promp
 	if o.unilm {
 		mode = roformer.DecodeUniLM
 	}
-	dec, err := m.NewDecoder(roformer.DecoderOptions{Mode: mode, Pad: true})
-	if err != nil {
-		return nil, err
-	}
-	return generate.Generate(ctx, dec, prompts, generate.Options{
+	gen := generate.Options{
 		MaxNewTokens: o.maxNew, EOS: o.eos, Strategy: o.strategy,
 		Temperature: o.temperature, TopK: o.topK, TopP: o.topP, Seed: o.seed,
 		NumBeams: o.numBeams, LengthPenalty: o.lengthPenalty, EarlyStopping: early,
 		RepetitionPenalty: o.repetition,
-	})
+	}
+	// The cost is computed before anything is allocated (as the server
+	// does), so that a large --num-beams or --max-new-tokens is an error
+	// with the numbers, not an out-of-memory death.
+	longest := 1
+	for _, p := range prompts {
+		longest = max(longest, len(p))
+	}
+	cost, err := m.GenerateCost(len(prompts), longest, gen)
+	if err != nil {
+		return nil, err
+	}
+	if cost.Bytes > maxGenerateBytes {
+		return nil, usagef("%d prompts of up to %d tokens, %d new tokens, %d beams would take about %d MiB (the key/value cache and the scores); the limit is %d MiB: lower --num-beams or --max-new-tokens, or give fewer prompts",
+			len(prompts), longest, o.maxNew, o.numBeams, cost.Bytes>>20, maxGenerateBytes>>20)
+	}
+	dec, err := m.NewDecoder(roformer.DecoderOptions{Mode: mode, Pad: true})
+	if err != nil {
+		return nil, err
+	}
+	return generate.Generate(ctx, dec, prompts, gen)
 }
+
+// maxGenerateBytes bounds the memory of one `roformer generate` run as
+// roformer.Model.GenerateCost estimates it.
+const maxGenerateBytes = 16 << 30
 
 func parseEarlyStopping(s string) (generate.EarlyStopping, error) {
 	switch s {

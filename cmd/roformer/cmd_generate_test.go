@@ -220,3 +220,13 @@ func TestGenerateCLIErrors(t *testing.T) {
 		t.Errorf("similar -n 0: exit %d, %q", code, stderr)
 	}
 }
+
+// A --num-beams whose cache would not fit is refused with the numbers
+// before anything is allocated (exit 2).
+func TestGenerateCostRefused(t *testing.T) {
+	dir := simWithVocab(t)
+	code, _, stderr := runCLI(t, "generate", "--model", dir, "--text", "the cat sat", "--unilm", "--strategy", "beam", "--num-beams", "100000000", "--max-new-tokens", "64", "--quiet")
+	if code != 2 || !strings.Contains(stderr, "lower --num-beams") {
+		t.Fatalf("100M beams: exit %d: %s", code, stderr)
+	}
+}

@@ -130,8 +130,9 @@ func runServe(ctx context.Context, o serveOptions, ln net.Listener, stderr io.Wr
 	// the body, so that a stalled one gets a 408 answer rather than a cut
 	// connection. ReadTimeout is only the backstop for a body no handler
 	// reads (net/http reads what is left of it after the answer). An idle
-	// connection is closed after 2 minutes. Answers have no deadline: a
-	// request may wait behind others for the model.
+	// connection is closed after 2 minutes. Waiting for the model has no
+	// deadline (a request may wait behind others); each write of the
+	// answer has --write-timeout (the server sets it).
 	hs := &http.Server{Handler: loading, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 10*time.Second + o.srv.BodyTimeout,
 		IdleTimeout: 2 * time.Minute, ErrorLog: o.srv.Log}
 	done := make(chan error, 1)
