@@ -22,28 +22,61 @@ type CharLMVariant struct {
 	// ScaleEmbedding multiplies the word embeddings by √E (config key
 	// scale_embedding, as Vaswani et al. do before adding sinusoids).
 	ScaleEmbedding bool `json:"scale_embedding,omitempty"`
+	// VaswaniInit draws the word table from N(0, 1/E) instead of HF's
+	// N(0, 0.02²) (VaswaniWordInit); with ScaleEmbedding, as Vaswani et al.
+	VaswaniInit bool `json:"vaswani_init,omitempty"`
+	// PositionLR, when positive and not 1, trains the learned position
+	// table at PositionLR times the scheduled rate (its own AdamW); the
+	// other parameters keep the schedule.
+	PositionLR float64 `json:"position_lr,omitempty"`
 }
 
 // Name is "attention-position", e.g. "performer-rotary", with "-scaled"
-// appended for ScaleEmbedding ("linear-sinusoidal-scaled").
+// appended for ScaleEmbedding with HF's initialisation
+// ("linear-sinusoidal-scaled"), "-vaswani" for ScaleEmbedding with
+// VaswaniInit ("performer-sinusoidal-vaswani"), and "-lrK" for a position
+// table trained at K times the rate ("linear-learned-lr10").
 func (v CharLMVariant) Name() string {
 	n := string(v.Attention) + "-" + string(v.Position)
-	if v.ScaleEmbedding {
+	switch {
+	case v.ScaleEmbedding && v.VaswaniInit:
+		n += "-vaswani"
+	case v.ScaleEmbedding:
 		n += "-scaled"
+	case v.VaswaniInit:
+		n += "-vaswani-unscaled"
+	}
+	if v.PositionLR > 0 && v.PositionLR != 1 {
+		n += "-lr" + strconv.FormatFloat(v.PositionLR, 'g', -1, 64)
 	}
 	return n
 }
 
 // ParseCharLMVariants reads a comma-separated list of
-// ATTENTION-POSITION[-scaled] names.
+// ATTENTION-POSITION[-scaled|-vaswani][-lrK] names.
 func ParseCharLMVariants(s string) ([]CharLMVariant, error) {
 	var out []CharLMVariant
 	for _, f := range strings.Split(s, ",") {
+		bad := fmt.Errorf("experiment: variant %q is not ATTENTION-POSITION[-scaled|-vaswani][-lrK] (e.g. performer-rotary, linear-sinusoidal-vaswani, performer-learned-lr10)", f)
 		a, p, ok := strings.Cut(strings.TrimSpace(f), "-")
 		if !ok {
-			return nil, fmt.Errorf("experiment: variant %q is not ATTENTION-POSITION[-scaled] (e.g. performer-rotary, linear-sinusoidal-scaled)", f)
+			return nil, bad
 		}
-		p, scaled := strings.CutSuffix(p, "-scaled")
+		var v CharLMVariant
+		if i := strings.LastIndex(p, "-lr"); i >= 0 {
+			k, err := strconv.ParseFloat(p[i+3:], 64)
+			if err != nil || !(k > 0) || math.IsInf(k, 0) || k > 1e4 {
+				return nil, fmt.Errorf("%w: the rate factor %q is not a number in (0, 10000]", bad, p[i+3:])
+			}
+			p, v.PositionLR = p[:i], k
+		}
+		if q, ok := strings.CutSuffix(p, "-vaswani-unscaled"); ok {
+			p, v.VaswaniInit = q, true
+		} else if q, ok := strings.CutSuffix(p, "-vaswani"); ok {
+			p, v.ScaleEmbedding, v.VaswaniInit = q, true, true
+		} else if q, ok := strings.CutSuffix(p, "-scaled"); ok {
+			p, v.ScaleEmbedding = q, true
+		}
 		at, err := roformer.ParseAttentionKind(a)
 		if err != nil {
 			return nil, err
@@ -52,7 +85,11 @@ func ParseCharLMVariants(s string) ([]CharLMVariant, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, CharLMVariant{Attention: at, Position: pe, ScaleEmbedding: scaled})
+		v.Attention, v.Position = at, pe
+		if v.PositionLR != 0 && pe != roformer.PosLearned {
+			return nil, fmt.Errorf("%w: -lr%g needs a learned position table, not %s", bad, v.PositionLR, pe)
+		}
+		out = append(out, v)
 	}
 	return out, nil
 }
@@ -93,15 +130,19 @@ type CharLMOptions struct {
 }
 
 // DefaultCharLMVariants are linear attention and Performer, each with
-// learned absolute positions, with Vaswani's sinusoids added to word
-// embeddings scaled by √E, and with RoPE (eq. 19); and softmax with RoPE as
-// the reference.
+// learned absolute positions, with Vaswani's sinusoids added to a word
+// table drawn and scaled as theirs (N(0, 1/E), then ×√E), and with RoPE
+// (eq. 19); Performer also without positions (the paper's Fig. 3 right
+// compares Performer with and without RoPE); and softmax with RoPE as the
+// reference. (The recorded run docs/experiments/char-lm had the sinusoids
+// on HF's N(0, 0.02²) table ×√E, "-scaled", and no performer-none.)
 var DefaultCharLMVariants = []CharLMVariant{
 	{Attention: roformer.AttnLinear, Position: roformer.PosLearned},
-	{Attention: roformer.AttnLinear, Position: roformer.PosSinusoidal, ScaleEmbedding: true},
+	{Attention: roformer.AttnLinear, Position: roformer.PosSinusoidal, ScaleEmbedding: true, VaswaniInit: true},
 	{Attention: roformer.AttnLinear, Position: roformer.PosRotary},
+	{Attention: roformer.AttnPerformer, Position: roformer.PosNone},
 	{Attention: roformer.AttnPerformer, Position: roformer.PosLearned},
-	{Attention: roformer.AttnPerformer, Position: roformer.PosSinusoidal, ScaleEmbedding: true},
+	{Attention: roformer.AttnPerformer, Position: roformer.PosSinusoidal, ScaleEmbedding: true, VaswaniInit: true},
 	{Attention: roformer.AttnPerformer, Position: roformer.PosRotary},
 	{Attention: roformer.AttnSoftmax, Position: roformer.PosRotary},
 }
@@ -236,7 +277,10 @@ func charLMRun(ctx context.Context, o CharLMOptions, v CharLMVariant, seed uint6
 		return nil, err
 	}
 	m.Init(seed)
-	st, err := newStepper(m, o.Schedule)
+	if v.VaswaniInit {
+		VaswaniWordInit(m, seed)
+	}
+	st, ps, err := newRunStepper(m, o.Schedule, v.PositionLR)
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +307,7 @@ func charLMRun(ctx context.Context, o CharLMOptions, v CharLMVariant, seed uint6
 			}
 		}
 		m.RedrawFeaturesAt(step)
-		loss, err := st.step(step, func() (float64, error) {
+		loss, err := ps.step(st, step, func() (float64, error) {
 			r, err := m.ForwardBackward(ctx, s, batch, labels, roformer.StepOptions{Causal: true})
 			if err != nil {
 				return 0, err
@@ -396,8 +440,16 @@ func writeCharLM(dir string, res *CharLMResult) error {
 			}
 		}
 		pos := string(v.Position)
-		if v.ScaleEmbedding {
+		switch {
+		case v.ScaleEmbedding && v.VaswaniInit:
+			pos += ", N(0, 1/E) table ×√E"
+		case v.ScaleEmbedding:
 			pos += ", embeddings ×√E"
+		case v.VaswaniInit:
+			pos += ", N(0, 1/E) table"
+		}
+		if v.PositionLR > 0 && v.PositionLR != 1 {
+			pos += fmt.Sprintf(", table at %g× the rate", v.PositionLR)
 		}
 		ts := SeedSpread(test[v.Name()])
 		bm, _ := meanStd(bps)
@@ -435,7 +487,7 @@ func charLMPairs(res *CharLMResult) []CharLMPair {
 	}
 	var out []CharLMPair
 	for _, a := range res.Options.Variants {
-		if a.Position != roformer.PosRotary || a.ScaleEmbedding {
+		if a.Position != roformer.PosRotary || a.ScaleEmbedding || a.VaswaniInit {
 			continue
 		}
 		for _, b := range res.Options.Variants {

@@ -137,6 +137,9 @@ func TestMLMPETiny(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustExist(t, out, "results.json", "curves.csv", "train_curves.csv", "eval_loss.png", "eval_loss.svg", "train_loss.png", "summary.md")
+	if md, _ := os.ReadFile(filepath.Join(out, "summary.md")); !strings.Contains(string(md), "N(0, 1/E) and multiplied by √E") {
+		t.Errorf("summary.md does not say that the sinusoidal arm has Vaswani et al.'s word table:\n%s", md)
+	}
 	if len(res.Runs) != 10 || len(res.Summary) != 5 {
 		t.Fatalf("%d runs and %d summaries, want 10 and 5", len(res.Runs), len(res.Summary))
 	}

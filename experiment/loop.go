@@ -6,6 +6,7 @@ import (
 
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/optim"
+	"github.com/roformer-go/roformer/tensor"
 	"github.com/roformer-go/roformer/train"
 )
 
@@ -25,6 +26,11 @@ type Schedule struct {
 type stepper struct{ *train.Stepper }
 
 func newStepper(m *roformer.Model, s Schedule) (*stepper, error) {
+	return newParamStepper(m.Params(), s)
+}
+
+// newParamStepper applies Schedule to params.
+func newParamStepper(params []*tensor.Param, s Schedule) (*stepper, error) {
 	if s.Steps < 1 {
 		return nil, fmt.Errorf("experiment: %d steps; need at least 1", s.Steps)
 	}
@@ -32,7 +38,7 @@ func newStepper(m *roformer.Model, s Schedule) (*stepper, error) {
 	if err := sched.Validate(); err != nil {
 		return nil, fmt.Errorf("experiment: %w", err)
 	}
-	st, err := train.NewStepper(m.Params(), optim.DefaultAdamWConfig(s.WeightDecay), sched)
+	st, err := train.NewStepper(params, optim.DefaultAdamWConfig(s.WeightDecay), sched)
 	if err != nil {
 		return nil, fmt.Errorf("experiment: %w", err)
 	}

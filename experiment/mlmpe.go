@@ -38,6 +38,12 @@ type MLMPEOptions struct {
 	// TargetLosses are fixed held-out MLM losses (nats) whose first
 	// crossing each run reports, interpolated between evaluations.
 	TargetLosses []float64 `json:"target_losses"`
+	// SinusoidVaswani gives the sinusoidal arm Vaswani et al.'s word table:
+	// drawn from N(0, 1/E) (VaswaniWordInit) and multiplied by √E
+	// (scale_embedding), so that tokens and sinusoids are of one size.
+	// False is the arm of the recorded 500-step run (mlm-pe-500): HF's
+	// N(0, 0.02²) table, unscaled, which the sinusoids swamp.
+	SinusoidVaswani bool `json:"sinusoid_vaswani,omitempty"`
 
 	Out      string    `json:"-"` // results folder
 	Work     string    `json:"-"` // run folders (checkpoints, metrics); empty: a temporary folder, removed
@@ -70,7 +76,7 @@ func DefaultMLMPE(out string) MLMPEOptions {
 	return MLMPEOptions{
 		Encodings: []roformer.PositionEncoding{roformer.PosRotary, roformer.PosLearned, roformer.PosNone},
 		Seeds:     []uint64{1, 2, 3, 4, 5}, Model: m,
-		VocabSize: 2000, Train: t, TargetLosses: []float64{6, 5.5, 5, 4.5}, Out: out,
+		VocabSize: 2000, Train: t, TargetLosses: []float64{6, 5.5, 5, 4.5}, SinusoidVaswani: true, Out: out,
 	}
 }
 
@@ -206,11 +212,16 @@ func MLMPE(ctx context.Context, opts MLMPEOptions) (*MLMPEResult, error) {
 			cfg := base
 			cfg.PositionEmbeddingType = pe
 			cfg.VocabSize = job.Model.Config.VocabSize
+			vaswani := pe == roformer.PosSinusoidal && opts.SinusoidVaswani
+			cfg.ScaleEmbedding = cfg.ScaleEmbedding || vaswani
 			m, err := roformer.New(cfg, roformer.HeadMaskedLM)
 			if err != nil {
 				return nil, fmt.Errorf("experiment: mlm-pe %s: %w", pe, err)
 			}
 			m.Init(seed)
+			if vaswani {
+				VaswaniWordInit(m, seed)
+			}
 			to := opts.Train
 			to.Seed, to.Threads = seed, max(opts.Threads, 1)
 			to.OutDir = filepath.Join(work, fmt.Sprintf("%s-seed%d", pe, seed))
@@ -488,6 +499,15 @@ func mlmpeSummary(res *MLMPEResult) string {
 		o.Model.NumHiddenLayers, o.Model.HiddenSize, o.Model.NumAttentionHeads, o.Train.Steps, o.Train.BatchSize, o.Train.SeqLen, o.Seeds, res.Corpus, res.Tokens, res.TrainSeqs, res.EvalSeqs, res.WallSeconds)
 	if res.ReadRuns > 0 {
 		fmt.Fprintf(&md, "%d of the %d runs were read from the work folder, trained earlier or by another process; their training time is in \"s per run\", not in the wall time.\n\n", res.ReadRuns, len(res.Runs))
+	}
+	for _, pe := range o.Encodings {
+		if pe == roformer.PosSinusoidal {
+			if o.SinusoidVaswani {
+				md.WriteString("The sinusoidal arm's word table is drawn from N(0, 1/E) and multiplied by √E before the sinusoids are added (Vaswani et al.).\n\n")
+			} else if !o.Model.ScaleEmbedding {
+				md.WriteString("The sinusoidal arm adds the sinusoids (entries of size 1) to HF's N(0, 0.02²) word table, unscaled: the positions swamp the tokens.\n\n")
+			}
+		}
 	}
 	md.WriteString("Final held-out loss and accuracy: mean ± sample sd over the seeds and the t-based 95% confidence interval of the mean; steps to a target: mean ± sd over the seeds that reach it (how many of them).\n\n")
 	fmt.Fprintf(&md, "| encoding | parameters | final held-out loss | 95%% CI | final accuracy |")
