@@ -129,6 +129,7 @@ type finetuneOptions struct {
 	baselineEpochs                int
 	group                         distributed.Comm // the MPI job's ranks, or this process alone
 	embed                         contrastFlags    // --objective: contrastive fine-tuning of a sentence encoder
+	span                          spanFlags        // --task qa, --task multiple-choice (cmd_finetune_qa.go)
 }
 
 func cmdFinetune(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -138,7 +139,7 @@ func cmdFinetune(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	p := &o.opts
 	fs.StringVar(&o.model, "model", "", "pretrained model folder (config.json, weights, vocabulary), or one fine-tuned before to continue")
 	fs.StringVar(&o.tokenizer, "tokenizer", "", "tokenizer folder (default: the model folder, or its tokenizer/ subfolder)")
-	fs.StringVar(&o.task, "task", "", "built-in task: "+strings.Join(tasks.Names(), ", ")+" (fetched on first use)")
+	fs.StringVar(&o.task, "task", "", "built-in task: "+strings.Join(tasks.Names(), ", ")+" (fetched on first use); or "+strings.Join(spanTasks, ", ")+" on --train files (SQuAD JSON/JSONL; {question, choices, label} JSONL)")
 	fs.StringVar(&o.cache, "cache", defaultCacheDir(), "folder the built-in tasks are fetched into")
 	fs.StringVar(&o.train, "train", "", "training data (JSONL, CSV or TSV)")
 	fs.StringVar(&o.eval, "eval", "", "evaluation data, scored after each epoch to keep the best checkpoint (default: none, the last epoch is kept)")
@@ -168,6 +169,7 @@ func cmdFinetune(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&o.baselineEpochs, "baseline-epochs", 20, "epochs of the baseline")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress output")
 	o.embed.register(fs)
+	o.span.register(fs)
 	th := threadsFlag(fs)
 	distributed := distributedFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -181,14 +183,17 @@ func cmdFinetune(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := o.embed.check(o.set); err != nil {
 		return err
 	}
+	if err := o.span.check(o.task, o.train, o.set); err != nil {
+		return err
+	}
 	switch {
 	case o.out == "":
 		return usagef("--out is required")
 	case o.task == "" && o.train == "":
 		return usagef("give --task NAME or --train FILE")
-	case o.task != "" && (o.train != "" || o.eval != "" || o.test != ""):
+	case o.task != "" && !isSpanTask(o.task) && (o.train != "" || o.eval != "" || o.test != ""):
 		return usagef("--task brings its own splits; do not combine it with --train, --eval or --test")
-	case o.task != "" && len(o.data.set(fs)) > 0:
+	case o.task != "" && !isSpanTask(o.task) && len(o.data.set(fs)) > 0:
 		return usagef("--task fixes the columns and the problem; %s only apply to --train files", strings.Join(o.data.set(fs), ", "))
 	case o.baseline == "" && o.model == "":
 		return usagef("--model is required (or --baseline bow)")
@@ -225,6 +230,9 @@ func runFinetune(ctx context.Context, o finetuneOptions, stdout, stderr io.Write
 	}
 	if o.embed.objective != "" {
 		return runFinetuneEmbed(ctx, o, stdout, progress)
+	}
+	if isSpanTask(o.task) {
+		return runFinetuneSpan(ctx, o, stdout, progress)
 	}
 	d, err := finetuneData(ctx, &o, progress)
 	if err := distributed.Agree(o.group, err); err != nil {
