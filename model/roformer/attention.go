@@ -66,6 +66,11 @@ func (m *Model) attentionBackward(s *State, l int, la *layerActs, g *gradBuffers
 		return
 	}
 	drop := s.dropAt(l, siteAttnProbs, cfg.AttentionProbsDropoutProb)
+	if s.unilm != nil {
+		// unilmAttention drew no dropout; its probabilities are 0 on the
+		// keys it hides, so the plain backward below is its derivative
+		drop = kernels.Dropout{}
+	}
 	if cfg.PosEnc() == PosRelative {
 		L := &m.Encoder.Layers[l]
 		kernels.RelativeAttentionBackward(g.dq, g.dk, g.dv, L.RelKey.Grad, g.dcx, la.q, la.k, la.v, L.RelKey.Data, la.probs, s.keyMask, s.causal, drop, cfg.RelativeMaxDistance, B, T, NH, HS)

@@ -43,6 +43,17 @@ type StepOptions struct {
 	// NumChoices and Causal as in Options.
 	NumChoices int
 	Causal     bool
+	// UniLM applies MaskUniLM from the token types (RoFormer-Sim's mask:
+	// type 0 bidirectional, type 1 causal over everything before it)
+	// whatever the model's EncoderMask; a RoFormer-Sim model (IsSim) has it
+	// without asking. Attention-probability dropout does not apply to a
+	// pass under it.
+	UniLM bool
+	// PooledLoss, when set, adds a caller's loss on the pooler output
+	// pooled [B, H] to the head's (ForwardBackward; the model needs a
+	// pooler): it returns the loss and writes its gradient into dpooled
+	// [B, H]. StepResult.PooledLoss reports it.
+	PooledLoss func(pooled, dpooled []float32, B, H int) (float64, error)
 }
 
 // StepResult is what a training step measured.
@@ -50,6 +61,8 @@ type StepResult struct {
 	Loss    float64 // HF's loss for the head (mean over the labelled terms)
 	N       int     // labelled terms in the loss
 	Correct int     // of those, how many the arg-max predicts (classification and LM heads)
+	// PooledLoss is the value of StepOptions.PooledLoss (0 without it).
+	PooledLoss float64
 }
 
 // ForwardBackward runs the head on b in training mode and back-propagates
@@ -81,7 +94,9 @@ func (m *Model) ForwardBackward(ctx context.Context, s *State, b *Batch, labels 
 		s.drop = kernels.Dropout{P: 1, Seed: opts.Seed} // P is set per site from the config
 	}
 	defer func() { s.drop = kernels.Dropout{} }()
-	m.setInputs(s, b, opts.Causal || m.Config.IsDecoder || kindOf(m.Head).causal)
+	if err := m.setTrainInputs(s, b, opts); err != nil {
+		return nil, err
+	}
 	x, err := m.encode(ctx, s, nil)
 	if err != nil {
 		return nil, err
@@ -90,6 +105,11 @@ func (m *Model) ForwardBackward(ctx context.Context, s *State, b *Batch, labels 
 	res, err := m.headBackward(g.dx, x, s, b, labels, opts)
 	if err != nil {
 		return nil, err
+	}
+	if opts.PooledLoss != nil {
+		if res.PooledLoss, err = m.poolerTrain(g.dx, x, b.B, b.T, opts.PooledLoss); err != nil {
+			return nil, err
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -237,6 +257,12 @@ func grow(buf *[]float32, n int) []float32 {
 // whose label is set and returns the summed cross-entropy, the number of
 // labelled tokens and how many the arg-max predicts.
 func (m *Model) EvaluateMLM(ctx context.Context, s *State, b *Batch, labels []int32) (lossSum float64, n, correct int, err error) {
+	return m.EvaluateLM(ctx, s, b, labels, StepOptions{})
+}
+
+// EvaluateLM is EvaluateMLM with the mask a training step with opts would
+// use (opts.Causal, opts.UniLM; dropout and the rest are not read).
+func (m *Model) EvaluateLM(ctx context.Context, s *State, b *Batch, labels []int32, opts StepOptions) (lossSum float64, n, correct int, err error) {
 	if m.LM == nil {
 		return 0, 0, 0, fmt.Errorf("roformer: the %s head has no LM head", m.Head)
 	}
@@ -246,7 +272,9 @@ func (m *Model) EvaluateMLM(ctx context.Context, s *State, b *Batch, labels []in
 	if s == nil || s.B != b.B || s.T != b.T {
 		s = m.NewState(b.B, b.T, false)
 	}
-	m.setInputs(s, b, m.Config.IsDecoder || m.Head == HeadCausalLM)
+	if err := m.setTrainInputs(s, b, StepOptions{Causal: opts.Causal, UniLM: opts.UniLM}); err != nil {
+		return 0, 0, 0, err
+	}
 	x, err := m.encode(ctx, s, nil)
 	if err != nil {
 		return 0, 0, 0, err

@@ -32,7 +32,10 @@ func (m *Model) TrainEncode(ctx context.Context, s *State, b *Batch, opts StepOp
 	if opts.Dropout {
 		s.drop = kernels.Dropout{P: 1, Seed: opts.Seed} // kept for BackwardHidden, which clears it
 	}
-	m.setInputs(s, b, opts.Causal || m.Config.IsDecoder || kindOf(m.Head).causal)
+	if err := m.setTrainInputs(s, b, opts); err != nil {
+		s.drop = kernels.Dropout{}
+		return nil, err
+	}
 	x, err := m.encode(ctx, s, nil)
 	if err != nil {
 		s.drop = kernels.Dropout{}
