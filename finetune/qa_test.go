@@ -98,6 +98,15 @@ func TestReadQAFormats(t *testing.T) {
 			t.Errorf("%s: %+v", name, exs)
 		}
 	}
+	// Character offsets, not bytes: 巴黎 starts at character 4, byte 12.
+	zh := QAExample{Question: "住在哪里", Context: "约翰住在巴黎。"}
+	zh.Answers.Text, zh.Answers.AnswerStart = []string{"巴黎"}, []int{4}
+	if err := zh.check(); err != nil {
+		t.Errorf("a Chinese answer: %v", err)
+	}
+	if from, to, _ := zh.answerBytes(0); from != 12 || to != 18 {
+		t.Errorf("巴黎 at bytes [%d, %d), want [12, 18)", from, to)
+	}
 	bad := filepath.Join(dir, "bad.jsonl")
 	mustf(t, os.WriteFile(bad, []byte(`{"question": "q", "context": "john lives in paris", "answers": {"text": ["paris"], "answer_start": [13]}}`+"\n"), 0o644), "write")
 	if _, err := ReadQA(bad, 0); err == nil || !strings.Contains(err.Error(), "bad.jsonl:1") || !strings.Contains(err.Error(), "character 13") {
