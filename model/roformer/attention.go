@@ -37,6 +37,9 @@ func (m *Model) attentionForward(s *State, l int, la *layerActs) {
 			return
 		}
 	}
+	if m.fusedAttention(s, l, la) {
+		return
+	}
 	if s.unilm != nil {
 		// RoFormer-Sim with token type 1: the UniLM mask (passMask)
 		unilmAttention(la.ctx, la.probs, la.q, la.k, la.v, s.keyMask, s.unilm, B, T, NH, HS)
@@ -71,7 +74,9 @@ func (m *Model) attentionBackward(s *State, l int, la *layerActs, g *gradBuffers
 		// keys it hides, so the plain backward below is its derivative
 		drop = kernels.Dropout{}
 	}
-	if cfg.PosEnc() == PosRelative {
+	if la.lse != nil && la.probs == nil {
+		m.fusedAttentionBackward(s, la, g) // the forward pass took fusedAttention
+	} else if cfg.PosEnc() == PosRelative {
 		L := &m.Encoder.Layers[l]
 		kernels.RelativeAttentionBackward(g.dq, g.dk, g.dv, L.RelKey.Grad, g.dcx, la.q, la.k, la.v, L.RelKey.Data, la.probs, s.keyMask, s.causal, drop, cfg.RelativeMaxDistance, B, T, NH, HS)
 	} else {

@@ -87,7 +87,8 @@ func PadBatch(B, T int, pad int32, row func(i int) (ids, types []int32)) *Batch 
 // needs. In inference one set is reused by every layer.
 type layerActs struct {
 	q, k, v []float32 // [BT, H] after the rotation (softmax); as projected (linear, performer)
-	probs   []float32 // [B, NH, T, T]; nil in inference (scratch) and for linear attention
+	probs   []float32 // [B, NH, T, T]; nil in inference (scratch), for linear attention and for fusedAttention; allocated on first use
+	lse     []float32 // [B, NH, T] the log-sum-exp of fusedAttention in training; nil otherwise
 	ctx     []float32 // [BT, H] attention output before attention.output.dense
 	res1    []float32 // [BT, H] x + dense(ctx)
 	ln1Mean []float32 // [BT]
@@ -117,6 +118,7 @@ type State struct {
 	ids, types []int32   // [BT]
 	keyMask    []float32 // [BT] or nil (all visible)
 	causal     bool
+	wantProbs  bool      // this pass hands every layer's attention probabilities to a hook (no fusedAttention)
 	unilm      []int32   // [BT] running sums of the token types under MaskUniLM with a type other than 0; nil otherwise
 	pos        []int     // [T] (0 … T−1, every row) or [BT] (explicit position ids)
 	sin, cos   []float32 // [T or BT, d/2]; with xPos, q's (scaled by ζ^n)
@@ -191,9 +193,7 @@ func (m *Model) newLayerActs(B, T int, withProbs bool) layerActs {
 		ln2Mean: make([]float32, BT), ln2Rstd: make([]float32, BT), out: make([]float32, BT*H),
 	}
 	if withProbs {
-		if m.Config.Attention() == AttnSoftmax {
-			la.probs = make([]float32, B*NH*T*T)
-		}
+		// softmax attention's probabilities: allocated by fusedAttention when a pass needs them
 		la.post, la.dact = make([]float32, BT*I), make([]float32, BT*I)
 	}
 	if F := m.Config.NumFeatures(); F > 0 {
@@ -319,6 +319,7 @@ func (m *Model) encode(ctx context.Context, s *State, hook func(layer int, hidde
 	E, H, I := cfg.EmbeddingSize, cfg.HiddenSize, cfg.IntermediateSize
 	emb := &m.Encoder.Embeddings
 	eps := float32(cfg.LayerNormEps)
+	s.wantProbs = hook != nil
 
 	// x = LayerNorm(word[ids] + type[types]); x = project(x) when E ≠ H
 	if cfg.ScaleEmbedding {

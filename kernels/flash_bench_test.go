@@ -1,0 +1,86 @@
+//go:build linux
+
+package kernels
+
+import (
+	"fmt"
+	"syscall"
+	"testing"
+
+	"github.com/roformer-go/roformer/internal/testutil"
+)
+
+// BenchmarkFlashAttention times the fused attention against AttentionForward
+// (inference, no saved probabilities) on the small model's heads (NH 6, HS
+// 64) at long lengths; FLOPs count QKᵀ and PV over all T² pairs.
+func BenchmarkFlashAttention(b *testing.B) {
+	r := testutil.Rand(65)
+	B, NH, HS := 1, 6, 64
+	C := NH * HS
+	for _, T := range []int{512, 4096, 16384} {
+		q, k, v := testutil.RandN(r, B*T*C, 1), testutil.RandN(r, B*T*C, 1), testutil.RandN(r, B*T*C, 1)
+		out, lse := make([]float32, B*T*C), make([]float32, B*NH*T)
+		flop := 4 * float64(B*NH*T*T*HS)
+		b.Run(fmt.Sprintf("T%d/blocked", T), func(b *testing.B) {
+			c0 := cpuSeconds()
+			for i := 0; i < b.N; i++ {
+				AttentionForward(out, nil, q, k, v, nil, false, Dropout{}, B, T, NH, HS)
+			}
+			cpuGflops(b, flop, c0)
+		})
+		b.Run(fmt.Sprintf("T%d/flash", T), func(b *testing.B) {
+			b.ReportAllocs()
+			c0 := cpuSeconds()
+			for i := 0; i < b.N; i++ {
+				FlashAttentionForward(out, lse, q, k, v, nil, false, B, T, NH, HS)
+			}
+			cpuGflops(b, flop, c0)
+		})
+		b.Run(fmt.Sprintf("T%d/flash_causal", T), func(b *testing.B) {
+			c0 := cpuSeconds()
+			for i := 0; i < b.N; i++ {
+				FlashAttentionForward(out, lse, q, k, v, nil, true, B, T, NH, HS)
+			}
+			cpuGflops(b, flop/2, c0)
+		})
+		if T > 4096 {
+			continue
+		}
+		dq, dk, dv, dout := make([]float32, B*T*C), make([]float32, B*T*C), make([]float32, B*T*C), testutil.RandN(r, B*T*C, 1)
+		b.Run(fmt.Sprintf("T%d/flash_backward", T), func(b *testing.B) {
+			FlashAttentionForward(out, lse, q, k, v, nil, false, B, T, NH, HS)
+			c0 := cpuSeconds()
+			for i := 0; i < b.N; i++ {
+				FlashAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, nil, false, B, T, NH, HS)
+			}
+			cpuGflops(b, 2*flop, c0)
+		})
+		b.Run(fmt.Sprintf("T%d/backward", T), func(b *testing.B) {
+			probs := make([]float32, B*NH*T*T)
+			AttentionForward(out, probs, q, k, v, nil, false, Dropout{}, B, T, NH, HS)
+			c0 := cpuSeconds()
+			for i := 0; i < b.N; i++ {
+				AttentionBackward(dq, dk, dv, dout, q, k, v, probs, nil, false, Dropout{}, B, T, NH, HS)
+			}
+			cpuGflops(b, 2*flop, c0)
+		})
+	}
+}
+
+// cpuSeconds is the process's user and system CPU time so far.
+func cpuSeconds() float64 {
+	var u syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+		return 0
+	}
+	return float64(u.Utime.Nano()+u.Stime.Nano()) / 1e9
+}
+
+// cpuGflops reports GFLOP/s by wall clock and per CPU-second used since c0
+// (the rate per core, less sensitive to other jobs on a shared machine).
+func cpuGflops(b *testing.B, flop, c0 float64) {
+	gflops(b, flop)
+	if c := cpuSeconds() - c0; c > 0 {
+		b.ReportMetric(flop*float64(b.N)/c/1e9, "GFLOP/cpu-s")
+	}
+}

@@ -1,0 +1,41 @@
+package roformer
+
+import "github.com/roformer-go/roformer/kernels"
+
+// fusedAttention runs one layer's softmax self-attention through
+// kernels.FlashAttentionForward when that kernel computes it: absolute or
+// rotary positions (relative ones have their own kernel), the padding and
+// causal masks (not the UniLM mask of RoFormer-Sim with token type 1), no
+// dropout on the probabilities, and no pass that returns them
+// (OutputAttentions). It then keeps no [B, NH, T, T] probabilities: a
+// training state keeps la.lse [B, NH, T] for fusedAttentionBackward, so
+// memory grows linearly in T. Otherwise it reports false, having given a
+// training state the probabilities the other kernels fill.
+func (m *Model) fusedAttention(s *State, l int, la *layerActs) bool {
+	cfg := &m.Config
+	B, T, NH := s.B, s.T, cfg.NumAttentionHeads
+	drop := s.dropAt(l, siteAttnProbs, cfg.AttentionProbsDropoutProb)
+	if cfg.PosEnc() == PosRelative || s.unilm != nil || drop.Active() || (s.train && s.wantProbs) {
+		if s.train && la.probs == nil {
+			la.probs = make([]float32, B*NH*T*T)
+		}
+		la.lse = nil
+		return false
+	}
+	if s.train {
+		if len(la.lse) != B*NH*T {
+			la.lse = make([]float32, B*NH*T)
+		}
+		la.probs = nil
+	}
+	// ctx = softmax(q·kᵀ/√HS + mask)·v, tile by tile
+	kernels.FlashAttentionForward(la.ctx, la.lse, la.q, la.k, la.v, s.keyMask, s.causal, B, T, NH, cfg.HeadSize())
+	return true
+}
+
+// fusedAttentionBackward differentiates a layer whose forward pass took
+// fusedAttention (la.lse set), from la.ctx and la.lse.
+func (m *Model) fusedAttentionBackward(s *State, la *layerActs, g *gradBuffers) {
+	cfg := &m.Config
+	kernels.FlashAttentionBackward(g.dq, g.dk, g.dv, g.dcx, la.q, la.k, la.v, la.ctx, la.lse, s.keyMask, s.causal, s.B, s.T, cfg.NumAttentionHeads, cfg.HeadSize())
+}
