@@ -597,60 +597,70 @@ func fmtNumber(x float64, dec int) string {
 }
 
 // plotFinetuneCompare draws test.png/svg: per task, each model's test metric
-// as a point (the mean) with a bar of ± one standard deviation.
+// on every seed as a small dot and the mean as a short bar. Dots rather
+// than ± sd bars: runs that collapse to a constant answer make some tasks
+// bimodal, where a mean ± sd leaves [0, 1] and hides the two groups.
 func plotFinetuneCompare(dir string, res *FinetuneCompareResult) error {
 	o := res.Options
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Fine-tuned test metric by task (mean ± sd over %d seeds)", len(o.Seeds))
+	p.Title.Text = fmt.Sprintf("Fine-tuned test metric by task: dots the %d seeds, bar the mean", len(o.Seeds))
 	p.Y.Label.Text = "test metric (accuracy, F1 or macro F1)"
 	p.Add(plotter.NewGrid())
-	p.Legend.Top = true
-	p.Legend.Left = true
 	models := o.models()
 	names := make([]string, len(o.Tasks))
 	for i, t := range o.Tasks {
 		names[i] = t + " (" + res.Metrics[t] + ")"
 	}
 	p.NominalX(names...)
+	w := 0.5 / float64(max(len(models), 1))
 	for k, model := range models {
-		var pts plotter.XYs
-		var errs plotter.YErrors
+		var dots plotter.XYs
+		var means [][2]plotter.XY
 		for i, t := range o.Tasks {
-			for _, s := range res.Summary {
-				if s.Model == model && s.Task == t && s.Test.N > 0 {
-					x := float64(i) + 0.12*(float64(k)-float64(len(models)-1)/2)
-					sd := float64(s.Test.SD)
-					if math.IsNaN(sd) {
-						sd = 0
-					}
-					pts = append(pts, plotter.XY{X: x, Y: float64(s.Test.Mean)})
-					errs = append(errs, struct{ Low, High float64 }{sd, sd})
+			x := float64(i) + w*(float64(k)-float64(len(models)-1)/2)
+			var ys []float64
+			for _, r := range res.Runs {
+				if r.Model == model && r.Task == t && !math.IsNaN(float64(r.Test)) {
+					ys = append(ys, float64(r.Test))
 				}
 			}
+			if len(ys) == 0 {
+				continue
+			}
+			// Equal values (collapsed runs) are spread a little sideways.
+			sort.Float64s(ys)
+			for j, y := range ys {
+				dx := 0.0
+				if j > 0 && math.Abs(y-ys[j-1]) < 0.01 {
+					dx = 0.3 * w * float64((j%2)*2-1)
+				}
+				dots = append(dots, plotter.XY{X: x + dx, Y: y})
+			}
+			m, _ := meanStd(ys)
+			means = append(means, [2]plotter.XY{{X: x - 0.4*w, Y: m}, {X: x + 0.4*w, Y: m}})
 		}
-		if len(pts) == 0 {
+		if len(dots) == 0 {
 			continue
 		}
-		sc, err := plotter.NewScatter(pts)
+		sc, err := plotter.NewScatter(dots)
 		if err != nil {
 			return fmt.Errorf("experiment: plotting %s: %w", model, err)
 		}
 		sc.Color = palette[k%len(palette)]
 		sc.Shape = draw.CircleGlyph{}
-		sc.Radius = vg.Points(4)
-		eb, err := plotter.NewYErrorBars(struct {
-			plotter.XYer
-			plotter.YErrorer
-		}{pts, errs})
-		if err != nil {
-			return fmt.Errorf("experiment: plotting %s: %w", model, err)
+		sc.Radius = vg.Points(3)
+		p.Add(sc)
+		for _, seg := range means {
+			l, err := plotter.NewLine(plotter.XYs{seg[0], seg[1]})
+			if err != nil {
+				return fmt.Errorf("experiment: plotting %s: %w", model, err)
+			}
+			l.Color, l.Width = palette[k%len(palette)], vg.Points(2.5)
+			p.Add(l)
 		}
-		eb.Color = palette[k%len(palette)]
-		eb.LineStyle.Color = palette[k%len(palette)]
-		eb.LineStyle.Width = vg.Points(1.5)
-		p.Add(eb, sc)
 		p.Legend.Add(model, sc)
 	}
+	p.Y.Min, p.Y.Max = -0.03, 1.03
 	return savePlot(p, dir, "test")
 }
 

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/roformer-go/roformer/data"
 	"github.com/roformer-go/roformer/model/roformer"
@@ -791,7 +793,9 @@ func ones(n int) []float64 {
 	return w
 }
 
-func writeLongTextZh(dir string, res *ZhResult) error {
+// writeLongTextZh writes the results folder dir; the plot also shows the
+// arms of the results in also.
+func writeLongTextZh(dir string, res *ZhResult, also ...*ZhResult) error {
 	if err := writeJSON(dir, "results.json", res); err != nil {
 		return err
 	}
@@ -805,25 +809,36 @@ func writeLongTextZh(dir string, res *ZhResult) error {
 		"test_accuracy", "test_wilson_lo", "test_wilson_hi", "test_loss", "test_token_coverage", "seconds", "skipped"}, rows); err != nil {
 		return err
 	}
-	o := res.Options
 	// The plot: test accuracy against the maximum length, one series per
-	// (encoding, windows a step) family, the band the bootstrap interval.
+	// (encoding, training tokens) family, of this folder's arms and of the
+	// arms of the folders in also (a baseline run on its own, with its own
+	// pretraining); error bars the bootstrap interval over test authors,
+	// small dots the seeds. The families are drawn side by side, a little
+	// apart in x, so that bars at one length do not hide each other.
 	var ss []series
+	var seeds [][][]float64 // per family, per point: the seeds' accuracies
 	fam := map[string]int{}
-	for i, a := range o.Arms {
-		s := res.Arms[i]
-		if s.Skipped != "" || math.IsNaN(float64(s.Mean)) {
-			continue
+	for _, r := range append([]*ZhResult{res}, also...) {
+		for i, a := range r.Options.Arms {
+			if i >= len(r.Arms) {
+				break
+			}
+			s := r.Arms[i]
+			if s.Skipped != "" || math.IsNaN(float64(s.Mean)) {
+				continue
+			}
+			name := fmt.Sprintf("%s, %d training tokens", a.Encoding, s.Tokens)
+			k, ok := fam[name]
+			if !ok {
+				k = len(ss)
+				fam[name] = k
+				ss = append(ss, series{name: name, points: true})
+				seeds = append(seeds, nil)
+			}
+			ss[k].x, ss[k].y = append(ss[k].x, float64(a.MaxLen)), append(ss[k].y, float64(s.Mean))
+			ss[k].lo, ss[k].hi = append(ss[k].lo, float64(s.Lo)), append(ss[k].hi, float64(s.Hi))
+			seeds[k] = append(seeds[k], s.Accs)
 		}
-		name := fmt.Sprintf("%s, %d training tokens", a.Encoding, s.Tokens)
-		k, ok := fam[name]
-		if !ok {
-			k = len(ss)
-			fam[name] = k
-			ss = append(ss, series{name: name, points: true})
-		}
-		ss[k].x, ss[k].y = append(ss[k].x, float64(a.MaxLen)), append(ss[k].y, float64(s.Mean))
-		ss[k].lo, ss[k].hi = append(ss[k].lo, float64(s.Lo)), append(ss[k].hi, float64(s.Hi))
 	}
 	for k := range ss { // the x values in order, for the lines and bands
 		idx := make([]int, len(ss[k].x))
@@ -838,22 +853,51 @@ func writeLongTextZh(dir string, res *ZhResult) error {
 			}
 			return out
 		}
-		ss[k].x, ss[k].y, ss[k].lo, ss[k].hi = perm(ss[k].x), perm(ss[k].y), perm(ss[k].lo), perm(ss[k].hi)
+		sd := make([][]float64, len(idx))
+		for i, j := range idx {
+			sd[i] = seeds[k][j]
+		}
+		ss[k].x, ss[k].y, ss[k].lo, ss[k].hi, seeds[k] = perm(ss[k].x), perm(ss[k].y), perm(ss[k].lo), perm(ss[k].hi), sd
 	}
-	// Error bars rather than bands: a series may have a single point.
+	minL, maxL := math.Inf(1), 0.0
+	for _, s := range ss {
+		for _, x := range s.x {
+			minL, maxL = math.Min(minL, x), math.Max(maxL, x)
+		}
+	}
+	shift := 0.02 * max(maxL-minL, minL)
+	for k := range ss {
+		for i := range ss[k].x {
+			ss[k].x[i] += (float64(k) - float64(len(ss)-1)/2) * shift
+		}
+	}
+	// Error bars rather than bands: a series may have a single point; the
+	// y range is fitted to the bars and the seeds too.
 	bars := make([]series, len(ss))
+	var fit []series
 	for k := range ss {
 		bars[k], ss[k].lo, ss[k].hi = ss[k], nil, nil
+		fit = append(fit, bars[k])
+		for i, acc := range seeds[k] {
+			for _, a := range acc {
+				fit = append(fit, series{x: []float64{bars[k].x[i]}, y: []float64{a}})
+			}
+		}
 	}
-	p, err := linePlot(fmt.Sprintf("Tang or Song? Test accuracy, mean of %d seeds (bars: 95%% bootstrap over test authors)", len(o.Seeds)), "maximum length (tokens)", "test accuracy", ss)
+	p, err := linePlot(fmt.Sprintf("Tang or Song? Test accuracy, mean of %d seeds (bars: 95%% bootstrap over test authors; small dots: the seeds)", len(res.Options.Seeds)), "maximum length (tokens; arms drawn side by side)", "test accuracy", ss)
 	if err != nil {
 		return err
 	}
+	fitY(p, fit)
 	for k, b := range bars {
 		e := errorPoints{}
+		var dots plotter.XYs
 		for i := range b.x {
 			e.XYs = append(e.XYs, plotter.XY{X: b.x[i], Y: b.y[i]})
 			e.YErrors = append(e.YErrors, struct{ Low, High float64 }{b.y[i] - b.lo[i], b.hi[i] - b.y[i]})
+			for _, a := range seeds[k][i] {
+				dots = append(dots, plotter.XY{X: b.x[i] + 0.35*shift, Y: a})
+			}
 		}
 		eb, err := plotter.NewYErrorBars(e)
 		if err != nil {
@@ -861,10 +905,14 @@ func writeLongTextZh(dir string, res *ZhResult) error {
 		}
 		eb.Color = palette[k%len(palette)]
 		p.Add(eb)
-	}
-	minL, maxL := math.Inf(1), 0.0
-	for _, a := range o.Arms {
-		minL, maxL = math.Min(minL, float64(a.MaxLen)), math.Max(maxL, float64(a.MaxLen))
+		if len(dots) > 0 {
+			sc, err := plotter.NewScatter(dots)
+			if err != nil {
+				return fmt.Errorf("experiment: plotting %s: %w", b.name, err)
+			}
+			sc.Color, sc.Shape, sc.Radius = palette[k%len(palette)], draw.CircleGlyph{}, vg.Points(1.8)
+			p.Add(sc)
+		}
 	}
 	p.X.Min, p.X.Max = minL*0.8, maxL*1.1
 	if err := savePlot(p, dir, "accuracy"); err != nil {
@@ -965,12 +1013,23 @@ func sum(xs []int) int {
 }
 
 // ResummarizeLongTextZh rewrites the summaries, CSV and plot of the results
-// folder dir from its results.json, training nothing.
-func ResummarizeLongTextZh(dir string) (*ZhResult, error) {
+// folder dir from its results.json, training nothing. The plot also shows
+// the arms of the results folders in also (e.g. the learned-table baseline,
+// run on its own with its own pretraining); their files are not changed.
+func ResummarizeLongTextZh(dir string, also ...string) (*ZhResult, error) {
 	var res ZhResult
 	if err := readResults(dir, &res); err != nil {
 		return nil, err
 	}
 	summarizeZh(&res)
-	return &res, writeLongTextZh(dir, &res)
+	var more []*ZhResult
+	for _, d := range also {
+		var r ZhResult
+		if err := readResults(d, &r); err != nil {
+			return nil, err
+		}
+		summarizeZh(&r)
+		more = append(more, &r)
+	}
+	return &res, writeLongTextZh(dir, &res, more...)
 }

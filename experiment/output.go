@@ -77,7 +77,8 @@ type series struct {
 	x, y   []float64
 	lo, hi []float64 // nil: no band
 	dashed bool
-	points bool // mark every point (few points)
+	points bool    // mark every point (few points)
+	width  float64 // line width in points; 0: 1.5
 }
 
 var palette = []color.RGBA{
@@ -85,7 +86,42 @@ var palette = []color.RGBA{
 	{148, 103, 189, 255}, {140, 86, 75, 255}, {227, 119, 194, 255}, {127, 127, 127, 255},
 }
 
-// linePlot draws the series (bands first, translucent, then the lines).
+// fitY sets p's y range to the values of ss (lines and bands) with a
+// margin of 4% of the span on either side, so that no curve touches or
+// leaves the frame.
+func fitY(p *plot.Plot, ss []series) {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, s := range ss {
+		for _, ys := range [][]float64{s.y, s.lo, s.hi} {
+			for _, y := range ys {
+				if !math.IsNaN(y) {
+					lo, hi = min(lo, y), max(hi, y)
+				}
+			}
+		}
+	}
+	if lo > hi {
+		return
+	}
+	m := 0.04 * max(hi-lo, 1e-9)
+	p.Y.Min, p.Y.Max = lo-m, hi+m
+}
+
+// fromX returns s without its points before x0.
+func fromX(s series, x0 float64) series {
+	i := 0
+	for i < len(s.x) && s.x[i] < x0 {
+		i++
+	}
+	s.x, s.y = s.x[i:], s.y[i:]
+	if s.lo != nil {
+		s.lo, s.hi = s.lo[i:], s.hi[i:]
+	}
+	return s
+}
+
+// linePlot draws the series (bands first, translucent, then the lines),
+// its y range fitted to every line and band (fitY).
 func linePlot(title, xLabel, yLabel string, ss []series) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = title
@@ -132,6 +168,9 @@ func linePlot(title, xLabel, yLabel string, ss []series) (*plot.Plot, error) {
 		}
 		l.Color, sc.Color = palette[i%len(palette)], palette[i%len(palette)]
 		l.Width = vg.Points(1.5)
+		if s.width > 0 {
+			l.Width = vg.Points(s.width)
+		}
 		if s.dashed {
 			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
 		}
@@ -145,14 +184,36 @@ func linePlot(title, xLabel, yLabel string, ss []series) (*plot.Plot, error) {
 			p.Legend.Add(s.name, l)
 		}
 	}
+	fitY(p, ss)
 	return p, nil
 }
 
-// savePlot writes dir/base.png (96 dpi) and dir/base.svg.
+// savePlot writes dir/base.png (96 dpi) and dir/base.svg. The legend is
+// drawn beside the data, to the right of the axes, never over the curves:
+// the canvas is 8 × 5 inches plus the legend's width.
 func savePlot(p *plot.Plot, dir, base string) error {
 	w, h := 8*vg.Inch, 5*vg.Inch
-	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(96))
-	p.Draw(draw.New(img))
+	leg := p.Legend
+	p.Legend = plot.NewLegend()
+	defer func() { p.Legend = leg }()
+	leg.Top, leg.Left, leg.XOffs, leg.YOffs = true, true, 0, 0
+	pad := vg.Points(8)
+	lw := leg.Rectangle(draw.New(vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(96)))).Size().X
+	if lw > 0 {
+		lw += 2 * pad
+	}
+	drawAll := func(c draw.Canvas) {
+		p.Draw(draw.Crop(c, 0, -lw, 0, 0))
+		if lw > 0 {
+			top := vg.Length(0)
+			if p.Title.Text != "" {
+				top = p.Title.TextStyle.Rectangle(p.Title.Text).Size().Y + p.Title.Padding
+			}
+			leg.Draw(draw.Crop(c, w+pad, 0, 0, -top-pad))
+		}
+	}
+	img := vgimg.NewWith(vgimg.UseWH(w+lw, h), vgimg.UseDPI(96))
+	drawAll(draw.New(img))
 	var png bytes.Buffer
 	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&png); err != nil {
 		return fmt.Errorf("experiment: %s.png: %w", base, err)
@@ -160,8 +221,8 @@ func savePlot(p *plot.Plot, dir, base string) error {
 	if err := writeFile(dir, base+".png", png.Bytes()); err != nil {
 		return err
 	}
-	svg := vgsvg.New(w, h)
-	p.Draw(draw.New(svg))
+	svg := vgsvg.New(w+lw, h)
+	drawAll(draw.New(svg))
 	var sb bytes.Buffer
 	if _, err := svg.WriteTo(&sb); err != nil {
 		return fmt.Errorf("experiment: %s.svg: %w", base, err)

@@ -153,25 +153,42 @@ func writeRelative(o RelativeOptions, res *RelativeResult, score map[string]func
 	if err := writeCSV(o.Out, "relative.csv", append([]string{"offset"}, relativeSchemes...), rows); err != nil {
 		return err
 	}
-	var ss []series
 	starts := []int{0, o.Positions / 3, o.Positions - 1 - o.MaxOffset}
-	for _, name := range []string{"rotary", "sinusoidal"} {
-		for _, m0 := range starts {
-			s := series{name: fmt.Sprintf("%s, m = %d", name, m0), dashed: name == "sinusoidal"}
-			for _, off := range res.Offsets {
-				if m0+off >= 0 && m0+off < o.Positions {
-					s.x, s.y = append(s.x, float64(off)), append(s.y, score[name](m0, m0+off))
+	curves := func(names ...string) []series {
+		var ss []series
+		for _, name := range names {
+			for k, m0 := range starts {
+				s := series{name: fmt.Sprintf("%s, m = %d", name, m0), dashed: name == "sinusoidal"}
+				if name != "sinusoidal" {
+					// The curves of one score lie on top of each other: the
+					// widest is drawn first, so that all three show.
+					s.width = []float64{5, 3, 1.2}[k]
 				}
+				for _, off := range res.Offsets {
+					if m0+off >= 0 && m0+off < o.Positions {
+						s.x, s.y = append(s.x, float64(off)), append(s.y, score[name](m0, m0+off))
+					}
+				}
+				ss = append(ss, s)
 			}
-			ss = append(ss, s)
 		}
+		return ss
 	}
-	p, err := linePlot(fmt.Sprintf("Score s(m, m+r) of one random q, k (d = %d) against the offset r", o.Dim), "offset r = n − m", "score", ss)
-	if err != nil {
-		return err
-	}
-	if err := savePlot(p, o.Out, "scores"); err != nil {
-		return err
+	for _, pl := range []struct {
+		base, title string
+		names       []string
+	}{
+		{"scores", fmt.Sprintf("Score s(m, m+r) of one random q, k (d = %d) against the offset r, from three positions m", o.Dim), []string{"rotary", "sinusoidal"}},
+		{"scores_eq19", fmt.Sprintf("Linear attention with RoPE (eq. 19), φ = elu + 1, d = %d: numerator and normaliser", o.Dim), []string{"rotary-linear-num", "linear-den"}},
+	} {
+		ss := curves(pl.names...)
+		p, err := linePlot(pl.title, "offset r = n − m", "score", ss)
+		if err != nil {
+			return err
+		}
+		if err := savePlot(p, o.Out, pl.base); err != nil {
+			return err
+		}
 	}
 	var md strings.Builder
 	fmt.Fprintf(&md, "One random q, k ~ N(0, I), d = %d, positions 0 … %d, offsets |r| ≤ %d. Spread = max − min over m of s(m, m+r), worst over r.\n\n", o.Dim, o.Positions-1, o.MaxOffset)

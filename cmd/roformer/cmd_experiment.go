@@ -56,6 +56,7 @@ type experimentOptions struct {
 	ftEpochs    int    // finetune-compare: epochs of every task (0: the experiment's)
 	maxTrain    int    // finetune-compare: training examples per task (-1: the experiment's)
 	extrapScale bool   // extrapolate: scale_embedding in the absolute-position models
+	zhAlso      string // long-text-zh --resummarize: results folders whose arms the plot also shows
 	transl      experiment.TranslateOptions
 }
 
@@ -141,12 +142,13 @@ func (o *experimentOptions) flags(fs *flag.FlagSet) (*experimentLists, bool) {
 		fs.StringVar(&l.targets, "targets", "", "comma-separated held-out losses whose first crossing is reported (default: the experiment's)")
 		fs.StringVar(&o.mlm.Corpus, "corpus", "", "text file or folder (default: the built-in English corpus)")
 	case "char-lm":
-		fs.StringVar(&l.variants, "variants", "", "comma-separated variants ATTENTION-POSITION[-scaled] (-scaled: word embeddings ×√E), e.g. linear-rotary,performer-sinusoidal-scaled (default: the seven of the experiment)")
+		fs.StringVar(&l.variants, "variants", "", "comma-separated variants ATTENTION-POSITION[-scaled|-vaswani][-lrK] (-scaled: HF word table ×√E; -vaswani: N(0, 1/E) word table ×√E, as Vaswani et al.; -lrK: learned table at K times the rate), e.g. linear-rotary,performer-sinusoidal-vaswani,performer-learned-lr10 (default: the eight of the experiment)")
 	case "long-text":
 		fs.StringVar(&l.lengths, "lengths", "", "comma-separated maximum lengths (default 512,1024; the quick form 128,256)")
 		fs.StringVar(&l.encs, "encodings", "", "comma-separated position encodings (default rotary,learned)")
 	case "long-text-zh":
 		fs.StringVar(&l.arms, "arms", "", "comma-separated fine-tuning arms ENCODING-LENGTH-WINDOWS, e.g. rotary-512-8,rotary-1024-4,learned-512-8 (default: rotary at 512 × 8, 1024 × 4, 512 × 4 windows a step)")
+		fs.StringVar(&o.zhAlso, "also", "", "with --resummarize: comma-separated results folders whose arms the plot also shows (e.g. the learned-table run made on its own)")
 		fs.IntVar(&l.pretrainSteps, "pretrain-steps", 0, "masked-LM pretraining steps (default: the experiment's, 300; the quick form 100); --steps sets the fine-tuning steps")
 	case "extrapolate":
 		fs.StringVar(&l.lengths, "lengths", "", "comma-separated evaluation lengths, each at least the training length 128 (default 128,256,512,1024,2048,4096)")
@@ -389,7 +391,11 @@ func (o *experimentOptions) resummarize() error {
 	case "long-text":
 		_, err = experiment.ResummarizeLongText(o.resum)
 	case "long-text-zh":
-		_, err = experiment.ResummarizeLongTextZh(o.resum)
+		var also []string
+		if o.zhAlso != "" {
+			also = strings.Split(o.zhAlso, ",")
+		}
+		_, err = experiment.ResummarizeLongTextZh(o.resum, also...)
 	case "extrapolate":
 		_, err = experiment.ResummarizeExtrapolate(o.resum)
 	case "finetune-compare":
