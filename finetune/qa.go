@@ -205,7 +205,9 @@ type QAOptions struct {
 	MaxAnswerLen   int `json:"max_answer_len"`   // longest answer in tokens at evaluation (0: 30, run_qa's)
 }
 
-func (q QAOptions) pipeline(maxLen int) pipeline.QuestionAnsweringOptions {
+// Pipeline returns the pipeline's options for windows of maxLen tokens
+// (Options.MaxLength): the ones TrainQA and EvaluateQA use.
+func (q QAOptions) Pipeline(maxLen int) pipeline.QuestionAnsweringOptions {
 	p := pipeline.QuestionAnsweringOptions{MaxSeqLen: maxLen, DocStride: q.DocStride, MaxQuestionLen: q.MaxQuestionLen, MaxAnswerLen: q.MaxAnswerLen}
 	if p.MaxAnswerLen == 0 {
 		p.MaxAnswerLen = 30
@@ -296,7 +298,7 @@ func TrainQA(ctx context.Context, j QAJob) (*HeadResult, error) {
 	if err := j.Options.Validate(); err != nil {
 		return nil, err
 	}
-	po := j.QA.pipeline(j.Options.MaxLength)
+	po := j.QA.Pipeline(j.Options.MaxLength)
 	feats, outside, err := qaFeatures(j.Tokenizer, j.Train, po, j.TrainFile)
 	if err != nil {
 		return nil, err

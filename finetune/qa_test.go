@@ -49,7 +49,7 @@ func TestQAFeaturesLabels(t *testing.T) {
 	tok := pm.Tokenizer
 	ex := QAExample{Line: 1, Question: "lives in", Context: "good bad the movie was john lives in new york and it was very good"}
 	ex.Answers.Text, ex.Answers.AnswerStart = []string{"new york"}, []int{strings.Index(ex.Context, "new york")}
-	o := QAOptions{DocStride: 2}.pipeline(10) // 10 − 2 question tokens − 3 = 5 context tokens a window
+	o := QAOptions{DocStride: 2}.Pipeline(10) // 10 − 2 question tokens − 3 = 5 context tokens a window
 	feats, outside, err := qaFeatures(tok, []QAExample{ex}, o, "x")
 	mustf(t, err, "features")
 	if len(feats) < 3 {
@@ -127,7 +127,7 @@ func TestRunTaskQA(t *testing.T) {
 	m0, _, err := loadTaskModel(dir, roformer.HeadQA, false, o.Seed)
 	mustf(t, err, "load")
 	_, pm0 := tinyBuilt(t)
-	before, err := EvaluateQA(ctx, m0, pm0.Tokenizer, dev, QAOptions{}.pipeline(o.MaxLength))
+	before, err := EvaluateQA(ctx, m0, pm0.Tokenizer, dev, QAOptions{}.Pipeline(o.MaxLength))
 	mustf(t, err, "evaluate untrained")
 	if before["exact_match"] > 0.2 {
 		t.Fatalf("the untrained model already answers: %v", before)
@@ -148,7 +148,7 @@ func TestRunTaskQA(t *testing.T) {
 	if pm.Model.Head != roformer.HeadQA || pm.Model.Config.Architectures[0] != "RoFormerForQuestionAnswering" {
 		t.Fatalf("reopened with %s %v", pm.Model.Head, pm.Model.Config.Architectures)
 	}
-	rep, err := EvaluateQA(ctx, pm.Model, pm.Tokenizer, dev, QAOptions{}.pipeline(o.MaxLength))
+	rep, err := EvaluateQA(ctx, pm.Model, pm.Tokenizer, dev, QAOptions{}.Pipeline(o.MaxLength))
 	mustf(t, err, "evaluate")
 	if rep["exact_match"] != r.Best["exact_match"] || rep["f1"] != r.Best["f1"] {
 		t.Errorf("reopened folder: %v, at training %v", rep, r.Best)

@@ -61,6 +61,9 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if retrievalTask(args) {
 		return cmdEvalRetrieval(ctx, args, stdout, stderr)
 	}
+	if spanEvalTask(args) {
+		return cmdEvalSpan(ctx, args, stdout, stderr) // cmd_finetune_qa.go
+	}
 	fs := newFlags("eval", "--model DIR (--task NAME [--split test] | --eval FILE) [--json]; --task retrieval -h for retrieval", stderr)
 	var o evalOptions
 	o.fineTunedFlags.register(fs)

@@ -2,15 +2,20 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/roformer-go/roformer/finetune"
+	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/pipeline"
 )
 
 // finetune's question-answering and multiple-choice tasks (--task qa,
@@ -118,6 +123,100 @@ func runFinetuneSpan(ctx context.Context, o finetuneOptions, stdout, progress io
 	fmt.Fprintf(stdout, "model  %s (%s)\n", o.out, info.Task.HFClass())
 	if o.task == "qa" {
 		fmt.Fprintf(stdout, "try:   roformer serve --model %s  (POST /v1/question-answering {\"question\", \"context\"})\n", o.out)
+	}
+	return nil
+}
+
+// spanEvalTask reports whether eval's arguments name --task qa or
+// --task multiple-choice (read before the flags, as retrievalTask does).
+func spanEvalTask(args []string) bool {
+	for i, a := range args {
+		switch {
+		case a == "--":
+			return false
+		case a == "--task" || a == "-task":
+			return i+1 < len(args) && isSpanTask(args[i+1])
+		case strings.HasPrefix(a, "--task=") || strings.HasPrefix(a, "-task="):
+			return isSpanTask(a[strings.Index(a, "=")+1:])
+		}
+	}
+	return false
+}
+
+// cmdEvalSpan is `roformer eval --task qa|multiple-choice --model DIR
+// --eval FILE`: SQuAD's exact match and F1, or accuracy, of a folder that
+// finetune --task wrote (its finetune_task.json gives the windows and the
+// length; without one, the defaults).
+func cmdEvalSpan(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("eval", "--task qa|multiple-choice --model DIR --eval FILE [--json]", stderr)
+	var model, task, file string
+	var asJSON bool
+	var maxLineBytes int
+	fs.StringVar(&model, "model", "", "folder written by finetune --task qa or --task multiple-choice")
+	fs.StringVar(&task, "task", "", "qa or multiple-choice")
+	fs.StringVar(&file, "eval", "", "questions to score: SQuAD JSON/JSONL (qa) or {question, choices, label} JSONL (multiple-choice)")
+	fs.BoolVar(&asJSON, "json", false, "print the metrics as JSON")
+	fs.IntVar(&maxLineBytes, "max-line-bytes", 0, "longest line of a JSONL file (0: the default)")
+	th := threadsFlag(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usagef("unexpected arguments %q", fs.Args())
+	case model == "" || file == "":
+		return usagef("--task %s needs --model DIR and --eval FILE", task)
+	}
+	if err := setupCompute(*th, stderr, true); err != nil {
+		return err
+	}
+	opts, qa := finetune.DefaultOptions(), finetune.QAOptions{}
+	if b, err := os.ReadFile(filepath.Join(model, finetune.TaskRunFile)); err == nil {
+		var info finetune.TaskRunInfo
+		if err := json.Unmarshal(b, &info); err != nil {
+			return fmt.Errorf("%s: %w", filepath.Join(model, finetune.TaskRunFile), err)
+		}
+		opts = info.Options
+		if info.QA != nil {
+			qa = *info.QA
+		}
+	}
+	head := roformer.HeadQA
+	if task == "multiple-choice" {
+		head = roformer.HeadMultipleChoice
+	}
+	pm, err := pipeline.Open(model, pipeline.OpenOptions{Head: head})
+	if err != nil {
+		return err
+	}
+	var rep map[string]float64
+	if task == "qa" {
+		exs, err := finetune.ReadQA(file, maxLineBytes)
+		if err != nil {
+			return err
+		}
+		rep, err = finetune.EvaluateQA(ctx, pm.Model, pm.Tokenizer, exs, qa.Pipeline(opts.MaxLength))
+		if err != nil {
+			return err
+		}
+	} else {
+		exs, err := finetune.ReadChoices(file, maxLineBytes)
+		if err != nil {
+			return err
+		}
+		if rep, err = finetune.EvaluateChoices(ctx, pm.Model, pm.Tokenizer, exs, opts, file); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		b, _ := json.Marshal(rep)
+		fmt.Fprintln(stdout, string(b))
+		return nil
+	}
+	if task == "qa" {
+		fmt.Fprintf(stdout, "%s: %d questions: exact match %.2f, F1 %.2f (SQuAD, %%)\n", file, int(rep["examples"]), 100*rep["exact_match"], 100*rep["f1"])
+	} else {
+		fmt.Fprintf(stdout, "%s: %d questions: accuracy %.4f, loss %.4f\n", file, int(rep["examples"]), rep["accuracy"], rep["loss"])
 	}
 	return nil
 }

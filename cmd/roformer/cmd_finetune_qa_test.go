@@ -60,7 +60,19 @@ func TestFinetuneQACLI(t *testing.T) {
 	}
 	var info finetune.TaskRunInfo
 	if err := json.Unmarshal(b, &info); err != nil || info.Task != "question-answering" || info.Data["train_questions"] != 128.0 {
-		t.Errorf("%s: %v %+v", finetune.TaskRunFile, err, info)
+		t.Fatalf("%s: %v %+v", finetune.TaskRunFile, err, info)
+	}
+	// eval on the dev file reproduces the kept epoch's scores.
+	code, stdout, stderr = runCLI(t, "eval", "--task", "qa", "--model", out, "--eval", dev, "--json", "--threads", "1")
+	if code != 0 {
+		t.Fatalf("eval exit %d: %s", code, stderr)
+	}
+	var rep map[string]float64
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("eval --json: %v\n%s", err, stdout)
+	}
+	if rep["f1"] != info.Result.Best["f1"] || rep["exact_match"] != info.Result.Best["exact_match"] || rep["examples"] != 24 {
+		t.Errorf("eval gives %v; fine-tuning recorded %v", rep, info.Result.Best)
 	}
 }
 
@@ -79,5 +91,51 @@ func TestFinetuneSpanFlags(t *testing.T) {
 		if code == 0 || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, %q; want %q", c.args, code, stderr, c.want)
 		}
+	}
+}
+
+// --task multiple-choice end to end: the run writes the folder and eval
+// scores its dev file as the kept epoch did.
+func TestFinetuneChoicesCLI(t *testing.T) {
+	model := testmodel.Tiny{Words: qaWords, Seed: 7, MaxPositions: 64}.Folder(t)
+	dir := t.TempDir()
+	var b strings.Builder
+	r := rand.New(rand.NewPCG(3, 9))
+	for i := range 40 {
+		row := map[string]any{"question": "john lives in", "choices": []string{"paris", "new york"}, "label": r.IntN(2)}
+		if i%2 == 0 {
+			row["context"] = "it was good"
+		}
+		line, _ := json.Marshal(row)
+		b.Write(append(line, '\n'))
+	}
+	data := filepath.Join(dir, "mc.jsonl")
+	if err := os.WriteFile(data, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "mc")
+	code, stdout, stderr := runCLI(t, "finetune", "--model", model, "--task", "multiple-choice", "--train", data, "--eval", data, "--out", out,
+		"--epochs", "2", "--max-length", "16", "--batch", "8", "--quiet", "--threads", "1")
+	if code != 0 || !strings.Contains(stdout, "RoFormerForMultipleChoice") {
+		t.Fatalf("finetune exit %d: %s\n%s", code, stderr, stdout)
+	}
+	code, stdout, stderr = runCLI(t, "eval", "--task", "multiple-choice", "--model", out, "--eval", data, "--json", "--threads", "1")
+	if code != 0 {
+		t.Fatalf("eval exit %d: %s", code, stderr)
+	}
+	var rep map[string]float64
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("eval --json: %v\n%s", err, stdout)
+	}
+	bs, err := os.ReadFile(filepath.Join(out, finetune.TaskRunFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info finetune.TaskRunInfo
+	if err := json.Unmarshal(bs, &info); err != nil || info.NumChoices != 2 {
+		t.Fatalf("%s: %v %+v", finetune.TaskRunFile, err, info)
+	}
+	if rep["accuracy"] != info.Result.Best["accuracy"] || rep["examples"] != 40 {
+		t.Errorf("eval gives %v; fine-tuning recorded %v", rep, info.Result.Best)
 	}
 }
