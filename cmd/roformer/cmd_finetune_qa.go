@@ -167,6 +167,9 @@ func cmdEvalSpan(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	case model == "" || file == "":
 		return usagef("--task %s needs --model DIR and --eval FILE", task)
 	}
+	if err := resolveModel(&model); err != nil {
+		return err
+	}
 	if err := setupCompute(*th, stderr, true); err != nil {
 		return err
 	}
