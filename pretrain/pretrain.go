@@ -45,6 +45,23 @@ type Options struct {
 	// Train holds the loop's options (steps, batch, lr, seed, masking, …,
 	// OutDir).
 	Train TrainOptions `json:"train"`
+	// Objective is what the run trains: ObjectiveMLM ("mlm", the default:
+	// masked LM), ObjectiveCausal, ObjectiveUniLM or ObjectiveSim (see
+	// objective.go and sim.go).
+	Objective string `json:"objective,omitempty"`
+	// Init, when set, is a model folder whose weights, configuration and
+	// tokenizer start the run (causal, unilm and sim; sim needs it). A run
+	// records the configuration it trains in Model, so a resume does not
+	// read Init again.
+	Init string `json:"init,omitempty"`
+	// Pairs are the text pairs of the unilm and sim objectives: a JSONL
+	// file of {"anchor", "positive"} rows, or BiblePairs ("bible", fetched
+	// into CacheDir). Empty for unilm: the corpus, each sequence cut in two.
+	Pairs    string `json:"pairs,omitempty"`
+	CacheDir string `json:"cache_dir,omitempty"`
+	// SimScale is the sim objective's similarity scale (DefaultSimScale
+	// when 0).
+	SimScale float64 `json:"sim_scale,omitempty"`
 	// Group, when it has more than one rank, makes this process one rank of
 	// a data-parallel run (Loop.Group): every rank prepares the same
 	// corpus, vocabulary and model, and rank 0 writes the run folder. Nil:
@@ -94,6 +111,9 @@ func Prepare(opts Options, progress io.Writer) (*Job, error) {
 	opts.Train = opts.Train.Defaults()
 	if err := opts.Train.Validate(); err != nil {
 		return nil, err
+	}
+	if opts.Objective != "" && opts.Objective != ObjectiveMLM {
+		return prepareLM(opts, say)
 	}
 	var docs []data.Document
 	var err error

@@ -62,6 +62,11 @@ func cmdPretrain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&p.Train.EvalBatches, "eval-batches", def.Train.EvalBatches, "held-out batches per evaluation (0: all)")
 	fs.IntVar(&p.Train.LogEvery, "log-every", def.Train.LogEvery, "steps between log lines (without a terminal)")
 	fs.StringVar(&p.Train.OutDir, "out", "", "run folder (default: runs/pretrain-<date>-<time>)")
+	fs.StringVar(&p.Objective, "objective", "mlm", "mlm (masked LM), causal (next token: a RoFormerForCausalLM for generate), unilm (seq2seq LM over --pairs or the corpus cut in two: generate --unilm) or sim (the RoFormer-Sim recipe on --pairs from --init: similar)")
+	fs.StringVar(&p.Init, "init", "", "model folder to start from (causal, unilm; required for sim: a v1 or V2 masked-LM checkpoint)")
+	fs.StringVar(&p.Pairs, "pairs", "", `unilm and sim: JSONL of {"anchor", "positive"} pairs (unilm: source, target), or "bible" for the Bible task's training pairs`)
+	fs.StringVar(&p.CacheDir, "cache", defaultCacheDir(), "folder the built-in tasks are fetched into (--pairs bible)")
+	fs.Float64Var(&p.SimScale, "sim-scale", pretrain.DefaultSimScale, "sim: the scale of the in-batch cosine similarities")
 	fs.StringVar(&o.resume, "resume", "", "continue the run in this folder from its latest checkpoint")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress output")
 	th := threadsFlag(fs)
@@ -77,6 +82,9 @@ func cmdPretrain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if p.ConfigFile != "" && p.Arch != "v1" {
 		return usagef("--arch applies to the --size presets; a --config file says norm_type and use_bias itself")
+	}
+	if p.Pairs != pretrain.BiblePairs {
+		p.CacheDir = "" // only the Bible pairs are fetched
 	}
 	o.threads = *th
 	p.Train.Seed = seed
@@ -153,6 +161,9 @@ func runPretrain(ctx context.Context, o pretrainOptions, stdout, stderr io.Write
 		return err
 	}
 	fmt.Fprintf(stdout, "\ntrained %d steps in %s\n", res.Step, time.Since(start).Round(time.Second))
+	if job != nil && job.Options.Objective != "" && job.Options.Objective != pretrain.ObjectiveMLM {
+		return printLMRun(stdout, job.Options.Objective, dir, res)
+	}
 	fmt.Fprintf(stdout, "final training loss %.4f; held-out MLM loss %.4f, accuracy %.2f%%, perplexity %.2f\n",
 		res.Loss, res.EvalLoss, 100*res.EvalAccuracy, res.EvalPerplexity)
 	loads := "loads in HF's RoFormerForMaskedLM"
@@ -176,6 +187,23 @@ func runPretrain(ctx context.Context, o pretrainOptions, stdout, stderr io.Write
 			fmt.Fprintln(stdout)
 		}
 		fmt.Fprintf(stdout, "\ntry: roformer fill-mask --model %s \"your text with [MASK]\"\n", dir)
+	}
+	return nil
+}
+
+// printLMRun reports a causal, unilm or sim run and how to use its model.
+func printLMRun(stdout io.Writer, objective, dir string, res *pretrain.Result) error {
+	fmt.Fprintf(stdout, "final training loss %.4f; held-out LM loss %.4f, next-token accuracy %.2f%%, perplexity %.2f\n",
+		res.Loss, res.EvalLoss, 100*res.EvalAccuracy, res.EvalPerplexity)
+	fmt.Fprintf(stdout, "model    %s (config.json: RoFormerForCausalLM, is_decoder true; model.safetensors, vocab.txt)\n", dir)
+	fmt.Fprintf(stdout, "metrics  %s\n", filepath.Join(dir, "metrics.jsonl"))
+	switch objective {
+	case pretrain.ObjectiveCausal:
+		fmt.Fprintf(stdout, "\ntry: roformer generate --model %s --text \"the whale\" --max-new-tokens 20\n", dir)
+	case pretrain.ObjectiveUniLM:
+		fmt.Fprintf(stdout, "\ntry: roformer generate --model %s --unilm --text \"the whale\" --max-new-tokens 20\n", dir)
+	default:
+		fmt.Fprintf(stdout, "\ntry: roformer similar --model %s --text \"your sentence\"\n", dir)
 	}
 	return nil
 }
