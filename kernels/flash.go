@@ -178,7 +178,7 @@ func meanRows(o, x []float32, u float32, n, ld int) {
 func FlashAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, causal bool, B, T, NH, HS int) {
 	C := NH * HS
 	scale := float32(math.Sqrt(float64(HS)))
-	bq, bk := 64, 64
+	bq, bk := 128, 128
 	parallelFor(B*NH, 1, func(lo, hi int) {
 		ps := getScratch(2*bq*bk + 2*T + HS)
 		defer putScratch(ps)

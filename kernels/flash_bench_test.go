@@ -15,20 +15,21 @@ import (
 // 64) at long lengths; FLOPs count QKᵀ and PV over all T² pairs.
 func BenchmarkFlashAttention(b *testing.B) {
 	r := testutil.Rand(65)
-	B, NH, HS := 1, 6, 64
+	NH, HS := 6, 64
 	C := NH * HS
-	for _, T := range []int{512, 4096, 16384} {
+	for _, sh := range [][2]int{{8, 128}, {1, 512}, {1, 1024}, {1, 2048}, {1, 4096}, {1, 16384}} {
+		B, T := sh[0], sh[1]
 		q, k, v := testutil.RandN(r, B*T*C, 1), testutil.RandN(r, B*T*C, 1), testutil.RandN(r, B*T*C, 1)
 		out, lse := make([]float32, B*T*C), make([]float32, B*NH*T)
 		flop := 4 * float64(B*NH*T*T*HS)
-		b.Run(fmt.Sprintf("T%d/blocked", T), func(b *testing.B) {
+		b.Run(fmt.Sprintf("%dx%d/blocked", B, T), func(b *testing.B) {
 			c0 := cpuSeconds()
 			for i := 0; i < b.N; i++ {
 				AttentionForward(out, nil, q, k, v, nil, false, Dropout{}, B, T, NH, HS)
 			}
 			cpuGflops(b, flop, c0)
 		})
-		b.Run(fmt.Sprintf("T%d/flash", T), func(b *testing.B) {
+		b.Run(fmt.Sprintf("%dx%d/flash", B, T), func(b *testing.B) {
 			b.ReportAllocs()
 			c0 := cpuSeconds()
 			for i := 0; i < b.N; i++ {
@@ -36,7 +37,7 @@ func BenchmarkFlashAttention(b *testing.B) {
 			}
 			cpuGflops(b, flop, c0)
 		})
-		b.Run(fmt.Sprintf("T%d/flash_causal", T), func(b *testing.B) {
+		b.Run(fmt.Sprintf("%dx%d/flash_causal", B, T), func(b *testing.B) {
 			c0 := cpuSeconds()
 			for i := 0; i < b.N; i++ {
 				FlashAttentionForward(out, lse, q, k, v, nil, true, B, T, NH, HS)
@@ -47,7 +48,7 @@ func BenchmarkFlashAttention(b *testing.B) {
 			continue
 		}
 		dq, dk, dv, dout := make([]float32, B*T*C), make([]float32, B*T*C), make([]float32, B*T*C), testutil.RandN(r, B*T*C, 1)
-		b.Run(fmt.Sprintf("T%d/flash_backward", T), func(b *testing.B) {
+		b.Run(fmt.Sprintf("%dx%d/flash_backward", B, T), func(b *testing.B) {
 			FlashAttentionForward(out, lse, q, k, v, nil, false, B, T, NH, HS)
 			c0 := cpuSeconds()
 			for i := 0; i < b.N; i++ {
@@ -55,7 +56,7 @@ func BenchmarkFlashAttention(b *testing.B) {
 			}
 			cpuGflops(b, 2*flop, c0)
 		})
-		b.Run(fmt.Sprintf("T%d/backward", T), func(b *testing.B) {
+		b.Run(fmt.Sprintf("%dx%d/backward", B, T), func(b *testing.B) {
 			probs := make([]float32, B*NH*T*T)
 			AttentionForward(out, probs, q, k, v, nil, false, Dropout{}, B, T, NH, HS)
 			c0 := cpuSeconds()

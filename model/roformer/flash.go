@@ -2,6 +2,14 @@ package roformer
 
 import "github.com/roformer-go/roformer/kernels"
 
+// fusedTrainMinT is the shortest row for which training takes the fused
+// attention. Measured with kernels' BenchmarkFlashAttention on the small
+// model's heads (2 Zen 5 cores, GFLOP per CPU-second, 128×128 backward
+// tiles), fused against saved-probability backward: 8×128 76–94 vs 133,
+// 1×512 118 vs 153, 1×1024 118 vs 115–136, 1×2048 103–119 vs 120,
+// 1×4096 122 vs 108; and the probabilities cost B·NH·T² floats a layer.
+var fusedTrainMinT = 1024
+
 // fusedAttention runs one layer's softmax self-attention through
 // kernels.FlashAttentionForward when that kernel computes it: absolute or
 // rotary positions (relative ones have their own kernel), the padding and
@@ -11,11 +19,16 @@ import "github.com/roformer-go/roformer/kernels"
 // training state keeps la.lse [B, NH, T] for fusedAttentionBackward, so
 // memory grows linearly in T. Otherwise it reports false, having given a
 // training state the probabilities the other kernels fill.
+//
+// Inference takes it at every length (the fused forward is as fast as the
+// blocked one at 8×128 and faster from 512 on); training from
+// fusedTrainMinT tokens on, where the fused backward (which recomputes
+// q·kᵀ) catches up with the one that reads saved probabilities.
 func (m *Model) fusedAttention(s *State, l int, la *layerActs) bool {
 	cfg := &m.Config
 	B, T, NH := s.B, s.T, cfg.NumAttentionHeads
 	drop := s.dropAt(l, siteAttnProbs, cfg.AttentionProbsDropoutProb)
-	if cfg.PosEnc() == PosRelative || s.unilm != nil || drop.Active() || (s.train && s.wantProbs) {
+	if cfg.PosEnc() == PosRelative || s.unilm != nil || drop.Active() || (s.train && (s.wantProbs || T < fusedTrainMinT)) {
 		if s.train && la.probs == nil {
 			la.probs = make([]float32, B*NH*T*T)
 		}
