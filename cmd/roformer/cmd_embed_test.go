@@ -153,7 +153,7 @@ func TestEmbedCLIErrors(t *testing.T) {
 		want  string
 	}{
 		{"no output", []string{"--model", dir, "--input", in}, true, "--output are required"},
-		{"pooling", []string{"--model", dir, "--input", in, "--output", out, "--pooling", "max"}, true, `want "mean", "cls" or "pooler"`},
+		{"pooling", []string{"--model", dir, "--input", in, "--output", out, "--pooling", "median"}, true, `want "pooler" or cls, max, mean`},
 		{"pooler", []string{"--model", dir, "--input", in, "--output", out, "--pooling", "pooler"}, false, "the model has no pooler"},
 		{"stdin", []string{"--model", dir, "--input", "-", "--output", out}, true, "must be files"},
 		{"window", []string{"--model", dir, "--input", in, "--output", out, "--window", "-1"}, true, "--window -1"},
