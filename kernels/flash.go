@@ -17,9 +17,9 @@ const (
 	flashK = 512 // keys per tile
 )
 
-// FlashAttentionForward is AttentionForward without dropout and without the
-// T×T probabilities (FlashAttention, Dao et al. 2022): for each row b, head
-// h and tile of flashQ queries it walks the keys in tiles of flashK,
+// FlashAttentionForward is AttentionForward without the T×T probabilities
+// (FlashAttention, Dao et al. 2022): for each row b, head h and tile of
+// flashQ queries it walks the keys in tiles of flashK,
 //
 //	S = q_h·k_hᵀ/float32(√HS) + mask,  m' = max(m, rowmax S),
 //	l = l·e^(m−m') + rowsum e^(S−m'),  out_h = out_h·e^(m−m') + e^(S−m')·v_h
@@ -29,6 +29,10 @@ const (
 // visible to query i when keyMask[b,j] ≠ 0 and, if causal, j ≤ i; a query
 // that sees no key gets the mean of all T values (HF's uniform softmax).
 // Under the causal mask the key tiles past the query tile are skipped.
+// drop is AttentionForward's dropout on the probabilities, element for
+// element the same stream (the factor of P[b,h,i,j] is drop's element
+// ((b·NH+h)·T+i)·T+j): out is (P⊙mask)·v, and the sums l and lse are those
+// of the undropped P.
 //
 //	out     [B, T, C]   C = NH·HS; heads are column blocks
 //	lse     [B, NH, T]  log Σ_j e^(S_ij) over the visible keys, saved for
@@ -39,8 +43,9 @@ const (
 //
 // Rows, heads and query tiles are split over the workers; each writes only
 // its own rows of out and lse. AttentionForward is the reference twin.
-func FlashAttentionForward(out, lse, q, k, v, keyMask []float32, causal bool, B, T, NH, HS int) {
+func FlashAttentionForward(out, lse, q, k, v, keyMask []float32, causal bool, drop Dropout, B, T, NH, HS int) {
 	C := NH * HS
+	dm := drop.mask()
 	scale := float32(math.Sqrt(float64(HS)))
 	nq := (T + flashQ - 1) / flashQ
 	parallelFor(B*NH*nq, 1, func(lo, hi int) {
@@ -106,6 +111,12 @@ func FlashAttentionForward(out, lse, q, k, v, keyMask []float32, causal bool, B,
 						mrow[r] = mx
 					}
 					lrow[r] += expSubSum(head, mrow[r])
+					if drop.Active() {
+						off := (bh*T+i0+r)*T + j0
+						for j := range head {
+							head[j] *= dm.at(off + j)
+						}
+					}
 				}
 				blas.Sgemm(false, false, n, HS, nk, 1, P, nk, v[base+j0*C:], C, 1, o, C)
 			}
@@ -116,7 +127,7 @@ func FlashAttentionForward(out, lse, q, k, v, keyMask []float32, causal bool, B,
 			for r := 0; r < n; r++ {
 				or := o[r*C : r*C+HS]
 				if lrow[r] == 0 { // no visible key: uniform over all T keys
-					meanRows(or, v[base:], 1/float32(T), T, C)
+					meanRows(or, v[base:], 1/float32(T), T, C, drop, dm, (bh*T+i0+r)*T)
 					if ls != nil {
 						ls[r] = float32(math.Inf(-1))
 					}
@@ -141,13 +152,18 @@ func anyVisible(km []float32) bool {
 	return false
 }
 
-// meanRows sets o = Σ_j u·x[j·ld : j·ld+len(o)] over j < n.
-func meanRows(o, x []float32, u float32, n, ld int) {
+// meanRows sets o = Σ_j u·s_j·x[j·ld : j·ld+len(o)] over j < n, where s_j
+// is the dropout factor of element off+j (1 without dropout).
+func meanRows(o, x []float32, u float32, n, ld int, drop Dropout, dm dropMask, off int) {
 	clear(o)
 	for j := 0; j < n; j++ {
+		w := u
+		if drop.Active() {
+			w *= dm.at(off + j)
+		}
 		xj := x[j*ld : j*ld+len(o)]
 		for c, e := range xj {
-			o[c] += u * e
+			o[c] += w * e
 		}
 	}
 }
@@ -164,7 +180,9 @@ func meanRows(o, x []float32, u float32, n, ld int) {
 // constants), as AttentionBackward. A query that sees one key has P = 1
 // there whatever the scores: its dS is exactly 0, as in AttentionBackward
 // (where Σ_j P⊙dP cancels dP to the bit), rather than the rounding
-// difference between D_i and dP.
+// difference between D_i and dP. With dropout (drop as in the forward
+// pass), dv_j += (P⊙mask)ᵀ·dout_i and dP is masked before dS; D_i is still
+// dout_i·out_i, which is Σ_j P⊙dP.
 //
 //	dq, dk, dv [B, T, C]  written (=)
 //	dout       [B, T, C]
@@ -175,8 +193,9 @@ func meanRows(o, x []float32, u float32, n, ld int) {
 //
 // Rows and heads are split over the workers (a head's dq, dk and dv are
 // its own column blocks); the scratch is a few tiles per worker.
-func FlashAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, causal bool, B, T, NH, HS int) {
+func FlashAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, causal bool, drop Dropout, B, T, NH, HS int) {
 	C := NH * HS
+	dm := drop.mask()
 	scale := float32(math.Sqrt(float64(HS)))
 	bq, bk := 128, 128
 	parallelFor(B*NH, 1, func(lo, hi int) {
@@ -204,19 +223,27 @@ func FlashAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float
 					seen[i] = total
 				}
 			}
-			// D_i, the zeroed outputs, and the uniform rows' share of dv.
-			clear(acc)
-			blind := 0
+			// D_i, the zeroed outputs, then the uniform rows' share of dv.
 			for i := 0; i < T; i++ {
 				r := base + i*C
 				clear(dq[r : r+HS])
 				clear(dk[r : r+HS])
 				clear(dv[r : r+HS])
 				D[i] = dotVec(dout[r:r+HS], out[r:r+HS])
-				if seen[i] == 0 {
-					addVec(acc, acc, dout[r:r+HS])
-					blind++
+			}
+			clear(acc)
+			blind := 0
+			for i := 0; i < T; i++ {
+				if seen[i] != 0 {
+					continue
 				}
+				r := base + i*C
+				if drop.Active() {
+					blindDropped(dv[base:], dout[r:r+HS], 1/float32(T), T, C, dm, (bh*T+i)*T)
+					continue
+				}
+				addVec(acc, acc, dout[r:r+HS])
+				blind++
 			}
 			if blind > 0 {
 				u := 1 / float32(T)
@@ -266,20 +293,48 @@ func FlashAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float
 						expSubScale(head, ls[i], 1)
 						clear(row[lim:])
 					}
-					blas.Sgemm(true, false, nk, HS, n, 1, Pt, nk, dout[base+i0*C:], C, 1, dv[base+j0*C:], C)
 					blas.Sgemm(false, true, n, nk, HS, 1, dout[base+i0*C:], C, v[base+j0*C:], C, 0, dPt, nk)
 					for r := 0; r < n; r++ {
-						d := dPt[r*nk : r*nk+nk]
+						d, p := dPt[r*nk:r*nk+nk], Pt[r*nk:r*nk+nk]
+						if drop.Active() {
+							off := (bh*T+i0+r)*T + j0
+							for j := range d {
+								d[j] *= dm.at(off + j)
+							}
+						}
 						if seen[i0+r] <= 1 {
 							clear(d)
-							continue
+						} else {
+							softmaxBackRow(d, p, D[i0+r], scale)
 						}
-						softmaxBackRow(d, Pt[r*nk:r*nk+nk], D[i0+r], scale)
+						if drop.Active() {
+							off := (bh*T+i0+r)*T + j0
+							for j := range p {
+								p[j] *= dm.at(off + j)
+							}
+						}
 					}
+					blas.Sgemm(true, false, nk, HS, n, 1, Pt, nk, dout[base+i0*C:], C, 1, dv[base+j0*C:], C)
 					blas.Sgemm(false, false, n, HS, nk, 1, dPt, nk, k[base+j0*C:], C, 1, dq[base+i0*C:], C)
 					blas.Sgemm(true, false, nk, HS, n, 1, dPt, nk, q[base+i0*C:], C, 1, dk[base+j0*C:], C)
 				}
 			}
 		}
 	})
+}
+
+// blindDropped adds u·s_j·d to row j of dv (leading dimension ld) for
+// j < T, s_j the dropout factor of element off+j: the dv share of a query
+// that sees no key, under dropout.
+func blindDropped(dv, d []float32, u float32, T, ld int, dm dropMask, off int) {
+	for j := 0; j < T; j++ {
+		w := u * dm.at(off+j)
+		if w == 0 {
+			continue
+		}
+		row := dv[j*ld : j*ld+len(d)]
+		for c, x := range d {
+			row[c] += w * x
+		}
+	}
 }

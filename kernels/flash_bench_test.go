@@ -33,14 +33,14 @@ func BenchmarkFlashAttention(b *testing.B) {
 			b.ReportAllocs()
 			c0 := cpuSeconds()
 			for i := 0; i < b.N; i++ {
-				FlashAttentionForward(out, lse, q, k, v, nil, false, B, T, NH, HS)
+				FlashAttentionForward(out, lse, q, k, v, nil, false, Dropout{}, B, T, NH, HS)
 			}
 			cpuGflops(b, flop, c0)
 		})
 		b.Run(fmt.Sprintf("%dx%d/flash_causal", B, T), func(b *testing.B) {
 			c0 := cpuSeconds()
 			for i := 0; i < b.N; i++ {
-				FlashAttentionForward(out, lse, q, k, v, nil, true, B, T, NH, HS)
+				FlashAttentionForward(out, lse, q, k, v, nil, true, Dropout{}, B, T, NH, HS)
 			}
 			cpuGflops(b, flop/2, c0)
 		})
@@ -49,10 +49,10 @@ func BenchmarkFlashAttention(b *testing.B) {
 		}
 		dq, dk, dv, dout := make([]float32, B*T*C), make([]float32, B*T*C), make([]float32, B*T*C), testutil.RandN(r, B*T*C, 1)
 		b.Run(fmt.Sprintf("%dx%d/flash_backward", B, T), func(b *testing.B) {
-			FlashAttentionForward(out, lse, q, k, v, nil, false, B, T, NH, HS)
+			FlashAttentionForward(out, lse, q, k, v, nil, false, Dropout{}, B, T, NH, HS)
 			c0 := cpuSeconds()
 			for i := 0; i < b.N; i++ {
-				FlashAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, nil, false, B, T, NH, HS)
+				FlashAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, nil, false, Dropout{}, B, T, NH, HS)
 			}
 			cpuGflops(b, 2*flop, c0)
 		})

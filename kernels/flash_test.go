@@ -51,6 +51,9 @@ func flashMasks(T int) map[string]struct {
 	}
 }
 
+// flashDrops: no dropout, and HF's attention dropout in training.
+var flashDrops = []Dropout{{}, {P: 0.3, Seed: 42}}
+
 // lseNaive is the log-sum-exp of the visible scaled scores in float64, −∞
 // for a query that sees no key.
 func lseNaive(q, k, keyMask []float32, causal bool, B, T, NH, HS int) []float64 {
@@ -91,31 +94,33 @@ func TestFlashAttentionForward(t *testing.T) {
 			C := NH * HS
 			q, k, v := testutil.RandN(r, B*T*C, 1), testutil.RandN(r, B*T*C, 1), testutil.RandN(r, B*T*C, 1)
 			for name, m := range flashMasks(T) {
-				t.Run(fmt.Sprintf("T%d_HS%d_%s", T, HS, name), func(t *testing.T) {
-					got, want := make([]float32, B*T*C), make([]float32, B*T*C)
-					lse := make([]float32, B*NH*T)
-					FlashAttentionForward(got, lse, q, k, v, m.km, m.causal, B, T, NH, HS)
-					AttentionForward(want, nil, q, k, v, m.km, m.causal, Dropout{}, B, T, NH, HS)
-					testutil.AssertClose(t, "out vs AttentionForward", got, want, 2e-6, 2e-5)
-					if T <= 65 {
-						attentionForwardNaive(want, q, k, v, m.km, m.causal, B, T, NH, HS)
-						testutil.AssertClose(t, "out vs naive", got, want, 2e-6, 2e-5)
-					}
-					wl := lseNaive(q, k, m.km, m.causal, B, T, NH, HS)
-					for i, w := range wl {
-						g := float64(lse[i])
-						if math.IsInf(w, -1) != math.IsInf(g, -1) || (!math.IsInf(w, -1) && math.Abs(g-w) > 1e-5*math.Max(1, math.Abs(w))) {
-							t.Fatalf("lse[%d] = %v, want %v", i, g, w)
+				for _, drop := range flashDrops {
+					t.Run(fmt.Sprintf("T%d_HS%d_%s_drop%v", T, HS, name, drop.P), func(t *testing.T) {
+						got, want := make([]float32, B*T*C), make([]float32, B*T*C)
+						lse := make([]float32, B*NH*T)
+						FlashAttentionForward(got, lse, q, k, v, m.km, m.causal, drop, B, T, NH, HS)
+						AttentionForward(want, nil, q, k, v, m.km, m.causal, drop, B, T, NH, HS)
+						testutil.AssertClose(t, "out vs AttentionForward", got, want, 2e-6, 2e-5)
+						if T <= 65 && !drop.Active() {
+							attentionForwardNaive(want, q, k, v, m.km, m.causal, B, T, NH, HS)
+							testutil.AssertClose(t, "out vs naive", got, want, 2e-6, 2e-5)
 						}
-					}
-					// inference: no lse
-					FlashAttentionForward(want, nil, q, k, v, m.km, m.causal, B, T, NH, HS)
-					for i := range got {
-						if got[i] != want[i] {
-							t.Fatalf("out[%d] %v without lse, %v with", i, want[i], got[i])
+						wl := lseNaive(q, k, m.km, m.causal, B, T, NH, HS)
+						for i, w := range wl {
+							g := float64(lse[i])
+							if math.IsInf(w, -1) != math.IsInf(g, -1) || (!math.IsInf(w, -1) && math.Abs(g-w) > 1e-5*math.Max(1, math.Abs(w))) {
+								t.Fatalf("lse[%d] = %v, want %v", i, g, w)
+							}
 						}
-					}
-				})
+						// inference: no lse
+						FlashAttentionForward(want, nil, q, k, v, m.km, m.causal, drop, B, T, NH, HS)
+						for i := range got {
+							if got[i] != want[i] {
+								t.Fatalf("out[%d] %v without lse, %v with", i, want[i], got[i])
+							}
+						}
+					})
+				}
 			}
 		}
 	}
@@ -130,22 +135,24 @@ func TestFlashAttentionBackward(t *testing.T) {
 			q, k, v := testutil.RandN(r, B*T*C, 1), testutil.RandN(r, B*T*C, 1), testutil.RandN(r, B*T*C, 1)
 			dout := testutil.RandN(r, B*T*C, 1)
 			for name, m := range flashMasks(T) {
-				t.Run(fmt.Sprintf("T%d_HS%d_%s", T, HS, name), func(t *testing.T) {
-					out, lse := make([]float32, B*T*C), make([]float32, B*NH*T)
-					FlashAttentionForward(out, lse, q, k, v, m.km, m.causal, B, T, NH, HS)
-					dq, dk, dv := make([]float32, B*T*C), make([]float32, B*T*C), make([]float32, B*T*C)
-					for i := range dq { // written, not accumulated
-						dq[i], dk[i], dv[i] = 9, 9, 9
-					}
-					FlashAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, m.km, m.causal, B, T, NH, HS)
-					probs := make([]float32, B*NH*T*T)
-					wq, wk, wv := make([]float32, B*T*C), make([]float32, B*T*C), make([]float32, B*T*C)
-					AttentionForward(make([]float32, B*T*C), probs, q, k, v, m.km, m.causal, Dropout{}, B, T, NH, HS)
-					AttentionBackward(wq, wk, wv, dout, q, k, v, probs, m.km, m.causal, Dropout{}, B, T, NH, HS)
-					testutil.AssertClose(t, "dq", dq, wq, 2e-5, 1e-4)
-					testutil.AssertClose(t, "dk", dk, wk, 2e-5, 1e-4)
-					testutil.AssertClose(t, "dv", dv, wv, 2e-5, 1e-4)
-				})
+				for _, drop := range flashDrops {
+					t.Run(fmt.Sprintf("T%d_HS%d_%s_drop%v", T, HS, name, drop.P), func(t *testing.T) {
+						out, lse := make([]float32, B*T*C), make([]float32, B*NH*T)
+						FlashAttentionForward(out, lse, q, k, v, m.km, m.causal, drop, B, T, NH, HS)
+						dq, dk, dv := make([]float32, B*T*C), make([]float32, B*T*C), make([]float32, B*T*C)
+						for i := range dq { // written, not accumulated
+							dq[i], dk[i], dv[i] = 9, 9, 9
+						}
+						FlashAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, m.km, m.causal, drop, B, T, NH, HS)
+						probs := make([]float32, B*NH*T*T)
+						wq, wk, wv := make([]float32, B*T*C), make([]float32, B*T*C), make([]float32, B*T*C)
+						AttentionForward(make([]float32, B*T*C), probs, q, k, v, m.km, m.causal, drop, B, T, NH, HS)
+						AttentionBackward(wq, wk, wv, dout, q, k, v, probs, m.km, m.causal, drop, B, T, NH, HS)
+						testutil.AssertClose(t, "dq", dq, wq, 2e-5, 1e-4)
+						testutil.AssertClose(t, "dk", dk, wk, 2e-5, 1e-4)
+						testutil.AssertClose(t, "dv", dv, wv, 2e-5, 1e-4)
+					})
+				}
 			}
 		}
 	}
@@ -160,19 +167,21 @@ func TestFlashAttentionGradCheck(t *testing.T) {
 	q, k, v := testutil.RandN(r, B*T*C, 1), testutil.RandN(r, B*T*C, 1), testutil.RandN(r, B*T*C, 1)
 	proj := testutil.RandN(r, B*T*C, 1)
 	for name, m := range flashMasks(T) {
-		t.Run(name, func(t *testing.T) {
-			out, lse := make([]float32, B*T*C), make([]float32, B*NH*T)
-			loss := func() float64 {
-				FlashAttentionForward(out, lse, q, k, v, m.km, m.causal, B, T, NH, HS)
-				return testutil.Dot(out, proj)
-			}
-			loss()
-			dq, dk, dv := make([]float32, B*T*C), make([]float32, B*T*C), make([]float32, B*T*C)
-			FlashAttentionBackward(dq, dk, dv, proj, q, k, v, out, lse, m.km, m.causal, B, T, NH, HS)
-			testutil.GradCheck(t, "dq", q, dq, loss, 1e-2, 2e-3)
-			testutil.GradCheck(t, "dk", k, dk, loss, 1e-2, 2e-3)
-			testutil.GradCheck(t, "dv", v, dv, loss, 1e-2, 2e-3)
-		})
+		for _, drop := range flashDrops {
+			t.Run(fmt.Sprintf("%s_drop%v", name, drop.P), func(t *testing.T) {
+				out, lse := make([]float32, B*T*C), make([]float32, B*NH*T)
+				loss := func() float64 {
+					FlashAttentionForward(out, lse, q, k, v, m.km, m.causal, drop, B, T, NH, HS)
+					return testutil.Dot(out, proj)
+				}
+				loss()
+				dq, dk, dv := make([]float32, B*T*C), make([]float32, B*T*C), make([]float32, B*T*C)
+				FlashAttentionBackward(dq, dk, dv, proj, q, k, v, out, lse, m.km, m.causal, drop, B, T, NH, HS)
+				testutil.GradCheck(t, "dq", q, dq, loss, 1e-2, 2e-3)
+				testutil.GradCheck(t, "dk", k, dk, loss, 1e-2, 2e-3)
+				testutil.GradCheck(t, "dv", v, dv, loss, 1e-2, 2e-3)
+			})
+		}
 	}
 }
 
@@ -185,9 +194,9 @@ func TestFlashAttentionThreads(t *testing.T) {
 	dout := testutil.RandN(r, B*T*C, 1)
 	run := func() []float32 {
 		out, lse := make([]float32, B*T*C), make([]float32, B*NH*T)
-		FlashAttentionForward(out, lse, q, k, v, nil, true, B, T, NH, HS)
+		FlashAttentionForward(out, lse, q, k, v, nil, true, Dropout{P: 0.1, Seed: 3}, B, T, NH, HS)
 		dq, dk, dv := make([]float32, B*T*C), make([]float32, B*T*C), make([]float32, B*T*C)
-		FlashAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, nil, true, B, T, NH, HS)
+		FlashAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, nil, true, Dropout{P: 0.1, Seed: 3}, B, T, NH, HS)
 		return append(append(append(append(out, lse...), dq...), dk...), dv...)
 	}
 	defer SetThreads(Threads())

@@ -75,7 +75,7 @@ func (m *Model) attentionBackward(s *State, l int, la *layerActs, g *gradBuffers
 		drop = kernels.Dropout{}
 	}
 	if la.lse != nil && la.probs == nil {
-		m.fusedAttentionBackward(s, la, g) // the forward pass took fusedAttention
+		m.fusedAttentionBackward(s, la, g, drop) // the forward pass took fusedAttention
 	} else if cfg.PosEnc() == PosRelative {
 		L := &m.Encoder.Layers[l]
 		kernels.RelativeAttentionBackward(g.dq, g.dk, g.dv, L.RelKey.Grad, g.dcx, la.q, la.k, la.v, L.RelKey.Data, la.probs, s.keyMask, s.causal, drop, cfg.RelativeMaxDistance, B, T, NH, HS)

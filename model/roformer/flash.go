@@ -13,8 +13,9 @@ var fusedTrainMinT = 1024
 // fusedAttention runs one layer's softmax self-attention through
 // kernels.FlashAttentionForward when that kernel computes it: absolute or
 // rotary positions (relative ones have their own kernel), the padding and
-// causal masks (not the UniLM mask of RoFormer-Sim with token type 1), no
-// dropout on the probabilities, and no pass that returns them
+// causal masks (not the UniLM mask of RoFormer-Sim with token type 1),
+// training's dropout on the probabilities (the same masks as
+// kernels.AttentionForward's), and no pass that returns them
 // (OutputAttentions). It then keeps no [B, NH, T, T] probabilities: a
 // training state keeps la.lse [B, NH, T] for fusedAttentionBackward, so
 // memory grows linearly in T. Otherwise it reports false, having given a
@@ -28,7 +29,7 @@ func (m *Model) fusedAttention(s *State, l int, la *layerActs) bool {
 	cfg := &m.Config
 	B, T, NH := s.B, s.T, cfg.NumAttentionHeads
 	drop := s.dropAt(l, siteAttnProbs, cfg.AttentionProbsDropoutProb)
-	if cfg.PosEnc() == PosRelative || s.unilm != nil || drop.Active() || (s.train && (s.wantProbs || T < fusedTrainMinT)) {
+	if cfg.PosEnc() == PosRelative || s.unilm != nil || (s.train && (s.wantProbs || T < fusedTrainMinT)) {
 		if s.train && la.probs == nil {
 			la.probs = make([]float32, B*NH*T*T)
 		}
@@ -42,13 +43,14 @@ func (m *Model) fusedAttention(s *State, l int, la *layerActs) bool {
 		la.probs = nil
 	}
 	// ctx = softmax(q·kᵀ/√HS + mask)·v, tile by tile
-	kernels.FlashAttentionForward(la.ctx, la.lse, la.q, la.k, la.v, s.keyMask, s.causal, B, T, NH, cfg.HeadSize())
+	kernels.FlashAttentionForward(la.ctx, la.lse, la.q, la.k, la.v, s.keyMask, s.causal, drop, B, T, NH, cfg.HeadSize())
 	return true
 }
 
 // fusedAttentionBackward differentiates a layer whose forward pass took
-// fusedAttention (la.lse set), from la.ctx and la.lse.
-func (m *Model) fusedAttentionBackward(s *State, la *layerActs, g *gradBuffers) {
+// fusedAttention (la.lse set), from la.ctx and la.lse; drop is the forward
+// pass's dropout on the probabilities.
+func (m *Model) fusedAttentionBackward(s *State, la *layerActs, g *gradBuffers, drop kernels.Dropout) {
 	cfg := &m.Config
-	kernels.FlashAttentionBackward(g.dq, g.dk, g.dv, g.dcx, la.q, la.k, la.v, la.ctx, la.lse, s.keyMask, s.causal, s.B, s.T, cfg.NumAttentionHeads, cfg.HeadSize())
+	kernels.FlashAttentionBackward(g.dq, g.dk, g.dv, g.dcx, la.q, la.k, la.v, la.ctx, la.lse, s.keyMask, s.causal, drop, s.B, s.T, cfg.NumAttentionHeads, cfg.HeadSize())
 }
