@@ -3,7 +3,10 @@ package experiment
 import (
 	"context"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/roformer-go/roformer/model/roformer"
@@ -181,6 +184,51 @@ func TestCharLMPositionLR(t *testing.T) {
 	for _, r := range res.Runs {
 		if !(r.TestBPB > 0 && r.TestBPB < 9) {
 			t.Errorf("%s: test %v bits/byte", r.Variant, r.TestBPB)
+		}
+	}
+}
+
+// copyResults copies the committed results.json of docs/experiments/name
+// into a temporary folder, skipping the test without it.
+func copyResults(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "docs", "experiments", name, "results.json"))
+	if err != nil {
+		t.Skipf("no committed results: %v", err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// --also puts the arms of a second results folder on the plots: the
+// learned table on long-text-zh's, the scaled sinusoids on extrapolate's.
+func TestResummarizeAlso(t *testing.T) {
+	for _, c := range []struct {
+		dir, also, plot, want string
+		run                   func(dir string, also ...string) error
+	}{
+		{"long-text-zh", "long-text-zh-learned", "accuracy.svg", "learned, 327680 training tokens", func(d string, a ...string) error { _, err := ResummarizeLongTextZh(d, a...); return err }},
+		{"extrapolate", "extrapolate-sinusoidal-scaled", "char-lm_loss.svg", "sinusoidal ×√E", func(d string, a ...string) error { _, err := ResummarizeExtrapolate(d, a...); return err }},
+	} {
+		dir, also := copyResults(t, c.dir), copyResults(t, c.also)
+		for _, with := range []bool{false, true} {
+			var a []string
+			if with {
+				a = []string{also}
+			}
+			if err := c.run(dir, a...); err != nil {
+				t.Fatal(err)
+			}
+			svg, err := os.ReadFile(filepath.Join(dir, c.plot))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(string(svg), c.want); got != with {
+				t.Errorf("%s/%s with --also %v: %q shown %v", c.dir, c.plot, with, c.want, got)
+			}
 		}
 	}
 }

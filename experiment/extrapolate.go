@@ -709,7 +709,9 @@ func fmtN(mean, std Number, n, dec int) string {
 	return fmt.Sprintf("%.*f ± %.*f", dec, float64(mean), dec, float64(std))
 }
 
-func writeExtrapolate(dir string, res *ExtrapolateResult) error {
+// writeExtrapolate writes the results folder dir; the plots without a
+// fine-tune also show the curves of the results in also.
+func writeExtrapolate(dir string, res *ExtrapolateResult, also ...*ExtrapolateResult) error {
 	res.Summary = summariseExtrap(res)
 	if err := writeJSON(dir, "results.json", res); err != nil {
 		return err
@@ -776,7 +778,7 @@ func writeExtrapolate(dir string, res *ExtrapolateResult) error {
 				break
 			}
 		}
-		if err := extrapPlots(dir, res, task); err != nil {
+		if err := extrapPlots(dir, res, task, also...); err != nil {
 			return err
 		}
 	}
@@ -794,7 +796,7 @@ func joinLengths(ls []int, sep string) string {
 // extrapPlots draws task_loss.png/svg (the trained models at inference)
 // and task_finetuned.png/svg (the fine-tunes, with plain rotary for
 // reference): loss against length, log-scaled, bands of ± one std.
-func extrapPlots(dir string, res *ExtrapolateResult, task string) error {
+func extrapPlots(dir string, res *ExtrapolateResult, task string, also ...*ExtrapolateResult) error {
 	o := res.Options
 	for _, fine := range []bool{false, true} {
 		want := map[string]bool{}
@@ -805,14 +807,31 @@ func extrapPlots(dir string, res *ExtrapolateResult, task string) error {
 				}
 			}
 		}
-		var ss []series
+		type sum struct {
+			ExtrapSummary
+			lengths []int
+		}
+		var sums []sum
 		for _, s := range res.Summary {
-			if s.Task != task || !want[s.Variant] {
-				continue
+			if s.Task == task && want[s.Variant] {
+				sums = append(sums, sum{s, o.EvalLengths})
 			}
-			se := series{name: s.Variant, points: true, dashed: s.Variant == "sinusoidal" || s.Variant == "learned" || (fine && !strings.Contains(s.Variant, "ft"))}
+		}
+		if !fine {
+			for _, a := range also {
+				for _, s := range a.Summary {
+					if s.Task == task && !want[s.Variant] {
+						sums = append(sums, sum{s, a.Options.EvalLengths})
+					}
+				}
+			}
+		}
+		var ss []series
+		for _, s := range sums {
+			absolute := strings.HasPrefix(s.Variant, "sinusoidal") || strings.HasPrefix(s.Variant, "learned")
+			se := series{name: s.Variant, points: true, dashed: absolute || (fine && !strings.Contains(s.Variant, "ft"))}
 			band := true
-			for i, L := range o.EvalLengths {
+			for i, L := range s.lengths {
 				if i >= len(s.Loss) || math.IsNaN(float64(s.Loss[i])) {
 					continue
 				}
@@ -858,11 +877,22 @@ func (l lengthTicks) Ticks(min, max float64) []plot.Tick {
 }
 
 // ResummarizeExtrapolate rewrites curves.csv, the plots and summary.md of
-// the results folder dir from its results.json, training nothing.
-func ResummarizeExtrapolate(dir string) (*ExtrapolateResult, error) {
+// the results folder dir from its results.json, training nothing. The
+// plots without a fine-tune also show the curves of the results folders in
+// also whose variants dir lacks (e.g. the sinusoidal run with
+// scale_embedding); their files are not changed.
+func ResummarizeExtrapolate(dir string, also ...string) (*ExtrapolateResult, error) {
 	var res ExtrapolateResult
 	if err := readResults(dir, &res); err != nil {
 		return nil, err
 	}
-	return &res, writeExtrapolate(dir, &res)
+	var more []*ExtrapolateResult
+	for _, d := range also {
+		var r ExtrapolateResult
+		if err := readResults(d, &r); err != nil {
+			return nil, err
+		}
+		more = append(more, &r)
+	}
+	return &res, writeExtrapolate(dir, &res, more...)
 }

@@ -56,7 +56,7 @@ type experimentOptions struct {
 	ftEpochs    int    // finetune-compare: epochs of every task (0: the experiment's)
 	maxTrain    int    // finetune-compare: training examples per task (-1: the experiment's)
 	extrapScale bool   // extrapolate: scale_embedding in the absolute-position models
-	zhAlso      string // long-text-zh --resummarize: results folders whose arms the plot also shows
+	also        string // long-text-zh, extrapolate --resummarize: results folders whose arms the plots also show
 	transl      experiment.TranslateOptions
 }
 
@@ -148,12 +148,13 @@ func (o *experimentOptions) flags(fs *flag.FlagSet) (*experimentLists, bool) {
 		fs.StringVar(&l.encs, "encodings", "", "comma-separated position encodings (default rotary,learned)")
 	case "long-text-zh":
 		fs.StringVar(&l.arms, "arms", "", "comma-separated fine-tuning arms ENCODING-LENGTH-WINDOWS, e.g. rotary-512-8,rotary-1024-4,learned-512-8 (default: rotary at 512 × 8, 1024 × 4, 512 × 4 windows a step)")
-		fs.StringVar(&o.zhAlso, "also", "", "with --resummarize: comma-separated results folders whose arms the plot also shows (e.g. the learned-table run made on its own)")
+		fs.StringVar(&o.also, "also", "", "with --resummarize: comma-separated results folders whose arms the plot also shows (e.g. the learned-table run made on its own)")
 		fs.IntVar(&l.pretrainSteps, "pretrain-steps", 0, "masked-LM pretraining steps (default: the experiment's, 300; the quick form 100); --steps sets the fine-tuning steps")
 	case "extrapolate":
 		fs.StringVar(&l.lengths, "lengths", "", "comma-separated evaluation lengths, each at least the training length 128 (default 128,256,512,1024,2048,4096)")
 		fs.StringVar(&l.tasks, "tasks", "", "comma-separated tasks: char-lm, mlm (default both)")
 		fs.StringVar(&l.encs, "encodings", "", "comma-separated position encodings (default rotary,sinusoidal,learned)")
+		fs.StringVar(&o.also, "also", "", "with --resummarize: comma-separated results folders whose curves the plots without a fine-tune also show (e.g. the --scale-embedding run)")
 		fs.BoolVar(&o.extrapScale, "scale-embedding", false, "multiply the word embeddings by √E in the sinusoidal and learned models (scale_embedding)")
 	case "finetune-compare":
 		fs.StringVar(&o.Cache, "cache", defaultCacheDir(), "folder the built-in tasks are fetched into (as for roformer finetune)")
@@ -378,6 +379,14 @@ func (o *experimentOptions) run(ctx context.Context) error {
 	return err
 }
 
+// alsoDirs is the --also list; nil when empty.
+func (o *experimentOptions) alsoDirs() []string {
+	if o.also == "" {
+		return nil
+	}
+	return strings.Split(o.also, ",")
+}
+
 // resummarize trains nothing: it rewrites the summaries of the results
 // folder of --resummarize (a training experiment's), which becomes o.Out.
 func (o *experimentOptions) resummarize() error {
@@ -391,13 +400,9 @@ func (o *experimentOptions) resummarize() error {
 	case "long-text":
 		_, err = experiment.ResummarizeLongText(o.resum)
 	case "long-text-zh":
-		var also []string
-		if o.zhAlso != "" {
-			also = strings.Split(o.zhAlso, ",")
-		}
-		_, err = experiment.ResummarizeLongTextZh(o.resum, also...)
+		_, err = experiment.ResummarizeLongTextZh(o.resum, o.alsoDirs()...)
 	case "extrapolate":
-		_, err = experiment.ResummarizeExtrapolate(o.resum)
+		_, err = experiment.ResummarizeExtrapolate(o.resum, o.alsoDirs()...)
 	case "finetune-compare":
 		_, err = experiment.ResummarizeFinetuneCompare(o.resum)
 	case "translate":
