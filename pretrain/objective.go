@@ -149,6 +149,12 @@ func lmModelFor(opts Options, vocabSize int, say func(string, ...any)) (*roforme
 		}
 		say("init: %s (%s)", opts.Init, l.Checkpoint)
 		if sim && m.Encoder.Pooler == nil {
+			if opts.PoolerActivation != "" {
+				m.Config.PoolerActivation = opts.PoolerActivation
+				if err := m.Config.Validate(); err != nil {
+					return nil, fmt.Errorf("pretrain: --pooler-activation: %w", err)
+				}
+			}
 			m.EnablePooler()
 			initPooler(m, opts.Train.Seed)
 			say("init: a new pooler (roformer.pooler.dense, %s), drawn from N(0, %g²)", m.Config.PoolerActivationName(), m.Config.InitializerRange)

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/roformer-go/roformer/data"
+	"github.com/roformer-go/roformer/internal/testutil"
 	"github.com/roformer-go/roformer/kernels"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/tokenizer"
@@ -321,4 +322,57 @@ func mustReadFile(t *testing.T, p string) []byte {
 		t.Fatal(fmt.Errorf("reading %s: %w", p, err))
 	}
 	return b
+}
+
+// The sim objective's whole step (masked loader batch read back, pairs
+// doubled, UniLM loss plus similarity loss through the pooler, dropout)
+// against finite differences on slices of the pooler, the word embeddings
+// and a layer's query weight.
+func TestSimStepGradCheck(t *testing.T) {
+	ctx := context.Background()
+	o := simOptions(t, t.TempDir(), 1)
+	o.SimScale = 5 // a gentler softmax keeps the differences within float32's reach
+	j, err := Prepare(o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := j.Loop.Model.(*lmModel)
+	bs, err := data.EvalBatches(j.Loop.Train[:3], j.Loop.Vocab, 3, o.Train.SeqLen, 1, 4, data.MaskOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := bs[0]
+	b.Seed = 11
+	loss := func() float64 {
+		l, err := a.ForwardBackward(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	m := j.Model
+	m.ZeroGrad()
+	loss()
+	grads := map[string][]float32{} // before the finite differences, which accumulate more
+	for _, p := range m.Params() {
+		grads[p.Name] = append([]float32(nil), p.Grad...)
+	}
+	check := map[string]bool{"roformer.pooler.dense.weight": true, "roformer.embeddings.word_embeddings.weight": true,
+		"roformer.encoder.layer.0.attention.self.query.weight": true}
+	n := 0
+	for _, p := range m.Params() {
+		if !check[p.Name] {
+			continue
+		}
+		n++
+		k := min(len(p.Data), 96)
+		off := 0
+		if strings.Contains(p.Name, "word_embeddings") {
+			off = 7 * m.Config.HiddenSize // the rows of real tokens
+		}
+		testutil.GradCheck(t, p.Name, p.Data[off:off+k], grads[p.Name][off:off+k], loss, 1e-2, 3e-2)
+	}
+	if n != len(check) {
+		t.Fatalf("checked %d of %d parameters", n, len(check))
+	}
 }

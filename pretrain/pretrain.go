@@ -62,6 +62,10 @@ type Options struct {
 	// SimScale is the sim objective's similarity scale (DefaultSimScale
 	// when 0).
 	SimScale float64 `json:"sim_scale,omitempty"`
+	// PoolerActivation is pooler_activation for the pooler the sim
+	// objective adds to a checkpoint without one ("": the configuration's,
+	// tanh by default; Su's scripts use "linear").
+	PoolerActivation string `json:"pooler_activation,omitempty"`
 	// Group, when it has more than one rank, makes this process one rank of
 	// a data-parallel run (Loop.Group): every rank prepares the same
 	// corpus, vocabulary and model, and rank 0 writes the run folder. Nil:

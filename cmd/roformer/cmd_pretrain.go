@@ -67,6 +67,7 @@ func cmdPretrain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&p.Pairs, "pairs", "", `unilm and sim: JSONL of {"anchor", "positive"} pairs (unilm: source, target), or "bible" for the Bible task's training pairs`)
 	fs.StringVar(&p.CacheDir, "cache", defaultCacheDir(), "folder the built-in tasks are fetched into (--pairs bible)")
 	fs.Float64Var(&p.SimScale, "sim-scale", pretrain.DefaultSimScale, "sim: the scale of the in-batch cosine similarities")
+	fs.StringVar(&p.PoolerActivation, "pooler-activation", "", "sim: the activation of a pooler added to an --init folder without one (default: its config's pooler_activation, tanh; Su's scripts use linear)")
 	fs.StringVar(&o.resume, "resume", "", "continue the run in this folder from its latest checkpoint")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress output")
 	th := threadsFlag(fs)
