@@ -35,6 +35,8 @@ type Loop struct {
 	// configuration) into a model folder; it runs for every checkpoint, and
 	// the final model folder gets them too.
 	SaveExtra func(dir string) error
+	// LossName names the loss in the plot's title ("MLM loss" when empty).
+	LossName string
 	// Group, when it has more than one rank, makes the run one rank of a
 	// data-parallel job (see ranks.go): every rank calls Run (or Resume)
 	// with the same Loop but its own Group, each computes its share of the
@@ -521,7 +523,11 @@ func (t *trainer) plot() error {
 		return nil
 	}
 	t.plotted = len(t.records)
-	png, err := lossPlot(t.records, fmt.Sprintf("MLM loss, %s", filepath.Base(t.o.OutDir)))
+	what := t.job.LossName
+	if what == "" {
+		what = "MLM loss"
+	}
+	png, err := lossPlot(t.records, fmt.Sprintf("%s, %s", what, filepath.Base(t.o.OutDir)))
 	if err != nil {
 		return err
 	}

@@ -126,10 +126,13 @@ func prepareLM(opts Options, say func(string, ...any)) (*Job, error) {
 	j := &Job{Options: opts, Tokenizer: tok, Model: m, Tokens: tokens}
 	j.Loop = Loop{
 		Model: newLMModel(m, obj, scale, v), Train: trainSeqs, Eval: evalSeqs, Vocab: v, Options: opts.Train, Group: opts.Group,
-		SaveExtra: tok.Save,
+		SaveExtra: tok.Save, LossName: lossNames[obj],
 	}
 	return j, nil
 }
+
+// lossNames name each objective's loss in the plot's title.
+var lossNames = map[string]string{ObjectiveCausal: "causal-LM loss", ObjectiveUniLM: "UniLM loss", ObjectiveSim: "Sim loss (UniLM + similarity; eval: UniLM)"}
 
 // lmModelFor builds the causal-LM model of a run: opts.Model when set (a
 // resumed run), else the folder opts.Init with its weights, else a fresh
