@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -229,6 +230,36 @@ func TestResummarizeAlso(t *testing.T) {
 			if got := strings.Contains(string(svg), c.want); got != with {
 				t.Errorf("%s/%s with --also %v: %q shown %v", c.dir, c.plot, with, c.want, got)
 			}
+		}
+	}
+}
+
+// Every labelled tick is a round value, labelled with the decimals its
+// step needs; the labels of ranges that are not round are not rounded
+// off (DefaultTicks labels 3.52 as "3.5" on [3.5004, 3.7013]).
+func TestNiceTicks(t *testing.T) {
+	for _, c := range []struct {
+		min, max float64
+		want     []string
+	}{
+		{3.5004, 3.7013, []string{"3.55", "3.60", "3.65", "3.70"}},
+		{-0.03, 1.03, []string{"0.0", "0.2", "0.4", "0.6", "0.8", "1.0"}},
+		{0, 600, []string{"0", "100", "200", "300", "400", "500", "600"}},
+	} {
+		var got []string
+		for _, tk := range (niceTicks{}).Ticks(c.min, c.max) {
+			if tk.Value < c.min || tk.Value > c.max {
+				t.Errorf("[%g, %g]: tick %g outside", c.min, c.max, tk.Value)
+			}
+			if tk.Label != "" {
+				got = append(got, tk.Label)
+				if v, err := strconv.ParseFloat(tk.Label, 64); err != nil || math.Abs(v-tk.Value) > 1e-9 {
+					t.Errorf("[%g, %g]: tick at %g labelled %q", c.min, c.max, tk.Value, tk.Label)
+				}
+			}
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("[%g, %g]: labels %q, want %q", c.min, c.max, got, c.want)
 		}
 	}
 }

@@ -660,7 +660,7 @@ func plotFinetuneCompare(dir string, res *FinetuneCompareResult) error {
 		}
 		p.Legend.Add(model, sc)
 	}
-	p.Y.Min, p.Y.Max = -0.03, 1.03
+	p.Y.Min, p.Y.Max, p.Y.Tick.Marker = -0.03, 1.03, niceTicks{}
 	return savePlot(p, dir, "test")
 }
 

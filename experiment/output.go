@@ -107,6 +107,39 @@ func fitY(p *plot.Plot, ss []series) {
 	p.Y.Min, p.Y.Max = lo-m, hi+m
 }
 
+// niceTicks marks a value axis at multiples of 1, 2 or 5 × 10^k, about five
+// labelled ones and four minor ones between each, each label written with
+// as many decimals as the step needs (plot.DefaultTicks can label a tick
+// at 3.52 as "3.5" when the range is not round).
+type niceTicks struct{}
+
+// Ticks returns the ticks of [lo, hi].
+func (niceTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(hi > lo) || math.IsInf(hi-lo, 0) {
+		return plot.DefaultTicks{}.Ticks(lo, hi)
+	}
+	raw := (hi - lo) / 5
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := mag // the nice step nearest to raw on a log scale
+	for _, f := range []float64{2, 5, 10} {
+		if math.Abs(math.Log(f*mag/raw)) < math.Abs(math.Log(step/raw)) {
+			step = f * mag
+		}
+	}
+	dec := max(0, int(-math.Floor(math.Log10(step)+1e-9)))
+	var ticks []plot.Tick
+	minor := step / 5
+	for i := math.Ceil(lo / minor); i*minor <= hi+1e-9*step; i++ {
+		v := i * minor
+		t := plot.Tick{Value: v}
+		if k := math.Round(v / step); math.Abs(v-k*step) < 1e-6*step {
+			t.Label = strconv.FormatFloat(k*step+0, 'f', dec, 64) // +0: no "-0"
+		}
+		ticks = append(ticks, t)
+	}
+	return ticks
+}
+
 // fromX returns s without its points before x0.
 func fromX(s series, x0 float64) series {
 	i := 0
@@ -185,6 +218,7 @@ func linePlot(title, xLabel, yLabel string, ss []series) (*plot.Plot, error) {
 		}
 	}
 	fitY(p, ss)
+	p.Y.Tick.Marker = niceTicks{}
 	return p, nil
 }
 
