@@ -199,8 +199,9 @@ func FlashAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float
 	scale := float32(math.Sqrt(float64(HS)))
 	bq, bk := 128, 128
 	parallelFor(B*NH, 1, func(lo, hi int) {
-		ps := getScratch(2*bq*bk + 2*T + HS)
+		ps := getScratch(2*bq*bk + 2*T + HS + bk)
 		defer putScratch(ps)
+		mrow := (*ps)[2*bq*bk+2*T+HS : 2*bq*bk+2*T+HS+bk] // a row's dropout factors
 		P := (*ps)[:bq*bk]
 		dP := (*ps)[bq*bk : 2*bq*bk]
 		D := (*ps)[2*bq*bk : 2*bq*bk+T]
@@ -297,21 +298,27 @@ func FlashAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float
 					for r := 0; r < n; r++ {
 						d, p := dPt[r*nk:r*nk+nk], Pt[r*nk:r*nk+nk]
 						if drop.Active() {
+							// one draw of the row's mask for both dP and P
+							mk := mrow[:nk]
 							off := (bh*T+i0+r)*T + j0
 							for j := range d {
-								d[j] *= dm.at(off + j)
+								mk[j] = dm.at(off + j)
+								d[j] *= mk[j]
 							}
+							if seen[i0+r] <= 1 {
+								clear(d)
+							} else {
+								softmaxBackRow(d, p, D[i0+r], scale)
+							}
+							for j, x := range mk {
+								p[j] *= x
+							}
+							continue
 						}
 						if seen[i0+r] <= 1 {
 							clear(d)
 						} else {
 							softmaxBackRow(d, p, D[i0+r], scale)
-						}
-						if drop.Active() {
-							off := (bh*T+i0+r)*T + j0
-							for j := range p {
-								p[j] *= dm.at(off + j)
-							}
 						}
 					}
 					blas.Sgemm(true, false, nk, HS, n, 1, Pt, nk, dout[base+i0*C:], C, 1, dv[base+j0*C:], C)
