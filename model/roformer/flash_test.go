@@ -64,3 +64,52 @@ func TestFusedAttentionTraining(t *testing.T) {
 		}
 	}
 }
+
+// TestFusedAttentionOutputAttentions: a pass that returns the attentions
+// takes the kernels that keep them (every layer's [B, NH, T, T], rows
+// summing to 1) and agrees with the fused inference pass.
+func TestFusedAttentionOutputAttentions(t *testing.T) {
+	defer func(v int) { fusedTrainMinT = v }(fusedTrainMinT)
+	fusedTrainMinT = 0 // a debug pass runs on a training state: only wantProbs keeps it off the fused path
+	ctx := context.Background()
+	for _, f := range loadFixtures(t) {
+		t.Run(f.Case, func(t *testing.T) {
+			l, err := Load(f.dir, HeadMaskedLM, LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := l.Model
+			b := f.batch()
+			plain, err := m.Forward(ctx, b, nil, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			debug, err := m.Forward(ctx, b, nil, Options{OutputAttentions: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Config.Attention() != AttnSoftmax {
+				return
+			}
+			if len(debug.Attentions) != m.Config.NumHiddenLayers {
+				t.Fatalf("%d attention tensors, want %d", len(debug.Attentions), m.Config.NumHiddenLayers)
+			}
+			T := b.T
+			for l, a := range debug.Attentions {
+				for r := 0; r < len(a.Data)/T; r++ {
+					sum := 0.0
+					for _, p := range a.Data[r*T : r*T+T] {
+						sum += float64(p)
+					}
+					if math.Abs(sum-1) > 1e-5 {
+						t.Fatalf("layer %d, row %d: the probabilities sum to %v", l, r, sum)
+					}
+				}
+			}
+			d, _ := tensor.MaxAbsDiff(debug.LastHiddenState.Data, plain.LastHiddenState.Data)
+			if d > 1e-5 {
+				t.Errorf("hidden states with and without OutputAttentions differ by %.3g", d)
+			}
+		})
+	}
+}
