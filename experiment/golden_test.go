@@ -14,7 +14,10 @@ import (
 // validation and test numbers of a short char-lm run are pinned to the
 // bit: a refactoring of the training step must not change them. The
 // numbers were recorded on amd64 with the AVX-512 element-wise kernels,
-// pure-Go matrix products and two kernel threads.
+// pure-Go matrix products and two kernel threads. The softmax arm's
+// validation losses at steps 3–5 moved by about 1e-8 when inference took
+// the fused attention kernel (kernels.FlashAttentionForward, issue #26),
+// which sums in another order; training is unchanged.
 func TestCharLMGolden(t *testing.T) {
 	golden.Pin(t)
 
@@ -51,9 +54,9 @@ func TestCharLMGolden(t *testing.T) {
 		"performer-rotary test 7.0399507013778857",
 		"softmax-rotary step 1 train 8.030931368036077 val 8.037521576782316",
 		"softmax-rotary step 2 train 8.0173072796869906 val 7.8380715212719334",
-		"softmax-rotary step 3 train 7.8205416625391342 val 7.5957735749777324",
-		"softmax-rotary step 4 train 7.5950493282958123 val 7.3020142142921731",
-		"softmax-rotary step 5 train 7.2797815066150138 val 7.106003556598985",
+		"softmax-rotary step 3 train 7.8205416625391342 val 7.5957735638820774",
+		"softmax-rotary step 4 train 7.5950493282958123 val 7.3020142364834841",
+		"softmax-rotary step 5 train 7.2797815066150138 val 7.1060035676946391",
 		"softmax-rotary step 6 train 7.0907583375915566 val 7.0445205356113734",
 		"softmax-rotary test 7.0394215828829383",
 	}
