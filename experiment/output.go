@@ -81,9 +81,14 @@ type series struct {
 	width  float64 // line width in points; 0: 1.5
 }
 
+// palette has 16 colours that read apart (matplotlib's tab10, then six
+// more), so that a figure of up to 16 arms never repeats one (char-lm has
+// 14); past it, lines of the same colour are told apart by their dashes.
 var palette = []color.RGBA{
 	{31, 119, 180, 255}, {255, 127, 14, 255}, {44, 160, 44, 255}, {214, 39, 40, 255},
 	{148, 103, 189, 255}, {140, 86, 75, 255}, {227, 119, 194, 255}, {127, 127, 127, 255},
+	{188, 189, 34, 255}, {23, 190, 207, 255}, {0, 0, 0, 255}, {0, 0, 128, 255},
+	{230, 171, 2, 255}, {0, 128, 128, 255}, {128, 0, 0, 255}, {102, 166, 30, 255},
 }
 
 // fitY sets p's y range to the values of ss (lines and bands) with a
@@ -204,8 +209,13 @@ func linePlot(title, xLabel, yLabel string, ss []series) (*plot.Plot, error) {
 		if s.width > 0 {
 			l.Width = vg.Points(s.width)
 		}
-		if s.dashed {
+		switch {
+		case s.dashed:
 			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+		case i/len(palette) == 1: // past the palette's colours, the same colours dashed
+			l.Dashes = []vg.Length{vg.Points(6), vg.Points(2)}
+		case i/len(palette) >= 2: // then dotted
+			l.Dashes = []vg.Length{vg.Points(1.5), vg.Points(2)}
 		}
 		if s.points {
 			sc.Shape = draw.CircleGlyph{}
