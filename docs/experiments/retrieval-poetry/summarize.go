@@ -122,7 +122,7 @@ func run() error {
 		}
 		out[sp] = s
 
-		fmt.Fprintf(&md, "\n%s %s: %d queries, %d documents\n\n| method | %s |\n|---|%s\n", s.Task, sp, s.Queries, s.Corpus,
+		fmt.Fprintf(&md, "\n%s: %d queries, %d documents\n\n| method | %s |\n|---|%s\n", s.Task, s.Queries, s.Corpus,
 			strings.Join(heads, " | "), strings.Repeat("---|", len(heads)))
 		for _, r := range s.Rows {
 			cells := make([]string, len(metrics))
