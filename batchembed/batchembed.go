@@ -273,6 +273,7 @@ type manifest struct {
 	// A sentence-transformers folder's prompt, and its modules after the
 	// pooling (see vectorizerHash); empty for a plain folder.
 	Prompt     string `json:"prompt,omitempty"`
+	Lowercase  bool   `json:"lowercase,omitempty"`
 	Vectorizer string `json:"vectorizer_sha256,omitempty"`
 }
 
@@ -354,7 +355,7 @@ func (j *job) prepare() error {
 		Lines: j.info.lines, Window: j.o.Window, Parts: len(j.info.starts), ModelSHA256: modelHash(j.m),
 		Precision: string(j.m.Precision()), Pooling: string(j.o.Pooling), Normalize: j.o.Normalize,
 		MaxLength: j.o.MaxLength, Truncate: j.o.Truncate, MaxBatch: j.o.MaxBatch, MaxBatchTokens: j.o.MaxBatchTokens,
-		Prompt: j.o.PromptText(), Vectorizer: vectorizerHash(j.o.Vectorizer())}
+		Prompt: j.o.PromptText(), Lowercase: j.o.Sentence != nil && j.o.Sentence.DoLowerCase, Vectorizer: vectorizerHash(j.o.Vectorizer())}
 	if err := os.MkdirAll(j.dir, 0o755); err != nil {
 		return fmt.Errorf("batchembed: %w", err)
 	}

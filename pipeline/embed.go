@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/sentence"
@@ -169,6 +170,15 @@ type EmbedOptions struct {
 	// Set by WithDefaults.
 	vectors    *Vectorizer
 	promptText string
+	prompt     *promptMemo // the prompt's token counts, computed once (PromptSkip)
+}
+
+// promptMemo holds a prompt's token counts once PromptSkip has computed
+// them; copies of the options share it.
+type promptMemo struct {
+	once         sync.Once
+	tokens, skip int
+	err          error
 }
 
 // The defaults of EmbedOptions.MaxBatch and EmbedOptions.MaxBatchTokens
@@ -205,7 +215,9 @@ func (o EmbedOptions) WithDefaults(m *roformer.Model) (EmbedOptions, error) {
 	if o.vectors, err = newVectorizer(o.Pooling, m.Config.HiddenSize, steps); err != nil {
 		return o, err
 	}
-	if st != nil && o.Pooling == Pooling(st.Pooling.Modes()) {
+	if st != nil && !o.vectors.Pooler && o.vectors.Pooling.Modes() == st.Pooling.Modes() {
+		// The folder's pooling, however the modes were spelled, keeps its
+		// include_prompt; another pooling includes the prompt.
 		o.vectors.Pooling.IncludePrompt = st.Pooling.IncludePrompt
 	}
 	switch {
@@ -223,6 +235,7 @@ func (o EmbedOptions) WithDefaults(m *roformer.Model) (EmbedOptions, error) {
 	if o.MaxLength == 0 {
 		o.MaxLength = m.Config.MaxPositionEmbeddings
 	}
+	o.prompt = &promptMemo{}
 	if o.MaxBatch == 0 {
 		o.MaxBatch = DefaultMaxBatch
 	}
@@ -254,12 +267,23 @@ func (o EmbedOptions) PromptText() string { return o.promptText }
 // surrounding white space trimmed and, when the folder says
 // do_lower_case, lowercased as Python's str.lower (sentence.Lower).
 func (o EmbedOptions) Text(t string) string {
-	t = strings.TrimSpace(o.promptText + t)
+	return o.PairText(o.promptText + t)
+}
+
+// PairText returns a pair's second text as the model encodes it: trimmed
+// and lowercased as Text, without a prompt (sentence-transformers puts
+// prompts before single texts only).
+func (o EmbedOptions) PairText(t string) string {
+	t = strings.TrimSpace(t)
 	if o.Sentence != nil && o.Sentence.DoLowerCase {
 		t = sentence.Lower(t)
 	}
 	return t
 }
+
+// ErrPromptPair is the error for a text pair with a prompt:
+// sentence-transformers puts prompts before single texts only.
+var ErrPromptPair = errors.New("pipeline: a prompt and a text pair: prompts go before single texts only (sentence-transformers refuses pairs with a prompt)")
 
 // EmbedRow is one encoded input: its token ids and token types.
 type EmbedRow struct {
@@ -282,11 +306,23 @@ func (e *TooLongError) Error() string {
 }
 
 // EncodeEmbedInput encodes in for Embed: its text as o.Text prepares it
-// (the pair's second text is taken as it is), whole, and again with HF's
+// (a pair's second text as o.PairText does; a pair with a prompt is
+// ErrPromptPair; a prompt that leaves no room for a token is an error),
+// whole, and again with HF's
 // longest_first truncation to o.MaxLength when it is longer and o.Truncate
 // is set; a longer input without o.Truncate is a *TooLongError. o must
 // have its defaults (EmbedOptions.WithDefaults).
 func EncodeEmbedInput(tok *tokenizer.Tokenizer, in EmbedInput, o EmbedOptions) (EmbedRow, error) {
+	if in.TextPair != nil {
+		if o.promptText != "" {
+			return EmbedRow{}, ErrPromptPair
+		}
+		p := o.PairText(*in.TextPair)
+		in.TextPair = &p
+	}
+	if _, err := PromptTokens(tok, o); err != nil {
+		return EmbedRow{}, err
+	}
 	in.Text = o.Text(in.Text)
 	enc, err := encodeInput(tok, in, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
 	if err != nil {
@@ -317,15 +353,42 @@ func PromptSkip(tok *tokenizer.Tokenizer, o EmbedOptions) (int, error) {
 	if o.promptText == "" || o.vectors == nil || o.vectors.Pooler || o.vectors.Pooling.IncludePrompt {
 		return 0, nil
 	}
-	p := o.promptText
-	if o.Sentence != nil && o.Sentence.DoLowerCase {
-		p = sentence.Lower(p)
+	if _, err := PromptTokens(tok, o); err != nil {
+		return 0, err
 	}
-	enc, err := tok.Encode(strings.TrimSpace(p), tokenizer.EncodeOptions{MaxLength: o.MaxLength, Truncation: tokenizer.TruncateLongestFirst})
-	if err != nil {
-		return 0, fmt.Errorf("pipeline: the prompt: %w", err)
+	return o.prompt.skip, nil
+}
+
+// PromptTokens returns the tokens of o's prompt encoded alone, [CLS] and
+// [SEP] included (0 without a prompt), computed once for o and its
+// copies. A prompt that leaves no room for a token of the text within
+// o.MaxLength is an error that says so.
+func PromptTokens(tok *tokenizer.Tokenizer, o EmbedOptions) (int, error) {
+	if o.promptText == "" || o.prompt == nil {
+		return 0, nil
 	}
-	return len(enc.IDs) - 1, nil
+	m := o.prompt
+	m.once.Do(func() {
+		p := o.promptText
+		if o.Sentence != nil && o.Sentence.DoLowerCase {
+			p = sentence.Lower(p)
+		}
+		enc, err := tok.Encode(strings.TrimSpace(p), tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
+		if err != nil {
+			m.err = fmt.Errorf("pipeline: the prompt: %w", err)
+			return
+		}
+		m.tokens = len(enc.IDs)
+		m.skip = min(m.tokens, o.MaxLength) - 1 // as sentence-transformers counts it, cut to the max length
+		if m.tokens >= o.MaxLength {
+			short := o.promptText
+			if len(short) > 60 {
+				short = strings.ToValidUTF8(short[:60], "") + "…"
+			}
+			m.err = fmt.Errorf("pipeline: the prompt %q takes %d of the %d tokens of the max length with [CLS] and [SEP], leaving none for the text", short, m.tokens, o.MaxLength)
+		}
+	})
+	return m.tokens, m.err
 }
 
 func encodeInput(tok *tokenizer.Tokenizer, in EmbedInput, opts tokenizer.EncodeOptions) (*tokenizer.Encoding, error) {
@@ -358,9 +421,10 @@ func (s *EmbedStats) Add(t EmbedStats) {
 	s.PaddedTokens += t.PaddedTokens
 }
 
-// Embed returns one vector [H] per input, in the inputs' order, read from
-// m's encoder (its head is not run) as o.Pooling says and normalized when
-// o.Normalize is set.
+// Embed returns one vector per input, in the inputs' order, read from m's
+// encoder (its head is not run) by o's Vectorizer (the pooling, then a
+// sentence-transformers folder's Dense and Normalize modules; its length is
+// Vectorizer.Dim) and normalized when o.Normalize is set.
 //
 // The inputs are sorted by length (ties in input order) and run in batches
 // of neighbours in that order, each as many rows as fit o.MaxBatch and

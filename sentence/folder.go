@@ -93,19 +93,6 @@ func (f *Folder) Normalizes() bool {
 	return len(f.Steps) > 0 && f.Steps[len(f.Steps)-1].IsNormalize()
 }
 
-// Apply runs the steps after the pooling on a pooled vector v and returns
-// the folder's vector.
-func (f *Folder) Apply(v []float32) []float32 {
-	for _, s := range f.Steps {
-		if s.Dense != nil {
-			v = s.Dense.Forward(v)
-		} else {
-			Normalize(v)
-		}
-	}
-	return v
-}
-
 // Prompt returns the text of the prompt named name, or of the default
 // prompt when name is "" (then "" when the folder has none). An unknown
 // name is an error that lists the folder's prompts.

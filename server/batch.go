@@ -365,7 +365,13 @@ func (s *Server) runBatch(batch []pendingRow) {
 	H := s.model.Config.HiddenSize
 	for i, p := range batch {
 		r := &p.j.rows[p.i]
-		r.vec = poolRow(out, b.AttentionMask[i*T:(i+1)*T], i, T, H, r)
+		var err error
+		if r.vec, err = poolRow(out, b.AttentionMask[i*T:(i+1)*T], i, T, H, r); err != nil {
+			// A bug, not the request's doing: its answer is a 500, and the
+			// scheduler (whose panic would end the process) goes on.
+			s.opts.Log.Printf("server: row %d of a batch of %d×%d: %v", i, B, T, err)
+			s.finish(p.j, err)
+		}
 		if p.j.left--; p.j.left == 0 {
 			s.finish(p.j, nil)
 		}
@@ -377,25 +383,17 @@ func (s *Server) runBatch(batch []pendingRow) {
 // sparse vector for poolSparse, else the row's vectorizer's vector (sums in
 // float64 over the positions in order, so padding changes nothing).
 // runBatch has checked that a row pooled by the pooler has one.
-func poolRow(out *roformer.Output, mask []int32, i, T, H int, r *embedRow) []float32 {
+func poolRow(out *roformer.Output, mask []int32, i, T, H int, r *embedRow) ([]float32, error) {
 	switch r.pool {
 	case poolLogits:
 		NL := out.Logits.Shape[1]
-		return append([]float32(nil), out.Logits.Data[i*NL:(i+1)*NL]...)
+		return append([]float32(nil), out.Logits.Data[i*NL:(i+1)*NL]...), nil
 	case poolTokens:
-		return tokenVectors(out.LastHiddenState.Data, mask, i, T, H)
+		return tokenVectors(out.LastHiddenState.Data, mask, i, T, H), nil
 	case poolSparse:
-		v, err := pipeline.SparsePool(out, mask, i)
-		if err != nil {
-			panic(fmt.Sprintf("server: row %d: %v", i, err)) // a bug: /embed_sparse is served only with the masked-LM head
-		}
-		return v
+		return pipeline.SparsePool(out, mask, i) // /embed_sparse is served only with the masked-LM head
 	}
-	v, err := r.vz.Vector(out, mask, i, r.skip)
-	if err != nil {
-		panic(fmt.Sprintf("server: row %d of %d×%d×%d: %v", i, out.LastHiddenState.Shape[0], T, H, err)) // a bug: runBatch checks the pooler, every row has a token
-	}
-	return v
+	return r.vz.Vector(out, mask, i, r.skip) // runBatch has checked the pooler; every row has a token
 }
 
 // embedStatus maps an error of submit to an HTTP status.

@@ -188,8 +188,15 @@ func (s *Server) prepareRows(r *http.Request, in []embedInput, o embedOptions, f
 		advice = `ask for truncation with "truncate": true`
 	}
 	skip, err := pipeline.PromptSkip(s.tok, *eo)
+	if err == nil {
+		_, err = pipeline.PromptTokens(s.tok, *eo)
+	}
 	if err != nil {
-		return nil, 0, errorf(http.StatusUnprocessableEntity, "Tokenizer", "prompt_name", "%v", err)
+		return nil, 0, errorf(http.StatusUnprocessableEntity, "Validation", "prompt_name", "%v", err)
+	}
+	if o.left && eo.PromptText() != "" {
+		return nil, 0, errorf(http.StatusUnprocessableEntity, "Validation", "truncation_direction",
+			"truncation_direction Left with a prompt (%q) would cut the prompt off; sentence-transformers truncates on the right", eo.PromptText())
 	}
 	rows := make([]embedRow, len(in))
 	tokens := 0

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 
@@ -26,8 +27,8 @@ func (s *Server) vectorOptions(pooling pipeline.Pooling, promptName *string) (pi
 	switch {
 	case promptName != nil:
 		o.PromptName = *promptName
-	case s.opts.DefaultPrompt != "":
-		o.Prompt = &s.opts.DefaultPrompt
+	case s.opts.DefaultPrompt != nil:
+		o.Prompt = s.opts.DefaultPrompt
 	default:
 		o.PromptName = s.opts.DefaultPromptName
 	}
@@ -45,11 +46,15 @@ func (s *Server) vectorOptions(pooling pipeline.Pooling, promptName *string) (pi
 // checkSentence checks Options.Sentence, the default prompt and the max
 // length against the model when the server starts.
 func (s *Server) checkSentence() error {
-	if s.opts.DefaultPrompt != "" && s.opts.DefaultPromptName != "" {
+	if s.opts.DefaultPrompt != nil && s.opts.DefaultPromptName != "" {
 		return errors.New("server: a default prompt and a default prompt name: give one")
 	}
-	if _, e := s.vectorOptions(pipeline.PoolDefault, nil); e != nil {
+	eo, e := s.vectorOptions(pipeline.PoolDefault, nil)
+	if e != nil {
 		return errors.New("server: " + e.msg)
+	}
+	if _, err := pipeline.PromptTokens(s.tok, eo); err != nil {
+		return fmt.Errorf("server: %w (max length %d: --max-length)", err, s.opts.MaxLength)
 	}
 	return nil
 }

@@ -160,3 +160,67 @@ func TestAutoTruncateExplicitFalse(t *testing.T) {
 		}
 	}
 }
+
+// The review's cases: a pair's second text is lowercased as the first;
+// the folder's pooling spelled another way keeps include_prompt; a prompt
+// with a pair, and Left truncation with a prompt, are refused; a prompt
+// that leaves no room for the text is refused when the server starts; and
+// --default-prompt "" turns the folder's default prompt off.
+func TestSentenceTransformersEdges(t *testing.T) {
+	st := filepath.Join("..", "sentence", "testdata", "st")
+	lower, err := Load(filepath.Join(st, "maxlen_lower"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lower.Close()
+	var a, b EmbedResponse
+	call(t, lower, "POST", "/v1/embed", `{"inputs": [{"text": "Hi", "text_pair": "HELLO World"}]}`, &a)
+	call(t, lower, "POST", "/v1/embed", `{"inputs": [{"text": "hi", "text_pair": "hello world"}]}`, &b)
+	if d := maxAbs(a.Embeddings[0], f64(b.Embeddings[0])); d > 1e-6 {
+		t.Errorf("pair not lowercased: differs by %g", d)
+	}
+
+	ex, err := Load(filepath.Join(st, "prompts_exclude"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ex.Close()
+	call(t, ex, "POST", "/v1/embed", `{"inputs": ["hello world"]}`, &a)
+	call(t, ex, "POST", "/v1/embed", `{"inputs": ["hello world"], "pooling": "mean+mean"}`, &b)
+	if d := maxAbs(a.Embeddings[0], f64(b.Embeddings[0][:16])); d > 1e-6 {
+		t.Errorf(`"mean+mean" dropped include_prompt: differs by %g`, d)
+	}
+	if code, msg := call(t, ex, "POST", "/v1/embed", `{"inputs": [{"text": "a", "text_pair": "b"}]}`, nil); code != 400 || !strings.Contains(msg, "text pair") {
+		t.Errorf("prompt with a pair: %d %s", code, msg)
+	}
+	if code, msg := call(t, ex, "POST", "/embed", `{"inputs": "hello world", "truncate": true, "truncation_direction": "Left"}`, nil); code != 422 || !strings.Contains(msg, "cut the prompt") {
+		t.Errorf("Left with a prompt: %d %s", code, msg)
+	}
+	if _, err := Load(filepath.Join(st, "prompts_exclude"), Options{MaxLength: 3}); err == nil || !strings.Contains(err.Error(), "leaving none for the text") {
+		t.Errorf("prompt filling the max length: %v", err)
+	}
+	none := ""
+	off, err := Load(filepath.Join(st, "prompts"), Options{DefaultPrompt: &none})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer off.Close()
+	on, err := Load(filepath.Join(st, "prompts"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer on.Close()
+	call(t, off, "POST", "/v1/embed", `{"inputs": ["hello world"]}`, &a)
+	call(t, on, "POST", "/v1/embed", `{"inputs": ["hello world"]}`, &b)
+	if maxAbs(a.Embeddings[0], f64(b.Embeddings[0])) < 1e-3 {
+		t.Errorf(`--default-prompt "" did not turn the default prompt off`)
+	}
+}
+
+func f64(v []float32) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(x)
+	}
+	return out
+}

@@ -108,9 +108,11 @@ type Options struct {
 	// DefaultPromptName names the folder's prompt that the embedding
 	// routes put before each text when a request names none (TEI's
 	// --default-prompt-name; default: the folder's default_prompt_name).
-	// DefaultPrompt is the text itself instead (TEI's --default-prompt).
-	// At most one may be set.
-	DefaultPromptName, DefaultPrompt string
+	// DefaultPrompt, when not nil, is the text itself instead (TEI's
+	// --default-prompt; "" for none, which turns a folder's
+	// default_prompt_name off). At most one may be set.
+	DefaultPromptName string
+	DefaultPrompt     *string
 	// AutoTruncate truncates inputs of the embedding routes that are
 	// longer than MaxLength (as TEI's --auto-truncate) instead of refusing
 	// them, also where the request did not ask for it (POST
@@ -690,6 +692,9 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	skip, err := pipeline.PromptSkip(s.tok, eo)
+	if err == nil {
+		_, err = pipeline.PromptTokens(s.tok, eo)
+	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
@@ -701,6 +706,14 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request) {
 	truncated := 0
 	for i, x := range req.Inputs {
 		noteChars(r.Context(), x.Text)
+		if x.TextPair != nil {
+			if eo.PromptText() != "" {
+				writeError(w, http.StatusBadRequest, "input %d: %v", i, pipeline.ErrPromptPair)
+				return
+			}
+			p := eo.PairText(*x.TextPair)
+			x.TextPair = &p
+		}
 		x.Text = eo.Text(x.Text)
 		enc, err := s.encode(x, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
 		if err == nil && len(enc.IDs) > s.opts.MaxLength {

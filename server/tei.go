@@ -425,7 +425,7 @@ func (s *Server) teiSimilarity(w http.ResponseWriter, r *http.Request) {
 type TEITokenizeRequest struct {
 	Inputs           json.RawMessage `json:"inputs"`                       // a string or an array of strings
 	AddSpecialTokens *bool           `json:"add_special_tokens,omitempty"` // default true
-	PromptName       *string         `json:"prompt_name,omitempty"`        // ignored: this server has no prompts
+	PromptName       *string         `json:"prompt_name,omitempty"`        // ignored: the tokens are of the text as sent (no prompt, no lowercasing), so that the offsets refer to it
 }
 
 // TEIToken is one token of /tokenize's answer. Start and Stop are byte

@@ -40,7 +40,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&o.srv.WriteTimeout, "write-timeout", server.DefaultWriteTimeout, "time each write of an answer may take (a client that does not read it is cut off then); waiting for the model is not counted")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM or Ctrl-C, how long requests in flight may run on (new ones get 503 meanwhile)")
 	fs.StringVar(&o.srv.DefaultPromptName, "default-prompt-name", "", "one of a sentence-transformers folder's prompts to put before each text of the embedding routes when a request names none (prompt_name) (default: the folder's default_prompt_name)")
-	fs.StringVar(&o.srv.DefaultPrompt, "default-prompt", "", "the text to put before each text of the embedding routes when a request names no prompt, instead of a named one")
+	fs.Func("default-prompt", `the text to put before each text of the embedding routes when a request names no prompt, instead of a named one ("" for none, which turns a folder's default_prompt_name off)`, func(v string) error { o.srv.DefaultPrompt = &v; return nil })
 	fs.BoolVar(&o.srv.AutoTruncate, "auto-truncate", false, "truncate embedding inputs longer than --max-length instead of refusing them, also on routes whose requests cannot ask for it (POST /v1/embeddings)")
 	fs.IntVar(&o.srv.MaxEmbedAllValues, "max-embed-all-values", server.DefaultMaxEmbedAllValues, "most values (tokens × hidden size) of one POST /embed_all answer; beyond: 413")
 	fs.IntVar(&o.srv.MaxSparseBatchLogits, "max-sparse-batch-logits", server.DefaultMaxSparseBatchLogits, "most logits (padded tokens × vocabulary) of one batched forward pass of POST /embed_sparse")
