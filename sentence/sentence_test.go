@@ -236,6 +236,13 @@ func TestLoadDenseShapes(t *testing.T) {
 	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "shape [2 4]") {
 		t.Fatalf("transposed weight: %v", err)
 	}
+	big := &checkpoint.Entry{Name: "linear.weight", DType: "F32", Shape: []int{512, 1024}, Data: make([]float32, 512*1024)}
+	if err := checkpoint.WriteSafetensors(filepath.Join(dir, "2_Dense", "model.safetensors"), []*checkpoint.Entry{big}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "a Dense module of 2 × 4") {
+		t.Fatalf("a 2 MiB weights file for a 2 × 4 module: %v", err)
+	}
 	w.Shape = []int{2, 4}
 	b := &checkpoint.Entry{Name: "linear.bias", DType: "F32", Shape: []int{2}, Data: make([]float32, 2)}
 	if err := checkpoint.WriteSafetensors(filepath.Join(dir, "2_Dense", "model.safetensors"), []*checkpoint.Entry{w, b}, nil); err != nil {
