@@ -53,8 +53,25 @@ func TestHelperCLI(t *testing.T) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
 	}
-	os.Exit(run(a, os.Stdout, os.Stderr))
+	code := run(a, os.Stdout, os.Stderr)
+	// The child's own peak RSS, for runCapped: the rusage of a child that
+	// Go starts with vfork counts the parent's pages too (the child shares
+	// its memory until exec), so a test binary that has grown makes every
+	// child look as large.
+	if path := os.Getenv(hwmFileEnv); path != "" {
+		if b, err := os.ReadFile("/proc/self/status"); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+					_ = os.WriteFile(path, []byte(f[1]), 0o644)
+				}
+			}
+		}
+	}
+	os.Exit(code)
 }
+
+// hwmFileEnv names the file a child of the suite writes its VmHWM (kB) to.
+const hwmFileEnv = "ROFORMER_HOSTILE_HWM_FILE"
 
 // cappedCommand is this test binary re-run as `roformer args...` under
 // `ulimit -v` (addressCap).
@@ -74,12 +91,21 @@ func cappedCommand(t *testing.T, args ...string) *exec.Cmd {
 func runCapped(t *testing.T, args ...string) (code int, stderr string, peak int64) {
 	t.Helper()
 	cmd := cappedCommand(t, args...)
+	hwm := filepath.Join(t.TempDir(), "vmhwm")
+	cmd.Env = append(cmd.Env, hwmFileEnv+"="+hwm)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = io.Discard, &out
 	err := cmd.Run()
 	if err != nil {
 		if _, ok := err.(*exec.ExitError); !ok {
 			t.Fatal(err)
+		}
+	}
+	// The child's own VmHWM when it could write it; else (it died) the
+	// rusage, which may also count this process's pages.
+	if b, err := os.ReadFile(hwm); err == nil {
+		if kb, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
+			return cmd.ProcessState.ExitCode(), out.String(), kb << 10
 		}
 	}
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
