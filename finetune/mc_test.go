@@ -72,7 +72,7 @@ func TestRunTaskChoices(t *testing.T) {
 	ctx := context.Background()
 	dir := twoLayerModel(t)
 	o := fastOptions()
-	o.MaxLength, o.Epochs, o.BatchSize, o.LR, o.LogEvery = 32, 16, 16, 1e-2, 0
+	o.MaxLength, o.Epochs, o.BatchSize, o.LR, o.LogEvery = 32, 16, 16, 3e-3, 0
 	train, dev := toyChoices(1, 256), toyChoices(2, 48)
 	m0, _, err := loadTaskModel(dir, roformer.HeadMultipleChoice, false, o.Seed)
 	mustf(t, err, "load")
