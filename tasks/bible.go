@@ -71,6 +71,30 @@ func BibleParallel(ctx context.Context, cacheDir string, log io.Writer) (*Parall
 	return BuildBibleParallel(os.DirFS(cacheDir))
 }
 
+// readBibleModule reads the verses of a SWORD zText module of the package
+// src unpacked in fsys, both testaments: their references in canonical
+// order and their cleaned texts by reference.
+func readBibleModule(fsys fs.FS, src Source, module string) ([]string, map[string]string, error) {
+	dir := path.Join(src.Dir(), "usr", "share", "sword", "modules", "texts", "ztext", module)
+	var refs []string
+	text := map[string]string{}
+	for _, t := range []string{"ot", "nt"} {
+		z, err := ReadZText(fsys, dir, t)
+		if err != nil {
+			return nil, nil, err
+		}
+		r, m, err := z.versesText(true)
+		if err != nil {
+			return nil, nil, err
+		}
+		refs = append(refs, r...)
+		for k, v := range m {
+			text[k] = v
+		}
+	}
+	return refs, text, nil
+}
+
 // BuildBibleParallel builds the corpus of BibleParallel from the unpacked
 // packages in fsys (rooted at the cache folder, each package under its
 // Source.Dir). Pairs come in canonical order (Genesis to Revelation); the
@@ -88,31 +112,11 @@ func BibleParallel(ctx context.Context, cacheDir string, log io.Writer) (*Parall
 //
 // A verse empty on either side (after cleaning) is dropped.
 func BuildBibleParallel(fsys fs.FS) (*Parallel, error) {
-	read := func(src Source, module string) ([]string, map[string]string, error) {
-		dir := path.Join(src.Dir(), "usr", "share", "sword", "modules", "texts", "ztext", module)
-		var refs []string
-		text := map[string]string{}
-		for _, t := range []string{"ot", "nt"} {
-			z, err := ReadZText(fsys, dir, t)
-			if err != nil {
-				return nil, nil, err
-			}
-			r, m, err := z.versesText(true)
-			if err != nil {
-				return nil, nil, err
-			}
-			refs = append(refs, r...)
-			for k, v := range m {
-				text[k] = v
-			}
-		}
-		return refs, text, nil
-	}
-	enRefs, en, err := read(BibleSources[0], "engKJV2006eb")
+	enRefs, en, err := readBibleModule(fsys, BibleSources[0], "engKJV2006eb")
 	if err != nil {
 		return nil, fmt.Errorf("tasks: bible: %w", err)
 	}
-	_, es, err := read(BibleSources[1], "spaRV1909eb")
+	_, es, err := readBibleModule(fsys, BibleSources[1], "spaRV1909eb")
 	if err != nil {
 		return nil, fmt.Errorf("tasks: bible: %w", err)
 	}

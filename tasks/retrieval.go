@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"sort"
 	"strings"
 
@@ -107,31 +106,11 @@ func BibleRetrieval(ctx context.Context, cacheDir string, log io.Writer) (*Retri
 // 2 Thessalonians 3.18 and Revelation 22.21 (training books, so these two
 // texts are also training positives).
 func BuildBibleRetrieval(fsys fs.FS) (*Retrieval, error) {
-	read := func(src Source, module string) ([]string, map[string]string, error) {
-		dir := path.Join(src.Dir(), "usr", "share", "sword", "modules", "texts", "ztext", module)
-		var refs []string
-		text := map[string]string{}
-		for _, t := range []string{"ot", "nt"} {
-			z, err := ReadZText(fsys, dir, t)
-			if err != nil {
-				return nil, nil, err
-			}
-			r, m, err := z.versesText(true)
-			if err != nil {
-				return nil, nil, err
-			}
-			refs = append(refs, r...)
-			for k, v := range m {
-				text[k] = v
-			}
-		}
-		return refs, text, nil
-	}
-	kjvRefs, kjv, err := read(BibleRetrievalSources[0], "engKJV2006eb")
+	kjvRefs, kjv, err := readBibleModule(fsys, BibleRetrievalSources[0], "engKJV2006eb")
 	if err != nil {
 		return nil, fmt.Errorf("tasks: bible-en: %w", err)
 	}
-	_, web, err := read(BibleRetrievalSources[1], "engWEB2015eb")
+	_, web, err := readBibleModule(fsys, BibleRetrievalSources[1], "engWEB2015eb")
 	if err != nil {
 		return nil, fmt.Errorf("tasks: bible-en: %w", err)
 	}
