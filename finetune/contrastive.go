@@ -3,7 +3,6 @@ package finetune
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +14,6 @@ import (
 	"github.com/roformer-go/roformer/data/labelled"
 	"github.com/roformer-go/roformer/distributed"
 	"github.com/roformer-go/roformer/model/roformer"
-	"github.com/roformer-go/roformer/optim"
 	"github.com/roformer-go/roformer/sentence"
 	"github.com/roformer-go/roformer/tensor"
 	"github.com/roformer-go/roformer/tokenizer"
@@ -225,19 +223,12 @@ func newEmbedTrainer(j EmbedJob) (*embedTrainer, error) {
 	}
 	t.params, t.accum = j.Model.Params(), max(o.Accum, 1)
 	t.stepInputs = o.BatchSize * t.accum * g.Size()
-	perEpoch := (len(t.feats) + t.stepInputs - 1) / t.stepInputs
-	t.total = perEpoch * o.Epochs
-	warm := o.WarmupSteps
-	if warm == 0 {
-		warm = int(math.Ceil(o.WarmupRatio * float64(t.total)))
-	}
-	kind, _ := optim.ParseSchedule(o.Schedule)
-	stepper, err := train.NewStepper(t.params, optim.DefaultAdamWConfig(o.WeightDecay), optim.Schedule{Kind: kind, PeakLR: o.LR, Warmup: warm, Total: t.total})
+	rs, err := newRunSteps(g, t.params, o, len(t.feats), t.stepInputs)
 	if err != nil {
 		return nil, err
 	}
-	stepper.Clip = o.Clip
-	t.dp = train.NewDataParallel(g, stepper)
+	t.dp, t.total = rs.dp, rs.total
+	perEpoch, warm := rs.perEpoch, rs.warm
 	if err := t.dp.CheckParams("at the start"); err != nil {
 		return nil, fmt.Errorf("finetune: %w", err)
 	}
@@ -400,9 +391,7 @@ func (t *embedTrainer) epoch(ctx context.Context, epoch int) (EmbedEpoch, error)
 			}
 			return t.microStep(mctx, rows, microSeed(o.Seed, step, k))
 		})
-		if nf := (*train.NonFiniteError)(nil); errors.As(err, &nf) {
-			return EmbedEpoch{}, fmt.Errorf("%w: step %d, loss %v, gradient norm %v; try a lower learning rate", ErrNonFinite, nf.Step, nf.Loss, nf.GradNorm)
-		} else if err != nil {
+		if err := stepError(err); err != nil {
 			return EmbedEpoch{}, err
 		}
 		if stop {
@@ -482,14 +471,4 @@ func (t *embedTrainer) record(r MetricsRecord, evalLoss *float64) error {
 		EvalLoss *float64 `json:"eval_loss,omitempty"`
 	}{r, evalLoss}
 	return writeJSONLine(t.j.Metrics, rec)
-}
-
-// writeJSONLine writes v as one JSON line to w.
-func writeJSONLine(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("finetune: metrics record: %w", err)
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
 }

@@ -2,7 +2,6 @@ package finetune
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,8 +13,6 @@ import (
 
 	"github.com/roformer-go/roformer/distributed"
 	"github.com/roformer-go/roformer/model/roformer"
-	"github.com/roformer-go/roformer/optim"
-	"github.com/roformer-go/roformer/train"
 )
 
 // The training loop of the question-answering and multiple-choice heads,
@@ -67,12 +64,7 @@ func trainHead(ctx context.Context, m *roformer.Model, task headTask, o Options,
 		if metrics == nil {
 			return nil
 		}
-		b, err := json.Marshal(r)
-		if err != nil {
-			return fmt.Errorf("finetune: metrics record: %w", err)
-		}
-		_, err = metrics.Write(append(b, '\n'))
-		return err
+		return writeJSONLine(metrics, r)
 	}
 	if task.n == 0 {
 		return nil, errors.New("finetune: no training inputs")
@@ -80,19 +72,11 @@ func trainHead(ctx context.Context, m *roformer.Model, task headTask, o Options,
 	params := m.Params()
 	accum := max(o.Accum, 1)
 	stepInputs := o.BatchSize * accum
-	perEpoch := (task.n + stepInputs - 1) / stepInputs
-	total := perEpoch * o.Epochs
-	warm := o.WarmupSteps
-	if warm == 0 {
-		warm = int(math.Ceil(o.WarmupRatio * float64(total)))
-	}
-	kind, _ := optim.ParseSchedule(o.Schedule)
-	stepper, err := train.NewStepper(params, optim.DefaultAdamWConfig(o.WeightDecay), optim.Schedule{Kind: kind, PeakLR: o.LR, Warmup: warm, Total: total})
+	rs, err := newRunSteps(distributed.Local(), params, &o, task.n, stepInputs)
 	if err != nil {
 		return nil, err
 	}
-	stepper.Clip = o.Clip
-	dp := train.NewDataParallel(distributed.Local(), stepper)
+	dp, perEpoch, total, warm := rs.dp, rs.perEpoch, rs.total, rs.warm
 	say("finetune: %d training inputs; %d epochs of %d steps, batch %d × accumulation %d, lr %.2e (%s, warm-up %d), weight decay %g, seed %d",
 		task.n, o.Epochs, perEpoch, o.BatchSize, accum, o.LR, o.Schedule, warm, o.WeightDecay, o.Seed)
 	res := &HeadResult{Features: task.n, MainMetric: task.main}
@@ -122,9 +106,7 @@ func trainHead(ctx context.Context, m *roformer.Model, task headTask, o Options,
 				}
 				return sr.Loss, nil
 			})
-			if nf := (*train.NonFiniteError)(nil); errors.As(err, &nf) {
-				return res, fmt.Errorf("%w: step %d, loss %v, gradient norm %v; try a lower learning rate", ErrNonFinite, nf.Step, nf.Loss, nf.GradNorm)
-			} else if err != nil {
+			if err := stepError(err); err != nil {
 				return res, err
 			}
 			step++

@@ -2,7 +2,6 @@ package finetune
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +14,6 @@ import (
 	"github.com/roformer-go/roformer/data/labelled"
 	"github.com/roformer-go/roformer/distributed"
 	"github.com/roformer-go/roformer/model/roformer"
-	"github.com/roformer-go/roformer/optim"
 	"github.com/roformer-go/roformer/tensor"
 	"github.com/roformer-go/roformer/tokenizer"
 	"github.com/roformer-go/roformer/train"
@@ -205,19 +203,12 @@ func newTrainer(j Job) (*trainer, error) {
 	ranks := g.Size()
 	t.params, t.accum = j.Model.Params(), max(o.Accum, 1)
 	t.stepInputs = o.BatchSize * t.accum * ranks
-	perEpoch := (len(t.feats) + t.stepInputs - 1) / t.stepInputs
-	t.total = perEpoch * o.Epochs
-	warm := o.WarmupSteps
-	if warm == 0 {
-		warm = int(math.Ceil(o.WarmupRatio * float64(t.total)))
-	}
-	kind, _ := optim.ParseSchedule(o.Schedule)
-	stepper, err := train.NewStepper(t.params, optim.DefaultAdamWConfig(o.WeightDecay), optim.Schedule{Kind: kind, PeakLR: o.LR, Warmup: warm, Total: t.total})
+	rs, err := newRunSteps(g, t.params, o, len(t.feats), t.stepInputs)
 	if err != nil {
 		return nil, err
 	}
-	stepper.Clip = o.Clip
-	t.dp = train.NewDataParallel(g, stepper)
+	t.dp, t.total = rs.dp, rs.total
+	perEpoch, warm := rs.perEpoch, rs.warm
 	if err := t.dp.CheckParams("at the start"); err != nil {
 		return nil, fmt.Errorf("finetune: %w", err)
 	}
@@ -316,9 +307,7 @@ func (t *trainer) update(ctx context.Context, inputs []int) (train.Update, error
 		}
 		return sr.Loss, nil
 	})
-	if nf := (*train.NonFiniteError)(nil); errors.As(err, &nf) {
-		return u, fmt.Errorf("%w: step %d, loss %v, gradient norm %v; try a lower learning rate", ErrNonFinite, nf.Step, nf.Loss, nf.GradNorm)
-	} else if err != nil {
+	if err := stepError(err); err != nil {
 		return u, err
 	}
 	if stop {
@@ -405,12 +394,7 @@ func (t *trainer) record(r MetricsRecord) error {
 	if t.j.Metrics == nil {
 		return nil
 	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("finetune: metrics record: %w", err)
-	}
-	_, err = t.j.Metrics.Write(append(b, '\n'))
-	return err
+	return writeJSONLine(t.j.Metrics, r)
 }
 
 // OtherMetrics lists the report's metrics other than the main one, by
