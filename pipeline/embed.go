@@ -170,15 +170,15 @@ type EmbedOptions struct {
 	// Set by WithDefaults.
 	vectors    *Vectorizer
 	promptText string
-	prompt     *promptMemo // the prompt's token counts, computed once (PromptSkip)
+	prompt     *promptMemo // the prompt's tokens counted once (PromptSkip)
 }
 
-// promptMemo holds a prompt's token counts once PromptSkip has computed
-// them; copies of the options share it.
+// promptMemo holds what PromptSkip found of a prompt, once; copies of the
+// options share it.
 type promptMemo struct {
-	once         sync.Once
-	tokens, skip int
-	err          error
+	once sync.Once
+	skip int
+	err  error
 }
 
 // The defaults of EmbedOptions.MaxBatch and EmbedOptions.MaxBatchTokens
@@ -320,7 +320,8 @@ func EncodeEmbedInput(tok *tokenizer.Tokenizer, in EmbedInput, o EmbedOptions) (
 		p := o.PairText(*in.TextPair)
 		in.TextPair = &p
 	}
-	if _, err := PromptTokens(tok, o); err != nil {
+	skip, err := PromptSkip(tok, o) // also refuses a prompt that leaves no room for the text
+	if err != nil {
 		return EmbedRow{}, err
 	}
 	in.Text = o.Text(in.Text)
@@ -338,34 +339,29 @@ func EncodeEmbedInput(tok *tokenizer.Tokenizer, in EmbedInput, o EmbedOptions) (
 		}
 		truncated = true
 	}
-	row := EmbedRow{IDs: int32s(enc.IDs), TypeIDs: int32s(enc.TypeIDs), Truncated: truncated}
-	if row.Skip, err = PromptSkip(tok, o); err != nil {
-		return EmbedRow{}, err
-	}
-	return row, nil
+	return EmbedRow{IDs: int32s(enc.IDs), TypeIDs: int32s(enc.TypeIDs), Truncated: truncated, Skip: skip}, nil
 }
 
 // PromptSkip returns EmbedRow.Skip for o's prompt: 0 without a prompt or
 // when the pooling includes it, else the tokens of the prompt encoded
-// alone with [CLS] and [SEP] (lowercased as the texts, cut to o.MaxLength)
-// less one, as sentence-transformers counts them.
+// alone with [CLS] and [SEP] (lowercased as the texts) less one, as
+// sentence-transformers counts them. A prompt that leaves no room for a
+// token of the text within o.MaxLength is an error that says so, whatever
+// the pooling. The prompt is tokenized once for o and its copies.
 func PromptSkip(tok *tokenizer.Tokenizer, o EmbedOptions) (int, error) {
+	if err := o.countPrompt(tok); err != nil {
+		return 0, err
+	}
 	if o.promptText == "" || o.vectors == nil || o.vectors.Pooler || o.vectors.Pooling.IncludePrompt {
 		return 0, nil
-	}
-	if _, err := PromptTokens(tok, o); err != nil {
-		return 0, err
 	}
 	return o.prompt.skip, nil
 }
 
-// PromptTokens returns the tokens of o's prompt encoded alone, [CLS] and
-// [SEP] included (0 without a prompt), computed once for o and its
-// copies. A prompt that leaves no room for a token of the text within
-// o.MaxLength is an error that says so.
-func PromptTokens(tok *tokenizer.Tokenizer, o EmbedOptions) (int, error) {
+// countPrompt tokenizes o's prompt into o.prompt, once.
+func (o EmbedOptions) countPrompt(tok *tokenizer.Tokenizer) error {
 	if o.promptText == "" || o.prompt == nil {
-		return 0, nil
+		return nil
 	}
 	m := o.prompt
 	m.once.Do(func() {
@@ -378,17 +374,17 @@ func PromptTokens(tok *tokenizer.Tokenizer, o EmbedOptions) (int, error) {
 			m.err = fmt.Errorf("pipeline: the prompt: %w", err)
 			return
 		}
-		m.tokens = len(enc.IDs)
-		m.skip = min(m.tokens, o.MaxLength) - 1 // as sentence-transformers counts it, cut to the max length
-		if m.tokens >= o.MaxLength {
+		n := len(enc.IDs)
+		m.skip = n - 1 // as sentence-transformers counts it
+		if n >= o.MaxLength {
 			short := o.promptText
 			if len(short) > 60 {
 				short = strings.ToValidUTF8(short[:60], "") + "…"
 			}
-			m.err = fmt.Errorf("pipeline: the prompt %q takes %d of the %d tokens of the max length with [CLS] and [SEP], leaving none for the text", short, m.tokens, o.MaxLength)
+			m.err = fmt.Errorf("pipeline: the prompt %q takes %d of the %d tokens of the max length with [CLS] and [SEP], leaving none for the text", short, n, o.MaxLength)
 		}
 	})
-	return m.tokens, m.err
+	return m.err
 }
 
 func encodeInput(tok *tokenizer.Tokenizer, in EmbedInput, opts tokenizer.EncodeOptions) (*tokenizer.Encoding, error) {

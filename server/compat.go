@@ -188,9 +188,6 @@ func (s *Server) prepareRows(r *http.Request, in []embedInput, o embedOptions, f
 		advice = `ask for truncation with "truncate": true`
 	}
 	skip, err := pipeline.PromptSkip(s.tok, *eo)
-	if err == nil {
-		_, err = pipeline.PromptTokens(s.tok, *eo)
-	}
 	if err != nil {
 		return nil, 0, errorf(http.StatusUnprocessableEntity, "Validation", "prompt_name", "%v", err)
 	}

@@ -53,7 +53,7 @@ func (s *Server) checkSentence() error {
 	if e != nil {
 		return errors.New("server: " + e.msg)
 	}
-	if _, err := pipeline.PromptTokens(s.tok, eo); err != nil {
+	if _, err := pipeline.PromptSkip(s.tok, eo); err != nil {
 		return fmt.Errorf("server: %w (max length %d: --max-length)", err, s.opts.MaxLength)
 	}
 	return nil

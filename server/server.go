@@ -692,9 +692,6 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	skip, err := pipeline.PromptSkip(s.tok, eo)
-	if err == nil {
-		_, err = pipeline.PromptTokens(s.tok, eo)
-	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
