@@ -121,7 +121,7 @@ func (s *Server) rootTask(body []byte) (string, rootBody, *apiError) {
 		return "", b, s.fitsNoTask(`"inputs" is an object with the keys ` + strings.Join(slices.Sorted(maps.Keys(keys)), ", "))
 	}
 	task := s.modelTask()
-	if task == taskQuestionAnswering && !questionList(b.Inputs) {
+	if task == taskQuestionAnswering && !questionList(b.Inputs, s.opts.MaxInputs) {
 		return "", b, s.fitsNoTask(`"inputs" is not {"question", "context"} or a list of them`)
 	}
 	return task, b, nil
@@ -141,11 +141,16 @@ func objectKeys(raw json.RawMessage) (map[string]bool, bool) {
 }
 
 // questionList says whether raw is a list of {"question", "context"}
-// objects.
-func questionList(raw json.RawMessage) bool {
+// objects. Of a list of more than limit items only the first is looked at:
+// the list is the question answering's, to be refused for its length
+// (hfQuestionAnswering) before its items are decoded.
+func questionList(raw json.RawMessage, limit int) bool {
 	var list []json.RawMessage
 	if json.Unmarshal(raw, &list) != nil || len(list) == 0 {
 		return false
+	}
+	if len(list) > limit {
+		list = list[:1]
 	}
 	for _, x := range list {
 		if k, ok := objectKeys(x); !ok || !k["question"] || !k["context"] {
@@ -409,6 +414,8 @@ func (s *Server) hfQuestionAnswering(w http.ResponseWriter, r *http.Request, b r
 			list = []json.RawMessage{b.Inputs}
 		} else if err := json.Unmarshal(b.Inputs, &list); err != nil {
 			e = errorf(http.StatusUnprocessableEntity, "Validation", "inputs", `"inputs": %v`, err)
+		} else if len(list) > s.opts.MaxInputs { // before a request is made for each
+			e = s.tooManyInputs("inputs", len(list))
 		}
 	}
 	reqs := make([]QuestionAnsweringRequest, len(list))
