@@ -25,25 +25,37 @@ var dirCandidates = []string{
 	"pytorch_model.bin.index.json",
 }
 
-// ReadDir reads the checkpoint of a Hugging Face model folder. It picks the
+// ReadDir reads the checkpoint of a Hugging Face model folder: the file
+// DirFile picks.
+func ReadDir(dir string) (*File, error) {
+	p, _, err := DirFile(dir)
+	if err != nil {
+		return nil, err
+	}
+	if strings.HasSuffix(p, ".index.json") {
+		return ReadSharded(p)
+	}
+	return readByName(p)
+}
+
+// DirFile returns the checkpoint file of a Hugging Face model folder that
+// ReadDir reads, and its stat (so a caller can size it before reading): the
 // first of model.safetensors, model.safetensors.index.json (sharded),
 // pytorch_model.bin and pytorch_model.bin.index.json (sharded) that exists.
 // When none does, the error wraps fs.ErrNotExist.
-func ReadDir(dir string) (*File, error) {
+func DirFile(dir string) (string, fs.FileInfo, error) {
 	for _, name := range dirCandidates {
 		p := filepath.Join(dir, name)
-		if _, err := os.Stat(p); err != nil {
+		st, err := os.Stat(p)
+		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
-			return nil, fmt.Errorf("checkpoint: %w", err)
+			return "", nil, fmt.Errorf("checkpoint: %w", err)
 		}
-		if strings.HasSuffix(name, ".index.json") {
-			return ReadSharded(p)
-		}
-		return readByName(p)
+		return p, st, nil
 	}
-	return nil, fmt.Errorf("checkpoint: %s: no checkpoint found (looked for %s): %w",
+	return "", nil, fmt.Errorf("checkpoint: %s: no checkpoint found (looked for %s): %w",
 		dir, strings.Join(dirCandidates, ", "), fs.ErrNotExist)
 }
 

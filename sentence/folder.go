@@ -324,18 +324,14 @@ func loadDense(dir string, dim int) (*Dense, error) {
 	// most 4 bytes a value (F32, as ST saves them), plus 1 MiB for the
 	// headers and the pickle.
 	limit := 4*int64(c.In*c.Out+c.Out) + 1<<20
-	for _, name := range []string{"model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json"} {
-		st, err := os.Stat(filepath.Join(dir, name))
-		if err != nil {
-			continue
-		}
-		if strings.HasSuffix(name, ".index.json") {
-			return nil, fmt.Errorf("sentence: %s: sharded Dense weights are not read (a Dense module of %d × %d is one file)", filepath.Join(dir, name), c.Out, c.In)
-		}
-		if st.Size() > limit {
-			return nil, fmt.Errorf("sentence: %s: %d bytes, more than the %d that a Dense module of %d × %d (with bias) can take", filepath.Join(dir, name), st.Size(), limit, c.Out, c.In)
-		}
-		break
+	wpath, st, err := checkpoint.DirFile(dir)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("sentence: Dense module: %w", err)
+	case strings.HasSuffix(wpath, ".index.json"):
+		return nil, fmt.Errorf("sentence: %s: sharded Dense weights are not read (a Dense module of %d × %d is one file)", wpath, c.Out, c.In)
+	case st.Size() > limit:
+		return nil, fmt.Errorf("sentence: %s: %d bytes, more than the %d that a Dense module of %d × %d (with bias) can take", wpath, st.Size(), limit, c.Out, c.In)
 	}
 	ck, err := checkpoint.ReadDir(dir)
 	if err != nil {
