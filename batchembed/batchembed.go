@@ -409,20 +409,14 @@ func modelHash(m *roformer.Model) string {
 	h := sha256.New()
 	cfg, _ := json.Marshal(m.Config)
 	h.Write(cfg)
-	buf := make([]byte, 0, 1<<16)
 	for _, p := range m.Params() {
+		var shape []byte
 		for _, d := range p.Shape {
-			buf = binary.LittleEndian.AppendUint64(buf, uint64(d))
+			shape = binary.LittleEndian.AppendUint64(shape, uint64(d))
 		}
-		for _, x := range p.Data {
-			if len(buf) == cap(buf) {
-				h.Write(buf)
-				buf = buf[:0]
-			}
-			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(x))
-		}
+		h.Write(shape)
+		hashFloats(h, p.Data) // the same byte stream as before, so old manifests still match
 	}
-	h.Write(buf)
 	return hex.EncodeToString(h.Sum(nil))
 }
 
@@ -442,13 +436,23 @@ func vectorizerHash(v *pipeline.Vectorizer) string {
 		}
 		d := s.Dense
 		fmt.Fprintf(h, "dense %d %d %s %v\n", d.In, d.Out, d.Activation, d.Bias != nil)
-		buf := make([]byte, 0, 4*(len(d.Weight)+len(d.Bias)))
-		for _, x := range append(append([]float32(nil), d.Weight...), d.Bias...) {
-			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(x))
-		}
-		h.Write(buf)
+		hashFloats(h, d.Weight)
+		hashFloats(h, d.Bias)
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// hashFloats writes xs little-endian into h through a small buffer.
+func hashFloats(h io.Writer, xs []float32) {
+	buf := make([]byte, 0, 1<<16)
+	for _, x := range xs {
+		if len(buf) == cap(buf) {
+			h.Write(buf)
+			buf = buf[:0]
+		}
+		buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(x))
+	}
+	h.Write(buf)
 }
 
 func (j *job) partPath(p int) string {
