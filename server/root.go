@@ -315,7 +315,9 @@ func (s *Server) hfTextClassification(w http.ResponseWriter, r *http.Request, b 
 		e = errorf(http.StatusUnprocessableEntity, "Validation", "parameters", `"parameters.top_k" %d: want at least 1`, p.TopK)
 	}
 	if e == nil {
-		req.Inputs = classificationBatch(req.Inputs)
+		req.Inputs, e = s.classificationBatch(req.Inputs)
+	}
+	if e == nil {
 		e = rebody(r, req)
 	}
 	if e != nil {
@@ -335,8 +337,9 @@ func (s *Server) hfTextClassification(w http.ResponseWriter, r *http.Request, b 
 // classificationBatch turns HF's text classification inputs (a text,
 // {"text", "text_pair"}, or a list of them; a list may hold /predict's
 // arrays of one or two strings too) into a /predict batch, [["a"], ["a",
-// "b"], …]. What it does not know it leaves for /predict to refuse.
-func classificationBatch(raw json.RawMessage) json.RawMessage {
+// "b"], …]. What it does not know it leaves for /predict to refuse; a list
+// of more than MaxInputs items it refuses (413) before it makes their rows.
+func (s *Server) classificationBatch(raw json.RawMessage) (json.RawMessage, *apiError) {
 	row := func(x json.RawMessage) (json.RawMessage, bool) {
 		var one string
 		if json.Unmarshal(x, &one) == nil {
@@ -358,24 +361,30 @@ func classificationBatch(raw json.RawMessage) json.RawMessage {
 		var xs []string
 		return x, json.Unmarshal(x, &xs) == nil
 	}
-	if one, ok := row(raw); ok && !bytes.HasPrefix(bytes.TrimSpace(raw), []byte("[")) {
-		return append(append(json.RawMessage("["), one...), ']')
+	if !bytes.HasPrefix(bytes.TrimSpace(raw), []byte("[")) {
+		if one, ok := row(raw); ok {
+			return append(append(json.RawMessage("["), one...), ']'), nil
+		}
+		return raw, nil
 	}
 	var list []json.RawMessage
 	if json.Unmarshal(raw, &list) != nil {
-		return raw
+		return raw, nil
+	}
+	if len(list) > s.opts.MaxInputs {
+		return nil, s.tooManyInputs("inputs", len(list))
 	}
 	for i, x := range list {
 		var ok bool
 		if list[i], ok = row(x); !ok {
-			return raw
+			return raw, nil
 		}
 	}
 	b, err := json.Marshal(list)
 	if err != nil {
-		return raw
+		return raw, nil
 	}
-	return b
+	return b, nil
 }
 
 // hfTokenClassification answers HF's token classification with

@@ -15,12 +15,14 @@ import (
 func TestRootListsBoundedBeforeRows(t *testing.T) {
 	const n = 20000
 	qa, _, _ := newServer(t, roformer.HeadQA, nil, Options{MaxBodyBytes: 4 << 20})
+	cls, _, _ := newServer(t, roformer.HeadSequenceCls, []string{"good", "bad"}, Options{MaxBodyBytes: 4 << 20})
 	for _, c := range []struct {
 		name string
 		s    *Server
 		item string
 	}{
 		{"question answering", qa, `{"question": "the whale", "context": "the sea"}`},
+		{"text classification", cls, `{"text": "the whale", "text_pair": "the sea"}`},
 	} {
 		body := `{"inputs": [` + strings.Repeat(c.item+",", n-1) + c.item + `]}`
 		var code int
