@@ -31,14 +31,6 @@ func Fuse(k float64, depth int, lists ...[]Hit) ([]Hit, error) {
 			out[i].Score += 1 / (k + float64(r+1))
 		}
 	}
-	slices.SortStableFunc(out, func(a, b Hit) int {
-		switch {
-		case a.Score > b.Score:
-			return -1
-		case a.Score < b.Score:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(out, byScore)
 	return out, nil
 }

@@ -104,15 +104,7 @@ func Evaluate(queryIDs []string, rankings map[string][]Hit, qrels Qrels, c Cutof
 		seen[q] = true
 		s.Queries++
 		hits := slices.Clone(rankings[q])
-		slices.SortStableFunc(hits, func(a, b Hit) int {
-			switch {
-			case a.Score > b.Score:
-				return -1
-			case a.Score < b.Score:
-				return 1
-			}
-			return 0
-		})
+		slices.SortStableFunc(hits, byScore)
 		// isRel[i] says whether the hit at rank i+1 is relevant.
 		isRel := make([]bool, len(hits))
 		for i, h := range hits {
@@ -183,4 +175,17 @@ func countRelevant(isRel []bool, k int) int {
 		}
 	}
 	return n
+}
+
+// byScore orders hits by score, highest first; a stable sort keeps the
+// order they came in among equal scores (Python's sorted, as
+// sentence-transformers sorts).
+func byScore(a, b Hit) int {
+	switch {
+	case a.Score > b.Score:
+		return -1
+	case a.Score < b.Score:
+		return 1
+	}
+	return 0
 }
