@@ -1,8 +1,6 @@
 package finetune
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,25 +44,16 @@ func ReadChoices(path string, maxLineBytes int) ([]ChoiceExample, error) {
 }
 
 func readChoices(r io.Reader, path string, maxLineBytes int) ([]ChoiceExample, error) {
-	if maxLineBytes <= 0 {
-		maxLineBytes = labelled.DefaultMaxLineBytes
-	}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), maxLineBytes)
 	var out []ChoiceExample
-	for line := 1; sc.Scan(); line++ {
-		b := bytes.TrimSpace(sc.Bytes())
-		if len(b) == 0 {
-			continue
-		}
+	err := eachJSONLine(r, path, maxLineBytes, func(line int, b []byte) error {
 		var raw struct {
 			Context  string   `json:"context"`
 			Question *string  `json:"question"`
 			Choices  []string `json:"choices"`
 			Label    *int     `json:"label"`
 		}
-		fail := func(err error) ([]ChoiceExample, error) {
-			return nil, &labelled.InputError{File: path, Line: line, Err: err}
+		fail := func(err error) error {
+			return &labelled.InputError{File: path, Line: line, Err: err}
 		}
 		if err := json.Unmarshal(b, &raw); err != nil {
 			return fail(err)
@@ -82,12 +71,10 @@ func readChoices(r io.Reader, path string, maxLineBytes int) ([]ChoiceExample, e
 			return fail(fmt.Errorf(`"label" %d is outside [0, %d)`, *raw.Label, len(raw.Choices)))
 		}
 		out = append(out, ChoiceExample{Line: line, Context: raw.Context, Question: *raw.Question, Choices: raw.Choices, Label: *raw.Label})
-	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, &labelled.InputError{File: path, Err: fmt.Errorf("a line is longer than %d bytes", maxLineBytes)}
-		}
-		return nil, fmt.Errorf("finetune: %s: %w", path, err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, &labelled.InputError{File: path, Err: errors.New("no questions")}

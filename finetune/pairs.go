@@ -1,10 +1,7 @@
 package finetune
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -73,28 +70,14 @@ func ReadPairs(path string, maxLineBytes int) (*PairSet, error) {
 }
 
 func readPairs(r io.Reader, name string, maxLineBytes int) (*PairSet, error) {
-	if maxLineBytes <= 0 {
-		maxLineBytes = labelled.DefaultMaxLineBytes
-	}
 	ps := &PairSet{File: name}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, min(64<<10, maxLineBytes+1)), maxLineBytes+1)
-	line := 0
-	fail := func(format string, a ...any) error {
-		return &labelled.InputError{File: name, Line: line, Err: fmt.Errorf(format, a...)}
-	}
-	for sc.Scan() {
-		line++
-		b := bytes.TrimSpace(sc.Bytes())
-		if len(b) == 0 {
-			continue
-		}
-		if len(sc.Bytes()) > maxLineBytes {
-			return nil, fail("the line has more than %d bytes", maxLineBytes)
+	err := eachJSONLine(r, name, maxLineBytes, func(line int, b []byte) error {
+		fail := func(format string, a ...any) error {
+			return &labelled.InputError{File: name, Line: line, Err: fmt.Errorf(format, a...)}
 		}
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(b, &obj); err != nil {
-			return nil, fail("not a JSON object: %v", err)
+			return fail("not a JSON object: %v", err)
 		}
 		if len(ps.Rows) == 0 {
 			if _, ok := obj["sentence1"]; ok {
@@ -124,34 +107,34 @@ func readPairs(r io.Reader, name string, maxLineBytes int) (*PairSet, error) {
 			for _, field := range []string{"sentence1", "sentence2"} {
 				s, err := need(field)
 				if err != nil {
-					return nil, err
+					return err
 				}
 				row.Texts = append(row.Texts, s)
 			}
 			raw, ok := obj["score"]
 			if !ok {
-				return nil, fail(`no field "score" (%s rows need it)`, ps.Kind)
+				return fail(`no field "score" (%s rows need it)`, ps.Kind)
 			}
 			if err := json.Unmarshal(raw, &row.Score); err != nil || math.IsInf(row.Score, 0) {
-				return nil, fail(`field "score" must be a finite number, not %s`, clip(raw))
+				return fail(`field "score" must be a finite number, not %s`, clip(raw))
 			}
 		} else {
 			for _, field := range []string{"anchor", "positive"} {
 				s, err := need(field)
 				if err != nil {
-					return nil, err
+					return err
 				}
 				row.Texts = append(row.Texts, s)
 			}
 			if s, ok, err := str("negative"); err != nil {
-				return nil, err
+				return err
 			} else if ok {
 				row.Texts = append(row.Texts, s)
 			}
 			for k := 1; k <= MaxNegatives+1; k++ {
 				s, ok, err := str("negative_" + strconv.Itoa(k))
 				if err != nil {
-					return nil, err
+					return err
 				}
 				if !ok {
 					break
@@ -161,21 +144,18 @@ func readPairs(r io.Reader, name string, maxLineBytes int) (*PairSet, error) {
 			neg := len(row.Texts) - 2
 			switch {
 			case neg > MaxNegatives:
-				return nil, fail("more than %d hard negatives", MaxNegatives)
+				return fail("more than %d hard negatives", MaxNegatives)
 			case len(ps.Rows) == 0:
 				ps.Negatives = neg
 			case neg != ps.Negatives:
-				return nil, fail("%d hard negatives; the rows before have %d (every row needs the same columns)", neg, ps.Negatives)
+				return fail("%d hard negatives; the rows before have %d (every row needs the same columns)", neg, ps.Negatives)
 			}
 		}
 		ps.Rows = append(ps.Rows, row)
-	}
-	if err := sc.Err(); err != nil {
-		line++
-		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, fail("the line has more than %d bytes", maxLineBytes)
-		}
-		return nil, fmt.Errorf("finetune: %s: %w", name, err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(ps.Rows) == 0 {
 		return nil, &labelled.InputError{File: name, Err: labelled.ErrEmpty}

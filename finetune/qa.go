@@ -118,32 +118,21 @@ func readSQuADJSON(b []byte, path string) ([]QAExample, error) {
 }
 
 func readQAJSONL(r io.Reader, path string, maxLineBytes int) ([]QAExample, error) {
-	if maxLineBytes <= 0 {
-		maxLineBytes = labelled.DefaultMaxLineBytes
-	}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), maxLineBytes)
 	var out []QAExample
-	for line := 1; sc.Scan(); line++ {
-		b := bytes.TrimSpace(sc.Bytes())
-		if len(b) == 0 {
-			continue
-		}
+	err := eachJSONLine(r, path, maxLineBytes, func(line int, b []byte) error {
 		var ex QAExample
 		if err := json.Unmarshal(b, &ex); err != nil {
-			return nil, &labelled.InputError{File: path, Line: line, Err: err}
+			return &labelled.InputError{File: path, Line: line, Err: err}
 		}
 		ex.Line = line
 		if err := ex.check(); err != nil {
-			return nil, &labelled.InputError{File: path, Line: line, Err: err}
+			return &labelled.InputError{File: path, Line: line, Err: err}
 		}
 		out = append(out, ex)
-	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, &labelled.InputError{File: path, Err: fmt.Errorf("a line is longer than %d bytes", maxLineBytes)}
-		}
-		return nil, fmt.Errorf("finetune: %s: %w", path, err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, &labelled.InputError{File: path, Err: errors.New("no questions")}
