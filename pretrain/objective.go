@@ -7,7 +7,6 @@ import (
 
 	"github.com/roformer-go/roformer/contrastive"
 	"github.com/roformer-go/roformer/data"
-	"github.com/roformer-go/roformer/data/corpus"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/tokenizer"
 )
@@ -60,17 +59,8 @@ func prepareLM(opts Options, say func(string, ...any)) (*Job, error) {
 		if pairs, err = readTextPairs(opts, say); err != nil {
 			return nil, err
 		}
-	} else {
-		if opts.Corpus == "" {
-			docs, err = corpus.Builtin()
-			say("corpus: built-in, Moby-Dick and the State of the Union addresses 1934-2021 (public domain; see data/corpus/NOTICE)")
-		} else {
-			docs, err = data.ReadCorpus(opts.Corpus)
-			say("corpus: %s (%d documents)", opts.Corpus, len(docs))
-		}
-		if err != nil {
-			return nil, err
-		}
+	} else if docs, err = readCorpus(opts, say); err != nil {
+		return nil, err
 	}
 	if opts.Vocab == "" && docs == nil {
 		// a vocabulary trained on the pairs' texts

@@ -98,6 +98,19 @@ type Job struct {
 	Tokens    int  // non-special tokens in the packed corpus
 }
 
+// readCorpus reads opts.Corpus, or the built-in corpus when it is empty,
+// and says which.
+func readCorpus(opts Options, say func(string, ...any)) ([]data.Document, error) {
+	if opts.Corpus == "" {
+		docs, err := corpus.Builtin()
+		say("corpus: built-in, Moby-Dick and the State of the Union addresses 1934-2021 (public domain; see data/corpus/NOTICE)")
+		return docs, err
+	}
+	docs, err := data.ReadCorpus(opts.Corpus)
+	say("corpus: %s (%d documents)", opts.Corpus, len(docs))
+	return docs, err
+}
+
 // Prepare reads the corpus and the vocabulary, packs the data and builds a
 // freshly initialised model. progress, when not nil, receives one line per stage.
 func Prepare(opts Options, progress io.Writer) (*Job, error) {
@@ -119,15 +132,7 @@ func Prepare(opts Options, progress io.Writer) (*Job, error) {
 	if opts.Objective != "" && opts.Objective != ObjectiveMLM {
 		return prepareLM(opts, say)
 	}
-	var docs []data.Document
-	var err error
-	if opts.Corpus == "" {
-		docs, err = corpus.Builtin()
-		say("corpus: built-in, Moby-Dick and the State of the Union addresses 1934-2021 (public domain; see data/corpus/NOTICE)")
-	} else {
-		docs, err = data.ReadCorpus(opts.Corpus)
-		say("corpus: %s (%d documents)", opts.Corpus, len(docs))
-	}
+	docs, err := readCorpus(opts, say)
 	if err != nil {
 		return nil, err
 	}
