@@ -1,10 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 
 	"github.com/roformer-go/roformer/pipeline"
 )
@@ -247,6 +249,30 @@ func (sh errShape) describe() string {
 	return `{"error": "…"}`
 }
 
+// docsCache holds GET /docs's answer, made once: the routes, the model and
+// the key are fixed when New returns, so the document is too, and a GET,
+// which takes no admission slot, costs a copy of the bytes rather than the
+// reflection over every route's types.
+type docsCache struct {
+	once sync.Once
+	body []byte
+}
+
 func (s *Server) docs(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.OpenAPI())
+	s.docsCache.once.Do(func() {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false) // as writeJSON
+		if err := enc.Encode(s.OpenAPI()); err != nil {
+			return // not cached: writeJSON answers the error below
+		}
+		s.docsCache.body = buf.Bytes()
+	})
+	if s.docsCache.body == nil {
+		writeJSON(w, http.StatusOK, s.OpenAPI())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(s.docsCache.body) // the client may be gone; nothing to do then
 }

@@ -288,9 +288,10 @@ type Server struct {
 	// the gate for its pass'th forward pass (0: the prompt's).
 	beforeGeneratePass func(pass int)
 
-	started time.Time // when New made it (GET /v1/models' created)
-	metrics *metrics  // metrics.go
-	flight  flight    // the requests in flight, and whether the server drains (drain.go)
+	started   time.Time // when New made it (GET /v1/models' created)
+	metrics   *metrics  // metrics.go
+	flight    flight    // the requests in flight, and whether the server drains (drain.go)
+	docsCache docsCache // GET /docs's answer, made once (openapi.go)
 }
 
 // New serves m with tok. Fill-mask needs the masked-LM head; tokenize and
