@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -118,7 +119,7 @@ func (s *Server) rootTask(body []byte) (string, rootBody, *apiError) {
 		case keys["text"] && s.modelTask() == taskTextClassification:
 			return taskTextClassification, b, nil
 		}
-		return "", b, s.fitsNoTask(`"inputs" is an object with the keys ` + strings.Join(slices.Sorted(maps.Keys(keys)), ", "))
+		return "", b, s.fitsNoTask(`"inputs" is an object with the keys ` + someKeys(keys, 8))
 	}
 	task := s.modelTask()
 	if task == taskQuestionAnswering && !questionList(b.Inputs, s.opts.MaxInputs) {
@@ -138,6 +139,16 @@ func objectKeys(raw json.RawMessage) (map[string]bool, bool) {
 		keys[k] = true
 	}
 	return keys, true
+}
+
+// someKeys lists at most n of keys, sorted, and how many more there are,
+// so that the error of an object with many keys does not echo them all.
+func someKeys(keys map[string]bool, n int) string {
+	all := slices.Sorted(maps.Keys(keys))
+	if len(all) <= n {
+		return strings.Join(all, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(all[:n], ", "), len(all)-n)
 }
 
 // questionList says whether raw is a list of {"question", "context"}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -34,5 +35,27 @@ func TestRootListsBoundedBeforeRows(t *testing.T) {
 		if per := allocs / n; per > 3 {
 			t.Errorf("%s: %.1f allocations per input (%v in all) for a list over MaxInputs; want at most 3", c.name, per, allocs)
 		}
+	}
+}
+
+// The 422 of an "inputs" object of no task names a few of its keys, not
+// all of them: its size does not grow with the body's.
+func TestRootManyKeysRefusedBriefly(t *testing.T) {
+	s, _, _ := newServer(t, roformer.HeadBase, nil, Options{})
+	var b strings.Builder
+	b.WriteString(`{"inputs": {`)
+	for i := range 5000 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"key%05d": 1`, i)
+	}
+	b.WriteString(`}}`)
+	code, _, out := post(t, s, "/", b.String())
+	if code != http.StatusUnprocessableEntity || !strings.Contains(string(out), "key00000, key00001") || !strings.Contains(string(out), "and 4992 more") {
+		t.Errorf("%d %.300s", code, out)
+	}
+	if len(out) > 2000 {
+		t.Errorf("the 422 of an object of 5000 keys has %d bytes; want at most 2000", len(out))
 	}
 }
