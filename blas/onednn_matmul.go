@@ -77,6 +77,7 @@ type dnnlMatmul struct {
 
 	engineCreate, streamCreate, streamWait, streamDestroy      uintptr
 	memDescByTag, memDescGetSize, memDescEqual                 uintptr
+	memDescByStrides                                           uintptr
 	memCreate, memSetHandle, memDestroy                        uintptr
 	matmulDescInit, pdCreate, pdQuery, pdQueryMD, pdDestroy    uintptr
 	reorderPDCreate, primCreate, primExecute, primDestroy      uintptr
@@ -117,6 +118,7 @@ var loadDNNLMatmul = sync.OnceValues(func() (d *dnnlMatmul, err error) {
 		{&d.streamWait, "dnnl_stream_wait"},
 		{&d.streamDestroy, "dnnl_stream_destroy"},
 		{&d.memDescByTag, "dnnl_memory_desc_init_by_tag"},
+		{&d.memDescByStrides, "dnnl_memory_desc_init_by_strides"},
 		{&d.memDescGetSize, "dnnl_memory_desc_get_size"},
 		{&d.memDescEqual, "dnnl_memory_desc_equal"},
 		{&d.memCreate, "dnnl_memory_create"},

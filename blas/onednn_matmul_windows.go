@@ -48,3 +48,12 @@ func NewS8Matmul(w []int8, n, k int) (*PackedMatmul, error) { return nil, errS8W
 
 // ForwardU8 is never reached on Windows, where NewS8Matmul fails.
 func (l *PackedMatmul) ForwardU8(out []int32, inp []uint8, m int) { panic(errS8Windows.Error()) }
+
+// SgemmBF16 is the bfloat16 product of the other platforms; on Windows,
+// where BF16Supported always fails, it panics as it does there.
+func SgemmBF16(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	panic("blas: SgemmBF16: " + errBF16Windows.Error())
+}
+
+// gemmImpl names oneDNN's implementation; see the other platforms.
+func gemmImpl(transA, transB bool, m, n, k, lda, ldb, ldc int, beta float32) string { return "none" }

@@ -16,6 +16,19 @@ import "github.com/roformer-go/roformer/blas"
 // in sched_yield unless OPENBLAS_THREAD_TIMEOUT is lowered; see
 // docs/performance.md.)
 func MatmulForward(out, inp, weight, bias []float32, BT, C, OC int) {
+	matmulForward(blas.Sgemm, out, inp, weight, bias, BT, C, OC)
+}
+
+// gemm is a matrix product with blas.Sgemm's contract for alpha = 1:
+// blas.Sgemm itself, or bf16Gemm.
+type gemm func(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)
+
+// bf16Gemm is blas.SgemmBF16 in the shape of gemm (alpha is always 1).
+func bf16Gemm(transA, transB bool, m, n, k int, _ float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	blas.SgemmBF16(transA, transB, m, n, k, a, lda, b, ldb, beta, c, ldc)
+}
+
+func matmulForward(g gemm, out, inp, weight, bias []float32, BT, C, OC int) {
 	parallelFor(BT, 16, func(lo, hi int) {
 		o := out[lo*OC : hi*OC]
 		if bias != nil {
@@ -27,8 +40,17 @@ func MatmulForward(out, inp, weight, bias []float32, BT, C, OC int) {
 		if bias != nil {
 			beta = 1
 		}
-		blas.Sgemm(false, true, hi-lo, OC, C, 1, inp[lo*C:hi*C], C, weight[:OC*C], C, beta, o, OC)
+		g(false, true, hi-lo, OC, C, 1, inp[lo*C:hi*C], C, weight[:OC*C], C, beta, o, OC)
 	})
+}
+
+// MatmulForwardBF16 is MatmulForward with the product's operands rounded
+// to bfloat16 and accumulated in float32 (blas.SgemmBF16): the forward
+// pass of a linear layer in mixed-precision training, where the weights
+// stay float32 (the master copy) and are rounded at every use. The bias is
+// added in float32. blas.BF16Supported must be nil.
+func MatmulForwardBF16(out, inp, weight, bias []float32, BT, C, OC int) {
+	matmulForward(bf16Gemm, out, inp, weight, bias, BT, C, OC)
 }
 
 // MatmulResidualForward is a linear layer added to a residual stream,
@@ -44,6 +66,17 @@ func MatmulForward(out, inp, weight, bias []float32, BT, C, OC int) {
 //	bias   [OC] or nil
 //	res    [BT, OC]
 func MatmulResidualForward(out, inp, weight, bias, res []float32, BT, C, OC int) {
+	matmulResidualForward(blas.Sgemm, out, inp, weight, bias, res, BT, C, OC)
+}
+
+// MatmulResidualForwardBF16 is MatmulResidualForward with the product in
+// bfloat16, as MatmulForwardBF16; the residual and bias are added in
+// float32.
+func MatmulResidualForwardBF16(out, inp, weight, bias, res []float32, BT, C, OC int) {
+	matmulResidualForward(bf16Gemm, out, inp, weight, bias, res, BT, C, OC)
+}
+
+func matmulResidualForward(g gemm, out, inp, weight, bias, res []float32, BT, C, OC int) {
 	parallelFor(BT, 16, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			o := out[r*OC : r*OC+OC]
@@ -53,7 +86,7 @@ func MatmulResidualForward(out, inp, weight, bias, res []float32, BT, C, OC int)
 				copy(o, res[r*OC:r*OC+OC])
 			}
 		}
-		blas.Sgemm(false, true, hi-lo, OC, C, 1, inp[lo*C:hi*C], C, weight[:OC*C], C, 1, out[lo*OC:hi*OC], OC)
+		g(false, true, hi-lo, OC, C, 1, inp[lo*C:hi*C], C, weight[:OC*C], C, 1, out[lo*OC:hi*OC], OC)
 	})
 }
 
@@ -66,15 +99,28 @@ func MatmulResidualForward(out, inp, weight, bias, res []float32, BT, C, OC int)
 //	inp     [BT, C]
 //	weight  [OC, C]
 func MatmulBackward(dinp, dweight, dbias, dout, inp, weight []float32, BT, C, OC int) {
+	matmulBackward(blas.Sgemm, dinp, dweight, dbias, dout, inp, weight, BT, C, OC)
+}
+
+// MatmulBackwardBF16 differentiates MatmulForwardBF16: both products (the
+// input gradient dout·W and the weight gradient doutᵀ·inp) take bfloat16
+// operands and accumulate in float32, and the gradients stay float32
+// (the weight gradient is added to the float32 dweight, the bias
+// gradient summed in float32), as mixed-precision training does.
+func MatmulBackwardBF16(dinp, dweight, dbias, dout, inp, weight []float32, BT, C, OC int) {
+	matmulBackward(bf16Gemm, dinp, dweight, dbias, dout, inp, weight, BT, C, OC)
+}
+
+func matmulBackward(g gemm, dinp, dweight, dbias, dout, inp, weight []float32, BT, C, OC int) {
 	// out = inp·Wᵀ + b  ⇒  dinp = dout·W
 	if dinp != nil {
 		parallelFor(BT, 16, func(lo, hi int) {
-			blas.Sgemm(false, false, hi-lo, C, OC, 1, dout[lo*OC:hi*OC], OC, weight[:OC*C], C, 0, dinp[lo*C:hi*C], C)
+			g(false, false, hi-lo, C, OC, 1, dout[lo*OC:hi*OC], OC, weight[:OC*C], C, 0, dinp[lo*C:hi*C], C)
 		})
 	}
 	// ⇒ dW += doutᵀ·inp, split over output rows of dW.
 	parallelFor(OC, 16, func(lo, hi int) {
-		blas.Sgemm(true, false, hi-lo, C, BT, 1, dout[lo:], OC, inp[:BT*C], C, 1, dweight[lo*C:hi*C], C)
+		g(true, false, hi-lo, C, BT, 1, dout[lo:], OC, inp[:BT*C], C, 1, dweight[lo*C:hi*C], C)
 	})
 	// ⇒ db += Σ_rows dout
 	biasBackward(dbias, dout, BT, OC)
