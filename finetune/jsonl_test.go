@@ -51,3 +51,63 @@ func TestJSONLineLimit(t *testing.T) {
 		}
 	}
 }
+
+// The JSONL readers drop a UTF-8 byte-order mark at the start of the file
+// (Windows Notepad saves one), not counting it in the line limit, and only
+// there: one starting a later line is still an error on that line.
+func TestJSONLineBOM(t *testing.T) {
+	const bom = "\ufeff"
+	rows := map[string]string{
+		"choices": `{"question": "q", "choices": ["a", "b"], "label": 1}`,
+		"qa":      `{"question": "q", "context": "ab", "answers": {"text": ["a"], "answer_start": [0]}}`,
+		"pairs":   `{"anchor": "a", "positive": "b"}`,
+	}
+	read := map[string]func(in string, max int) (int, error){
+		"choices": func(in string, max int) (int, error) {
+			s, err := readChoices(strings.NewReader(in), "x.jsonl", max)
+			if err != nil {
+				return 0, err
+			}
+			return len(s), nil
+		},
+		"qa": func(in string, max int) (int, error) {
+			s, err := readQAJSONL(strings.NewReader(in), "x.jsonl", max)
+			if err != nil {
+				return 0, err
+			}
+			return len(s), nil
+		},
+		"pairs": func(in string, max int) (int, error) {
+			s, err := readPairs(strings.NewReader(in), "x.jsonl", max)
+			if err != nil {
+				return 0, err
+			}
+			return len(s.Rows), nil
+		},
+	}
+	for name, f := range read {
+		row := rows[name]
+		if n, err := f(bom+row+"\r\n"+row+"\n", 0); err != nil || n != 2 {
+			t.Errorf("%s: a file starting with a byte-order mark: %d rows, %v", name, n, err)
+		}
+		if n, err := f(bom+row, len(row)); err != nil || n != 1 {
+			t.Errorf("%s: the mark counted in the first line's limit %d: %d rows, %v", name, len(row), n, err)
+		}
+		if n, err := f(bom+"\n"+row, 0); err != nil || n != 1 {
+			t.Errorf("%s: a mark alone on line 1: %d rows, %v", name, n, err)
+		}
+		_, err := f(row+"\n"+bom+row+"\n", 0)
+		var ie *labelled.InputError
+		if !errors.As(err, &ie) || ie.Line != 2 {
+			t.Errorf("%s: a mark starting line 2: got %v, want an error on line 2", name, err)
+		}
+	}
+	// Files shorter than the mark reach the row parser whole.
+	for _, in := range []string{"\xef", "\xef\xbb", "\xef\xbb\n" + rows["pairs"]} {
+		_, err := readPairs(strings.NewReader(in), "x.jsonl", 0)
+		var ie *labelled.InputError
+		if !errors.As(err, &ie) || ie.Line != 1 {
+			t.Errorf("%q: got %v, want an error on line 1", in, err)
+		}
+	}
+}
