@@ -139,11 +139,11 @@ func (m *Model) encoderBackward(s *State, dx []float32) {
 		// res2 = a + dropout(FFOut(post)): the residual passes dres to a
 		copy(g.dtmp, g.dres)
 		kernels.DropoutBackward(g.dtmp, s.dropAt(l, siteFFNOut, cfg.HiddenDropoutProb), BT*H)
-		L.FFOut.Backward(g.dpost, g.dtmp, la.post, BT)
+		m.linearBackward(&L.FFOut, g.dpost, g.dtmp, la.post, BT)
 		// post = act(pre)
 		kernels.ActivationBackwardSaved(g.dpre, g.dpost, la.dact, BT*I)
 		// pre = FFIn(a)
-		L.FFIn.Backward(g.dtmp, g.dpre, la.a, BT)
+		m.linearBackward(&L.FFIn, g.dtmp, g.dpre, la.a, BT)
 		kernels.AddForward(g.dres, g.dres, g.dtmp, BT*H) // da = dres2 + dFFIn
 		// a = LayerNorm(res1)
 		clear(dx)
@@ -151,7 +151,7 @@ func (m *Model) encoderBackward(s *State, dx []float32) {
 		// res1 = x + dropout(AttnOut(ctx)): dx holds dres1, which is also x's residual gradient
 		copy(g.dtmp, dx)
 		kernels.DropoutBackward(g.dtmp, s.dropAt(l, siteAttnOut, cfg.HiddenDropoutProb), BT*H)
-		L.AttnOut.Backward(g.dcx, g.dtmp, la.ctx, BT)
+		m.linearBackward(&L.AttnOut, g.dcx, g.dtmp, la.ctx, BT)
 		// ctx = attention(q, k, v), q, k (, v) rotated
 		m.attentionBackward(s, l, la, g)
 		// q, k, v = Linear(x): add their input gradients to the residual's
@@ -160,14 +160,14 @@ func (m *Model) encoderBackward(s *State, dx []float32) {
 		if okW && okG {
 			dqkv := s.qkvScratch(BT * 3 * H)
 			kernels.ConcatQKV(dqkv, g.dq, g.dk, g.dv, BT, H)
-			kernels.MatmulBackward(g.dtmp, dw, db, dqkv, x, w, BT, H, 3*H)
+			m.matmulBackward(g.dtmp, dw, db, dqkv, x, w, BT, H, 3*H)
 			kernels.AddForward(dx, dx, g.dtmp, BT*H)
 		} else {
-			L.Query.Backward(g.dtmp, g.dq, x, BT)
+			m.linearBackward(&L.Query, g.dtmp, g.dq, x, BT)
 			kernels.AddForward(dx, dx, g.dtmp, BT*H)
-			L.Key.Backward(g.dtmp, g.dk, x, BT)
+			m.linearBackward(&L.Key, g.dtmp, g.dk, x, BT)
 			kernels.AddForward(dx, dx, g.dtmp, BT*H)
-			L.Value.Backward(g.dtmp, g.dv, x, BT)
+			m.linearBackward(&L.Value, g.dtmp, g.dv, x, BT)
 			kernels.AddForward(dx, dx, g.dtmp, BT*H)
 		}
 	}
@@ -175,7 +175,7 @@ func (m *Model) encoderBackward(s *State, dx []float32) {
 	emb := &m.Encoder.Embeddings
 	demb := dx
 	if p := m.Encoder.Project; p != nil {
-		p.Backward(g.demb, dx, s.embLN, BT)
+		m.linearBackward(p, g.demb, dx, s.embLN, BT)
 		demb = g.demb
 	}
 	kernels.DropoutBackward(demb, s.dropAt(-1, siteEmbeddings, cfg.HiddenDropoutProb), BT*E)

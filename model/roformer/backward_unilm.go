@@ -86,7 +86,7 @@ func (m *Model) poolerTrain(dx, x []float32, B, T int, loss func(pooled, dpooled
 	}
 	dz, dfirst := make([]float32, B*H), make([]float32, B*H)
 	kernels.ActivationBackwardSaved(dz, dpooled, dact, B*H)
-	p.Backward(dfirst, dz, first, B)
+	m.linearBackward(p, dfirst, dz, first, B)
 	for r := range B {
 		row := dx[r*T*H : r*T*H+H]
 		for i, g := range dfirst[r*H : r*H+H] {

@@ -58,11 +58,11 @@ func choiceTrain(m *Model, dx, x []float32, s *State, b *Batch, labels *Labels, 
 		copy(last[r*H:r*H+H], x[(r*T+T-1)*H:(r*T+T)*H])
 	}
 	logits := make([]float32, B)
-	m.Choice.Forward(logits, last, B)
+	m.linearForward(m.Choice, logits, last, B)
 	res := &StepResult{Loss: meanCE(logits, labels.IDs, B/nc, nc)}
 	dlogits, dlast := make([]float32, B), make([]float32, B*H)
 	res.N, res.Correct = ceGrad(dlogits, logits, labels.IDs, B/nc, nc)
-	m.Choice.Backward(dlast, dlogits, last, B)
+	m.linearBackward(m.Choice, dlast, dlogits, last, B)
 	for r := 0; r < B; r++ {
 		copy(dx[(r*T+T-1)*H:(r*T+T)*H], dlast[r*H:r*H+H])
 	}

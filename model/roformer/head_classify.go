@@ -61,11 +61,11 @@ func seqClsTrain(m *Model, dx, x []float32, s *State, b *Batch, labels *Labels, 
 	dIn, dMid := s.dropAt(-1, siteHeadIn, cfg.HiddenDropoutProb), s.dropAt(-1, siteHeadMid, cfg.HiddenDropoutProb)
 	kernels.DropoutForward(first, dIn, B*H)
 	a := newClsActs(B, H)
-	m.Classifier.Dense.Forward(a.pre, first, B)
+	m.linearForward(&m.Classifier.Dense, a.pre, first, B)
 	kernels.ActivationForward(a.post, a.pre, m.act, B*H)
 	kernels.DropoutForward(a.post, dMid, B*H)
 	logits := make([]float32, B*NL)
-	m.Classifier.OutProj.Forward(logits, a.post, B)
+	m.linearForward(&m.Classifier.OutProj, logits, a.post, B)
 	loss, pt, err := seqClsLoss(cfg, logits, labels, B, NL)
 	if err != nil {
 		return nil, err
@@ -91,10 +91,10 @@ func seqClsTrain(m *Model, dx, x []float32, s *State, b *Batch, labels *Labels, 
 		}
 	}
 	dpost, dpre, dfirst := make([]float32, B*H), make([]float32, B*H), make([]float32, B*H)
-	m.Classifier.OutProj.Backward(dpost, dlogits, a.post, B)
+	m.linearBackward(&m.Classifier.OutProj, dpost, dlogits, a.post, B)
 	kernels.DropoutBackward(dpost, dMid, B*H)
 	kernels.ActivationBackward(dpre, dpost, a.pre, m.act, B*H)
-	m.Classifier.Dense.Backward(dfirst, dpre, first, B)
+	m.linearBackward(&m.Classifier.Dense, dfirst, dpre, first, B)
 	kernels.DropoutBackward(dfirst, dIn, B*H)
 	for r := 0; r < B; r++ {
 		copy(dx[r*T*H:r*T*H+H], dfirst[r*H:r*H+H])
@@ -222,11 +222,11 @@ func tokenClsTrain(m *Model, dx, x []float32, s *State, b *Batch, labels *Labels
 	xd := append([]float32(nil), x...)
 	kernels.DropoutForward(xd, drop, BT*H)
 	logits := make([]float32, BT*NL)
-	m.TokenCls.Forward(logits, xd, BT)
+	m.linearForward(m.TokenCls, logits, xd, BT)
 	res := &StepResult{Loss: meanCE(logits, labels.IDs, BT, NL)}
 	dlogits := make([]float32, BT*NL)
 	res.N, res.Correct = ceGrad(dlogits, logits, labels.IDs, BT, NL)
-	m.TokenCls.Backward(dx, dlogits, xd, BT)
+	m.linearBackward(m.TokenCls, dx, dlogits, xd, BT)
 	kernels.DropoutBackward(dx, drop, BT*H)
 	return res, nil
 }

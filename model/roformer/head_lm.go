@@ -167,7 +167,7 @@ func (m *Model) lmBackward(s *State, dx, x []float32, targets []int32, H int) *S
 	_, res.Correct = ceGradInPlace(dlogits, tg, N, V)
 	if m.LM.bare() { // logits = xs·Wteᵀ
 		dxs := grow(&sc.dxs, N*H)
-		kernels.MatmulBackward(dxs, m.Encoder.Embeddings.Word.Grad, nil, dlogits, xs, m.Encoder.Embeddings.Word.Data, N, E, V)
+		m.matmulBackward(dxs, m.Encoder.Embeddings.Word.Grad, nil, dlogits, xs, m.Encoder.Embeddings.Word.Data, N, E, V)
 		for i, r := range rows {
 			copy(dx[r*H:r*H+H], dxs[i*H:i*H+H])
 		}
@@ -176,10 +176,10 @@ func (m *Model) lmBackward(s *State, dx, x []float32, targets []int32, H int) *S
 	// logits = ln·Wteᵀ + bias (decoder tied to the word embeddings)
 	dln, dpost, dpre, dxs := grow(&sc.dln, N*E), grow(&sc.dpost, N*E), grow(&sc.dpre, N*E), grow(&sc.dxs, N*H)
 	clear(dpost) // LayerNormBackward accumulates into it
-	kernels.MatmulBackward(dln, m.Encoder.Embeddings.Word.Grad, m.LM.Bias.Grad, dlogits, a.ln, m.Encoder.Embeddings.Word.Data, N, E, V)
+	m.matmulBackward(dln, m.Encoder.Embeddings.Word.Grad, m.LM.Bias.Grad, dlogits, a.ln, m.Encoder.Embeddings.Word.Data, N, E, V)
 	m.LM.LN.Backward(dpost, dln, a.post, a.mean, a.rstd, N, E)
 	kernels.ActivationBackward(dpre, dpost, a.pre, m.act, N*E)
-	m.LM.Transform.Backward(dxs, dpre, xs, N)
+	m.linearBackward(&m.LM.Transform, dxs, dpre, xs, N)
 	for i, r := range rows {
 		copy(dx[r*H:r*H+H], dxs[i*H:i*H+H])
 	}

@@ -50,7 +50,7 @@ func qaTrain(m *Model, dx, x []float32, s *State, b *Batch, labels *Labels, opts
 		return nil, fmt.Errorf("roformer: start/end positions have %d/%d values, want %d", len(labels.StartPositions), len(labels.EndPositions), B)
 	}
 	both := make([]float32, BT*2)
-	m.QA.Forward(both, x, BT)
+	m.linearForward(m.QA, both, x, BT)
 	start, end := make([]float32, BT), make([]float32, BT)
 	for i := 0; i < BT; i++ {
 		start[i], end[i] = both[2*i], both[2*i+1]
@@ -65,6 +65,6 @@ func qaTrain(m *Model, dx, x []float32, s *State, b *Batch, labels *Labels, opts
 	for i := 0; i < BT; i++ {
 		dboth[2*i], dboth[2*i+1] = ds[i]/2, de[i]/2
 	}
-	m.QA.Backward(dx, dboth, x, BT)
+	m.linearBackward(m.QA, dx, dboth, x, BT)
 	return res, nil
 }

@@ -117,6 +117,10 @@ type Model struct {
 	// lowp holds the linear layers prepared for bf16 or int8 inference
 	// (SetPrecision); nil runs float32.
 	lowp *lowPrecision
+	// trainBF16 runs the products of the linear layers that lowp does not
+	// hold, forward and backward, from bfloat16-rounded operands
+	// (SetTrainingPrecision).
+	trainBF16 bool
 }
 
 // New allocates a model with zero parameters for cfg and head. Use Init for

@@ -7,6 +7,7 @@ import (
 
 	"github.com/roformer-go/roformer/blas"
 	"github.com/roformer-go/roformer/kernels"
+	"github.com/roformer-go/roformer/model/nn"
 )
 
 // Precision is the number format of the inference products of the linear
@@ -94,6 +95,46 @@ func (m *Model) SetPrecision(p Precision) error {
 	}
 	m.lowp = lp
 	return nil
+}
+
+// SetTrainingPrecision sets the number format of the linear layers'
+// products in training: PrecisionBF16 is mixed precision (Micikevicius et
+// al. 2018, in bfloat16 as Kalamkar et al. 2019): every product of a
+// linear layer, forward and backward (input and weight gradients), takes
+// its operands rounded to bfloat16 and accumulates in float32
+// (blas.SgemmBF16), while the weights, their gradients, the optimizer's
+// state and everything else (embeddings, attention, softmax, LayerNorm,
+// activations, losses) stay float32. bfloat16 keeps float32's exponent
+// range, so no loss scaling is needed. It also applies to Forward for the
+// layers SetPrecision has not prepared, so evaluation during training
+// computes what training does. "" and PrecisionFP32 are float32; int8 is
+// refused (it is an inference format). It fails, changing nothing, when
+// blas.BF16Supported does.
+func (m *Model) SetTrainingPrecision(p Precision) error {
+	switch p {
+	case "", PrecisionFP32:
+		m.trainBF16 = false
+		return nil
+	case PrecisionBF16:
+		if err := blas.BF16Supported(); err != nil {
+			return fmt.Errorf("roformer: bf16 training: %w", err)
+		}
+		m.trainBF16 = true
+		return nil
+	case PrecisionInt8:
+		return fmt.Errorf("roformer: int8 is an inference precision; training runs in fp32 or bf16")
+	}
+	_, err := ParsePrecision(string(p))
+	return err
+}
+
+// TrainingPrecision returns the format SetTrainingPrecision set:
+// PrecisionBF16 or PrecisionFP32.
+func (m *Model) TrainingPrecision() Precision {
+	if m.trainBF16 {
+		return PrecisionBF16
+	}
+	return PrecisionFP32
 }
 
 // Precision returns the precision the inference products run in:
@@ -186,6 +227,10 @@ func (m *Model) matmul(out, inp, w, b []float32, BT, C, OC int) {
 		l.Forward(out, inp, b, nil, BT)
 		return
 	}
+	if m.trainBF16 {
+		kernels.MatmulForwardBF16(out, inp, w, b, BT, C, OC)
+		return
+	}
 	kernels.MatmulForward(out, inp, w, b, BT, C, OC)
 }
 
@@ -195,7 +240,31 @@ func (m *Model) matmulResidual(out, inp, w, b, res []float32, BT, C, OC int) {
 		l.Forward(out, inp, b, res, BT)
 		return
 	}
+	if m.trainBF16 {
+		kernels.MatmulResidualForwardBF16(out, inp, w, b, res, BT, C, OC)
+		return
+	}
 	kernels.MatmulResidualForward(out, inp, w, b, res, BT, C, OC)
+}
+
+// matmulBackward differentiates matmul in the training precision
+// (kernels.MatmulBackward's contract).
+func (m *Model) matmulBackward(dinp, dweight, dbias, dout, inp, weight []float32, BT, C, OC int) {
+	if m.trainBF16 {
+		kernels.MatmulBackwardBF16(dinp, dweight, dbias, dout, inp, weight, BT, C, OC)
+		return
+	}
+	kernels.MatmulBackward(dinp, dweight, dbias, dout, inp, weight, BT, C, OC)
+}
+
+// linearForward is l.Forward in the model's precision.
+func (m *Model) linearForward(l *nn.Linear, out, inp []float32, N int) {
+	m.matmul(out, inp, l.W.Data, l.Bias(), N, l.W.Shape[1], l.W.Shape[0])
+}
+
+// linearBackward is l.Backward in the training precision.
+func (m *Model) linearBackward(l *nn.Linear, dinp, dout, inp []float32, N int) {
+	m.matmulBackward(dinp, l.W.Grad, l.BiasGrad(), dout, inp, l.W.Data, N, l.W.Shape[1], l.W.Shape[0])
 }
 
 func (m *Model) lowLinear(w []float32, OC, C int) lowLinear {
