@@ -72,6 +72,7 @@ func prepareLM(opts Options, say func(string, ...any)) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	opts.VocabSize = tok.VocabSize()
 	v := data.Vocab{Size: tok.VocabSize(), CLS: tok.ClsID(), SEP: tok.SepID(), MASK: tok.MaskID(), PAD: tok.PadID(), IsContinuation: tok.IsContinuation}
 	T := opts.Train.SeqLen
 	var seqs [][]int32

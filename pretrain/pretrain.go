@@ -26,8 +26,11 @@ type Options struct {
 	// tokenizer_config.json) or a vocab.txt path. Empty: a WordPiece
 	// vocabulary of VocabSize trained on the corpus (uncased BERT rules;
 	// under a second for the built-in corpus).
-	Vocab     string `json:"vocab"`
-	VocabSize int    `json:"vocab_size"` // default 8000
+	Vocab string `json:"vocab"`
+	// VocabSize is the size of the vocabulary to train (default 8000).
+	// Prepare sets it to the size of the vocabulary the job uses (Vocab's,
+	// or the trained one's), so that a run's pretrain.json records it.
+	VocabSize int `json:"vocab_size"`
 	// Size is a model preset (roformer.Presets); ConfigFile, when set, is a
 	// config.json that replaces it (its vocab_size must match the vocabulary).
 	Size       string `json:"size"`
@@ -140,6 +143,7 @@ func Prepare(opts Options, progress io.Writer) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	opts.VocabSize = tok.VocabSize()
 	cfg, err := modelConfig(opts, tok.VocabSize())
 	if err != nil {
 		return nil, err

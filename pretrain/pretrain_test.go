@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -184,6 +185,50 @@ func TestRunFilesReadable(t *testing.T) {
 		}
 		if st.Mode().Perm()&0o044 != 0o044 {
 			t.Errorf("%s has mode %v", f, st.Mode().Perm())
+		}
+	}
+}
+
+// pretrain.json records the size of the vocabulary the run uses: a
+// --vocab file's, or the one trained on the corpus, not the requested 8000.
+func TestRunFileVocabSize(t *testing.T) {
+	words := []string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "of", "and", "light"}
+	for c := 'a'; c <= 'z'; c++ {
+		words = append(words, string(c), "##"+string(c))
+	}
+	vocabFile := filepath.Join(t.TempDir(), "vocab.txt")
+	if err := os.WriteFile(vocabFile, []byte(strings.Join(words, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, vocab, objective string }{
+		{"mlm, --vocab", vocabFile, ""},
+		{"causal, --vocab", vocabFile, ObjectiveCausal},
+		{"mlm, trained", "", ""},
+	} {
+		dir := filepath.Join(t.TempDir(), "run")
+		o := testOptions(t, dir, 1)
+		o.Vocab, o.VocabSize, o.Objective = tc.vocab, 0, tc.objective // 0: the default, 8000
+		j, err := start(o, true, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		raw, err := os.ReadFile(filepath.Join(dir, RunFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec struct {
+			VocabSize int `json:"vocab_size"`
+		}
+		if err := jsonUnmarshal(raw, &rec); err != nil {
+			t.Fatal(err)
+		}
+		want := j.Tokenizer.VocabSize()
+		if tc.vocab != "" && want != len(words) {
+			t.Fatalf("%s: the tokenizer of %s has %d tokens, the file %d", tc.name, vocabFile, want, len(words))
+		}
+		if rec.VocabSize != want || j.Options.VocabSize != want || j.Model.Config.VocabSize != want {
+			t.Errorf("%s: %s records vocab_size %d, Job.Options %d, the model %d; the vocabulary has %d tokens",
+				tc.name, RunFile, rec.VocabSize, j.Options.VocabSize, j.Model.Config.VocabSize, want)
 		}
 	}
 }
