@@ -46,7 +46,9 @@ type Model struct {
 // the precision of the products, the tokenizer (tokenizer.Load: the
 // files at the top of dir or in dir/tokenizer), and, when dir holds
 // modules.json, its sentence-transformers modules (sentence.Load; the
-// transformer is then read from the folder modules.json names for it).
+// transformer is then read from the folder modules.json names for it; a
+// max_seq_length it leaves out is inferred from the config and the
+// tokenizer, as sentence-transformers does: Folder.InferMaxSeqLength).
 //
 // The errors are roformer.Load's (a folder without the head's weights wraps
 // roformer.ErrHeadMissing) and tokenizer.Load's, as a *TokenizerError.
@@ -73,6 +75,11 @@ func Open(dir string, opts OpenOptions) (*Model, error) {
 	if !opts.NoTokenizer {
 		if m.Tokenizer, err = tokenizer.Load(dir); err != nil {
 			return nil, &TokenizerError{Err: err}
+		}
+		if st != nil {
+			// max_seq_length null or not given: sentence-transformers'
+			// min(max_position_embeddings, model_max_length).
+			st.InferMaxSeqLength(l.Model.Config.MaxPositionEmbeddings, m.Tokenizer.Config().ModelMaxLength)
 		}
 	}
 	return m, nil

@@ -56,7 +56,8 @@ type Folder struct {
 
 	// MaxSeqLength (sentence_bert_config.json's max_seq_length) bounds the
 	// tokens of a text, [CLS] and [SEP] included; sentence-transformers
-	// truncates longer texts to it. 0: not given.
+	// truncates longer texts to it. 0: not given (InferMaxSeqLength fills
+	// it in as sentence-transformers does; pipeline.Open calls it).
 	MaxSeqLength int
 	// DoLowerCase lowercases texts (as Python's str.lower) before they are
 	// tokenized.
@@ -398,6 +399,28 @@ func (f *Folder) loadBertConfig(dir string) error {
 	}
 	f.DoLowerCase = c.DoLowerCase
 	return nil
+}
+
+// InferMaxSeqLength sets MaxSeqLength, when sentence_bert_config.json did
+// not give it (null, or no such file), as sentence-transformers' Transformer
+// module infers it (the same rule from v2.2.2 to v5):
+//
+//	max_seq_length = min(max_position_embeddings, model_max_length)
+//
+// where maxPositionEmbeddings is the transformer's config.json value and
+// modelMaxLength the tokenizer's model_max_length (tokenizer_config.json).
+// A tokenizer without one (0 here, as tokenizer.Config has it; int(1e30) in
+// transformers) leaves max_position_embeddings. A max_seq_length the file
+// gives is kept as it is, as sentence-transformers keeps it, and so is 0
+// when maxPositionEmbeddings is not positive.
+func (f *Folder) InferMaxSeqLength(maxPositionEmbeddings, modelMaxLength int) {
+	if f.MaxSeqLength > 0 || maxPositionEmbeddings <= 0 {
+		return
+	}
+	f.MaxSeqLength = maxPositionEmbeddings
+	if modelMaxLength > 0 {
+		f.MaxSeqLength = min(maxPositionEmbeddings, modelMaxLength)
+	}
 }
 
 // stConfig is config_sentence_transformers.json.

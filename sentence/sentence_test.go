@@ -323,3 +323,22 @@ func readFile(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+func TestInferMaxSeqLength(t *testing.T) {
+	for _, c := range []struct {
+		given, positions, modelMax, want int
+	}{
+		{0, 512, 0, 512},   // no model_max_length: the positions
+		{0, 512, 128, 128}, // min of the two
+		{0, 128, 512, 128},
+		{64, 512, 16, 64}, // a given max_seq_length is kept
+		{0, 0, 16, 0},     // no positions: nothing inferred
+	} {
+		f := &Folder{MaxSeqLength: c.given}
+		f.InferMaxSeqLength(c.positions, c.modelMax)
+		if f.MaxSeqLength != c.want {
+			t.Errorf("given %d, max_position_embeddings %d, model_max_length %d: MaxSeqLength %d, want %d",
+				c.given, c.positions, c.modelMax, f.MaxSeqLength, c.want)
+		}
+	}
+}
