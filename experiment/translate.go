@@ -398,18 +398,62 @@ func translateRun(ctx context.Context, o TranslateOptions, d *mtData, pos string
 
 // reusedRun returns the run saved in dir's run.json when its settings are
 // o's, or nil (no error) when there is none or it was made with others.
+// A run.json larger than a run of o's settings writes (runJSONLimit) is
+// refused unread.
 func reusedRun(o TranslateOptions, dir string) (*TranslateRun, error) {
-	raw, err := os.ReadFile(filepath.Join(dir, "run.json"))
+	path := filepath.Join(dir, "run.json")
+	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	} else if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("experiment: %w", err)
+	}
+	defer f.Close()
+	key := runKey(o)
+	limit := runJSONLimit(o, key)
+	tooLarge := func(size string) error {
+		return fmt.Errorf("experiment: translate: %s holds %s bytes, more than the %d a run of these settings writes (%d steps, a dev evaluation every %d); remove it to train the run again",
+			path, size, limit, o.Steps, o.EvalEvery)
+	}
+	if st, err := f.Stat(); err != nil {
+		return nil, fmt.Errorf("experiment: %w", err)
+	} else if st.Size() > limit {
+		return nil, tooLarge(fmt.Sprint(st.Size()))
+	}
+	raw, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("experiment: %s: %w", path, err)
+	}
+	if int64(len(raw)) > limit { // not a regular file, or it grew
+		return nil, tooLarge(fmt.Sprintf("more than %d", limit))
 	}
 	var saved savedRun
-	if json.Unmarshal(raw, &saved) == nil && saved.Key == runKey(o) {
+	if json.Unmarshal(raw, &saved) == nil && saved.Key == key {
 		return &saved.Run, nil
 	}
 	return nil, nil
+}
+
+// runJSONLimit is the most bytes the run.json of a run of o's settings,
+// fingerprinted by key, is owed: 64 KiB for the fields of fixed size, 6
+// bytes for each byte of key (escaped in a JSON string, at most \u00XX)
+// and 256 for each of the at most Steps/EvalEvery + 1 points of the curve
+// (an indented point of four of the longest numbers takes 150). The sum
+// saturates at math.MaxInt64/2.
+func runJSONLimit(o TranslateOptions, key string) int64 {
+	const ceiling = math.MaxInt64 / 2
+	lim := int64(64 << 10)
+	add := func(n, each int64) {
+		if n = max(n, 0); n > (ceiling-lim)/each {
+			lim = ceiling
+		} else {
+			lim += n * each
+		}
+	}
+	add(int64(len(key)), 6)
+	add(int64(o.Steps/max(o.EvalEvery, 1)), 256)
+	add(1, 256)
+	return lim
 }
 
 // trainTranslate trains m for o.Steps steps (AdamW, cosine schedule,
