@@ -17,6 +17,16 @@ const (
 	flashK = 512 // keys per tile
 )
 
+// flashMask is the visibility rule of a fused pass on top of the padding
+// mask. Under causal, query i of Tq sees key j of Tk when j ≤ i + Tk − Tq
+// (the queries are the last Tq positions of the keys' sequence: j ≤ i when
+// Tq = Tk). Under seg (the UniLM mask, Tq = Tk), query i of row b sees key
+// j when seg[b·T+j] ≤ seg[b·T+i].
+type flashMask struct {
+	causal bool
+	seg    []int32 // [B, T] or nil
+}
+
 // FlashAttentionForward is AttentionForward without the T×T probabilities
 // (FlashAttention, Dao et al. 2022): for each row b, head h and tile of
 // flashQ queries it walks the keys in tiles of flashK,
@@ -44,10 +54,57 @@ const (
 // Rows, heads and query tiles are split over the workers; each writes only
 // its own rows of out and lse. AttentionForward is the reference twin.
 func FlashAttentionForward(out, lse, q, k, v, keyMask []float32, causal bool, drop Dropout, B, T, NH, HS int) {
+	flashForward(out, lse, q, k, v, keyMask, flashMask{causal: causal}, drop, B, T, T, NH, HS)
+}
+
+// FlashCrossAttentionForward is CrossAttentionForward (Tq queries over Tk
+// keys and values of another sequence or of a key/value cache) computed as
+// FlashAttentionForward computes it, tile by tile without the Tq×Tk
+// probabilities. Key j is visible to query i when keyMask[b,j] ≠ 0 and, if
+// causal, j ≤ i + Tk − Tq (the queries are the last Tq tokens of the keys'
+// sequence, as a decoder's new tokens over its cache); a query that sees
+// no key gets the mean of all Tk values. There is no dropout.
+//
+//	out     [B, Tq, C]  C = NH·HS
+//	lse     [B, NH, Tq] saved for FlashCrossAttentionBackward; nil in inference
+//	q       [B, Tq, C]
+//	k, v    [B, Tk, C]
+//	keyMask [B, Tk] or nil
+//
+// CrossAttentionForward is the reference twin (AttentionForward under
+// causal with Tq = Tk).
+func FlashCrossAttentionForward(out, lse, q, k, v, keyMask []float32, causal bool, B, Tq, Tk, NH, HS int) {
+	flashForward(out, lse, q, k, v, keyMask, flashMask{causal: causal}, Dropout{}, B, Tq, Tk, NH, HS)
+}
+
+// FlashSegmentAttentionForward is FlashAttentionForward under the UniLM
+// mask of RoFormer-Sim, applied tile by tile from seg, the running sums of
+// each row's token types: key j is visible to query i of row b when
+// seg[b·T+j] ≤ seg[b·T+i] and keyMask[b,j] ≠ 0 (type-0 text sees itself
+// both ways; a type-1 part that follows sees all of it and itself
+// causally). A query that sees no key gets the mean of all T values, and
+// key tiles that no query of a tile sees are skipped. drop is as in
+// FlashAttentionForward.
+//
+//	out     [B, T, C]
+//	lse     [B, NH, T] saved for FlashSegmentAttentionBackward; nil in inference
+//	q, k, v [B, T, C]
+//	keyMask [B, T] or nil
+//	seg     [B, T]
+func FlashSegmentAttentionForward(out, lse, q, k, v, keyMask []float32, seg []int32, drop Dropout, B, T, NH, HS int) {
+	flashForward(out, lse, q, k, v, keyMask, flashMask{seg: seg}, drop, B, T, T, NH, HS)
+}
+
+// flashForward is the fused forward pass of Tq queries over Tk keys under
+// fm (Tq = Tk when fm.seg is set or drop is active); the exported forwards
+// document it. The dropout factor of P[b,h,i,j] is drop's element
+// ((b·NH+h)·Tq+i)·Tk+j.
+func flashForward(out, lse, q, k, v, keyMask []float32, fm flashMask, drop Dropout, B, Tq, Tk, NH, HS int) {
 	C := NH * HS
 	dm := drop.mask()
 	scale := float32(math.Sqrt(float64(HS)))
-	nq := (T + flashQ - 1) / flashQ
+	nq := (Tq + flashQ - 1) / flashQ
+	shift := Tk - Tq // causal: query i sees keys up to i + shift
 	parallelFor(B*NH*nq, 1, func(lo, hi int) {
 		ps := getScratch(flashQ*flashK + 2*flashQ)
 		defer putScratch(ps)
@@ -57,32 +114,41 @@ func FlashAttentionForward(out, lse, q, k, v, keyMask []float32, causal bool, dr
 		for t := lo; t < hi; t++ {
 			bh, qt := t/nq, t%nq
 			b, h := bh/NH, bh%NH
-			base := b*T*C + h*HS
-			km := rowMask(keyMask, b, T)
+			qb, kb := b*Tq*C+h*HS, b*Tk*C+h*HS
+			km := rowMask(keyMask, b, Tk)
 			i0 := qt * flashQ
-			n := min(flashQ, T-i0)
-			o := out[base+i0*C:]
+			n := min(flashQ, Tq-i0)
+			o := out[qb+i0*C:]
 			for r := 0; r < n; r++ {
 				clear(o[r*C : r*C+HS])
 				mrow[r] = float32(math.Inf(-1))
 				lrow[r] = 0
 			}
-			jEnd := T
-			if causal {
-				jEnd = i0 + n
+			var sg []int32
+			var segMax int32
+			if fm.seg != nil {
+				sg = fm.seg[b*Tk : b*Tk+Tk]
+				segMax = maxInt32(sg[i0 : i0+n])
+			}
+			jEnd := Tk
+			if fm.causal {
+				jEnd = max(0, min(Tk, i0+n+shift))
 			}
 			for j0 := 0; j0 < jEnd; j0 += flashK {
 				nk := min(flashK, jEnd-j0)
 				if km != nil && !anyVisible(km[j0:j0+nk]) {
 					continue
 				}
+				if sg != nil && minInt32(sg[j0:j0+nk]) > segMax {
+					continue // no query of the tile sees these keys
+				}
 				P := S[:n*nk]
-				blas.Sgemm(false, true, n, nk, HS, 1, q[base+i0*C:], C, k[base+j0*C:], C, 0, P, nk)
+				blas.Sgemm(false, true, n, nk, HS, 1, q[qb+i0*C:], C, k[kb+j0*C:], C, 0, P, nk)
 				for r := 0; r < n; r++ {
 					row := P[r*nk : r*nk+nk]
 					lim := nk
-					if causal {
-						lim = min(nk, i0+r-j0+1)
+					if fm.causal {
+						lim = min(nk, i0+r+shift-j0+1)
 					}
 					if lim <= 0 {
 						clear(row)
@@ -92,6 +158,14 @@ func FlashAttentionForward(out, lse, q, k, v, keyMask []float32, causal bool, dr
 					if km != nil {
 						for j, m := range km[j0 : j0+lim] {
 							if m == 0 {
+								head[j] = float32(math.Inf(-1))
+							}
+						}
+					}
+					if sg != nil {
+						si := sg[i0+r]
+						for j, s := range sg[j0 : j0+lim] {
+							if s > si {
 								head[j] = float32(math.Inf(-1))
 							}
 						}
@@ -112,22 +186,22 @@ func FlashAttentionForward(out, lse, q, k, v, keyMask []float32, causal bool, dr
 					}
 					lrow[r] += expSubSum(head, mrow[r])
 					if drop.Active() {
-						off := (bh*T+i0+r)*T + j0
+						off := (bh*Tq+i0+r)*Tk + j0
 						for j := range head {
 							head[j] *= dm.at(off + j)
 						}
 					}
 				}
-				blas.Sgemm(false, false, n, HS, nk, 1, P, nk, v[base+j0*C:], C, 1, o, C)
+				blas.Sgemm(false, false, n, HS, nk, 1, P, nk, v[kb+j0*C:], C, 1, o, C)
 			}
 			var ls []float32
 			if lse != nil {
-				ls = lse[bh*T+i0 : bh*T+i0+n]
+				ls = lse[bh*Tq+i0 : bh*Tq+i0+n]
 			}
 			for r := 0; r < n; r++ {
 				or := o[r*C : r*C+HS]
-				if lrow[r] == 0 { // no visible key: uniform over all T keys
-					meanRows(or, v[base:], 1/float32(T), T, C, drop, dm, (bh*T+i0+r)*T)
+				if lrow[r] == 0 { // no visible key: uniform over all Tk keys
+					meanRows(or, v[kb:], 1/float32(Tk), Tk, C, drop, dm, (bh*Tq+i0+r)*Tk)
 					if ls != nil {
 						ls[r] = float32(math.Inf(-1))
 					}
@@ -150,6 +224,23 @@ func anyVisible(km []float32) bool {
 		}
 	}
 	return false
+}
+
+// minInt32 and maxInt32 are the least and greatest of a non-empty x.
+func minInt32(x []int32) int32 {
+	m := x[0]
+	for _, e := range x[1:] {
+		m = min(m, e)
+	}
+	return m
+}
+
+func maxInt32(x []int32) int32 {
+	m := x[0]
+	for _, e := range x[1:] {
+		m = max(m, e)
+	}
+	return m
 }
 
 // meanRows sets o = Σ_j u·s_j·x[j·ld : j·ld+len(o)] over j < n, where s_j
@@ -194,62 +285,88 @@ func meanRows(o, x []float32, u float32, n, ld int, drop Dropout, dm dropMask, o
 // Rows and heads are split over the workers (a head's dq, dk and dv are
 // its own column blocks); the scratch is a few tiles per worker.
 func FlashAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, causal bool, drop Dropout, B, T, NH, HS int) {
+	flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask, flashMask{causal: causal}, drop, B, T, T, NH, HS)
+}
+
+// FlashCrossAttentionBackward differentiates FlashCrossAttentionForward
+// as FlashAttentionBackward does, from its out and lse.
+//
+//	dq      [B, Tq, C]  written (=)
+//	dk, dv  [B, Tk, C]  written (=)
+//	dout    [B, Tq, C]
+//	q       [B, Tq, C]
+//	k, v    [B, Tk, C]
+//	out     [B, Tq, C]  FlashCrossAttentionForward's output
+//	lse     [B, NH, Tq] its saved log-sum-exp
+//	keyMask [B, Tk] or nil
+func FlashCrossAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, causal bool, B, Tq, Tk, NH, HS int) {
+	flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask, flashMask{causal: causal}, Dropout{}, B, Tq, Tk, NH, HS)
+}
+
+// FlashSegmentAttentionBackward differentiates
+// FlashSegmentAttentionForward (the same seg and drop) as
+// FlashAttentionBackward does, from its out and lse; the shapes are
+// FlashAttentionBackward's.
+func FlashSegmentAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, seg []int32, drop Dropout, B, T, NH, HS int) {
+	flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask, flashMask{seg: seg}, drop, B, T, T, NH, HS)
+}
+
+// flashBackward is the fused backward pass of flashForward (the same fm,
+// drop and dims).
+func flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, fm flashMask, drop Dropout, B, Tq, Tk, NH, HS int) {
 	C := NH * HS
 	dm := drop.mask()
 	scale := float32(math.Sqrt(float64(HS)))
 	bq, bk := 128, 128
+	shift := Tk - Tq
 	parallelFor(B*NH, 1, func(lo, hi int) {
-		ps := getScratch(2*bq*bk + 2*T + HS + bk)
+		ps := getScratch(2*bq*bk + 2*Tq + HS + bk)
 		defer putScratch(ps)
-		mrow := (*ps)[2*bq*bk+2*T+HS : 2*bq*bk+2*T+HS+bk] // a row's dropout factors
+		mrow := (*ps)[2*bq*bk+2*Tq+HS : 2*bq*bk+2*Tq+HS+bk] // a row's dropout factors
 		P := (*ps)[:bq*bk]
 		dP := (*ps)[bq*bk : 2*bq*bk]
-		D := (*ps)[2*bq*bk : 2*bq*bk+T]
-		seen := (*ps)[2*bq*bk+T : 2*bq*bk+2*T] // visible keys per query (exact below 2^24)
-		acc := (*ps)[2*bq*bk+2*T : 2*bq*bk+2*T+HS]
+		D := (*ps)[2*bq*bk : 2*bq*bk+Tq]
+		seen := (*ps)[2*bq*bk+Tq : 2*bq*bk+2*Tq] // visible keys per query (exact below 2^24)
+		acc := (*ps)[2*bq*bk+2*Tq : 2*bq*bk+2*Tq+HS]
 		for bh := lo; bh < hi; bh++ {
 			b, h := bh/NH, bh%NH
-			base := b*T*C + h*HS
-			km := rowMask(keyMask, b, T)
-			ls := lse[bh*T : bh*T+T]
-			total := float32(0)
-			for j := 0; j < T; j++ {
-				if km == nil || km[j] != 0 {
-					total++
-				}
-				seen[j] = total // visible keys up to j
+			qb, kb := b*Tq*C+h*HS, b*Tk*C+h*HS
+			km := rowMask(keyMask, b, Tk)
+			var sg []int32
+			if fm.seg != nil {
+				sg = fm.seg[b*Tk : b*Tk+Tk]
 			}
-			if !causal {
-				for i := range seen {
-					seen[i] = total
-				}
-			}
+			ls := lse[bh*Tq : bh*Tq+Tq]
+			total := visibleCounts(seen, km, sg, fm.causal, shift, Tk)
 			// D_i, the zeroed outputs, then the uniform rows' share of dv.
-			for i := 0; i < T; i++ {
-				r := base + i*C
+			for i := 0; i < Tq; i++ {
+				r := qb + i*C
 				clear(dq[r : r+HS])
+				D[i] = dotVec(dout[r:r+HS], out[r:r+HS])
+			}
+			for j := 0; j < Tk; j++ {
+				r := kb + j*C
 				clear(dk[r : r+HS])
 				clear(dv[r : r+HS])
-				D[i] = dotVec(dout[r:r+HS], out[r:r+HS])
 			}
 			clear(acc)
 			blind := 0
-			for i := 0; i < T; i++ {
+			for i := 0; i < Tq; i++ {
 				if seen[i] != 0 {
 					continue
 				}
-				r := base + i*C
+				r := qb + i*C
 				if drop.Active() {
-					blindDropped(dv[base:], dout[r:r+HS], 1/float32(T), T, C, dm, (bh*T+i)*T)
+					blindDropped(dv[kb:], dout[r:r+HS], 1/float32(Tk), Tk, C, dm, (bh*Tq+i)*Tk)
 					continue
 				}
 				addVec(acc, acc, dout[r:r+HS])
 				blind++
 			}
 			if blind > 0 {
-				u := 1 / float32(T)
-				for j := 0; j < T; j++ {
-					d := dv[base+j*C : base+j*C+HS]
+				u := 1 / float32(Tk)
+				for j := 0; j < Tk; j++ {
+					d := dv[kb+j*C : kb+j*C+HS]
 					for c, a := range acc {
 						d[c] = u * a
 					}
@@ -258,25 +375,32 @@ func FlashAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float
 			if total == 0 {
 				continue // no query sees any key
 			}
-			for j0 := 0; j0 < T; j0 += bk {
-				nk := min(bk, T-j0)
+			for j0 := 0; j0 < Tk; j0 += bk {
+				nk := min(bk, Tk-j0)
 				if km != nil && !anyVisible(km[j0:j0+nk]) {
 					continue
 				}
 				i1 := 0
-				if causal {
-					i1 = j0 / bq * bq
+				if fm.causal {
+					i1 = max(0, j0-shift) / bq * bq
 				}
-				for i0 := i1; i0 < T; i0 += bq {
-					n := min(bq, T-i0)
+				var segMin int32
+				if sg != nil {
+					segMin = minInt32(sg[j0 : j0+nk])
+				}
+				for i0 := i1; i0 < Tq; i0 += bq {
+					n := min(bq, Tq-i0)
+					if sg != nil && maxInt32(sg[i0:i0+n]) < segMin {
+						continue // no query of the tile sees these keys
+					}
 					Pt, dPt := P[:n*nk], dP[:n*nk]
-					blas.Sgemm(false, true, n, nk, HS, 1, q[base+i0*C:], C, k[base+j0*C:], C, 0, Pt, nk)
+					blas.Sgemm(false, true, n, nk, HS, 1, q[qb+i0*C:], C, k[kb+j0*C:], C, 0, Pt, nk)
 					for r := 0; r < n; r++ {
 						i := i0 + r
 						row := Pt[r*nk : r*nk+nk]
 						lim := nk
-						if causal {
-							lim = min(nk, i-j0+1)
+						if fm.causal {
+							lim = min(nk, i+shift-j0+1)
 						}
 						if lim <= 0 || seen[i] == 0 {
 							clear(row)
@@ -291,16 +415,24 @@ func FlashAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float
 								}
 							}
 						}
+						if sg != nil {
+							si := sg[i]
+							for j, s := range sg[j0 : j0+lim] {
+								if s > si {
+									head[j] = float32(math.Inf(-1))
+								}
+							}
+						}
 						expSubScale(head, ls[i], 1)
 						clear(row[lim:])
 					}
-					blas.Sgemm(false, true, n, nk, HS, 1, dout[base+i0*C:], C, v[base+j0*C:], C, 0, dPt, nk)
+					blas.Sgemm(false, true, n, nk, HS, 1, dout[qb+i0*C:], C, v[kb+j0*C:], C, 0, dPt, nk)
 					for r := 0; r < n; r++ {
 						d, p := dPt[r*nk:r*nk+nk], Pt[r*nk:r*nk+nk]
 						if drop.Active() {
 							// one draw of the row's mask for both dP and P
 							mk := mrow[:nk]
-							off := (bh*T+i0+r)*T + j0
+							off := (bh*Tq+i0+r)*Tk + j0
 							for j := range d {
 								mk[j] = dm.at(off + j)
 								d[j] *= mk[j]
@@ -321,13 +453,77 @@ func FlashAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float
 							softmaxBackRow(d, p, D[i0+r], scale)
 						}
 					}
-					blas.Sgemm(true, false, nk, HS, n, 1, Pt, nk, dout[base+i0*C:], C, 1, dv[base+j0*C:], C)
-					blas.Sgemm(false, false, n, HS, nk, 1, dPt, nk, k[base+j0*C:], C, 1, dq[base+i0*C:], C)
-					blas.Sgemm(true, false, nk, HS, n, 1, dPt, nk, q[base+i0*C:], C, 1, dk[base+j0*C:], C)
+					blas.Sgemm(true, false, nk, HS, n, 1, Pt, nk, dout[qb+i0*C:], C, 1, dv[kb+j0*C:], C)
+					blas.Sgemm(false, false, n, HS, nk, 1, dPt, nk, k[kb+j0*C:], C, 1, dq[qb+i0*C:], C)
+					blas.Sgemm(true, false, nk, HS, n, 1, dPt, nk, q[qb+i0*C:], C, 1, dk[kb+j0*C:], C)
 				}
 			}
 		}
 	})
+}
+
+// visibleCounts sets seen[i] to the number of the Tk keys that query i
+// sees (keyMask km, nil for all; seg sg or nil; causal with the given
+// shift) and returns the number of real keys. Under seg it takes a pass
+// when sg never decreases (the running sums of non-negative types) and
+// compares every pair otherwise.
+func visibleCounts(seen, km []float32, sg []int32, causal bool, shift, Tk int) float32 {
+	real := func(j int) bool { return km == nil || km[j] != 0 }
+	total := float32(0)
+	for j := 0; j < Tk; j++ {
+		if real(j) {
+			total++
+		}
+	}
+	switch {
+	case causal:
+		// seen[i] = real keys j ≤ i + shift
+		c, j := float32(0), 0
+		for i := range seen {
+			for ; j < Tk && j <= i+shift; j++ {
+				if real(j) {
+					c++
+				}
+			}
+			seen[i] = c
+		}
+	case sg != nil && nonDecreasing(sg):
+		// the visible keys of query i are the j < end with sg[j] ≤ sg[i]
+		c, j := float32(0), 0
+		for i := range seen { // sg[i] never decreases with i either
+			for ; j < Tk && sg[j] <= sg[i]; j++ {
+				if real(j) {
+					c++
+				}
+			}
+			seen[i] = c
+		}
+	case sg != nil:
+		for i := range seen {
+			c := float32(0)
+			for j, s := range sg {
+				if s <= sg[i] && real(j) {
+					c++
+				}
+			}
+			seen[i] = c
+		}
+	default:
+		for i := range seen {
+			seen[i] = total
+		}
+	}
+	return total
+}
+
+// nonDecreasing reports whether x[i] ≤ x[i+1] for every i.
+func nonDecreasing(x []int32) bool {
+	for i := 1; i < len(x); i++ {
+		if x[i] < x[i-1] {
+			return false
+		}
+	}
+	return true
 }
 
 // blindDropped adds u·s_j·d to row j of dv (leading dimension ld) for
@@ -342,6 +538,66 @@ func blindDropped(dv, d []float32, u float32, T, ld int, dm dropMask, off int) {
 		row := dv[j*ld : j*ld+len(d)]
 		for c, x := range d {
 			row[c] += w * x
+		}
+	}
+}
+
+// flashForwardNaive is the reference twin of flashForward without
+// dropout: plain loops and float64 sums, each query's visible keys listed
+// one by one (fm and keyMask), a query that sees none uniform over all Tk
+// keys. probs [B, NH, Tq, Tk] gets the weights when not nil; lse
+// [B, NH, Tq] the log-sum-exp of the visible scaled scores (−∞ for none)
+// when not nil.
+func flashForwardNaive(out, probs []float32, lse []float64, q, k, v, keyMask []float32, fm flashMask, B, Tq, Tk, NH, HS int) {
+	C := NH * HS
+	scale := math.Sqrt(float64(HS))
+	w := make([]float64, Tk)
+	for b := 0; b < B; b++ {
+		for h := 0; h < NH; h++ {
+			for i := 0; i < Tq; i++ {
+				mx := math.Inf(-1)
+				for j := 0; j < Tk; j++ {
+					w[j] = math.Inf(-1)
+					if (keyMask != nil && keyMask[b*Tk+j] == 0) || (fm.causal && j > i+Tk-Tq) || (fm.seg != nil && fm.seg[b*Tk+j] > fm.seg[b*Tk+i]) {
+						continue
+					}
+					d := 0.0
+					for c := 0; c < HS; c++ {
+						d += float64(q[(b*Tq+i)*C+h*HS+c]) * float64(k[(b*Tk+j)*C+h*HS+c])
+					}
+					w[j] = d / scale
+					mx = math.Max(mx, w[j])
+				}
+				bhi := (b*NH+h)*Tq + i
+				sum := 0.0
+				for j := range w {
+					if math.IsInf(mx, -1) {
+						w[j] = 1
+					} else {
+						w[j] = math.Exp(w[j] - mx)
+					}
+					sum += w[j]
+				}
+				if lse != nil {
+					lse[bhi] = math.Inf(-1)
+					if !math.IsInf(mx, -1) {
+						lse[bhi] = mx + math.Log(sum)
+					}
+				}
+				for j := range w {
+					w[j] /= sum
+					if probs != nil {
+						probs[bhi*Tk+j] = float32(w[j])
+					}
+				}
+				for c := 0; c < HS; c++ {
+					acc := 0.0
+					for j := 0; j < Tk; j++ {
+						acc += w[j] * float64(v[(b*Tk+j)*C+h*HS+c])
+					}
+					out[(b*Tq+i)*C+h*HS+c] = float32(acc)
+				}
+			}
 		}
 	}
 }

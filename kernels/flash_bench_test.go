@@ -85,3 +85,33 @@ func cpuGflops(b *testing.B, flop, c0 float64) {
 		b.ReportMetric(flop*float64(b.N)/c/1e9, "GFLOP/cpu-s")
 	}
 }
+
+// BenchmarkFlashCrossAttention times the fused cross-attention against
+// CrossAttentionForward (inference) for a decoder's Tq queries over Tk
+// source keys (NH 4, HS 64: a base seq2seq model's heads); FLOPs count QKᵀ
+// and PV over all Tq·Tk pairs.
+func BenchmarkFlashCrossAttention(b *testing.B) {
+	r := testutil.Rand(67)
+	NH, HS := 4, 64
+	C := NH * HS
+	for _, sh := range [][3]int{{8, 40, 41}, {1, 512, 2048}, {1, 1024, 4096}} {
+		B, Tq, Tk := sh[0], sh[1], sh[2]
+		q, k, v := testutil.RandN(r, B*Tq*C, 1), testutil.RandN(r, B*Tk*C, 1), testutil.RandN(r, B*Tk*C, 1)
+		out := make([]float32, B*Tq*C)
+		flop := 4 * float64(B*NH*Tq*Tk*HS)
+		b.Run(fmt.Sprintf("%dx%dx%d/cross", B, Tq, Tk), func(b *testing.B) {
+			c0 := cpuSeconds()
+			for i := 0; i < b.N; i++ {
+				CrossAttentionForward(out, nil, q, k, v, nil, B, Tq, Tk, NH, HS)
+			}
+			cpuGflops(b, flop, c0)
+		})
+		b.Run(fmt.Sprintf("%dx%dx%d/flash", B, Tq, Tk), func(b *testing.B) {
+			c0 := cpuSeconds()
+			for i := 0; i < b.N; i++ {
+				FlashCrossAttentionForward(out, nil, q, k, v, nil, false, B, Tq, Tk, NH, HS)
+			}
+			cpuGflops(b, flop, c0)
+		})
+	}
+}

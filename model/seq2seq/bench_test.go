@@ -55,3 +55,38 @@ func BenchmarkBeam(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkForwardLong times an inference pass (no training: the
+// encoder's self-attention, the decoder's causal self-attention and
+// cross-attention) over one pair of long sequences, through the fused
+// attention kernels and through the saved-probability ones (fusedOff).
+func BenchmarkForwardLong(b *testing.B) {
+	m, _ := benchModel(b, 256, 3, 8000)
+	for _, n := range []int{512, 2048} {
+		src, tgt := make([]int32, n-1), make([]int32, n/2-1)
+		for j := range src {
+			src[j] = int32(3 + j*13%7997)
+		}
+		copy(tgt, src)
+		batch, err := NewBatch(m.Config, [][]int32{src}, [][]int32{tgt})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, off := range []bool{true, false} {
+			name := "fused"
+			if off {
+				name = "reference"
+			}
+			b.Run(fmt.Sprintf("S%d_T%d/%s", n, n/2, name), func(b *testing.B) {
+				defer func(v bool) { fusedOff = v }(fusedOff)
+				fusedOff = off
+				for b.Loop() {
+					if _, err := m.Forward(context.Background(), batch, Options{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N*(n+n/2))/b.Elapsed().Seconds(), "tokens/s")
+			})
+		}
+	}
+}

@@ -108,8 +108,8 @@ func (m *Model) Forward(ctx context.Context, b *Batch, opts Options) (*Pass, err
 		}
 		L, a := &m.Dec[l], &p.dec[l]
 		a.x1, a.x2, a.x3 = make([]float32, BT*C), make([]float32, BT*C), make([]float32, BT*C)
-		m.selfAttnForward(&a.self, a.x1, x, L.SelfNorm, L.QKV, L.SelfOut, p.rotT, nil, true, p.drop.Derive(siteDecSelf, uint64(l)), p.ds)
-		m.crossAttnForward(&a.cross, a.x2, a.x1, enc, b.SrcMask, L, p.drop.Derive(siteDecCross, uint64(l)), p.ds, b.S)
+		m.selfAttnForward(&a.self, a.x1, x, L.SelfNorm, L.QKV, L.SelfOut, p.rotT, nil, true, p.train, p.drop.Derive(siteDecSelf, uint64(l)), p.ds)
+		m.crossAttnForward(&a.cross, a.x2, a.x1, enc, b.SrcMask, L, p.train, p.drop.Derive(siteDecCross, uint64(l)), p.ds, b.S)
 		m.ffnForward(&a.ffn, a.x3, a.x2, L.FFNNorm, L.FC1, L.FC2, p.drop.Derive(siteDecFFN, uint64(l)), BT)
 		x = a.x3
 	}
@@ -139,7 +139,7 @@ func (m *Model) encodeForward(p *Pass) {
 	for l := range m.Enc {
 		L, a := &m.Enc[l], &p.enc[l]
 		a.x1, a.x2 = make([]float32, BS*C), make([]float32, BS*C)
-		m.selfAttnForward(&a.attn, a.x1, x, L.AttnNorm, L.QKV, L.Out, p.rotS, b.SrcMask, false, p.drop.Derive(siteEncAttn, uint64(l)), p.es)
+		m.selfAttnForward(&a.attn, a.x1, x, L.AttnNorm, L.QKV, L.Out, p.rotS, b.SrcMask, false, p.train, p.drop.Derive(siteEncAttn, uint64(l)), p.es)
 		m.ffnForward(&a.ffn, a.x2, a.x1, L.FFNNorm, L.FC1, L.FC2, p.drop.Derive(siteEncFFN, uint64(l)), BS)
 		x = a.x2
 	}

@@ -30,7 +30,8 @@ type selfAttnAct struct {
 	in      []float32 // x [BT, C] (not owned)
 	ln      normAct
 	q, k, v []float32 // [BT, C], q and k rotated
-	probs   []float32 // [B, NH, T, T]
+	probs   []float32 // [B, NH, T, T] in training, unless fused
+	lse     []float32 // [B, NH, T] in fused training
 	att     []float32 // [BT, C]
 	drop    kernels.Dropout
 }
@@ -44,7 +45,9 @@ type rotation struct{ sin, cos []float32 }
 //	out  [BT, C]  written
 //	x    [BT, C]
 //	mask [B, T] key mask or nil
-func (m *Model) selfAttnForward(a *selfAttnAct, out, x []float32, norm nn.LayerNorm, qkvL, outL nn.Linear, rot *rotation, mask []float32, causal bool, drop kernels.Dropout, d dims) {
+//
+// train keeps what selfAttnBackward needs (attend).
+func (m *Model) selfAttnForward(a *selfAttnAct, out, x []float32, norm nn.LayerNorm, qkvL, outL nn.Linear, rot *rotation, mask []float32, causal, train bool, drop kernels.Dropout, d dims) {
 	BT, C := d.BT(), d.C
 	a.in, a.drop = x, drop
 	a.ln = newNormAct(BT, C)
@@ -57,8 +60,7 @@ func (m *Model) selfAttnForward(a *selfAttnAct, out, x []float32, norm nn.LayerN
 		m.rot.Forward(a.q, rot.sin, rot.cos, d.B, d.T, d.NH)
 		m.rot.Forward(a.k, rot.sin, rot.cos, d.B, d.T, d.NH)
 	}
-	a.probs, a.att = make([]float32, d.B*d.NH*d.T*d.T), make([]float32, BT*C)
-	kernels.AttentionForward(a.att, a.probs, a.q, a.k, a.v, mask, causal, kernels.Dropout{}, d.B, d.T, d.NH, d.HS)
+	a.attend(mask, causal, train, d)
 	outL.Forward(out, a.att, BT)
 	kernels.DropoutForward(out, drop, BT*C)
 	kernels.AddForward(out, out, x, BT*C)
@@ -77,7 +79,7 @@ func (m *Model) selfAttnBackward(dx []float32, a *selfAttnAct, norm nn.LayerNorm
 	outL.Backward(datt, do, a.att, BT)
 	// att = Attn(q, k, v)
 	dq, dk, dv := make([]float32, BT*C), make([]float32, BT*C), make([]float32, BT*C)
-	kernels.AttentionBackward(dq, dk, dv, datt, a.q, a.k, a.v, a.probs, mask, causal, kernels.Dropout{}, d.B, d.T, d.NH, d.HS)
+	a.attendBackward(dq, dk, dv, datt, mask, causal, d)
 	// q = rot(q₀), k = rot(k₀)
 	if m.rot != nil {
 		m.rot.Backward(dq, rot.sin, rot.cos, d.B, d.T, d.NH)
@@ -99,7 +101,8 @@ type crossAttnAct struct {
 	ln     normAct
 	q      []float32 // [BT, C]
 	kc, vc []float32 // [B, S, C]
-	probs  []float32 // [B, NH, T, S]
+	probs  []float32 // [B, NH, T, S] in training, unless fused
+	lse    []float32 // [B, NH, T] in fused training
 	att    []float32 // [BT, C]
 	drop   kernels.Dropout
 }
@@ -110,7 +113,9 @@ type crossAttnAct struct {
 //	x       [B, T, C]
 //	enc     [B, S, C]  the encoder's output
 //	srcMask [B, S]
-func (m *Model) crossAttnForward(a *crossAttnAct, out, x, enc, srcMask []float32, l *DecoderLayer, drop kernels.Dropout, d dims, S int) {
+//
+// train keeps what crossAttnBackward needs (attend).
+func (m *Model) crossAttnForward(a *crossAttnAct, out, x, enc, srcMask []float32, l *DecoderLayer, train bool, drop kernels.Dropout, d dims, S int) {
 	BT, C := d.BT(), d.C
 	a.in, a.drop = x, drop
 	a.ln = newNormAct(BT, C)
@@ -118,8 +123,7 @@ func (m *Model) crossAttnForward(a *crossAttnAct, out, x, enc, srcMask []float32
 	a.q = make([]float32, BT*C)
 	l.Q.Forward(a.q, a.ln.out, BT)
 	a.kc, a.vc = m.crossKV(l, enc, d.B*S)
-	a.probs, a.att = make([]float32, d.B*d.NH*d.T*S), make([]float32, BT*C)
-	kernels.CrossAttentionForward(a.att, a.probs, a.q, a.kc, a.vc, srcMask, d.B, d.T, S, d.NH, d.HS)
+	a.attend(srcMask, train, d, S)
 	l.CrossOut.Forward(out, a.att, BT)
 	kernels.DropoutForward(out, drop, BT*C)
 	kernels.AddForward(out, out, x, BT*C)
@@ -149,7 +153,7 @@ func (m *Model) crossAttnBackward(dx, denc []float32, a *crossAttnAct, enc, srcM
 	datt := make([]float32, BT*C)
 	l.CrossOut.Backward(datt, do, a.att, BT)
 	dq, dkc, dvc := make([]float32, BT*C), make([]float32, d.B*S*C), make([]float32, d.B*S*C)
-	kernels.CrossAttentionBackward(dq, dkc, dvc, datt, a.q, a.kc, a.vc, a.probs, srcMask, d.B, d.T, S, d.NH, d.HS)
+	a.attendBackward(dq, dkc, dvc, datt, srcMask, d, S)
 	// kv = enc·KVᵀ + b, kc and vc its column halves
 	BS := d.B * S
 	dkv := make([]float32, BS*2*C)
