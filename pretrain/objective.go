@@ -104,6 +104,9 @@ func prepareLM(opts Options, say func(string, ...any)) (*Job, error) {
 	}
 	say("data: %d rows of at most %d tokens, %d tokens (%d rows for training, %d held out)", len(seqs), T, tokens, len(trainSeqs), len(evalSeqs))
 	m, err := lmModelFor(opts, tok.VocabSize(), say)
+	if err == nil {
+		err = setPrecision(m, opts.Train.Precision, say)
+	}
 	if err != nil {
 		return nil, err
 	}

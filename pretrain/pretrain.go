@@ -166,6 +166,9 @@ func Prepare(opts Options, progress io.Writer) (*Job, error) {
 		return nil, err
 	}
 	m.Init(opts.Train.Seed)
+	if err := setPrecision(m, opts.Train.Precision, say); err != nil {
+		return nil, err
+	}
 	say("model: %d layers, hidden %d, %d heads, intermediate %d, vocabulary %d: %.2fM parameters", cfg.NumHiddenLayers, cfg.HiddenSize, cfg.NumAttentionHeads, cfg.IntermediateSize, cfg.VocabSize, float64(m.NumParams())/1e6)
 	j := &Job{Options: opts, Tokenizer: tok, Model: m, Tokens: packed.Tokens}
 	j.Loop = Loop{
@@ -175,6 +178,18 @@ func Prepare(opts Options, progress io.Writer) (*Job, error) {
 		SaveExtra: tok.Save,
 	}
 	return j, nil
+}
+
+// setPrecision sets the model's training precision (TrainOptions.Precision)
+// and says so when it is not float32.
+func setPrecision(m *roformer.Model, p string, say func(string, ...any)) error {
+	if err := m.SetTrainingPrecision(roformer.Precision(p)); err != nil {
+		return fmt.Errorf("pretrain: --precision %s: %w", p, err)
+	}
+	if m.TrainingPrecision() == roformer.PrecisionBF16 {
+		say("precision: bf16 products (operands rounded to bfloat16, float32 accumulation), float32 weights, gradients and optimizer state")
+	}
+	return nil
 }
 
 func loadVocab(opts Options, docs []data.Document, say func(string, ...any)) (*tokenizer.Tokenizer, error) {

@@ -36,6 +36,11 @@ type TrainOptions struct {
 	// WorldSize is the number of data-parallel ranks (Loop.Group); the loop
 	// sets it, and Resume compares it with the job's group.
 	WorldSize int `json:"world_size,omitempty"`
+	// Precision is the number format of the linear layers' products:
+	// "" or "fp32", or "bf16" for mixed precision (float32 weights,
+	// gradients and optimizer state; see roformer.Model.SetTrainingPrecision).
+	// A resumed run keeps it.
+	Precision string `json:"precision,omitempty"`
 }
 
 // DefaultOptions returns the recommended options for a small pre-training
@@ -91,6 +96,8 @@ func (o TrainOptions) Validate() error {
 		return fmt.Errorf("pretrain: no output folder")
 	case !(o.MaskProb > 0 && o.MaskProb <= 1):
 		return fmt.Errorf("pretrain: mask probability %g must lie in (0, 1]", o.MaskProb)
+	case o.Precision != "" && o.Precision != "fp32" && o.Precision != "bf16":
+		return fmt.Errorf("pretrain: precision %q: training runs in fp32 or bf16", o.Precision)
 	}
 	k, err := optim.ParseSchedule(o.Schedule)
 	if err != nil {
