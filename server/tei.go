@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/roformer-go/roformer/model/roformer"
+	"github.com/roformer-go/roformer/pipeline"
 	"github.com/roformer-go/roformer/tokenizer"
 )
 
@@ -425,12 +426,13 @@ func (s *Server) teiSimilarity(w http.ResponseWriter, r *http.Request) {
 type TEITokenizeRequest struct {
 	Inputs           json.RawMessage `json:"inputs"`                       // a string or an array of strings
 	AddSpecialTokens *bool           `json:"add_special_tokens,omitempty"` // default true
-	PromptName       *string         `json:"prompt_name,omitempty"`        // ignored: the tokens are of the text as sent (no prompt, no lowercasing), so that the offsets refer to it
+	PromptName       *string         `json:"prompt_name,omitempty"`        // one of a sentence-transformers folder's prompts, put before each input (default: the server's, as /embed)
 }
 
 // TEIToken is one token of /tokenize's answer. Start and Stop are byte
-// offsets into the input (Text is input[start:stop]); null for the added
-// special tokens, whose Text is the token.
+// offsets into the prompt followed by the input, as TEI gives them (Text is
+// (prompt + input)[start:stop]); null for the added special tokens, whose
+// Text is the token.
 type TEIToken struct {
 	ID      int    `json:"id"`
 	Text    string `json:"text"`
@@ -439,7 +441,11 @@ type TEIToken struct {
 	Stop    *int   `json:"stop"`
 }
 
-// teiTokenize answers POST /tokenize with a list of tokens per input.
+// teiTokenize answers POST /tokenize with a list of tokens per input. As
+// TEI's, it tokenizes the prompt (prompt_name, else the server's default, as
+// /embed resolves it; an unknown name is a 422) followed by the input, as
+// sent otherwise (not trimmed or lowercased), and the prompt's tokens are in
+// the answer.
 func (s *Server) teiTokenize(w http.ResponseWriter, r *http.Request) {
 	var req TEITokenizeRequest
 	if e := s.decodeCompat(w, r, &req); e != nil {
@@ -458,10 +464,17 @@ func (s *Server) teiTokenize(w http.ResponseWriter, r *http.Request) {
 		writeTEIError(w, e)
 		return
 	}
+	eo, e := s.vectorOptions(pipeline.PoolDefault, req.PromptName)
+	if e != nil {
+		writeTEIError(w, e)
+		return
+	}
+	prompt := eo.PromptText()
 	opts := tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone, NoSpecialTokens: req.AddSpecialTokens != nil && !*req.AddSpecialTokens}
 	out := make([][]TEIToken, len(in))
 	tokens := 0
 	for i, text := range in {
+		text = prompt + text
 		enc, err := s.tok.Encode(text, opts)
 		if err != nil {
 			writeTEIError(w, errorf(http.StatusUnprocessableEntity, "Tokenizer", "inputs", "input %d: %v", i, err))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -383,9 +384,70 @@ func TestTEISimilarity(t *testing.T) {
 	}
 }
 
+// POST /tokenize with a sentence-transformers folder tokenizes the prompt
+// followed by the input, as TEI does: prompt_name's, else the server's
+// default (the folder's default_prompt_name here, as /embed takes it); the
+// offsets point into prompt + input. An unknown name is a 422 that names it
+// and lists the folder's prompts.
+func TestTEITokenizePrompt(t *testing.T) {
+	s, err := Load(filepath.Join("..", "sentence", "testdata", "st", "prompts"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const input = "The whales"
+	for _, c := range []struct {
+		field, prompt string // the request's prompt_name field; the prompt's text (the fixture's)
+	}{
+		{`, "prompt_name": "passage"`, "passage: "},
+		{`, "prompt_name": "query"`, "query: "},
+		{``, "query: "}, // the folder's default_prompt_name
+	} {
+		var toks [][]TEIToken
+		if code, kind := teiCall(t, s, "/tokenize", `{"inputs": ["`+input+`"]`+c.field+`}`, &toks); code != 200 || len(toks) != 1 {
+			t.Fatalf("%s: %d %s %+v", c.field, code, kind, toks)
+		}
+		full := c.prompt + input
+		want, err := s.tok.Encode(full, tokenizer.EncodeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone, err := s.tok.Encode(input, tokenizer.EncodeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := toks[0]
+		if len(got) != len(want.IDs) || len(got) <= len(alone.IDs) {
+			t.Fatalf("%s: %d tokens, want %d (the input alone has %d)", c.field, len(got), len(want.IDs), len(alone.IDs))
+		}
+		// The first token after [CLS] is the prompt's first word, at 0.
+		if first := got[1]; first.Special || first.Start == nil || *first.Start != 0 || first.Text != strings.Fields(c.prompt)[0][:len(first.Text)] {
+			t.Errorf("%s: the token after [CLS] is %+v, want the prompt's start", c.field, first)
+		}
+		for k, tk := range got {
+			if tk.ID != want.IDs[k] || tk.Special != (want.SpecialTokensMask[k] == 1) {
+				t.Errorf("%s: token %d is %+v, want id %d", c.field, k, tk, want.IDs[k])
+			}
+			if !tk.Special && (tk.Start == nil || tk.Stop == nil || *tk.Stop > len(full) || tk.Text != full[*tk.Start:*tk.Stop]) {
+				t.Errorf("%s: token %d %+v: its offsets are not those of its text in %q", c.field, k, tk, full)
+			}
+		}
+		// The input's own tokens end the answer at their offsets shifted by
+		// the prompt's bytes.
+		last, lastAlone := got[len(got)-2], alone.Offsets[len(alone.IDs)-2]
+		if *last.Stop != len(c.prompt)+lastAlone[1] {
+			t.Errorf("%s: the last token stops at %d, want %d", c.field, *last.Stop, len(c.prompt)+lastAlone[1])
+		}
+	}
+	code, _, body := post(t, s, "/tokenize", `{"inputs": "hello", "prompt_name": "doc"}`)
+	if code != 422 || !strings.Contains(string(body), `\"doc\"`) || !strings.Contains(string(body), "passage, query") {
+		t.Errorf("unknown prompt name: %d %s", code, body)
+	}
+}
+
 func TestTEITokenizeDecode(t *testing.T) {
 	s, _, _ := newServer(t, roformer.HeadBase, nil, Options{MaxInputs: 2})
-	code, _, body := post(t, s, "/tokenize", `{"inputs": "The whales", "prompt_name": "query"}`)
+	code, _, body := post(t, s, "/tokenize", `{"inputs": "The whales"}`)
 	want := `[[{"id":2,"text":"[CLS]","special":true,"start":null,"stop":null},{"id":5,"text":"The","special":false,"start":0,"stop":3},` +
 		`{"id":6,"text":"whale","special":false,"start":4,"stop":9},{"id":11,"text":"s","special":false,"start":9,"stop":10},` +
 		`{"id":3,"text":"[SEP]","special":true,"start":null,"stop":null}]]`
@@ -405,6 +467,7 @@ func TestTEITokenizeDecode(t *testing.T) {
 		{"/tokenize", `{"inputs": []}`, 400, "Empty"},
 		{"/tokenize", `{"inputs": ["a", "b", "c"]}`, 413, "Validation"},
 		{"/tokenize", `{"inputs": 5}`, 422, "Validation"},
+		{"/tokenize", `{"inputs": "a", "prompt_name": "query"}`, 422, "Validation"}, // a plain folder has no prompts
 		{"/decode", `{"ids": [2, 99]}`, 422, "Tokenizer"},
 		{"/decode", `{"ids": [[2], [2], [2]]}`, 413, "Validation"},
 		{"/decode", `{"ids": "the"}`, 422, "Validation"},
