@@ -187,39 +187,20 @@ func (w *qaWindow) context(cls int) []bool {
 // parts of room = MaxSeqLen − len(q) − 3 tokens starting every room −
 // stride tokens, the last one reaching the context's end.
 func qaWindows(tok *tokenizer.Tokenizer, question, context string, o QuestionAnsweringOptions) (*tokenizer.Encoding, []qaWindow, error) {
-	q, err := tok.Encode(question, tokenizer.EncodeOptions{NoSpecialTokens: true, Truncation: tokenizer.TruncateNone})
+	qIDs, c, err := qaTokens(tok, question, context, o)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := tok.Encode(context, tokenizer.EncodeOptions{NoSpecialTokens: true, Truncation: tokenizer.TruncateNone})
-	if err != nil {
-		return nil, nil, err
-	}
-	qIDs := q.IDs[:min(len(q.IDs), o.MaxQuestionLen)]
 	n := len(c.IDs)
-	room := o.MaxSeqLen - len(qIDs) - 3
-	var parts [][2]int
-	if n <= room {
-		parts = [][2]int{{0, n}}
-	} else {
-		if room <= 0 {
-			return nil, nil, fmt.Errorf("%w: a question of %d tokens leaves no room for the context in max_seq_len %d", ErrInput, len(qIDs), o.MaxSeqLen)
-		}
-		if o.DocStride >= room {
-			return nil, nil, fmt.Errorf("%w: doc_stride %d must be less than the %d context tokens a window holds (max_seq_len %d − %d question tokens − 3)", ErrInput, o.DocStride, room, o.MaxSeqLen, len(qIDs))
-		}
-		for lo := 0; ; lo += room - o.DocStride {
-			hi := min(lo+room, n)
-			parts = append(parts, [2]int{lo, hi})
-			if hi == n {
-				break
-			}
-		}
+	count, room, err := qaWindowCount(n, len(qIDs), o)
+	if err != nil {
+		return nil, nil, err
 	}
-	windows := make([]qaWindow, len(parts))
-	for k, p := range parts {
-		w := qaWindow{ctx0: len(qIDs) + 2, lo: p[0], hi: p[1]}
-		w.ids = append(append(append(append([]int{tok.ClsID()}, qIDs...), tok.SepID()), c.IDs[p[0]:p[1]]...), tok.SepID())
+	windows := make([]qaWindow, count)
+	for k := range windows {
+		lo := k * (room - o.DocStride) // k = 0 alone when the context fits
+		w := qaWindow{ctx0: len(qIDs) + 2, lo: lo, hi: min(lo+room, n)}
+		w.ids = append(append(append(append([]int{tok.ClsID()}, qIDs...), tok.SepID()), c.IDs[w.lo:w.hi]...), tok.SepID())
 		w.types = make([]int, len(w.ids))
 		for i := w.ctx0; i < len(w.ids); i++ {
 			w.types[i] = 1

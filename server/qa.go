@@ -9,7 +9,6 @@ import (
 
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/pipeline"
-	"github.com/roformer-go/roformer/tokenizer"
 )
 
 // QuestionAnsweringRequest is the body of POST /v1/question-answering (or
@@ -28,41 +27,6 @@ type QuestionAnsweringRequest struct {
 	// 384, at most the tokenizer's model_max_length and --max-length.
 	MaxSeqLen      int `json:"max_seq_len"`
 	MaxQuestionLen int `json:"max_question_len"` // 0 or absent: 64
-}
-
-// qaWindows is the number of windows pipeline.QuestionAnswering runs for
-// q with o (its question cut to MaxQuestionLen, windows of MaxSeqLen
-// tokens that overlap by DocStride), counted from the tokens alone, or the
-// pipeline's error for options it refuses.
-func (s *Server) qaWindows(q QuestionAnsweringRequest, o pipeline.QuestionAnsweringOptions) (int, error) {
-	qe, err := s.tok.Encode(q.Question, tokenizer.EncodeOptions{NoSpecialTokens: true, Truncation: tokenizer.TruncateNone})
-	if err != nil {
-		return 0, err
-	}
-	ce, err := s.tok.Encode(q.Context, tokenizer.EncodeOptions{NoSpecialTokens: true, Truncation: tokenizer.TruncateNone})
-	if err != nil {
-		return 0, err
-	}
-	qmax := o.MaxQuestionLen
-	if qmax == 0 {
-		qmax = 64
-	}
-	stride := o.DocStride
-	switch stride {
-	case 0:
-		stride = min(o.MaxSeqLen/2, 128)
-	case -1:
-		stride = 0
-	}
-	n, room := len(ce.IDs), o.MaxSeqLen-min(len(qe.IDs), qmax)-3
-	if n <= room {
-		return 1, nil
-	}
-	if room <= 0 || stride >= room {
-		return 1, nil // the pipeline refuses it with its own message
-	}
-	step := room - stride
-	return 1 + (n-room+step-1)/step, nil
 }
 
 // questionAnswerer says whether /v1/question-answering answers.
@@ -173,10 +137,7 @@ func (s *Server) qaOptions(reqs []QuestionAnsweringRequest) ([]pipeline.Question
 		o := pipeline.QuestionAnsweringOptions{TopK: q.TopK, MaxAnswerLen: q.MaxAnswerLen, MaxSeqLen: q.MaxSeqLen,
 			MaxQuestionLen: q.MaxQuestionLen, HandleImpossibleAnswer: q.HandleImpossibleAnswer}
 		if o.MaxSeqLen == 0 {
-			o.MaxSeqLen = min(384, s.opts.MaxLength)
-			if n := s.tok.Config().ModelMaxLength; n > 0 {
-				o.MaxSeqLen = min(o.MaxSeqLen, n)
-			}
+			o.MaxSeqLen = min(pipeline.QADefaultMaxSeqLen(s.tok), s.opts.MaxLength)
 		}
 		if q.DocStride != nil {
 			o.DocStride = *q.DocStride
@@ -196,8 +157,10 @@ func (s *Server) qaOptions(reqs []QuestionAnsweringRequest) ([]pipeline.Question
 func (s *Server) checkQAWindows(reqs []QuestionAnsweringRequest, opts []pipeline.QuestionAnsweringOptions) *apiError {
 	tokens := 0
 	for i, q := range reqs {
-		n, err := s.qaWindows(q, opts[i])
-		if err != nil {
+		n, err := pipeline.QAWindowCount(s.tok, q.Question, q.Context, opts[i])
+		if errors.Is(err, pipeline.ErrInput) {
+			return errorf(http.StatusUnprocessableEntity, "Validation", "", "input %d: %v", i, err)
+		} else if err != nil {
 			return errorf(http.StatusUnprocessableEntity, "Tokenizer", "", "input %d: %v", i, err)
 		}
 		if tokens += n * opts[i].MaxSeqLen; tokens > s.maxAnswerTokens() {

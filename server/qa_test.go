@@ -2,8 +2,11 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/roformer-go/roformer/model/roformer"
@@ -79,5 +82,39 @@ func TestQuestionAnsweringRoute(t *testing.T) {
 	}
 	if slices.Contains(emb.Info().Endpoints, "POST /v1/question-answering") {
 		t.Error("a masked-LM model lists /v1/question-answering")
+	}
+}
+
+// The route bounds the windows that pipeline.QuestionAnswering makes, by
+// the pipeline's own count and defaults: max_seq_len absent is the
+// pipeline's, at most --max-length, and doc_stride absent is its default.
+func TestQuestionAnsweringWindowBound(t *testing.T) {
+	const inputs, length = 16, 24
+	s, _, tok := newServer(t, roformer.HeadQA, nil, Options{MaxInputs: inputs, MaxLength: length})
+	ctx := strings.Repeat("the sea a ship . ", 20)
+	counts := map[bool]int{}
+	for _, stride := range []int{-1, 0, 1, 11, 15, 17} { // -1: absent
+		o := pipeline.QuestionAnsweringOptions{MaxSeqLen: min(pipeline.QADefaultMaxSeqLen(tok), length)}
+		body := `{"question": "the whale", "context": "` + ctx + `"`
+		if stride >= 0 {
+			body += `, "doc_stride": ` + strconv.Itoa(stride)
+			o.DocStride = stride
+			if stride == 0 {
+				o.DocStride = -1 // HF's doc_stride=0
+			}
+		}
+		_, ws, err := pipeline.QAWindows(tok, "the whale", ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, _, b := send(t, s, "POST", "/v1/question-answering", body+"}", map[string]string{"Content-Type": "application/json"})
+		over := len(ws)*o.MaxSeqLen > inputs*length
+		counts[over]++
+		if !over && code != 200 || over && (code != 413 || !strings.Contains(b, fmt.Sprintf("%d windows of up to %d tokens", len(ws), o.MaxSeqLen))) {
+			t.Errorf("doc_stride %d: %d windows of %d tokens, limit %d: %d %s", stride, len(ws), o.MaxSeqLen, inputs*length, code, b)
+		}
+	}
+	if counts[true] == 0 || counts[false] == 0 {
+		t.Errorf("%d requests over the limit, %d under: the test misses one kind", counts[true], counts[false])
 	}
 }
