@@ -227,8 +227,8 @@ func (o *benchOptions) check() (roformer.Head, roformer.Precision, error) {
 	if err != nil {
 		return "", "", err
 	}
-	if prec != roformer.PrecisionFP32 && o.mode == "train" {
-		return "", "", usagef("--precision %s is for inference; training runs in fp32", prec)
+	if prec == roformer.PrecisionInt8 && o.mode == "train" {
+		return "", "", usagef("--precision int8 is for inference; training runs in fp32 or bf16")
 	}
 	if !(o.peakGFLOPS >= 0) || math.IsInf(o.peakGFLOPS, 0) {
 		return "", "", usagef("--peak-gflops %v must be a finite number ≥ 0", o.peakGFLOPS)
@@ -264,6 +264,8 @@ func benchModel(o benchOptions, head roformer.Head, prec roformer.Precision) (*r
 		if err := m.SetPrecision(prec); err != nil {
 			return nil, "", err
 		}
+	} else if err := m.SetTrainingPrecision(prec); err != nil {
+		return nil, "", err
 	}
 	return m, size, nil
 }

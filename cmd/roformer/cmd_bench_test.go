@@ -368,3 +368,16 @@ func TestDecodeFLOPs(t *testing.T) {
 		t.Errorf("decodeFLOPs = %.0f, want %.0f", got, want)
 	}
 }
+
+// --mode train --precision bf16 times mixed-precision training steps
+// (where the processor has bfloat16 products) and records the precision.
+func TestBenchTrainBF16(t *testing.T) {
+	if err := blas.BF16Supported(); err != nil {
+		t.Skip(err)
+	}
+	r, _ := benchJSON(t, "--size", "tiny", "--batch", "2", "--seq", "8", "--steps", "1", "--warmup", "0",
+		"--threads", "2", "--json", "--quiet", "--mode", "train", "--precision", "bf16", "--peak-gflops", "100")
+	if r.Precision != "bf16" || r.Loss == nil || !(*r.Loss > 7 && *r.Loss < 11) {
+		t.Errorf("precision %q, loss %v; want bf16 and about ln(8000) = 8.99", r.Precision, r.Loss)
+	}
+}
