@@ -41,7 +41,9 @@ func (m *Model) attentionForward(s *State, l int, la *layerActs) {
 		return
 	}
 	if s.unilm != nil {
-		// RoFormer-Sim with token type 1: the UniLM mask (passMask)
+		// RoFormer-Sim with token type 1: the UniLM mask (passMask), for
+		// the passes fusedAttention leaves (training below fusedTrainMinT,
+		// or one that returns the attentions)
 		unilmAttention(la.ctx, la.probs, la.q, la.k, la.v, s.keyMask, s.unilm, B, T, NH, HS)
 		return
 	}

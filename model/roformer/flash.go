@@ -13,9 +13,10 @@ var fusedTrainMinT = 1024
 // fusedAttention runs one layer's softmax self-attention through
 // kernels.FlashAttentionForward when that kernel computes it: absolute or
 // rotary positions (relative ones have their own kernel), the padding and
-// causal masks (not the UniLM mask of RoFormer-Sim with token type 1),
-// training's dropout on the probabilities (the same masks as
-// kernels.AttentionForward's), and no pass that returns them
+// causal masks and the UniLM mask of RoFormer-Sim with token type 1 (from
+// s.unilm, tile by tile, as kernels.FlashSegmentAttentionForward; without
+// dropout, as unilmAttention), training's dropout on the probabilities (the
+// same masks as kernels.AttentionForward's), and no pass that returns them
 // (OutputAttentions). It then keeps no [B, NH, T, T] probabilities: a
 // training state keeps la.lse [B, NH, T] for fusedAttentionBackward, so
 // memory grows linearly in T. Otherwise it reports false, having given a
@@ -29,7 +30,7 @@ func (m *Model) fusedAttention(s *State, l int, la *layerActs) bool {
 	cfg := &m.Config
 	B, T, NH := s.B, s.T, cfg.NumAttentionHeads
 	drop := s.dropAt(l, siteAttnProbs, cfg.AttentionProbsDropoutProb)
-	if cfg.PosEnc() == PosRelative || s.unilm != nil || (s.train && (s.wantProbs || T < fusedTrainMinT)) {
+	if cfg.PosEnc() == PosRelative || (s.train && (s.wantProbs || T < fusedTrainMinT)) {
 		if s.train && la.probs == nil {
 			la.probs = make([]float32, B*NH*T*T)
 		}
@@ -42,6 +43,12 @@ func (m *Model) fusedAttention(s *State, l int, la *layerActs) bool {
 		}
 		la.probs = nil
 	}
+	if s.unilm != nil {
+		// ctx = softmax(q·kᵀ/√HS + mask)·v, key j hidden from query i
+		// where unilm[j] > unilm[i]
+		kernels.FlashSegmentAttentionForward(la.ctx, la.lse, la.q, la.k, la.v, s.keyMask, s.unilm, kernels.Dropout{}, B, T, NH, cfg.HeadSize())
+		return true
+	}
 	// ctx = softmax(q·kᵀ/√HS + mask)·v, tile by tile
 	kernels.FlashAttentionForward(la.ctx, la.lse, la.q, la.k, la.v, s.keyMask, s.causal, drop, B, T, NH, cfg.HeadSize())
 	return true
@@ -49,8 +56,12 @@ func (m *Model) fusedAttention(s *State, l int, la *layerActs) bool {
 
 // fusedAttentionBackward differentiates a layer whose forward pass took
 // fusedAttention (la.lse set), from la.ctx and la.lse; drop is the forward
-// pass's dropout on the probabilities.
+// pass's dropout on the probabilities (none under the UniLM mask).
 func (m *Model) fusedAttentionBackward(s *State, la *layerActs, g *gradBuffers, drop kernels.Dropout) {
 	cfg := &m.Config
+	if s.unilm != nil {
+		kernels.FlashSegmentAttentionBackward(g.dq, g.dk, g.dv, g.dcx, la.q, la.k, la.v, la.ctx, la.lse, s.keyMask, s.unilm, drop, s.B, s.T, cfg.NumAttentionHeads, cfg.HeadSize())
+		return
+	}
 	kernels.FlashAttentionBackward(g.dq, g.dk, g.dv, g.dcx, la.q, la.k, la.v, la.ctx, la.lse, s.keyMask, s.causal, drop, s.B, s.T, cfg.NumAttentionHeads, cfg.HeadSize())
 }
