@@ -128,76 +128,95 @@ func resize(b []float32, n int) []float32 {
 // token's logits [R, V]: the decoder of Forward for that position, with the
 // earlier positions read from the cache.
 func (m *Model) Step(st *State, tokens []int32) ([]float32, error) {
+	if len(tokens) != len(st.rows) {
+		return nil, fmt.Errorf("seq2seq: %d tokens for %d decoder rows", len(tokens), len(st.rows))
+	}
+	return m.feed(st, tokens, 1)
+}
+
+// feed feeds L tokens per row (tokens [R, L]) at positions st.Len() …
+// st.Len()+L−1 and returns the logits [R, V] after the last: the decoder
+// of Forward for those positions, the earlier ones read from the cache.
+// Its attention is the fused kernel's (kernels.FlashCrossAttentionForward):
+// the L new queries of a row over its cached and new keys under the causal
+// mask aligned to the last key, and over its source's keys.
+func (m *Model) feed(st *State, tokens []int32, L int) ([]float32, error) {
 	c := m.Config
 	R, C, NH, HS, S := len(st.rows), c.DModel, c.Heads, c.HeadSize(), st.enc.S
-	if len(tokens) != R {
-		return nil, fmt.Errorf("seq2seq: %d tokens for %d decoder rows", len(tokens), R)
+	if L < 1 || len(tokens) != R*L {
+		return nil, fmt.Errorf("seq2seq: %d tokens for %d decoder rows of %d", len(tokens), R, L)
 	}
 	if err := checkIDs(c, "decoder input", 0, tokens); err != nil {
 		return nil, err
 	}
-	if st.n == st.cap {
-		st.grow(m, 2*st.cap)
+	if st.n+L > st.cap {
+		st.grow(m, max(2*st.cap, st.n+L))
 	}
-	t, eps := st.n, float32(c.LayerNormEps)
-	// x = √C·E[token] (+ PE(t))
-	x := make([]float32, R*C)
-	kernels.EmbeddingForward(x, tokens, nil, m.Embed.Data, nil, R, C)
+	t, eps, RL := st.n, float32(c.LayerNormEps), R*L
+	// x = √C·E[token] (+ PE(t … t+L−1))
+	x := make([]float32, RL*C)
+	kernels.EmbeddingForward(x, tokens, nil, m.Embed.Data, nil, RL, C)
 	sc := float32(math.Sqrt(float64(C)))
 	var pe []float32
 	if m.rot == nil {
-		pe = make([]float32, C)
-		sinusoid(pe, t, 1, C)
+		pe = make([]float32, L*C)
+		sinusoid(pe, t, L, C)
 	}
 	for i := range x {
 		x[i] *= sc
 		if pe != nil {
-			x[i] += pe[i%C]
+			x[i] += pe[i%(L*C)]
 		}
 	}
-	rot := m.rotation(t, 1)
-	ln, att, o := make([]float32, R*C), make([]float32, R*C), make([]float32, R*C)
-	qkv, q, k, v := make([]float32, R*3*C), make([]float32, R*C), make([]float32, R*C), make([]float32, R*C)
-	h := make([]float32, R*c.FFN)
+	rot := m.rotation(t, L)
+	ln, att, o := make([]float32, RL*C), make([]float32, RL*C), make([]float32, RL*C)
+	qkv, q, k, v := make([]float32, RL*3*C), make([]float32, RL*C), make([]float32, RL*C), make([]float32, RL*C)
+	h := make([]float32, RL*c.FFN)
 	for l := range m.Dec {
-		L := &m.Dec[l]
-		// Self-attention over the cache and this token.
-		L.SelfNorm.Forward(ln, nil, nil, x, eps, R, C)
-		L.QKV.Forward(qkv, ln, R)
-		kernels.SplitQKV(q, k, v, qkv, R, C)
+		L0 := &m.Dec[l]
+		// Self-attention over the cache and these tokens.
+		L0.SelfNorm.Forward(ln, nil, nil, x, eps, RL, C)
+		L0.QKV.Forward(qkv, ln, RL)
+		kernels.SplitQKV(q, k, v, qkv, RL, C)
 		if rot != nil {
-			for i := 0; i < R; i++ {
-				m.rot.Forward(q[i*C:i*C+C], rot.sin, rot.cos, 1, 1, NH)
-				m.rot.Forward(k[i*C:i*C+C], rot.sin, rot.cos, 1, 1, NH)
-			}
+			m.rot.Forward(q, rot.sin, rot.cos, R, L, NH)
+			m.rot.Forward(k, rot.sin, rot.cos, R, L, NH)
 		}
 		for i := 0; i < R; i++ {
 			ck, cv := st.k[l][i*st.cap*C:], st.v[l][i*st.cap*C:]
-			copy(ck[t*C:t*C+C], k[i*C:i*C+C])
-			copy(cv[t*C:t*C+C], v[i*C:i*C+C])
-			kernels.CrossAttentionForward(att[i*C:i*C+C], nil, q[i*C:i*C+C], ck[:(t+1)*C], cv[:(t+1)*C], nil, 1, 1, t+1, NH, HS)
+			copy(ck[t*C:(t+L)*C], k[i*L*C:(i+1)*L*C])
+			copy(cv[t*C:(t+L)*C], v[i*L*C:(i+1)*L*C])
+			kernels.FlashCrossAttentionForward(att[i*L*C:(i+1)*L*C], nil, q[i*L*C:(i+1)*L*C], ck[:(t+L)*C], cv[:(t+L)*C], nil, true, 1, L, t+L, NH, HS)
 		}
-		L.SelfOut.Forward(o, att, R)
-		kernels.AddForward(x, x, o, R*C)
+		L0.SelfOut.Forward(o, att, RL)
+		kernels.AddForward(x, x, o, RL*C)
 		// Cross-attention over the row's source.
-		L.CrossNorm.Forward(ln, nil, nil, x, eps, R, C)
-		L.Q.Forward(q, ln, R)
+		L0.CrossNorm.Forward(ln, nil, nil, x, eps, RL, C)
+		L0.Q.Forward(q, ln, RL)
 		for i, r := range st.rows {
-			kernels.CrossAttentionForward(att[i*C:i*C+C], nil, q[i*C:i*C+C], st.enc.K[l][r*S*C:(r+1)*S*C], st.enc.V[l][r*S*C:(r+1)*S*C], st.enc.Mask[r*S:(r+1)*S], 1, 1, S, NH, HS)
+			kernels.FlashCrossAttentionForward(att[i*L*C:(i+1)*L*C], nil, q[i*L*C:(i+1)*L*C], st.enc.K[l][r*S*C:(r+1)*S*C], st.enc.V[l][r*S*C:(r+1)*S*C], st.enc.Mask[r*S:(r+1)*S], false, 1, L, S, NH, HS)
 		}
-		L.CrossOut.Forward(o, att, R)
-		kernels.AddForward(x, x, o, R*C)
+		L0.CrossOut.Forward(o, att, RL)
+		kernels.AddForward(x, x, o, RL*C)
 		// Feed-forward.
-		L.FFNNorm.Forward(ln, nil, nil, x, eps, R, C)
-		L.FC1.Forward(h, ln, R)
-		kernels.ActivationForward(h, h, m.act, R*c.FFN)
-		L.FC2.Forward(o, h, R)
-		kernels.AddForward(x, x, o, R*C)
+		L0.FFNNorm.Forward(ln, nil, nil, x, eps, RL, C)
+		L0.FC1.Forward(h, ln, RL)
+		kernels.ActivationForward(h, h, m.act, RL*c.FFN)
+		L0.FC2.Forward(o, h, RL)
+		kernels.AddForward(x, x, o, RL*C)
 	}
-	m.DecNorm.Forward(ln, nil, nil, x, eps, R, C)
+	st.n += L
+	// logits of each row's last position only
+	last := x
+	if L > 1 {
+		last = make([]float32, R*C)
+		for i := 0; i < R; i++ {
+			copy(last[i*C:(i+1)*C], x[((i+1)*L-1)*C:(i+1)*L*C])
+		}
+	}
+	m.DecNorm.Forward(ln[:R*C], nil, nil, last, eps, R, C)
 	logits := make([]float32, R*c.VocabSize)
-	kernels.MatmulForward(logits, ln, m.Embed.Data, nil, R, C, c.VocabSize)
-	st.n++
+	kernels.MatmulForward(logits, ln[:R*C], m.Embed.Data, nil, R, C, c.VocabSize)
 	return logits, nil
 }
 
@@ -225,8 +244,9 @@ func (d *Decoder) VocabSize() int { return d.m.Config.VocabSize }
 func (d *Decoder) PadID() int32 { return int32(d.m.Config.PadID) }
 
 // Prefill starts a new cache and feeds the prompts ([R][L], equal lengths,
-// R the decoder's rows; usually the BOS alone) one position at a time,
-// returning the logits after the last, [R, V]. Sizes whose cache (R ×
+// R the decoder's rows; usually the BOS alone) in one pass (the causal
+// self-attention over the whole prompt, as Forward's), returning the logits
+// after the last, [R, V]. Sizes whose cache (R ×
 // room.Beams rows of L + room.NewTokens tokens, keys and values of every
 // layer, twice while reordering) overflows int64 bytes are an error before
 // anything is allocated.
@@ -247,22 +267,19 @@ func (d *Decoder) Prefill(ctx context.Context, prompts [][]int32, room generate.
 		}
 		n *= f
 	}
-	st, err := d.m.NewState(d.enc, d.rows, 32) // grows when needed
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	st, err := d.m.NewState(d.enc, d.rows, max(32, L)) // grows when needed
 	if err != nil {
 		return nil, err
 	}
 	d.st = st
-	tok := make([]int32, len(prompts))
-	var logits []float32
-	for t := 0; t < L; t++ {
-		for i, p := range prompts {
-			tok[i] = p[t]
-		}
-		if logits, err = d.Step(ctx, tok); err != nil {
-			return nil, err
-		}
+	tok := make([]int32, 0, len(prompts)*L)
+	for _, p := range prompts {
+		tok = append(tok, p...)
 	}
-	return logits, nil
+	return d.m.feed(st, tok, L)
 }
 
 // Step checks ctx and feeds one token per row (Model.Step).

@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/roformer-go/roformer/generate"
 	"github.com/roformer-go/roformer/internal/testutil"
 	"github.com/roformer-go/roformer/tensor"
 )
@@ -170,5 +171,103 @@ func TestFusedTrainingEqualsReference(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPrefillEqualsSteps: a decoder prefilled with whole prompts in one
+// pass (the fused causal self-attention over the prompt, aligned to the
+// cache) gives the logits and cache of feeding them one token at a time,
+// and of Forward at the prompt's last position; decoding then goes on the
+// same. Rows read sources of different lengths (padding on the source
+// side); the prompts (37 tokens) cross no tile, the long ones (250) do.
+func TestPrefillEqualsSteps(t *testing.T) {
+	ctx := context.Background()
+	for _, pos := range []string{Rotary, Sinusoidal} {
+		for _, L := range []int{2, 37, 250} {
+			t.Run(fmt.Sprintf("%s_L%d", pos, L), func(t *testing.T) {
+				cfg := Config{VocabSize: 37, DModel: 32, Heads: 2, FFN: 48, EncoderLayers: 2, DecoderLayers: 2, Position: pos,
+					Dropout: 0.1, LabelSmooth: 0.1, PadID: 0, BOSID: 1, EOSID: 2, LayerNormEps: 1e-5}
+				m, err := New(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m.Init(9)
+				r := testutil.Rand(10)
+				seq := func(n int) []int32 {
+					s := make([]int32, n)
+					for i := range s {
+						s[i] = int32(3 + r.IntN(cfg.VocabSize-3))
+					}
+					return s
+				}
+				src := [][]int32{seq(9), seq(600), seq(1)}
+				enc, err := m.Encode(ctx, src)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rows := []int{0, 1, 2, 1}
+				prompts := make([][]int32, len(rows))
+				for i := range prompts {
+					prompts[i] = append([]int32{int32(cfg.BOSID)}, seq(L-1)...)
+				}
+				d := m.NewDecoder(enc, rows)
+				got, err := d.Prefill(ctx, prompts, generate.Room{Beams: 1, NewTokens: 3})
+				if err != nil {
+					t.Fatal(err)
+				}
+				st, err := m.NewState(enc, rows, 4)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var want []float32
+				tok := make([]int32, len(rows))
+				for p := 0; p < L; p++ {
+					for i := range prompts {
+						tok[i] = prompts[i][p]
+					}
+					if want, err = m.Step(st, tok); err != nil {
+						t.Fatal(err)
+					}
+				}
+				testutil.AssertClose(t, "prefill logits", got, want, 1e-5, 1e-5)
+				C := cfg.DModel
+				for l := range m.Dec {
+					for i := range rows {
+						testutil.AssertClose(t, fmt.Sprintf("layer %d row %d cached keys", l, i), d.st.k[l][i*d.st.cap*C:(i*d.st.cap+L)*C], st.k[l][i*st.cap*C:(i*st.cap+L)*C], 1e-5, 1e-5)
+						testutil.AssertClose(t, fmt.Sprintf("layer %d row %d cached values", l, i), d.st.v[l][i*d.st.cap*C:(i*d.st.cap+L)*C], st.v[l][i*st.cap*C:(i*st.cap+L)*C], 1e-5, 1e-5)
+					}
+				}
+				// Forward, teacher-forced on the prompts (without their BOS, which NewBatch adds)
+				tgt := make([][]int32, len(rows))
+				srcRows := make([][]int32, len(rows))
+				for i, rw := range rows {
+					tgt[i], srcRows[i] = prompts[i][1:], src[rw]
+				}
+				b, err := NewBatch(cfg, srcRows, tgt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, err := m.Forward(ctx, b, Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				V := cfg.VocabSize
+				for i := range rows {
+					testutil.AssertClose(t, fmt.Sprintf("row %d vs Forward", i), got[i*V:(i+1)*V], p.Logits[(i*b.T+L-1)*V:(i*b.T+L)*V], 1e-5, 1e-5)
+				}
+				for i := range tok {
+					tok[i] = int32(3 + i)
+				}
+				next, err := d.Step(ctx, tok)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ref, err := m.Step(st, tok)
+				if err != nil {
+					t.Fatal(err)
+				}
+				testutil.AssertClose(t, "the step after", next, ref, 1e-5, 1e-5)
+			})
+		}
 	}
 }
