@@ -56,19 +56,24 @@ func BenchmarkBeam(b *testing.B) {
 	}
 }
 
-// BenchmarkForwardLong times an inference pass (no training: the
+// BenchmarkForwardInference times an inference pass (no training: the
 // encoder's self-attention, the decoder's causal self-attention and
-// cross-attention) over one pair of long sequences, through the fused
-// attention kernels and through the saved-probability ones (fusedOff).
-func BenchmarkForwardLong(b *testing.B) {
-	m, _ := benchModel(b, 256, 3, 8000)
-	for _, n := range []int{512, 2048} {
-		src, tgt := make([]int32, n-1), make([]int32, n/2-1)
-		for j := range src {
-			src[j] = int32(3 + j*13%7997)
+// cross-attention) at the translate experiment's shape (64 pairs of 40
+// tokens) and over one pair of long sequences, through the fused attention
+// kernels and through the saved-probability ones (fusedOff).
+func BenchmarkForwardInference(b *testing.B) {
+	m, pairs := benchModel(b, 256, 3, 8000)
+	for _, sh := range [][2]int{{64, 41}, {1, 512}, {1, 2048}} {
+		B, n := sh[0], sh[1]
+		src, tgt := pairs, pairs
+		if B == 1 {
+			s := make([]int32, n-1)
+			for j := range s {
+				s[j] = int32(3 + j*13%7997)
+			}
+			src, tgt = [][]int32{s}, [][]int32{s[:n/2-1]}
 		}
-		copy(tgt, src)
-		batch, err := NewBatch(m.Config, [][]int32{src}, [][]int32{tgt})
+		batch, err := NewBatch(m.Config, src, tgt)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -77,16 +82,57 @@ func BenchmarkForwardLong(b *testing.B) {
 			if off {
 				name = "reference"
 			}
-			b.Run(fmt.Sprintf("S%d_T%d/%s", n, n/2, name), func(b *testing.B) {
+			b.Run(fmt.Sprintf("B%d_S%d_T%d/%s", B, batch.S, batch.T, name), func(b *testing.B) {
 				defer func(v bool) { fusedOff = v }(fusedOff)
 				fusedOff = off
+				b.ReportAllocs()
 				for b.Loop() {
 					if _, err := m.Forward(context.Background(), batch, Options{}); err != nil {
 						b.Fatal(err)
 					}
 				}
-				b.ReportMetric(float64(b.N*(n+n/2))/b.Elapsed().Seconds(), "tokens/s")
+				b.ReportMetric(float64(b.N*B*(batch.S+batch.T))/b.Elapsed().Seconds(), "tokens/s")
 			})
 		}
+	}
+}
+
+// BenchmarkTrainLong times a training step (forward and backward) on one
+// pair of a 2,048-token source and a 1,024-token target, where training
+// takes the fused attention (fusedTrainMinT), against the
+// saved-probability kernels (fusedOff); B/op shows the probabilities kept.
+func BenchmarkTrainLong(b *testing.B) {
+	m, _ := benchModel(b, 256, 3, 8000)
+	S, T := 2048, 1024
+	src, tgt := make([]int32, S-1), make([]int32, T-1)
+	for j := range src {
+		src[j] = int32(3 + j*13%7997)
+	}
+	copy(tgt, src)
+	batch, err := NewBatch(m.Config, [][]int32{src}, [][]int32{tgt})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, off := range []bool{true, false} {
+		name := "fused"
+		if off {
+			name = "reference"
+		}
+		b.Run(fmt.Sprintf("S%d_T%d/%s", S, T, name), func(b *testing.B) {
+			defer func(v bool) { fusedOff = v }(fusedOff)
+			fusedOff = off
+			b.ReportAllocs()
+			for b.Loop() {
+				m.ZeroGrad()
+				p, err := m.Forward(context.Background(), batch, Options{Train: true, Seed: 1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := p.Backward(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*(S+T))/b.Elapsed().Seconds(), "tokens/s")
+		})
 	}
 }
