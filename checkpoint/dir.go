@@ -91,11 +91,14 @@ func unknownExt(p string) error {
 		p, filepath.Ext(p), ErrFormat)
 }
 
-// Limits of a shard index. transformers writes about 80 bytes per tensor
-// (the name, the shard name, JSON punctuation), so a model of a million
-// tensors has a 100 MB index; real ones are under 1 MB.
+// Limits of a shard index. transformers writes about 80 to 100 bytes per
+// tensor (the name, the shard name, JSON punctuation): most indexes are
+// under 1 MB, and one of 90,000 tensors (DeepSeek-V3's 671B parameters, by
+// its layer and expert counts) under 10 MB. The weight_map is decoded one
+// entry at a time, so that no more than maxIndexTensors are kept whatever
+// the file's size.
 const (
-	maxIndexBytes   = 64 << 20 // bytes of an *.index.json file
+	maxIndexBytes   = 32 << 20 // bytes of an *.index.json file
 	maxIndexTensors = 1 << 20  // entries of its weight_map
 	maxIndexShards  = 1 << 16  // distinct shard files
 )
@@ -104,7 +107,71 @@ const (
 // (model.safetensors.index.json, pytorch_model.bin.index.json).
 type shardIndex struct {
 	Metadata  map[string]json.RawMessage `json:"metadata"`
-	WeightMap map[string]string          `json:"weight_map"`
+	WeightMap weightMap                  `json:"weight_map"`
+}
+
+// weightMap is an index's weight_map, tensor name to shard file.
+type weightMap map[string]string
+
+// errTooManyTensors is weightMap's error past maxIndexTensors entries.
+var errTooManyTensors = fmt.Errorf("more than the limit of %d", maxIndexTensors)
+
+// UnmarshalJSON counts the object's entries first (jsonEntries: one pass,
+// nothing allocated) and refuses more than maxIndexTensors before their map
+// is made.
+func (m *weightMap) UnmarshalJSON(data []byte) error {
+	if n := jsonEntries(data); n > maxIndexTensors {
+		return fmt.Errorf("weight_map lists %d tensors, %w", n, errTooManyTensors)
+	}
+	return json.Unmarshal(data, (*map[string]string)(m))
+}
+
+// jsonEntries returns the members of the JSON object, or the elements of
+// the JSON array, data: the commas at its top level, plus one when it is
+// not empty. data must be valid JSON, as encoding/json hands it to an
+// Unmarshaler; a scalar has 0. (hub has a twin of it for the same index
+// and the Hub's file list: neither package imports the other.)
+func jsonEntries(data []byte) int {
+	depth, n := 0, 0
+	str, esc, some := false, false, false
+	for _, c := range data {
+		if str {
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				str = false
+			}
+			continue
+		}
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '"':
+			str = true
+		case '{', '[':
+			depth++
+			if depth == 1 {
+				continue // the outer bracket
+			}
+		case '}', ']':
+			depth--
+			continue
+		case ',':
+			if depth == 1 {
+				n++
+			}
+		}
+		if depth >= 1 {
+			some = true
+		}
+	}
+	if some {
+		n++
+	}
+	return n
 }
 
 // ReadSharded reads a sharded checkpoint from its index file. The index maps
@@ -113,7 +180,7 @@ type shardIndex struct {
 // index "metadata" object becomes File.Metadata (strings as they are, other
 // values as JSON text, e.g. "total_size").
 //
-// The index is read through a limit of 64 MiB and may list at most 2^20
+// The index is read through a limit of 32 MiB and may list at most 2^20
 // tensors in at most 65,536 shard files; shard names are cleaned
 // (filepath.Clean), so that one file cannot be listed under several
 // spellings. Each shard is read within its own memory budget (see the
@@ -124,14 +191,13 @@ func ReadSharded(indexPath string) (*File, error) {
 		return nil, err
 	}
 	var idx shardIndex
-	if err := json.Unmarshal(raw, &idx); err != nil {
+	if err := json.Unmarshal(raw, &idx); errors.Is(err, errTooManyTensors) {
+		return nil, formatErr(indexPath, "%v", err)
+	} else if err != nil {
 		return nil, formatErr(indexPath, "invalid index JSON: %v", err)
 	}
 	if len(idx.WeightMap) == 0 {
 		return nil, formatErr(indexPath, "index has no weight_map entries")
-	}
-	if len(idx.WeightMap) > maxIndexTensors {
-		return nil, formatErr(indexPath, "weight_map lists %d tensors, more than %d", len(idx.WeightMap), maxIndexTensors)
 	}
 	byShard := map[string][]string{}
 	for tname, shard := range idx.WeightMap {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -493,12 +494,12 @@ func TestHostileIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := fh.Truncate(maxIndexBytes + 1); err != nil { // sparse: no disk used
+	if err := fh.Truncate(32<<20 + 1); err != nil { // sparse: no disk used
 		t.Fatal(err)
 	}
 	fh.Close()
-	if _, err := ReadSharded(big); err == nil || !strings.Contains(err.Error(), "file is 67108865 bytes, more than the 67108864-byte limit") {
-		t.Errorf("64 MiB + 1 index: %v", err)
+	if _, err := ReadSharded(big); err == nil || !strings.Contains(err.Error(), "file is 33554433 bytes, more than the 33554432-byte limit") {
+		t.Errorf("32 MiB + 1 index: %v", err)
 	}
 
 	var b strings.Builder
@@ -521,6 +522,32 @@ func TestHostileIndex(t *testing.T) {
 	}
 	if got > allocBound(b.Len()) {
 		t.Errorf("allocated %d bytes for a %d-byte index", got, b.Len())
+	}
+
+	// More tensors than the limit: refused while the weight_map is read, so
+	// that what it keeps is bounded by the limit, not by the file (an
+	// index of 2.2 million short entries fits in 32 MiB).
+	const entries = 2_200_000
+	mb := []byte(`{"weight_map":{`)
+	for i := range entries {
+		if i > 0 {
+			mb = append(mb, ',')
+		}
+		mb = strconv.AppendQuote(mb, strconv.Itoa(i))
+		mb = append(mb, `:"s"`...)
+	}
+	mb = append(mb, "}}"...)
+	many := filepath.Join(dir, "many.index.json")
+	if err := os.WriteFile(many, mb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got = allocated(func() { _, rerr = ReadSharded(many) })
+	if rerr == nil || !strings.Contains(rerr.Error(), "2200000 tensors") || !strings.Contains(rerr.Error(), "1048576") {
+		t.Errorf("%d tensors: %v", entries, rerr)
+	}
+	t.Logf("%d-entry index of %d bytes: %v; %d bytes allocated", entries, len(mb), rerr, got)
+	if got > 2*uint64(len(mb)) {
+		t.Errorf("allocated %d bytes for a %d-byte index over the tensor limit: more than the file and a copy", got, len(mb))
 	}
 
 	// One shard under two spellings is one shard.

@@ -43,9 +43,26 @@ const (
 	DefaultMaxTextSize = 64 << 20
 )
 
-// maxFileList bounds the JSON file list of a repo: about 300 bytes per
-// file with blobs=true, so room for some 200,000 files.
-const maxFileList = 64 << 20
+// Limits of the two JSON files this package decodes: the Hub's file list
+// and a sharded checkpoint's index.
+//
+// The file list (with blobs=true) gives about 250 bytes per LFS file and
+// half that for another, and the model's other metadata (its card, the
+// Spaces that use it) some tens of KB: a model repo of a few dozen files
+// answers under 1 MB, and 16 MiB hold some 65,000 LFS files. The Hub itself
+// recommends under 100,000 files a repo; maxListedFiles is above that.
+//
+// A shard index gives about 100 bytes per tensor (the name, the shard's
+// name, punctuation): one of 90,000 tensors (DeepSeek-V3's 671B
+// parameters, by its layer and expert counts) is under 10 MB. The tensor
+// bound is checkpoint's (ReadSharded's), so that an index this package
+// fetches is one that package reads.
+const (
+	maxFileList     = 16 << 20 // bytes of the file list
+	maxListedFiles  = 1 << 17  // its entries (siblings)
+	maxIndexBytes   = 32 << 20 // bytes of a *.index.json file
+	maxIndexEntries = 1 << 20  // entries of its weight_map
+)
 
 // maxRedirects bounds the redirects one request follows (as net/http does).
 const maxRedirects = 10

@@ -149,7 +149,10 @@ func isText(name string) bool {
 //     agree): one byte more fails the download at once, and nothing beyond
 //     the announced size is written. A weight file with no announced size
 //     is refused; a text file (.json, .txt) is read up to
-//     Options.MaxTextSize, and one announced larger is refused.
+//     Options.MaxTextSize, and one announced larger is refused. The two
+//     JSON answers that are decoded are bounded apart: the file list to
+//     16 MiB and 131,072 files, a shard index to 32 MiB and 2^20 tensors
+//     (an index announced larger is refused before it is fetched).
 //   - Every request is bounded in time (Options.ConnectTimeout and the
 //     others); a body that stalls fails with how much of it came.
 //   - The token goes to the endpoint's origin only (see Options.Token).
@@ -216,6 +219,9 @@ func Download(ctx context.Context, repo, revision string, opts Options) (dir str
 	if weights == "" {
 		return "", fmt.Errorf("hub: %s@%s has no weights (none of %s)", repo, revision, strings.Join(weightChoices, ", "))
 	}
+	if _, size := d.listed[weights].expected(); strings.HasSuffix(weights, ".index.json") && size > maxIndexBytes {
+		return "", fmt.Errorf("hub: %s@%s: the file list gives %s %d bytes, more than the %d-byte limit of a shard index: refused", repo, revision, weights, size, maxIndexBytes)
+	}
 
 	repoDir := RepoDir(o.CacheDir, repo)
 	if err := os.MkdirAll(repoDir, 0o755); err != nil {
@@ -234,7 +240,7 @@ func Download(ctx context.Context, repo, revision string, opts Options) (dir str
 		}
 	}
 	if strings.HasSuffix(weights, ".index.json") {
-		shards, err := indexShards(root, d.snapPath(weights), o.MaxTextSize)
+		shards, err := indexShards(root, d.snapPath(weights))
 		if err != nil {
 			return "", fmt.Errorf("hub: %s: %s: %w", repo, weights, err)
 		}
@@ -287,8 +293,79 @@ func (s sibling) expected() (hash string, size int64) {
 }
 
 type repoInfo struct {
-	Sha      string    `json:"sha"`
-	Siblings []sibling `json:"siblings"`
+	Sha      string      `json:"sha"`
+	Siblings siblingList `json:"siblings"`
+}
+
+// siblingList is the file list's siblings; more than maxListedFiles are
+// refused before any is decoded.
+type siblingList []sibling
+
+func (l *siblingList) UnmarshalJSON(data []byte) error {
+	if n := jsonEntries(data); n > maxListedFiles {
+		return &tooManyError{what: "siblings", n: n, limit: maxListedFiles}
+	}
+	return json.Unmarshal(data, (*[]sibling)(l))
+}
+
+// tooManyError is a JSON list or object with more entries than this
+// package keeps.
+type tooManyError struct {
+	what     string
+	n, limit int
+}
+
+func (e *tooManyError) Error() string {
+	return fmt.Sprintf("%s has %d entries, more than the limit of %d", e.what, e.n, e.limit)
+}
+
+// jsonEntries returns the members of the JSON object, or the elements of
+// the JSON array, data: the commas at its top level, plus one when it is
+// not empty. It allocates nothing, so that a count can be refused before
+// the entries are decoded. data must be valid JSON, as encoding/json hands
+// it to an Unmarshaler; a scalar has 0. (checkpoint has a twin of it for
+// ReadSharded's weight_map: neither package imports the other.)
+func jsonEntries(data []byte) int {
+	depth, n := 0, 0
+	str, esc, some := false, false, false
+	for _, c := range data {
+		if str {
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				str = false
+			}
+			continue
+		}
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '"':
+			str = true
+		case '{', '[':
+			depth++
+			if depth == 1 {
+				continue // the outer bracket
+			}
+		case '}', ']':
+			depth--
+			continue
+		case ',':
+			if depth == 1 {
+				n++
+			}
+		}
+		if depth >= 1 {
+			some = true
+		}
+	}
+	if some {
+		n++
+	}
+	return n
 }
 
 type downloader struct {
@@ -315,11 +392,19 @@ func (d *downloader) repoInfo(ctx context.Context, revision string) (*repoInfo, 
 	if resp.StatusCode != http.StatusOK {
 		return nil, statusError(resp, d.repo, revision, "the file list")
 	}
+	if resp.ContentLength > maxFileList {
+		return nil, fmt.Errorf("hub: %s@%s: the file list from %s is %d bytes (Content-Length), more than the %d-byte limit: refused",
+			d.repo, revision, u, resp.ContentLength, maxFileList)
+	}
 	var info repoInfo
 	lr := &limitReader{r: resp.Body, n: maxFileList}
 	if err := json.NewDecoder(lr).Decode(&info); err != nil {
-		if lr.over {
-			return nil, fmt.Errorf("hub: %s@%s: the file list from %s is longer than %d bytes: refused", d.repo, revision, u, maxFileList)
+		var many *tooManyError
+		switch {
+		case lr.over:
+			return nil, fmt.Errorf("hub: %s@%s: the file list from %s is longer than the %d-byte limit: refused", d.repo, revision, u, maxFileList)
+		case errors.As(err, &many):
+			return nil, fmt.Errorf("hub: %s@%s: the file list from %s names %d files, more than the limit of %d: refused", d.repo, revision, u, many.n, many.limit)
 		}
 		return nil, fmt.Errorf("hub: %s@%s: file list from %s: %w", d.repo, revision, u, err)
 	}
@@ -934,21 +1019,25 @@ func writeIn(root *os.Root, name string, fill func(io.Writer) error) error {
 	return err
 }
 
-// indexShards returns the shard files a sharded checkpoint's index names;
-// the index is read through root, up to maxSize bytes.
-func indexShards(root *os.Root, index string, maxSize int64) ([]string, error) {
+// indexShards returns the shard files a sharded checkpoint's index names,
+// sorted; the index is read through root, up to maxIndexBytes, and its
+// weight_map up to maxIndexEntries entries.
+func indexShards(root *os.Root, index string) ([]string, error) {
 	f, err := root.Open(index)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	lr := &limitReader{r: f, n: maxSize}
+	if st, err := f.Stat(); err == nil && st.Size() > maxIndexBytes {
+		return nil, fmt.Errorf("%d bytes, more than the %d-byte limit of a shard index", st.Size(), maxIndexBytes)
+	}
+	lr := &limitReader{r: f, n: maxIndexBytes}
 	var idx struct {
-		WeightMap map[string]string `json:"weight_map"`
+		WeightMap weightMap `json:"weight_map"`
 	}
 	if err := json.NewDecoder(lr).Decode(&idx); err != nil {
 		if lr.over {
-			return nil, fmt.Errorf("longer than %d bytes", maxSize)
+			return nil, fmt.Errorf("longer than the %d-byte limit of a shard index", maxIndexBytes)
 		}
 		return nil, err
 	}
@@ -965,6 +1054,17 @@ func indexShards(root *os.Root, index string, maxSize int64) ([]string, error) {
 	}
 	slices.Sort(shards)
 	return shards, nil
+}
+
+// weightMap is an index's weight_map; more than maxIndexEntries are
+// refused before any is decoded.
+type weightMap map[string]string
+
+func (m *weightMap) UnmarshalJSON(data []byte) error {
+	if n := jsonEntries(data); n > maxIndexEntries {
+		return &tooManyError{what: "weight_map", n: n, limit: maxIndexEntries}
+	}
+	return json.Unmarshal(data, (*map[string]string)(m))
 }
 
 func escapePath(name string) string {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -628,5 +630,160 @@ func TestDownloadResumeBounded(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The file list is bounded in bytes (refused from its Content-Length, or
+// once a body of none passes the limit) and in entries (counted before one
+// is decoded); each refusal names the URL, the size or count and the limit.
+func TestDownloadBoundsFileList(t *testing.T) {
+	pad := strings.Repeat("x", 17<<20) // 17 MiB of model card, valid JSON
+	var many strings.Builder
+	many.WriteString(`{"sha":"` + testCommit + `","siblings":[`)
+	for i := range maxListedFiles + 1 {
+		if i > 0 {
+			many.WriteString(",")
+		}
+		fmt.Fprintf(&many, `{"rfilename":"f%d"}`, i)
+	}
+	many.WriteString(`]}`)
+	for _, tc := range []struct {
+		name    string
+		body    string
+		chunked bool // no Content-Length
+		want    string
+	}{
+		{"Content-Length", `{"sha":"` + testCommit + `","cardData":"` + pad + `"}`, false, "is %d bytes (Content-Length), more than the 16777216-byte limit"},
+		{"chunked", `{"sha":"` + testCommit + `","cardData":"` + pad + `"}`, true, "longer than the 16777216-byte limit"},
+		{"entries", many.String(), false, "names 131073 files, more than the limit of 131072"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if strings.Contains(tc.want, "%d") {
+				tc.want = fmt.Sprintf(tc.want, len(tc.body))
+			}
+			var sent atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if !strings.HasPrefix(r.URL.Path, "/api/models/org/name/revision/") {
+					t.Errorf("%s %s: only the file list should be asked for", r.Method, r.URL.Path)
+					http.NotFound(w, r)
+					return
+				}
+				if tc.chunked {
+					w.(http.Flusher).Flush()
+				} else {
+					w.Header().Set("Content-Length", fmt.Sprint(len(tc.body)))
+				}
+				n, _ := w.Write([]byte(tc.body))
+				sent.Add(int64(n))
+			}))
+			defer srv.Close()
+			cache := t.TempDir()
+			_, err := Download(context.Background(), "org/name", "main", Options{CacheDir: cache, Endpoint: srv.URL})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), srv.URL+"/api/models/org/name/revision/main") {
+				t.Fatalf("got %v, want an error naming the URL and saying %q", err, tc.want)
+			}
+			t.Logf("%v (server wrote %d bytes)", err, sent.Load())
+			if files := cacheFiles(t, cache); len(files) != 0 {
+				t.Errorf("the refused list left files: %v", files)
+			}
+		})
+	}
+}
+
+// A shard index is bounded in bytes (one the file list announces over the
+// limit is not fetched; one on disk over it is not read) and in weight_map
+// entries (counted before one is decoded).
+func TestDownloadBoundsIndex(t *testing.T) {
+	const index = "model.safetensors.index.json"
+	sharded := func(idx []byte) map[string][]byte {
+		files := testFiles()
+		delete(files, "model.safetensors")
+		delete(files, "pytorch_model.bin")
+		files[index] = idx
+		files["s"] = []byte("shard")
+		return files
+	}
+
+	t.Run("entries", func(t *testing.T) {
+		b := []byte(`{"weight_map":{`)
+		for i := range maxIndexEntries + 1 {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendQuote(b, strconv.Itoa(i))
+			b = append(b, `:"s"`...)
+		}
+		b = append(b, "}}"...)
+		h := newFakeHub(t, "org/name", sharded(b))
+		_, err := Download(context.Background(), "org/name", "main", Options{CacheDir: t.TempDir(), Endpoint: h.URL})
+		if err == nil || !strings.Contains(err.Error(), index) || !strings.Contains(err.Error(), "weight_map has 1048577 entries, more than the limit of 1048576") {
+			t.Fatalf("got %v, want the index's entries refused", err)
+		}
+		for _, r := range h.log() {
+			if strings.Contains(r, "/s ") {
+				t.Errorf("fetched a shard of a refused index: %s", r)
+			}
+		}
+	})
+
+	t.Run("announced", func(t *testing.T) {
+		files := sharded([]byte(`{"weight_map":{"a":"s"}}`))
+		h := newFakeHub(t, "org/name", files)
+		size := int64(32<<20 + 1)
+		h.list[index] = sibling{Rfilename: index, BlobID: gitHash(files[index]), Size: &size}
+		_, err := Download(context.Background(), "org/name", "main", Options{CacheDir: t.TempDir(), Endpoint: h.URL})
+		if err == nil || !strings.Contains(err.Error(), index) || !strings.Contains(err.Error(), "33554433 bytes, more than the 33554432-byte limit") {
+			t.Fatalf("got %v, want the index refused from its announced size", err)
+		}
+		for _, r := range h.log() {
+			if !strings.Contains(r, "/api/") {
+				t.Errorf("a request after the file list refused the index: %s", r)
+			}
+		}
+	})
+
+	t.Run("on disk", func(t *testing.T) {
+		dir := t.TempDir()
+		f, err := os.Create(filepath.Join(dir, index))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(32<<20 + 1); err != nil { // sparse: no disk used
+			t.Fatal(err)
+		}
+		f.Close()
+		root, err := os.OpenRoot(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer root.Close()
+		if _, err := indexShards(root, index); err == nil || !strings.Contains(err.Error(), "33554433 bytes, more than the 33554432-byte limit") {
+			t.Fatalf("got %v, want the index refused from its size", err)
+		}
+	})
+}
+
+// jsonEntries counts the top-level members of an object or elements of an
+// array, whatever the strings and nested values hold.
+func TestJSONEntries(t *testing.T) {
+	for _, in := range []string{
+		`{}`, ` [ ] `, `null`, `"a,b"`, `{"a":"s"}`,
+		`{"a,b":"s,t", "c\"d,":"\\", "e":{"f":1,"g":[1,2,3]}}`,
+		`[1, "x", [2, 3], {"a": [4, 5]}, null, true]`, `[[]]`, `[{}, {}]`,
+	} {
+		var v any
+		if err := json.Unmarshal([]byte(in), &v); err != nil {
+			t.Fatalf("%s: not JSON: %v", in, err)
+		}
+		want := 0
+		switch v := v.(type) {
+		case map[string]any:
+			want = len(v)
+		case []any:
+			want = len(v)
+		}
+		if got := jsonEntries([]byte(in)); got != want {
+			t.Errorf("%s: %d entries, want %d (as encoding/json decodes it)", in, got, want)
+		}
 	}
 }
