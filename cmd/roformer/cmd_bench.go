@@ -127,6 +127,14 @@ type benchResult struct {
 	Loss         *float64  `json:"loss,omitempty"`
 	Note         string    `json:"note"`
 
+	// The ceiling of the format the linear products ran in (fp32,
+	// fp32-packed, bf16 or int8), measured by blas.MeasureCeilings at the
+	// run's thread count before the timed steps, and the MFU against it
+	// (0 when the ceiling has a Reason instead of a rate). Go only: the
+	// PyTorch twin does not write these keys.
+	Ceiling    *blas.Ceiling `json:"ceiling,omitempty"`
+	MFUCeiling float64       `json:"mfu_ceiling,omitempty"`
+
 	// --mode decode only: a step is one decode step (one new token per
 	// row), ms_steps the latency of every new token after the first in
 	// every timed run, ms_per_step their median (= ms_per_token), and
@@ -167,6 +175,7 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 			return err
 		}
 	}
+	ceiling := benchCeiling(ceilingFormat(o.mode, prec), threads)
 	fmt.Fprintf(progress, "roformer bench: %s %s %s, batch %d × seq %d, %d threads; %.1fM parameters\n",
 		size, head, o.mode, o.batch, o.seq, threads, float64(m.NumParams())/1e6)
 	step, loss, err := benchStep(ctx, o, m, in)
@@ -189,6 +198,7 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 		Note: benchNote(o, head, in.headRows),
 	}
 	res.MFU = res.GFLOPS / peak
+	res.setCeiling(ceiling)
 	return printBench(stdout, o, res, rssOK)
 }
 
@@ -408,6 +418,12 @@ func printBench(stdout io.Writer, o benchOptions, res benchResult, rssOK bool) e
 func printBenchTail(stdout io.Writer, o benchOptions, res benchResult, rssOK bool) error {
 	fmt.Fprintf(stdout, "throughput: %.1f tokens/s, %.2f GFLOP/s (%.3g GFLOP per step)\n", res.TokensPerSec, res.GFLOPS, res.FLOPsPerStep/1e9)
 	fmt.Fprintf(stdout, "MFU:        %.1f%% of %.1f GFLOP/s, %s\n", 100*res.MFU, res.PeakGFLOPS, res.PeakSource)
+	if c := res.Ceiling; c != nil && c.Measured() {
+		fmt.Fprintf(stdout, "            %.1f%% of the %s ceiling, %.1f %s on %d threads (%s; %s)\n",
+			100*res.MFUCeiling, c.Format, c.Rate, c.Unit, c.Threads, c.Impl, blas.CeilingShapes())
+	} else if c != nil {
+		fmt.Fprintf(stdout, "            %s ceiling not measured: %s\n", c.Format, c.Reason)
+	}
 	if rssOK {
 		fmt.Fprintf(stdout, "peak RSS:   %.1f MiB (%.1f MiB at start)\n", float64(res.PeakRSS)/(1<<20), float64(res.StartRSS)/(1<<20))
 	} else {
@@ -509,6 +525,41 @@ func probePeakGFLOPS(ctx context.Context, threads int) (float64, string, error) 
 	return flops / best / 1e9, src, nil
 }
 
+// ceilingFormat is the blas.MeasureCeilings format of a run's linear
+// products: bf16 and int8 as asked; fp32 inference on oneDNN runs its
+// matmul with the weights packed once (roformer.SetPrecision), training
+// and fp32 on other backends the backend's Sgemm.
+func ceilingFormat(mode string, prec roformer.Precision) string {
+	switch {
+	case prec == roformer.PrecisionBF16:
+		return blas.FormatBF16
+	case prec == roformer.PrecisionInt8:
+		return blas.FormatInt8
+	case mode != "train" && prec == roformer.PrecisionFP32 && blas.Chosen().Kind == blas.KindOneDNN:
+		return blas.FormatFP32Packed
+	}
+	return blas.FormatFP32
+}
+
+// benchCeiling measures the ceiling of format f on threads workers, once
+// (a few hundred ms); a ceiling that cannot be measured comes back with
+// its reason.
+func benchCeiling(f string, threads int) *blas.Ceiling {
+	cs, err := blas.MeasureCeilings(blas.CeilingOptions{Threads: threads, Formats: []string{f}})
+	if err != nil {
+		return &blas.Ceiling{Format: f, Threads: threads, Reason: err.Error()}
+	}
+	return &cs[0]
+}
+
+// setCeiling records the ceiling and the MFU against it.
+func (r *benchResult) setCeiling(c *blas.Ceiling) {
+	r.Ceiling = c
+	if c != nil && c.Measured() {
+		r.MFUCeiling = r.GFLOPS / c.Rate
+	}
+}
+
 // labelledCount is the number of MLM-labelled tokens of a training batch:
 // round(p·n), at least 1.
 func labelledCount(n int, p float64) int {
@@ -560,6 +611,7 @@ func runDecodeBench(ctx context.Context, o benchOptions, head roformer.Head, pre
 			return err
 		}
 	}
+	ceiling := benchCeiling(ceilingFormat(o.mode, prec), threads)
 	fmt.Fprintf(progress, "roformer bench: %s decode, batch %d, context %d, %d new tokens, %d threads; %.1fM parameters\n",
 		size, o.batch, o.seq, o.newTokens, threads, float64(m.NumParams())/1e6)
 	for i := 0; i < o.warmup; i++ {
@@ -604,6 +656,7 @@ func runDecodeBench(ctx context.Context, o benchOptions, head roformer.Head, pre
 			"FLOPs count only matrix products (2*M*N*K, attention QK^T and PV included)", o.seq, o.newTokens, o.seq+o.newTokens/2),
 	}
 	res.MFU = res.GFLOPS / peak
+	res.setCeiling(ceiling)
 
 	fmt.Fprintf(stdout, "job:        %s decode, batch %d, context %d, %d new tokens, %d threads, %s, %s vector kernels\n", res.Size, o.batch, o.seq, o.newTokens, threads, res.BLAS, res.Vector)
 	fmt.Fprintf(stdout, "prefill:    median %.1f ms over %d runs (prompt pass and first new token)\n", res.PrefillMs, o.steps)

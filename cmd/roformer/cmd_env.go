@@ -23,7 +23,7 @@ type envOptions struct {
 func cmdEnv(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("env", "", stderr)
 	th := threadsFlag(fs)
-	probe := fs.Bool("probe", false, "measure every matrix-product backend again, print each one's GFLOP/s, and keep the fastest")
+	probe := fs.Bool("probe", false, "measure every matrix-product backend again, print each one's GFLOP/s, and keep the fastest; then measure each number format's ceiling (fp32, fp32-packed, bf16, int8) on --threads workers")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -67,9 +67,33 @@ func runEnv(_ context.Context, opts envOptions, w io.Writer) error {
 			fmt.Fprintf(w, "  %-20s %6.1f GFLOP/s  (%3.0f ms)  %s\n", m.Candidate, m.GFLOPS, m.Millis, m.Name)
 		}
 	}
+	if opts.probe {
+		if err := printCeilings(w, kernels.Threads()); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(w, "vector     %s (element-wise kernels: exp, GELU, LayerNorm, RoPE, AdamW)\n", kernels.VectorPath())
 	if err := blas.LoadError(); err != nil {
 		fmt.Fprintf(w, "           (not loaded: %v)\n", strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	return nil
+}
+
+// printCeilings measures the rate of every number format on threads
+// workers (blas.MeasureCeilings, about 1 s) and prints one line a format:
+// its rate and what ran it, or why it was not measured.
+func printCeilings(w io.Writer, threads int) error {
+	cs, err := blas.MeasureCeilings(blas.CeilingOptions{Threads: threads})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "ceilings   %d threads, the linear layers of a BERT-base layer: %s\n", threads, blas.CeilingShapes())
+	for _, c := range cs {
+		if !c.Measured() {
+			fmt.Fprintf(w, "  %-20s not measured: %s\n", c.Format, c.Reason)
+			continue
+		}
+		fmt.Fprintf(w, "  %-20s %6.1f %-7s  (%3.0f ms)  %s\n", c.Format, c.Rate, c.Unit, c.Millis, c.Impl)
 	}
 	return nil
 }

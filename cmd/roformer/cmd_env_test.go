@@ -1,0 +1,66 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/roformer-go/roformer/blas"
+)
+
+// env --probe prints, after the backends, one ceiling line per number
+// format: a rate where this machine runs it (fp32 always), why not
+// otherwise.
+func TestEnvProbeCeilings(t *testing.T) {
+	t.Setenv("ROFORMER_CACHE_DIR", t.TempDir()) // the probe rewrites its verdict
+	prev := blas.Current()
+	t.Cleanup(func() { blas.Set(prev) })
+	code, out, stderr := runCLI(t, "env", "--probe", "--threads", "1")
+	if code != 0 {
+		t.Fatalf("env --probe: exit %d\nstdout %s\nstderr %s", code, out, stderr)
+	}
+	head, rest, ok := strings.Cut(out, "\nceilings   1 threads, ")
+	if !ok || !strings.Contains(head, "GFLOP/s") {
+		t.Fatalf("no backend measurements, then a ceilings line for 1 thread:\n%s", out)
+	}
+	lines := strings.Split(rest, "\n")
+	if !strings.Contains(lines[0], blas.CeilingShapes()) {
+		t.Errorf("ceilings line %q does not name the shapes %q", lines[0], blas.CeilingShapes())
+	}
+	_, oneDNNErr := blas.NewF32Matmul([]float32{1}, 1, 1)
+	runs := map[string]bool{
+		blas.FormatFP32:       true,
+		blas.FormatFP32Packed: oneDNNErr == nil,
+		blas.FormatBF16:       blas.BF16Supported() == nil,
+		blas.FormatInt8:       oneDNNErr == nil,
+	}
+	for i, f := range blas.CeilingFormats {
+		if i+1 >= len(lines) {
+			t.Fatalf("no line for %s:\n%s", f, out)
+		}
+		fields := strings.Fields(lines[i+1])
+		if len(fields) < 3 || fields[0] != f {
+			t.Errorf("line %d %q does not start with %s", i+1, lines[i+1], f)
+			continue
+		}
+		unit := "GFLOP/s"
+		if f == blas.FormatInt8 {
+			unit = "GOP/s"
+		}
+		measured := fields[2] == unit && fields[1] != "0.0"
+		rest := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(lines[i+1]), f))
+		if measured != runs[f] || (!measured && !strings.HasPrefix(rest, "not measured: ")) {
+			t.Errorf("%s: line %q; this machine runs it: %v", f, lines[i+1], runs[f])
+		}
+	}
+	if !strings.HasPrefix(lines[len(blas.CeilingFormats)+1], "vector ") {
+		t.Errorf("the ceilings are not followed by the vector line:\n%s", out)
+	}
+}
+
+// Plain env measures nothing: no ceilings.
+func TestEnvNoCeilings(t *testing.T) {
+	code, out, _ := runCLI(t, "env")
+	if code != 0 || strings.Contains(out, "ceilings") {
+		t.Errorf("env: exit %d, output %q", code, out)
+	}
+}
