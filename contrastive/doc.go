@@ -23,6 +23,13 @@
 // package finetune's contrastive training uses it. The package imports
 // only the standard library.
 //
+// Every loss here is a function of the pooled vectors alone, so its
+// gradient with respect to the vectors can be computed for a whole batch
+// and then back-propagated through the encoder a few rows at a time: the
+// gradient caching of Gao et al. 2021 ("Scaling Deep Contrastive Learning
+// Batch Size under Memory Limited Setup"), which finetune.Options's
+// MiniBatchSize turns on (sentence-transformers' mini_batch_size).
+//
 // References: sentence-transformers' losses (UKPLab/sentence-transformers,
 // sentence_transformers/losses: MultipleNegativesRankingLoss.py,
 // MultipleNegativesSymmetricRankingLoss.py, CoSENTLoss.py,

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/roformer-go/roformer/contrastive"
@@ -59,6 +60,13 @@ func PoolingOf(p sentence.Pooling) (EmbedPooling, error) {
 // its own set of candidates (the vectors are not gathered across
 // micro-batches or ranks); the gradients are averaged over micro-batches
 // and ranks as in Train.
+//
+// With Options.MiniBatchSize below BatchSize the step caches gradients
+// (GradCache, as sentence-transformers' Cached losses): each column is
+// encoded MiniBatchSize rows at a time, once for the vectors and once
+// more for the backward with the same dropout seed, so the activations
+// held are those of a mini-batch while the loss, its in-batch negatives
+// and the gradient stay the micro-batch's (see cachedStep).
 type EmbedJob struct {
 	Model     *roformer.Model
 	Tokenizer *tokenizer.Tokenizer
@@ -120,6 +128,12 @@ type embedTrainer struct {
 	res        *EmbedResult
 	start      time.Time
 	say        func(format string, a ...any)
+
+	// mini > 0 is the mini-batch of gradient caching (Options.MiniBatchSize
+	// below BatchSize), whose one state cache serves every column; 0 off.
+	mini      int
+	miniState *shapeStates
+	dx        []float32 // the hidden-state gradient of a mini-batch, reused
 }
 
 // TrainEmbed fine-tunes j.Model's encoder in place. After each epoch with
@@ -247,6 +261,11 @@ func newEmbedTrainer(j EmbedJob) (*embedTrainer, error) {
 	t.res = &EmbedResult{Truncated: nTrunc}
 	t.start = time.Now()
 	t.padID = int32(j.Tokenizer.PadID())
+	if o.MiniBatchSize > 0 && o.MiniBatchSize < o.BatchSize {
+		t.mini = o.MiniBatchSize
+		t.say("finetune: gradient caching: each column is encoded %d rows at a time (of %d), twice (the vectors, then the backward); the loss and its gradient are the whole batch's", t.mini, o.BatchSize)
+		return t, nil
+	}
 	t.states = make([]*stateCache, t.cols)
 	for c := range t.states {
 		t.states[c] = &stateCache{m: j.Model}
@@ -301,11 +320,21 @@ func (t *embedTrainer) encode(ps *PairSet) ([]pairFeature, int, error) {
 // columnBatch pads column c of rows to their longest, rounded up to
 // padMultiple.
 func (t *embedTrainer) columnBatch(rows []*pairFeature, c int) *roformer.Batch {
+	return t.padColumn(rows, c, columnLen(rows, c))
+}
+
+// columnLen is the longest text of column c of rows, rounded up to
+// padMultiple.
+func columnLen(rows []*pairFeature, c int) int {
 	T := 0
 	for _, f := range rows {
 		T = max(T, len(f.ids[c]))
 	}
-	T = (T + padMultiple - 1) / padMultiple * padMultiple
+	return (T + padMultiple - 1) / padMultiple * padMultiple
+}
+
+// padColumn pads column c of rows to T tokens (at least the longest).
+func (t *embedTrainer) padColumn(rows []*pairFeature, c, T int) *roformer.Batch {
 	return roformer.PadBatch(len(rows), T, t.padID, func(r int) ([]int32, []int32) { return rows[r].ids[c], nil })
 }
 
@@ -320,8 +349,12 @@ func (t *embedTrainer) pool(e, x []float32, b *roformer.Batch) {
 }
 
 // microStep runs forward, the loss and backward on rows, adding the
-// gradient of the loss into the parameters, and returns the loss.
+// gradient of the loss into the parameters, and returns the loss: all at
+// once, or by gradient caching (cachedStep) when t.mini > 0.
 func (t *embedTrainer) microStep(ctx context.Context, rows []*pairFeature, seed uint64) (float64, error) {
+	if t.mini > 0 {
+		return t.cachedStep(ctx, rows, seed, t.mini)
+	}
 	m, H, B := t.j.Model, t.j.Model.Config.HiddenSize, len(rows)
 	batches := make([]*roformer.Batch, t.cols)
 	states := make([]*roformer.State, t.cols)
@@ -329,7 +362,7 @@ func (t *embedTrainer) microStep(ctx context.Context, rows []*pairFeature, seed 
 	for c := range t.cols {
 		b := t.columnBatch(rows, c)
 		s := t.states[c].get(b.B, b.T)
-		x, err := m.TrainEncode(ctx, s, b, roformer.StepOptions{Dropout: true, Seed: seed ^ uint64(c)*0x9e3779b97f4a7c15})
+		x, err := m.TrainEncode(ctx, s, b, roformer.StepOptions{Dropout: true, Seed: chunkSeed(seed, c, 0)})
 		if err != nil {
 			return 0, err
 		}
@@ -339,7 +372,7 @@ func (t *embedTrainer) microStep(ctx context.Context, rows []*pairFeature, seed 
 	}
 	labels := t.labels(rows)
 	loss := t.j.Objective.Backward(dcols, cols, labels, B, H)
-	for c := range t.cols {
+	for c := t.cols - 1; c >= 0; c-- { // the order of cachedStep's sums
 		b := batches[c]
 		dx := make([]float32, b.B*b.T*H)
 		if t.j.Pooling == PoolCLS {
@@ -352,6 +385,150 @@ func (t *embedTrainer) microStep(ctx context.Context, rows []*pairFeature, seed 
 		}
 	}
 	return loss, nil
+}
+
+// chunkSeed is the dropout seed of mini-batch k of column c of a
+// micro-batch whose seed is seed. Mini-batch 0 has the column's seed of a
+// step without gradient caching, so a micro-batch that fits in one
+// mini-batch draws the same masks.
+func chunkSeed(seed uint64, c, k int) uint64 {
+	s := seed ^ uint64(c)*0x9e3779b97f4a7c15
+	if k > 0 {
+		s = stepSeed(s^0x632be59bd9b4e019, k)
+	}
+	return s
+}
+
+// cachedStep is microStep by gradient caching (Gao et al. 2021, "Scaling
+// Deep Contrastive Learning Batch Size under Memory Limited Setup"; the
+// scheme of sentence-transformers' CachedMultipleNegativesRankingLoss),
+// holding the activations of mini rows of one column at a time:
+//
+//  1. each column is encoded mini rows at a time in training mode, each
+//     mini-batch k with its own dropout seed chunkSeed(seed, c, k), and
+//     only the pooled vectors e_c [B, H] are kept;
+//  2. the loss of the whole micro-batch and its gradient g_c = ∂L/∂e_c
+//     are computed from the vectors (the same in-batch negatives);
+//  3. each mini-batch is encoded again with the same seed, which replays
+//     its dropout masks and gives the same vectors, and g_c's rows are
+//     back-propagated through the pooling and the encoder (BackwardHidden),
+//     adding ∂L/∂θ = Σ_k (∂e_k/∂θ)ᵀ g_k into the parameters' gradients.
+//     Step 3 runs from the last mini-batch, whose state (and that of the
+//     last of each other shape) still holds step 1's activations and is
+//     not encoded again.
+//
+// The gradient is that of the loss of step 1's vectors, exactly up to
+// float32 rounding. It costs one more encoder forward per text (but those
+// of the last mini-batch of each shape), and holds at most 2 × columns
+// training states of at most mini rows. Without dropout it is the gradient
+// of microStep without caching. With dropout it is the gradient of the
+// same loss under other masks: a mask is a function of an element's place
+// in the batch it is encoded in (kernels.Dropout), so the rows of a
+// mini-batch other than the first draw other masks than in the whole
+// column; a micro-batch that fits in one mini-batch draws the same.
+func (t *embedTrainer) cachedStep(ctx context.Context, rows []*pairFeature, seed uint64, mini int) (float64, error) {
+	m, H, B := t.j.Model, t.j.Model.Config.HiddenSize, len(rows)
+	if t.miniState == nil {
+		t.miniState = &shapeStates{m: m, n: 2 * t.cols}
+	}
+	clear(t.miniState.tags) // what the states hold is the last micro-batch's
+	cols, dcols := make([][]float32, t.cols), make([][]float32, t.cols)
+	lens := make([]int, t.cols)
+	for c := range t.cols {
+		cols[c], dcols[c] = make([]float32, B*H), make([]float32, B*H)
+		lens[c] = columnLen(rows, c)
+	}
+	chunks := (B + mini - 1) / mini
+	// batch pads mini-batch k of column c as the whole column (as
+	// sentence-transformers' cached losses slice the column's padded
+	// batch), so that a column has at most two shapes.
+	batch := func(c, k int) *roformer.Batch {
+		return t.padColumn(rows[k*mini:min((k+1)*mini, B)], c, lens[c])
+	}
+	// encode runs mini-batch k of column c in training mode, unless its
+	// state still holds it (held); the state is tagged with (c, k).
+	encode := func(c, k int) (b *roformer.Batch, s *roformer.State, x []float32, held bool, err error) {
+		b = batch(c, k)
+		tag := 1 + c*chunks + k
+		s, prev := t.miniState.get(b.B, b.T, tag)
+		if prev == tag {
+			return b, s, nil, true, nil
+		}
+		x, err = m.TrainEncode(ctx, s, b, roformer.StepOptions{Dropout: true, Seed: chunkSeed(seed, c, k)})
+		return b, s, x, false, err
+	}
+	backward := func(c, k int, b *roformer.Batch, s *roformer.State) error {
+		n := b.B * b.T * H
+		if cap(t.dx) < n {
+			t.dx = make([]float32, n)
+		}
+		dx, g := t.dx[:n], dcols[c][k*mini*H:(k*mini+b.B)*H]
+		if t.j.Pooling == PoolCLS {
+			contrastive.CLSPoolBackward(dx, g, b.B, b.T, H)
+		} else {
+			contrastive.MeanPoolBackward(dx, g, b.AttentionMask, b.B, b.T, H)
+		}
+		return m.BackwardHidden(ctx, s, dx)
+	}
+	// 1. The vectors.
+	for c := range t.cols {
+		for k := range chunks {
+			b, _, x, _, err := encode(c, k)
+			if err != nil {
+				return 0, err
+			}
+			t.pool(cols[c][k*mini*H:(k*mini+b.B)*H], x, b)
+		}
+	}
+	// 2. The loss and its gradient with respect to the vectors.
+	loss := t.j.Objective.Backward(dcols, cols, t.labels(rows), B, H)
+	// 3. The backward, from the last mini-batch: the states of the last of
+	// each shape still hold step 1's activations.
+	for c := t.cols - 1; c >= 0; c-- {
+		for k := chunks - 1; k >= 0; k-- {
+			b, s, _, _, err := encode(c, k)
+			if err != nil {
+				return 0, err
+			}
+			if err := backward(c, k, b, s); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return loss, nil
+}
+
+// shapeStates keeps the training states of the n most recently used batch
+// shapes (gradient caching: a full and a last mini-batch of each column),
+// each with a tag saying what its activations hold (0: nothing known).
+type shapeStates struct {
+	m    *roformer.Model
+	n    int
+	keys [][2]int
+	st   []*roformer.State // most recently used first
+	tags []int
+}
+
+// get returns the state of shape B × T, allocated or the least recently
+// used one replaced when there is none, tags it and returns its previous
+// tag (0 for a new state).
+func (c *shapeStates) get(B, T, tag int) (*roformer.State, int) {
+	k := [2]int{B, T}
+	i := slices.Index(c.keys, k)
+	if i < 0 {
+		if len(c.st) < c.n {
+			c.keys, c.st, c.tags = append(c.keys, k), append(c.st, nil), append(c.tags, 0)
+		}
+		i = len(c.st) - 1
+		c.st[i] = nil // the least recently used goes before its successor is allocated
+		c.st[i], c.keys[i], c.tags[i] = c.m.NewState(B, T, true), k, 0
+	}
+	s, prev := c.st[i], c.tags[i]
+	copy(c.keys[1:i+1], c.keys[:i])
+	copy(c.st[1:i+1], c.st[:i])
+	copy(c.tags[1:i+1], c.tags[:i])
+	c.keys[0], c.st[0], c.tags[0] = k, s, tag
+	return s, prev
 }
 
 func (t *embedTrainer) labels(rows []*pairFeature) []float64 {
@@ -445,14 +622,20 @@ func (t *embedTrainer) evalLoss(ctx context.Context) (float64, error) {
 			rows = append(rows, &t.evalFeats[i])
 		}
 		cols := make([][]float32, t.cols)
+		enc := len(rows) // rows encoded at once: a mini-batch with gradient caching
+		if t.mini > 0 {
+			enc = t.mini
+		}
 		for c := range t.cols {
-			b := t.columnBatch(rows, c)
-			out, err := m.Forward(ctx, b, nil, roformer.Options{SkipHead: true})
-			if err != nil {
-				return 0, err
+			cols[c] = make([]float32, len(rows)*H)
+			for k := 0; k < len(rows); k += enc {
+				b := t.columnBatch(rows[k:min(k+enc, len(rows))], c)
+				out, err := m.Forward(ctx, b, nil, roformer.Options{SkipHead: true})
+				if err != nil {
+					return 0, err
+				}
+				t.pool(cols[c][k*H:(k+b.B)*H], out.LastHiddenState.Data, b)
 			}
-			cols[c] = make([]float32, b.B*H)
-			t.pool(cols[c], out.LastHiddenState.Data, b)
 		}
 		sum += t.j.Objective.Forward(cols, t.labels(rows), len(rows), H)
 		n++

@@ -14,7 +14,8 @@ import (
 // backward of B (anchor, positive) pairs of T tokens: 2B texts) with a
 // classification micro-step (ForwardBackward of the sequence-classification
 // head) on B and on 2B rows of T tokens, on the tiny preset (4 layers,
-// hidden 256) with dropout; the AdamW update after either is the same.
+// hidden 256) with dropout, and the MNRL step by gradient caching in
+// mini-batches of 4; the AdamW update after any is the same.
 //
 //	go test ./finetune -run '^$' -bench EmbedStep -benchtime 3x
 func BenchmarkEmbedStep(b *testing.B) {
@@ -51,10 +52,18 @@ func BenchmarkEmbedStep(b *testing.B) {
 			}
 		})
 	}
-	for _, obj := range []contrastive.Objective{{Kind: contrastive.KindMNRL, Scale: 20}, {Kind: contrastive.KindMNRL, Scale: 20, Dims: []int{256, 128, 64}}} {
+	for _, c := range []struct {
+		obj  contrastive.Objective
+		mini int
+	}{{contrastive.Objective{Kind: contrastive.KindMNRL, Scale: 20}, 0}, {contrastive.Objective{Kind: contrastive.KindMNRL, Scale: 20, Dims: []int{256, 128, 64}}, 0},
+		{contrastive.Objective{Kind: contrastive.KindMNRL, Scale: 20}, 4}} {
+		obj := c.obj
 		name := fmt.Sprintf("mnrl_%dpairs_x%d", B, T)
 		if obj.Dims != nil {
 			name = fmt.Sprintf("matryoshka_mnrl_%dpairs_x%d", B, T)
+		}
+		if c.mini > 0 {
+			name += fmt.Sprintf("_mini%d", c.mini) // gradient caching
 		}
 		b.Run(name, func(b *testing.B) {
 			m, err := roformer.New(cfg, roformer.HeadBase)
@@ -62,7 +71,7 @@ func BenchmarkEmbedStep(b *testing.B) {
 				b.Fatal(err)
 			}
 			m.Init(1)
-			t := &embedTrainer{j: EmbedJob{Model: m, Pooling: PoolMean, Objective: obj}, cols: 2, states: []*stateCache{{m: m}, {m: m}}}
+			t := &embedTrainer{j: EmbedJob{Model: m, Pooling: PoolMean, Objective: obj}, cols: 2, states: []*stateCache{{m: m}, {m: m}}, mini: c.mini}
 			feats := make([]pairFeature, B)
 			rows := make([]*pairFeature, B)
 			for i := range feats {

@@ -287,8 +287,14 @@ func TestEmbedStepGradCheck(t *testing.T) {
 
 // Two ranks (in-process Loopback) equal one process with --accum 2: each
 // micro-batch ranks its own rows, the gradients are averaged the same way,
-// the evaluation loss is rank 0's, broadcast.
+// the evaluation loss is rank 0's, broadcast; with gradient caching too.
 func TestTrainEmbedParallelEqualsAccum(t *testing.T) {
+	for _, mini := range []int{0, 3} {
+		t.Run(fmt.Sprintf("mini_batch_%d", mini), func(t *testing.T) { testParallelEqualsAccum(t, mini) })
+	}
+}
+
+func testParallelEqualsAccum(t *testing.T, mini int) {
 	dir := tinyModel(t)
 	run := func(ranks, accum int) ([]float32, *EmbedResult) {
 		cs := distributed.Loopback(ranks)
@@ -299,7 +305,7 @@ func TestTrainEmbedParallelEqualsAccum(t *testing.T) {
 		for r := range cs {
 			pm := openTiny(t, dir)
 			o := embedOptions()
-			o.BatchSize, o.Accum, o.Epochs = 4, accum, 2
+			o.BatchSize, o.Accum, o.Epochs, o.MiniBatchSize = 4, accum, 2, mini
 			ds := toyPairs(6, 20, true) // the last step has 4 rows: rank 1 has none
 			j := EmbedJob{Model: pm.Model, Tokenizer: pm.Tokenizer, Pooling: PoolMean, Objective: contrastive.Objective{Kind: contrastive.KindMNRL, Scale: 20}, Train: ds, Eval: ds, Options: o, Group: cs[r]}
 			wg.Go(func() {

@@ -17,7 +17,14 @@ type Options struct {
 	// Accum is the number of micro-batches of BatchSize inputs per
 	// optimizer step (gradients averaged); 0 counts as 1. A step takes
 	// BatchSize × Accum × ranks inputs.
-	Accum         int     `json:"accum,omitempty"`
+	Accum int `json:"accum,omitempty"`
+	// MiniBatchSize, when in [1, BatchSize), makes contrastive training
+	// (TrainEmbed) cache gradients (GradCache; sentence-transformers'
+	// mini_batch_size of its Cached losses): each micro-batch's texts are
+	// encoded MiniBatchSize rows at a time, so the activations held are a
+	// mini-batch's, with the same in-batch negatives and gradient; 0 (or
+	// BatchSize and more) off. Other training ignores it.
+	MiniBatchSize int     `json:"mini_batch_size,omitempty"`
 	EvalBatchSize int     `json:"eval_batch_size"` // inputs per evaluation forward pass
 	Epochs        int     `json:"epochs"`
 	LR            float64 `json:"lr"`           // peak learning rate
@@ -50,6 +57,9 @@ func (o *Options) Validate() error {
 	}
 	if o.BatchSize < 1 || o.EvalBatchSize < 1 || o.Accum < 0 {
 		errs = append(errs, fmt.Errorf("batch sizes %d and %d must be at least 1, accumulation %d at least 0", o.BatchSize, o.EvalBatchSize, o.Accum))
+	}
+	if o.MiniBatchSize < 0 {
+		errs = append(errs, fmt.Errorf("mini-batch size %d must be at least 0 (0: no gradient caching)", o.MiniBatchSize))
 	}
 	if o.Epochs < 1 {
 		errs = append(errs, fmt.Errorf("epochs %d must be at least 1", o.Epochs))

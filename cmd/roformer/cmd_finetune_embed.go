@@ -23,6 +23,7 @@ type contrastFlags struct {
 	objective, dev, dims string
 	scale                float64
 	symmetric            bool
+	miniBatch            int
 }
 
 func (e *contrastFlags) register(fs *flag.FlagSet) {
@@ -30,13 +31,14 @@ func (e *contrastFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&e.dev, "dev", "", "with --objective: evaluation rows (JSONL); the epoch with the lowest loss on them is kept")
 	fs.Float64Var(&e.scale, "scale", contrastive.DefaultScale, "with --objective: the scale (inverse temperature) of the cosine")
 	fs.BoolVar(&e.symmetric, "symmetric", false, "with --objective mnrl or matryoshka: add the positive→anchor direction (MultipleNegativesSymmetricRankingLoss)")
+	fs.IntVar(&e.miniBatch, "mini-batch-size", 0, "with --objective: gradient caching (as sentence-transformers' Cached losses): encode each batch this many rows at a time, holding one mini-batch's activations, for the same loss and gradient at one more forward pass per text; 0 or --batch and more: off")
 	fs.StringVar(&e.dims, "matryoshka-dims", "", "with --objective matryoshka: comma-separated truncations (default: the hidden size, then each of 512, 256, 128, 64 below it)")
 }
 
 // contrastOnly are the flags that only contrastive fine-tuning reads;
 // contrastRefused those it does not.
 var (
-	contrastOnly    = []string{"dev", "scale", "symmetric", "matryoshka-dims"}
+	contrastOnly    = []string{"dev", "scale", "symmetric", "matryoshka-dims", "mini-batch-size"}
 	contrastRefused = []string{"task", "eval", "test", "labels", "metric", "positive", "baseline", "baseline-epochs", "new-head", "patience",
 		"format", "text-column", "pair-column", "label-column", "label-sep", "no-header", "problem", "tokenizer"}
 )
@@ -77,6 +79,7 @@ func (e *contrastFlags) check(set map[string]bool) error {
 // runFinetuneEmbed reads the rows and runs finetune.RunEmbed.
 func runFinetuneEmbed(ctx context.Context, o finetuneOptions, stdout, progress io.Writer) error {
 	e := &o.embed
+	o.opts.MiniBatchSize = e.miniBatch
 	tr, err := finetune.ReadPairs(o.train, o.data.maxLineBytes)
 	var dev *finetune.PairSet
 	if err == nil && e.dev != "" {

@@ -38,7 +38,7 @@ func TestFinetuneObjective(t *testing.T) {
 		out := filepath.Join(dir, obj)
 		args := []string{"finetune", "--model", model, "--objective", obj, "--train", train, "--dev", train, "--out", out, "--epochs", "1", "--batch", "8", "--max-length", "16", "--quiet"}
 		if obj == "matryoshka" {
-			args = append(args, "--matryoshka-dims", "16,8", "--symmetric")
+			args = append(args, "--matryoshka-dims", "16,8", "--symmetric", "--mini-batch-size", "3")
 		}
 		code, stdout, stderr := runCLI(t, args...)
 		if code != 0 {
@@ -52,7 +52,7 @@ func TestFinetuneObjective(t *testing.T) {
 		if err != nil || json.Unmarshal(b, &info) != nil || info.Result.Steps != 2 {
 			t.Fatalf("%s: %s: %v %+v", obj, finetune.EmbedRunFile, err, info.Result)
 		}
-		if obj == "matryoshka" && (fmt.Sprint(info.Objective.Dims) != "[16 8]" || !info.Objective.Symmetric) {
+		if obj == "matryoshka" && (fmt.Sprint(info.Objective.Dims) != "[16 8]" || !info.Objective.Symmetric || info.Options.MiniBatchSize != 3) {
 			t.Errorf("matryoshka objective %+v", info.Objective)
 		}
 		in, vecs := filepath.Join(dir, "in.jsonl"), filepath.Join(dir, obj+".vecs.jsonl")
@@ -82,6 +82,8 @@ func TestFinetuneObjective(t *testing.T) {
 		{[]string{"--objective", "cosent", "--symmetric"}, "--symmetric is MNRL's"},
 		{[]string{"--objective", "mnrl", "--matryoshka-dims", "8"}, "--matryoshka-dims goes with --objective matryoshka"},
 		{[]string{"--scale", "5"}, "--scale is a flag of contrastive fine-tuning"},
+		{[]string{"--mini-batch-size", "4"}, "--mini-batch-size is a flag of contrastive fine-tuning"},
+		{[]string{"--objective", "mnrl", "--mini-batch-size", "-1"}, "mini-batch size -1 must be at least 0"},
 		{[]string{"--objective", "cosent"}, "holds pairs"},
 		{[]string{"--objective", "matryoshka", "--matryoshka-dims", "64"}, "must be a whole number in [1, 16]"},
 	} {
