@@ -3,6 +3,7 @@
 package main
 
 import (
+	"os"
 	"runtime"
 	"syscall"
 )
@@ -18,4 +19,17 @@ func peakRSS() (int64, bool) {
 		return int64(ru.Maxrss), true
 	}
 	return int64(ru.Maxrss) * 1024, true
+}
+
+// childMaxRSS is the peak resident size in bytes of a child that has
+// exited (its rusage; 0 where the system does not say).
+func childMaxRSS(ps *os.ProcessState) int64 {
+	ru, ok := ps.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return 0
+	}
+	if runtime.GOOS == "darwin" || runtime.GOOS == "ios" {
+		return int64(ru.Maxrss)
+	}
+	return int64(ru.Maxrss) << 10
 }

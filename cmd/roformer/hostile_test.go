@@ -24,7 +24,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -108,8 +107,7 @@ func runCapped(t *testing.T, args ...string) (code int, stderr string, peak int6
 			return cmd.ProcessState.ExitCode(), out.String(), kb << 10
 		}
 	}
-	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	return cmd.ProcessState.ExitCode(), out.String(), ru.Maxrss << 10
+	return cmd.ProcessState.ExitCode(), out.String(), childMaxRSS(cmd.ProcessState)
 }
 
 // crashed reports whether a child's standard error shows a crash rather
