@@ -237,7 +237,7 @@ func newEmbedTrainer(j EmbedJob) (*embedTrainer, error) {
 	}
 	t.params, t.accum = j.Model.Params(), max(o.Accum, 1)
 	t.stepInputs = o.BatchSize * t.accum * g.Size()
-	rs, err := newRunSteps(g, t.params, o, len(t.feats), t.stepInputs)
+	rs, err := newRunSteps(g, j.Model, t.params, o, len(t.feats), t.stepInputs)
 	if err != nil {
 		return nil, err
 	}

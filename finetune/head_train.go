@@ -72,7 +72,7 @@ func trainHead(ctx context.Context, m *roformer.Model, task headTask, o Options,
 	params := m.Params()
 	accum := max(o.Accum, 1)
 	stepInputs := o.BatchSize * accum
-	rs, err := newRunSteps(distributed.Local(), params, &o, task.n, stepInputs)
+	rs, err := newRunSteps(distributed.Local(), m, params, &o, task.n, stepInputs)
 	if err != nil {
 		return nil, err
 	}

@@ -39,6 +39,11 @@ type Options struct {
 	Patience   int    `json:"patience"`
 	Truncation string `json:"truncation"` // longest_first, only_first, only_second or none (over-long input is an error)
 	LogEvery   int    `json:"log_every"`  // optimizer steps between progress lines
+	// Precision is the number format of the linear layers' products in
+	// training and the evaluations during it: "" or "fp32", or "bf16" for
+	// mixed precision (float32 weights, gradients and optimizer state; see
+	// roformer.Model.SetTrainingPrecision). The saved weights are float32.
+	Precision string `json:"precision,omitempty"`
 }
 
 // DefaultOptions returns Hugging Face Trainer-like settings: 3 epochs,
@@ -81,6 +86,9 @@ func (o *Options) Validate() error {
 	}
 	if _, err := o.truncation(); err != nil {
 		errs = append(errs, err)
+	}
+	if o.Precision != "" && o.Precision != "fp32" && o.Precision != "bf16" {
+		errs = append(errs, fmt.Errorf("precision %q: training runs in fp32 or bf16", o.Precision))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("finetune: %w", err)

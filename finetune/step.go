@@ -8,6 +8,7 @@ import (
 	"math"
 
 	"github.com/roformer-go/roformer/distributed"
+	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/optim"
 	"github.com/roformer-go/roformer/tensor"
 	"github.com/roformer-go/roformer/train"
@@ -26,8 +27,11 @@ type runSteps struct {
 // of them a step (over all ranks of g): o's schedule peaking at o.LR with
 // its warm-up (WarmupSteps, or WarmupRatio of all steps), AdamW with o's
 // weight decay, and o.Clip.
-func newRunSteps(g distributed.Comm, params []*tensor.Param, o *Options, n, stepInputs int) (runSteps, error) {
+func newRunSteps(g distributed.Comm, m *roformer.Model, params []*tensor.Param, o *Options, n, stepInputs int) (runSteps, error) {
 	var r runSteps
+	if err := m.SetTrainingPrecision(roformer.Precision(o.Precision)); err != nil {
+		return r, fmt.Errorf("finetune: --precision %s: %w", o.Precision, err)
+	}
 	r.perEpoch = (n + stepInputs - 1) / stepInputs
 	r.total = r.perEpoch * o.Epochs
 	r.warm = o.WarmupSteps

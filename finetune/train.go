@@ -203,7 +203,7 @@ func newTrainer(j Job) (*trainer, error) {
 	ranks := g.Size()
 	t.params, t.accum = j.Model.Params(), max(o.Accum, 1)
 	t.stepInputs = o.BatchSize * t.accum * ranks
-	rs, err := newRunSteps(g, t.params, o, len(t.feats), t.stepInputs)
+	rs, err := newRunSteps(g, j.Model, t.params, o, len(t.feats), t.stepInputs)
 	if err != nil {
 		return nil, err
 	}

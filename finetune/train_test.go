@@ -307,6 +307,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"length", func(o *Options) { o.MaxLength = 2 }, "max length 2 must be at least 3"},
 		{"schedule", func(o *Options) { o.Schedule = "step" }, `unknown schedule "step"`},
 		{"truncation", func(o *Options) { o.Truncation = "middle" }, `truncation "middle"`},
+		{"precision", func(o *Options) { o.Precision = "int8" }, `precision "int8": training runs in fp32 or bf16`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultOptions()
