@@ -112,3 +112,16 @@ func TestCeilingShapes(t *testing.T) {
 		t.Errorf("ceilingOps() = %v, want %v", got, want)
 	}
 }
+
+// Set keeps Chosen's kind (a test that swaps the backend and restores it
+// left an empty kind, which ExampleChosen caught in the whole suite).
+func TestSetKeepsKind(t *testing.T) {
+	prev := Set(Go())
+	if k := Chosen().Kind; k != KindGo {
+		t.Errorf("after Set(Go()): kind %q", k)
+	}
+	Set(prev)
+	if k := Chosen().Kind; k == "" {
+		t.Errorf("after restoring %s: empty kind", prev.Name())
+	}
+}

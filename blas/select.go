@@ -95,9 +95,25 @@ func Set(b Backend) Backend {
 	prev := Current()
 	mu.Lock()
 	current = b
-	chosen = Choice{Name: b.Name(), Reason: "set by the program"}
+	chosen = Choice{Candidate: Candidate{Kind: kindOf(b)}, Name: b.Name(), Reason: "set by the program"}
 	mu.Unlock()
 	return prev
+}
+
+// kindOf names the kind of one of the package's backends ("" for another
+// implementation of Backend).
+func kindOf(b Backend) string {
+	switch b.(type) {
+	case goBackend:
+		return KindGo
+	case *goAsm:
+		return KindGoAsm
+	case *oneDNN:
+		return KindOneDNN
+	case *openBLAS:
+		return KindOpenBLAS
+	}
+	return ""
 }
 
 // Go returns the pure-Go fallback backend.
