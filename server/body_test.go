@@ -81,7 +81,10 @@ func TestBodyTimeout(t *testing.T) {
 	s.beforeBatch = func() { once.Do(func() { <-release }) }
 	go func() { time.Sleep(3 * timeout); close(release) }()
 	resp, b, took := rawPost(t, addr, "/embed", body, len(body))
-	if resp.StatusCode != 200 || took < 3*timeout {
+	// took is measured from after the release timer started, so it may fall
+	// just short of 3·timeout; past 2·timeout it outlived the body deadline
+	// with room to spare.
+	if resp.StatusCode != 200 || took < 2*timeout {
 		t.Errorf("a slow answer: %d after %v: %s", resp.StatusCode, took, b)
 	}
 	if !strings.HasPrefix(string(b), "[[") {
