@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/roformer-go/roformer/internal/boundedfile"
+	"github.com/roformer-go/roformer/internal/jsonscan"
 )
 
 // dirCandidates are the file names ReadDir tries, in order; this is the order
@@ -116,62 +117,14 @@ type weightMap map[string]string
 // errTooManyTensors is weightMap's error past maxIndexTensors entries.
 var errTooManyTensors = fmt.Errorf("more than the limit of %d", maxIndexTensors)
 
-// UnmarshalJSON counts the object's entries first (jsonEntries: one pass,
+// UnmarshalJSON counts the object's entries first (jsonscan.Entries: one pass,
 // nothing allocated) and refuses more than maxIndexTensors before their map
 // is made.
 func (m *weightMap) UnmarshalJSON(data []byte) error {
-	if n := jsonEntries(data); n > maxIndexTensors {
+	if n := jsonscan.Entries(data); n > maxIndexTensors {
 		return fmt.Errorf("weight_map lists %d tensors, %w", n, errTooManyTensors)
 	}
 	return json.Unmarshal(data, (*map[string]string)(m))
-}
-
-// jsonEntries returns the members of the JSON object, or the elements of
-// the JSON array, data: the commas at its top level, plus one when it is
-// not empty. data must be valid JSON, as encoding/json hands it to an
-// Unmarshaler; a scalar has 0. (hub has a twin of it for the same index
-// and the Hub's file list: neither package imports the other.)
-func jsonEntries(data []byte) int {
-	depth, n := 0, 0
-	str, esc, some := false, false, false
-	for _, c := range data {
-		if str {
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				str = false
-			}
-			continue
-		}
-		switch c {
-		case ' ', '\t', '\n', '\r':
-			continue
-		case '"':
-			str = true
-		case '{', '[':
-			depth++
-			if depth == 1 {
-				continue // the outer bracket
-			}
-		case '}', ']':
-			depth--
-			continue
-		case ',':
-			if depth == 1 {
-				n++
-			}
-		}
-		if depth >= 1 {
-			some = true
-		}
-	}
-	if some {
-		n++
-	}
-	return n
 }
 
 // ReadSharded reads a sharded checkpoint from its index file. The index maps

@@ -1,7 +1,6 @@
 package checkpoint
 
 import (
-	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -203,39 +202,5 @@ func writeShard(t *testing.T, dir string) {
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-// jsonEntries counts the top-level members of an object or elements of an
-// array, whatever the strings and nested values hold.
-func TestJSONEntries(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want int
-	}{
-		{`{}`, 0},
-		{` [ ] `, 0},
-		{`null`, 0},
-		{`"a,b"`, 0},
-		{`{"a":"s"}`, 1},
-		{`{"a,b":"s,t", "c\"d,":"\\", "e":{"f":1,"g":[1,2,3]}}`, 3},
-		{`[1, "x", [2, 3], {"a": [4, 5]}, null, true]`, 6},
-		{`[[]]`, 1},
-		{`[{}, {}]`, 2},
-	} {
-		var v any
-		if err := json.Unmarshal([]byte(c.in), &v); err != nil {
-			t.Fatalf("%s: not JSON: %v", c.in, err)
-		}
-		want := 0
-		switch v := v.(type) {
-		case map[string]any:
-			want = len(v)
-		case []any:
-			want = len(v)
-		}
-		if got := jsonEntries([]byte(c.in)); got != c.want || got != want {
-			t.Errorf("%s: %d entries, want %d (encoding/json: %d)", c.in, got, c.want, want)
-		}
 	}
 }

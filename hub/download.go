@@ -21,6 +21,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/roformer-go/roformer/internal/jsonscan"
 )
 
 // DefaultEndpoint is the Hub's address when HF_ENDPOINT is not set.
@@ -302,7 +304,7 @@ type repoInfo struct {
 type siblingList []sibling
 
 func (l *siblingList) UnmarshalJSON(data []byte) error {
-	if n := jsonEntries(data); n > maxListedFiles {
+	if n := jsonscan.Entries(data); n > maxListedFiles {
 		return &tooManyError{what: "siblings", n: n, limit: maxListedFiles}
 	}
 	return json.Unmarshal(data, (*[]sibling)(l))
@@ -317,55 +319,6 @@ type tooManyError struct {
 
 func (e *tooManyError) Error() string {
 	return fmt.Sprintf("%s has %d entries, more than the limit of %d", e.what, e.n, e.limit)
-}
-
-// jsonEntries returns the members of the JSON object, or the elements of
-// the JSON array, data: the commas at its top level, plus one when it is
-// not empty. It allocates nothing, so that a count can be refused before
-// the entries are decoded. data must be valid JSON, as encoding/json hands
-// it to an Unmarshaler; a scalar has 0. (checkpoint has a twin of it for
-// ReadSharded's weight_map: neither package imports the other.)
-func jsonEntries(data []byte) int {
-	depth, n := 0, 0
-	str, esc, some := false, false, false
-	for _, c := range data {
-		if str {
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				str = false
-			}
-			continue
-		}
-		switch c {
-		case ' ', '\t', '\n', '\r':
-			continue
-		case '"':
-			str = true
-		case '{', '[':
-			depth++
-			if depth == 1 {
-				continue // the outer bracket
-			}
-		case '}', ']':
-			depth--
-			continue
-		case ',':
-			if depth == 1 {
-				n++
-			}
-		}
-		if depth >= 1 {
-			some = true
-		}
-	}
-	if some {
-		n++
-	}
-	return n
 }
 
 type downloader struct {
@@ -1061,7 +1014,7 @@ func indexShards(root *os.Root, index string) ([]string, error) {
 type weightMap map[string]string
 
 func (m *weightMap) UnmarshalJSON(data []byte) error {
-	if n := jsonEntries(data); n > maxIndexEntries {
+	if n := jsonscan.Entries(data); n > maxIndexEntries {
 		return &tooManyError{what: "weight_map", n: n, limit: maxIndexEntries}
 	}
 	return json.Unmarshal(data, (*map[string]string)(m))

@@ -6,7 +6,6 @@ import (
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -761,29 +760,4 @@ func TestDownloadBoundsIndex(t *testing.T) {
 			t.Fatalf("got %v, want the index refused from its size", err)
 		}
 	})
-}
-
-// jsonEntries counts the top-level members of an object or elements of an
-// array, whatever the strings and nested values hold.
-func TestJSONEntries(t *testing.T) {
-	for _, in := range []string{
-		`{}`, ` [ ] `, `null`, `"a,b"`, `{"a":"s"}`,
-		`{"a,b":"s,t", "c\"d,":"\\", "e":{"f":1,"g":[1,2,3]}}`,
-		`[1, "x", [2, 3], {"a": [4, 5]}, null, true]`, `[[]]`, `[{}, {}]`,
-	} {
-		var v any
-		if err := json.Unmarshal([]byte(in), &v); err != nil {
-			t.Fatalf("%s: not JSON: %v", in, err)
-		}
-		want := 0
-		switch v := v.(type) {
-		case map[string]any:
-			want = len(v)
-		case []any:
-			want = len(v)
-		}
-		if got := jsonEntries([]byte(in)); got != want {
-			t.Errorf("%s: %d entries, want %d (as encoding/json decodes it)", in, got, want)
-		}
-	}
 }
