@@ -4,12 +4,9 @@ package blas
 
 import (
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
-
-	"github.com/ebitengine/purego"
 )
 
 // maxGemmPlans bounds the primitives SgemmBF16 keeps. A training job uses
@@ -47,7 +44,7 @@ type gemmPlan struct {
 // gemmExec is what one call needs besides the primitives: a stream, memory
 // objects and the bfloat16 copies of the operands.
 type gemmExec struct {
-	stream             uintptr
+	dnnlStream
 	a, a16, b, b16, c  uintptr
 	s                  uintptr
 	a16Buf, b16Buf     []byte
@@ -125,9 +122,9 @@ func SgemmBF16(transA, transB bool, m, n, k int, a []float32, lda int, b []float
 	e.setHandle(d, e.a, unsafe.Pointer(&e.a32[0]))
 	e.setHandle(d, e.b, unsafe.Pointer(&e.b32[0]))
 	e.setHandle(d, e.c, unsafe.Pointer(&e.c32[0]))
-	e.execute(d, p.cvtA, e.cvtAArgs[:], "reorder A f32 to bf16", false, key)
-	e.execute(d, p.cvtB, e.cvtBArgs[:], "reorder B f32 to bf16", false, key)
-	e.execute(d, p.prim, e.mmArgs[:e.nmm], "bf16 matmul", true, key)
+	e.execute(d, p.cvtA, e.cvtAArgs[:], "reorder A f32 to bf16", false, key.m, key.n, key.k)
+	e.execute(d, p.cvtB, e.cvtBArgs[:], "reorder B f32 to bf16", false, key.m, key.n, key.k)
+	e.execute(d, p.prim, e.mmArgs[:e.nmm], "bf16 matmul", true, key.m, key.n, key.k)
 	e.sys = [4]uintptr{}
 	e.a32, e.b32, e.c32 = nil, nil, nil
 	if transient {
@@ -328,31 +325,6 @@ func (p *gemmPlan) put(e *gemmExec) {
 	p.mu.Lock()
 	p.free = append(p.free, e)
 	p.mu.Unlock()
-}
-
-// setHandle points the memory object mem at ptr (through e.sys: a
-// variadic argument list would be allocated on every call).
-func (e *gemmExec) setHandle(d *dnnlMatmul, mem uintptr, ptr unsafe.Pointer) {
-	e.sys = [4]uintptr{mem, uintptr(ptr)}
-	if r, _, _ := purego.SyscallN(d.memSetHandle, e.sys[:2]...); int32(r) != dnnlSuccess {
-		panic(dnnlError("dnnl_memory_set_data_handle", int32(r)).Error())
-	}
-}
-
-// execute runs prim with args on e's stream, waiting for it with wait.
-func (e *gemmExec) execute(d *dnnlMatmul, prim uintptr, args []dnnlExecArg, what string, wait bool, key gemmKey) {
-	e.sys = [4]uintptr{prim, e.stream, uintptr(len(args)), uintptr(unsafe.Pointer(&args[0]))}
-	if r, _, _ := purego.SyscallN(d.primExecute, e.sys[:4]...); int32(r) != dnnlSuccess {
-		panic(fmt.Sprintf("%v (%s m=%d, n=%d, k=%d)", dnnlError("dnnl_primitive_execute", int32(r)), what, key.m, key.n, key.k))
-	}
-	if !wait {
-		return
-	}
-	e.sys = [4]uintptr{e.stream}
-	if r, _, _ := purego.SyscallN(d.streamWait, e.sys[:1]...); int32(r) != dnnlSuccess {
-		panic(dnnlError("dnnl_stream_wait", int32(r)).Error())
-	}
-	runtime.KeepAlive(e)
 }
 
 func (e *gemmExec) destroy(d *dnnlMatmul) {

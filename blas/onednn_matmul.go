@@ -249,7 +249,7 @@ type matmulPlan struct {
 
 // matmulExec is what one Forward call needs besides the primitive.
 type matmulExec struct {
-	stream           uintptr
+	dnnlStream
 	src, wei, dst, s uintptr // memory objects; s is 0 without scratchpad
 	srcBuf           []uint16
 	scrBuf           []byte
@@ -258,9 +258,7 @@ type matmulExec struct {
 	f32              uintptr // memory object for the float32 input
 	cvtArgs          [2]dnnlExecArg
 
-	// During Forward: the arguments of purego.SyscallN and the slices
-	// whose addresses are among them.
-	sys             [4]uintptr
+	// During Forward: the slices whose addresses were passed to oneDNN.
 	inp, out        []float32
 	keepIn, keepOut unsafe.Pointer // ForwardU8's operands
 }
@@ -453,18 +451,26 @@ func (l *PackedMatmul) ForwardU8(out []int32, inp []uint8, m int) {
 	runtime.KeepAlive(l)
 }
 
-// setHandle points the memory object mem at ptr. The arguments go through
-// e.sys: a variadic argument list would be allocated on every call.
-func (e *matmulExec) setHandle(d *dnnlMatmul, mem uintptr, ptr unsafe.Pointer) {
+// dnnlStream is a oneDNN stream with the argument array of the calls made
+// on it: the arguments of purego.SyscallN go through sys, as a variadic
+// list would be allocated on every call. It belongs to one execution
+// context (matmulExec, gemmExec), which is on the heap.
+type dnnlStream struct {
+	stream uintptr
+	sys    [4]uintptr
+}
+
+// setHandle points the memory object mem at ptr.
+func (e *dnnlStream) setHandle(d *dnnlMatmul, mem uintptr, ptr unsafe.Pointer) {
 	e.sys = [4]uintptr{mem, uintptr(ptr)}
 	if r, _, _ := purego.SyscallN(d.memSetHandle, e.sys[:2]...); int32(r) != dnnlSuccess {
 		panic(dnnlError("dnnl_memory_set_data_handle", int32(r)).Error())
 	}
 }
 
-// execute runs prim with args on e's stream and, with wait, waits for the
-// stream; a failure names what ran and its sizes.
-func (e *matmulExec) execute(d *dnnlMatmul, prim uintptr, args []dnnlExecArg, what string, wait bool, m, n, k int) {
+// execute runs prim with args on the stream and, with wait, waits for it;
+// a failure names what ran and its sizes.
+func (e *dnnlStream) execute(d *dnnlMatmul, prim uintptr, args []dnnlExecArg, what string, wait bool, m, n, k int) {
 	e.sys = [4]uintptr{prim, e.stream, uintptr(len(args)), uintptr(unsafe.Pointer(&args[0]))}
 	if r, _, _ := purego.SyscallN(d.primExecute, e.sys[:4]...); int32(r) != dnnlSuccess {
 		panic(fmt.Sprintf("%v (%s m=%d, n=%d, k=%d)", dnnlError("dnnl_primitive_execute", int32(r)), what, m, n, k))
