@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -200,6 +201,7 @@ type PackedMatmul struct {
 	init   unsafe.Pointer // W as given ([n, k] row-major), during construction only
 	initDT uintptr        // its data type: dnnlF32, or dnnlS8
 	plans  sync.Map       // planKey → *matmulPlan
+	nplans atomic.Int32   // how many plans hold
 }
 
 // planKey identifies a primitive: the number of rows and the sum scale.
@@ -374,9 +376,15 @@ func (l *PackedMatmul) Forward(out, inp []float32, m int, beta float32) {
 	if len(out) < m*l.n {
 		panic(fmt.Sprintf("blas: PackedMatmul.Forward: len(out) = %d < m·n = %d·%d", len(out), m, l.n))
 	}
-	if m == 0 {
-		return
+	for done := 0; done < m; {
+		r := l.rowsFor(m-done, beta)
+		l.forward(out[done*l.n:], inp[done*l.k:], r, beta)
+		done += r
 	}
+}
+
+// forward is Forward for m > 0 rows with one primitive.
+func (l *PackedMatmul) forward(out, inp []float32, m int, beta float32) {
 	p, e := l.context(m, beta)
 	d := l.d
 	// inp and out go to oneDNN as uintptrs through e.sys (a fresh variadic
@@ -397,6 +405,34 @@ func (l *PackedMatmul) Forward(out, inp []float32, m int, beta float32) {
 	// l owns the primitives (its cleanup destroys them): keep it alive
 	// until they have run.
 	runtime.KeepAlive(l)
+}
+
+// maxExactPlans bounds the row counts a PackedMatmul makes a primitive of
+// their own for: each costs 0.3–0.7 ms and its buffers for the layer's
+// life, and a server sees every row count its requests add up to (a
+// training job or a benchmark sees a few). Past the bound, a row count
+// without a primitive runs in chunks of the chunkRows sizes, largest first
+// (at most a few calls more; each streams the weights once more).
+const maxExactPlans = 32
+
+var chunkRows = [...]int{1024, 256, 64, 16, 4, 1}
+
+// rowsFor returns how many of m remaining rows the next call does: all of
+// them when they have or may still get a primitive of their own, else the
+// largest chunk size that fits.
+func (l *PackedMatmul) rowsFor(m int, beta float32) int {
+	if beta == 0 {
+		beta = 0 // -0 → 0, as plan does
+	}
+	if _, ok := l.plans.Load(planKey{m, beta}); ok || l.nplans.Load() < maxExactPlans {
+		return m
+	}
+	for _, c := range chunkRows {
+		if c <= m {
+			return c
+		}
+	}
+	return m
 }
 
 // context returns the primitive for m rows and beta and an execution
@@ -436,9 +472,15 @@ func (l *PackedMatmul) ForwardU8(out []int32, inp []uint8, m int) {
 	if m < 0 || len(inp) < m*l.k || len(out) < m*l.n {
 		panic(fmt.Sprintf("blas: ForwardU8: m = %d, len(inp) = %d, len(out) = %d for k = %d, n = %d", m, len(inp), len(out), l.k, l.n))
 	}
-	if m == 0 {
-		return
+	for done := 0; done < m; {
+		r := l.rowsFor(m-done, 0)
+		l.forwardU8(out[done*l.n:], inp[done*l.k:], r)
+		done += r
 	}
+}
+
+// forwardU8 is ForwardU8 for m > 0 rows with one primitive.
+func (l *PackedMatmul) forwardU8(out []int32, inp []uint8, m int) {
 	p, e := l.context(m, 0)
 	d := l.d
 	e.keepIn, e.keepOut = unsafe.Pointer(&inp[0]), unsafe.Pointer(&out[0])
@@ -605,6 +647,7 @@ func (l *PackedMatmul) newPlan(key planKey) (p *matmulPlan, err error) {
 	l.res.plans = append(l.res.plans, p)
 	l.res.mu.Unlock()
 	l.plans.Store(key, p)
+	l.nplans.Add(1)
 	return p, nil
 }
 
