@@ -36,9 +36,7 @@ type gemmPlan struct {
 	b16Size      int
 	scrSize      int
 
-	mu   sync.Mutex
-	free []*gemmExec
-	all  []*gemmExec
+	ctxs ctxPool[*gemmExec]
 }
 
 // gemmExec is what one call needs besides the primitives: a stream, memory
@@ -270,14 +268,9 @@ func newGemmPlan(d *dnnlMatmul, key gemmKey) (p *gemmPlan, err error) {
 
 // get takes an execution context from the free list or makes one.
 func (p *gemmPlan) get(d *dnnlMatmul) (*gemmExec, error) {
-	p.mu.Lock()
-	if n := len(p.free); n > 0 {
-		e := p.free[n-1]
-		p.free = p.free[:n-1]
-		p.mu.Unlock()
+	if e, ok := p.ctxs.take(); ok {
 		return e, nil
 	}
-	p.mu.Unlock()
 	e := &gemmExec{a16Buf: alignedBytes(p.a16Size), b16Buf: alignedBytes(p.b16Size)}
 	if p.scrSize > 0 {
 		e.scrBuf = alignedBytes(p.scrSize)
@@ -315,32 +308,19 @@ func (p *gemmPlan) get(d *dnnlMatmul) (*gemmExec, error) {
 		e.mmArgs[3] = dnnlExecArg{arg: dnnlArgScratchpad, mem: e.s}
 		e.nmm = 4
 	}
-	p.mu.Lock()
-	p.all = append(p.all, e)
-	p.mu.Unlock()
+	p.ctxs.add(e)
 	return e, nil
 }
 
-func (p *gemmPlan) put(e *gemmExec) {
-	p.mu.Lock()
-	p.free = append(p.free, e)
-	p.mu.Unlock()
-}
+func (p *gemmPlan) put(e *gemmExec) { p.ctxs.put(e) }
 
 func (e *gemmExec) destroy(d *dnnlMatmul) {
-	for _, m := range []uintptr{e.a, e.a16, e.b, e.b16, e.c, e.s} {
-		if m != 0 {
-			d.call(d.memDestroy, m)
-		}
-	}
-	if e.stream != 0 {
-		d.call(d.streamDestroy, e.stream)
-	}
+	e.release(d, e.a, e.a16, e.b, e.b16, e.c, e.s)
 }
 
 // destroy frees the C objects of p.
 func (p *gemmPlan) destroy(d *dnnlMatmul) {
-	for _, e := range p.all {
+	for _, e := range p.ctxs.all {
 		e.destroy(d)
 	}
 	for _, h := range []uintptr{p.prim, p.cvtA, p.cvtB} {

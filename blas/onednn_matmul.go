@@ -244,9 +244,7 @@ type matmulPlan struct {
 	cvtPD, cvt uintptr
 	f32MD      dnnlMemDesc
 
-	mu   sync.Mutex
-	free []*matmulExec
-	all  []*matmulExec
+	ctxs ctxPool[*matmulExec]
 }
 
 // matmulExec is what one Forward call needs besides the primitive.
@@ -500,6 +498,50 @@ func (l *PackedMatmul) forwardU8(out []int32, inp []uint8, m int) {
 type dnnlStream struct {
 	stream uintptr
 	sys    [4]uintptr
+}
+
+// release destroys the memory objects mems (0s skipped) and the stream.
+func (e *dnnlStream) release(d *dnnlMatmul, mems ...uintptr) {
+	for _, m := range mems {
+		if m != 0 {
+			d.call(d.memDestroy, m)
+		}
+	}
+	if e.stream != 0 {
+		d.call(d.streamDestroy, e.stream)
+	}
+}
+
+// ctxPool is a free list of a primitive's execution contexts, one per
+// concurrent call, and every context made (for their destruction).
+type ctxPool[T any] struct {
+	mu   sync.Mutex
+	free []T
+	all  []T
+}
+
+// take returns a free context, if there is one.
+func (c *ctxPool[T]) take() (e T, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(c.free); n > 0 {
+		e, c.free = c.free[n-1], c.free[:n-1]
+		return e, true
+	}
+	return e, false
+}
+
+// add records a new context; put returns one to the free list.
+func (c *ctxPool[T]) add(e T) {
+	c.mu.Lock()
+	c.all = append(c.all, e)
+	c.mu.Unlock()
+}
+
+func (c *ctxPool[T]) put(e T) {
+	c.mu.Lock()
+	c.free = append(c.free, e)
+	c.mu.Unlock()
 }
 
 // setHandle points the memory object mem at ptr.
@@ -757,14 +799,9 @@ func alignedBytes(n int) []byte {
 
 // get takes an execution context from the free list or makes one.
 func (p *matmulPlan) get(d *dnnlMatmul, k int) (*matmulExec, error) {
-	p.mu.Lock()
-	if n := len(p.free); n > 0 {
-		e := p.free[n-1]
-		p.free = p.free[:n-1]
-		p.mu.Unlock()
+	if e, ok := p.ctxs.take(); ok {
 		return e, nil
 	}
-	p.mu.Unlock()
 	e := &matmulExec{}
 	var srcBuf unsafe.Pointer // float32: set by Forward to the input
 	if !p.f32 {
@@ -807,33 +844,20 @@ func (p *matmulPlan) get(d *dnnlMatmul, k int) (*matmulExec, error) {
 		}
 		e.cvtArgs = [2]dnnlExecArg{{arg: dnnlArgSrc, mem: e.f32}, {arg: dnnlArgDst, mem: e.src}}
 	}
-	p.mu.Lock()
-	p.all = append(p.all, e)
-	p.mu.Unlock()
+	p.ctxs.add(e)
 	return e, nil
 }
 
 // put returns an execution context to the free list.
-func (p *matmulPlan) put(e *matmulExec) {
-	p.mu.Lock()
-	p.free = append(p.free, e)
-	p.mu.Unlock()
-}
+func (p *matmulPlan) put(e *matmulExec) { p.ctxs.put(e) }
 
 func (e *matmulExec) destroy(d *dnnlMatmul) {
-	for _, m := range []uintptr{e.src, e.wei, e.dst, e.s, e.f32} {
-		if m != 0 {
-			d.call(d.memDestroy, m)
-		}
-	}
-	if e.stream != 0 {
-		d.call(d.streamDestroy, e.stream)
-	}
+	e.release(d, e.src, e.wei, e.dst, e.s, e.f32)
 }
 
 // destroy frees the C objects of p.
 func (p *matmulPlan) destroy(d *dnnlMatmul) {
-	for _, e := range p.all {
+	for _, e := range p.ctxs.all {
 		e.destroy(d)
 	}
 	for _, h := range []uintptr{p.prim, p.cvt} {
