@@ -208,26 +208,11 @@ func newGemmPlan(d *dnnlMatmul, key gemmKey) (p *gemmPlan, err error) {
 	if st := d.call(d.matmulDescInit, uintptr(unsafe.Pointer(&op)), uintptr(unsafe.Pointer(&p.a16MD)), uintptr(unsafe.Pointer(&anyMD)), 0, uintptr(unsafe.Pointer(&p.cMD))); st != dnnlSuccess {
 		return nil, dnnlError("dnnl_matmul_desc_init", st)
 	}
-	var attr, po uintptr
-	if st := d.call(d.attrCreate, uintptr(unsafe.Pointer(&attr))); st != dnnlSuccess {
-		return nil, dnnlError("dnnl_primitive_attr_create", st)
+	attr, err := d.matmulAttr(key.beta)
+	if err != nil {
+		return nil, err
 	}
 	defer d.call(d.attrDestroy, attr)
-	if st := d.call(d.attrSetScratchpad, attr, dnnlScratchpadUser); st != dnnlSuccess {
-		return nil, dnnlError("dnnl_primitive_attr_set_scratchpad_mode", st)
-	}
-	if key.beta != 0 {
-		if st := d.call(d.postOpsCreate, uintptr(unsafe.Pointer(&po))); st != dnnlSuccess {
-			return nil, dnnlError("dnnl_post_ops_create", st)
-		}
-		defer d.call(d.postOpsDestroy, po)
-		if st := d.postOpsAppendSum(po, key.beta); st != dnnlSuccess {
-			return nil, dnnlError("dnnl_post_ops_append_sum", st)
-		}
-		if st := d.call(d.attrSetPostOps, attr, po); st != dnnlSuccess {
-			return nil, dnnlError("dnnl_primitive_attr_set_post_ops", st)
-		}
-	}
 	if st := d.call(d.pdCreate, uintptr(unsafe.Pointer(&p.pd)), uintptr(unsafe.Pointer(&op)), attr, d.engine, 0); st != dnnlSuccess {
 		return nil, fmt.Errorf("%w (bf16 gemm m=%d, n=%d, k=%d)", dnnlError("dnnl_primitive_desc_create", st), m, n, k)
 	}

@@ -629,28 +629,11 @@ func (l *PackedMatmul) newPlan(key planKey) (p *matmulPlan, err error) {
 	if st := d.call(d.matmulDescInit, uintptr(unsafe.Pointer(&op)), uintptr(unsafe.Pointer(&p.srcMD)), uintptr(unsafe.Pointer(&anyMD)), 0, uintptr(unsafe.Pointer(&p.dstMD))); st != dnnlSuccess {
 		return nil, dnnlError("dnnl_matmul_desc_init", st)
 	}
-	var attr, po uintptr
-	if st := d.call(d.attrCreate, uintptr(unsafe.Pointer(&attr))); st != dnnlSuccess {
-		return nil, dnnlError("dnnl_primitive_attr_create", st)
+	attr, err := d.matmulAttr(beta)
+	if err != nil {
+		return nil, err
 	}
 	defer d.call(d.attrDestroy, attr)
-	// The library's scratchpad belongs to the primitive and is not safe for
-	// concurrent executions; each execution context brings its own.
-	if st := d.call(d.attrSetScratchpad, attr, dnnlScratchpadUser); st != dnnlSuccess {
-		return nil, dnnlError("dnnl_primitive_attr_set_scratchpad_mode", st)
-	}
-	if beta != 0 {
-		if st := d.call(d.postOpsCreate, uintptr(unsafe.Pointer(&po))); st != dnnlSuccess {
-			return nil, dnnlError("dnnl_post_ops_create", st)
-		}
-		defer d.call(d.postOpsDestroy, po)
-		if st := d.postOpsAppendSum(po, beta); st != dnnlSuccess {
-			return nil, dnnlError("dnnl_post_ops_append_sum", st)
-		}
-		if st := d.call(d.attrSetPostOps, attr, po); st != dnnlSuccess {
-			return nil, dnnlError("dnnl_primitive_attr_set_post_ops", st)
-		}
-	}
 	defer func() {
 		if err != nil {
 			p.destroy(d)
@@ -699,6 +682,40 @@ func (l *PackedMatmul) newPlan(key planKey) (p *matmulPlan, err error) {
 func (d *dnnlMatmul) call64(fn uintptr, args ...uintptr) uint64 {
 	r, _, _ := purego.SyscallN(fn, args...)
 	return uint64(r)
+}
+
+// matmulAttr returns the attributes of a matmul primitive: a scratchpad
+// the caller passes (the library's own is not safe for concurrent
+// executions; each execution context brings its own) and, when beta ≠ 0,
+// a sum post-op scaled by beta. The caller destroys it (attrDestroy) once
+// the primitive descriptor is made.
+func (d *dnnlMatmul) matmulAttr(beta float32) (attr uintptr, err error) {
+	if st := d.call(d.attrCreate, uintptr(unsafe.Pointer(&attr))); st != dnnlSuccess {
+		return 0, dnnlError("dnnl_primitive_attr_create", st)
+	}
+	defer func() {
+		if err != nil {
+			d.call(d.attrDestroy, attr)
+		}
+	}()
+	if st := d.call(d.attrSetScratchpad, attr, dnnlScratchpadUser); st != dnnlSuccess {
+		return 0, dnnlError("dnnl_primitive_attr_set_scratchpad_mode", st)
+	}
+	if beta == 0 {
+		return attr, nil
+	}
+	var po uintptr
+	if st := d.call(d.postOpsCreate, uintptr(unsafe.Pointer(&po))); st != dnnlSuccess {
+		return 0, dnnlError("dnnl_post_ops_create", st)
+	}
+	defer d.call(d.postOpsDestroy, po) // the attributes keep their own copy
+	if st := d.postOpsAppendSum(po, beta); st != dnnlSuccess {
+		return 0, dnnlError("dnnl_post_ops_append_sum", st)
+	}
+	if st := d.call(d.attrSetPostOps, attr, po); st != dnnlSuccess {
+		return 0, dnnlError("dnnl_primitive_attr_set_post_ops", st)
+	}
+	return attr, nil
 }
 
 // copyMD copies the memory descriptor that pd reports for what into md.
