@@ -15,6 +15,21 @@ const (
 	Sinusoidal = "sinusoidal" // Vaswani et al.'s sinusoids added to the √C-scaled embeddings
 )
 
+// Layer-norm placements of Config.LayerNorm.
+const (
+	// PreLN normalises each sub-layer's input, x + Drop(f(LN(x))), with one
+	// more LayerNorm at the top of each stack (tensor2tensor's v2 and
+	// fairseq's normalize_before). The default, and what an empty
+	// layer_norm_position (every config written before the field) means.
+	PreLN = "pre"
+	// PostLN normalises each residual sum, LN(x + Drop(f(x))), with no
+	// LayerNorm at the top of either stack (Vaswani et al. §3.1, §5.4:
+	// "LayerNorm(x + Sublayer(x))"; fairseq's transformer without
+	// normalize_before, whose encoder and decoder then keep no final
+	// layer_norm).
+	PostLN = "post"
+)
+
 // Config is the model's config.json.
 type Config struct {
 	VocabSize     int     `json:"vocab_size"`      // shared source/target vocabulary V
@@ -34,7 +49,13 @@ type Config struct {
 	// Activation of the feed-forward block: "relu" (Vaswani et al.; the
 	// default when empty) or any name kernels.ParseActivation knows.
 	Activation string `json:"activation,omitempty"`
+	// LayerNorm places the LayerNorms: PreLN (the default when empty) or
+	// PostLN.
+	LayerNorm string `json:"layer_norm_position,omitempty"`
 }
+
+// postLN reports whether the layers are post-LN.
+func (c Config) postLN() bool { return c.LayerNorm == PostLN }
 
 // activation returns the feed-forward activation (ReLU when unset).
 func (c Config) activation() (kernels.Activation, error) {
@@ -71,7 +92,11 @@ func (c Config) NumParamsFor() int64 {
 	lin := func(out, in int64) int64 { return out*in + out }
 	enc := 2*2*C + lin(3*C, C) + lin(C, C) + lin(I, C) + lin(C, I)
 	dec := 3*2*C + lin(3*C, C) + lin(C, C) + lin(C, C) + lin(2*C, C) + lin(C, C) + lin(I, C) + lin(C, I)
-	return V*C + int64(c.EncoderLayers)*enc + 2*C + int64(c.DecoderLayers)*dec + 2*C
+	top := 2 * C // the LayerNorm at the top of each stack, pre-LN only
+	if c.postLN() {
+		top = 0
+	}
+	return V*C + int64(c.EncoderLayers)*enc + top + int64(c.DecoderLayers)*dec + top
 }
 
 // Validate checks the numbers, naming the field. The sizes must be at most
@@ -110,6 +135,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("seq2seq: layer_norm_eps %v must be positive", c.LayerNormEps)
 	case c.RopeBase != 0 && !(c.RopeBase > 1):
 		return fmt.Errorf("seq2seq: rope_theta %v must be above 1", c.RopeBase)
+	case c.LayerNorm != "" && c.LayerNorm != PreLN && c.LayerNorm != PostLN:
+		return fmt.Errorf("seq2seq: layer_norm_position %q is not %q or %q", c.LayerNorm, PreLN, PostLN)
 	}
 	if _, err := c.activation(); err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/roformer-go/roformer/generate"
 	"github.com/roformer-go/roformer/kernels"
+	"github.com/roformer-go/roformer/model/nn"
 )
 
 // Encoded is the encoder's output for a set of sources, with every decoder
@@ -15,7 +16,7 @@ type Encoded struct {
 	B, S int
 	Len  []int       // each source's length with its EOS
 	Mask []float32   // [B, S] 1 for a real token
-	Out  []float32   // [B, S, C] LN_enc(x_L)
+	Out  []float32   // [B, S, C] LN_enc(x_L), or x_L in post-LN
 	K, V [][]float32 // per decoder layer [B, S, C]
 }
 
@@ -172,11 +173,27 @@ func (m *Model) feed(st *State, tokens []int32, L int) ([]float32, error) {
 	ln, att, o := make([]float32, RL*C), make([]float32, RL*C), make([]float32, RL*C)
 	qkv, q, k, v := make([]float32, RL*3*C), make([]float32, RL*C), make([]float32, RL*C), make([]float32, RL*C)
 	h := make([]float32, RL*c.FFN)
+	post := c.postLN()
+	// in is a sub-layer's input: LN(x) in pre-LN (in ln), x in post-LN.
+	in := func(norm *nn.LayerNorm) []float32 {
+		if post {
+			return x
+		}
+		norm.Forward(ln, nil, nil, x, eps, RL, C)
+		return ln
+	}
+	// residual is x += o in pre-LN, x = LN(x + o) in post-LN.
+	residual := func(norm *nn.LayerNorm) {
+		kernels.AddForward(x, x, o, RL*C)
+		if post {
+			norm.Forward(ln, nil, nil, x, eps, RL, C)
+			copy(x, ln)
+		}
+	}
 	for l := range m.Dec {
 		L0 := &m.Dec[l]
 		// Self-attention over the cache and these tokens.
-		L0.SelfNorm.Forward(ln, nil, nil, x, eps, RL, C)
-		L0.QKV.Forward(qkv, ln, RL)
+		L0.QKV.Forward(qkv, in(&L0.SelfNorm), RL)
 		kernels.SplitQKV(q, k, v, qkv, RL, C)
 		if rot != nil {
 			m.rot.Forward(q, rot.sin, rot.cos, R, L, NH)
@@ -189,21 +206,19 @@ func (m *Model) feed(st *State, tokens []int32, L int) ([]float32, error) {
 			kernels.FlashCrossAttentionForward(att[i*L*C:(i+1)*L*C], nil, q[i*L*C:(i+1)*L*C], ck[:(t+L)*C], cv[:(t+L)*C], nil, true, 1, L, t+L, NH, HS)
 		}
 		L0.SelfOut.Forward(o, att, RL)
-		kernels.AddForward(x, x, o, RL*C)
+		residual(&L0.SelfNorm)
 		// Cross-attention over the row's source.
-		L0.CrossNorm.Forward(ln, nil, nil, x, eps, RL, C)
-		L0.Q.Forward(q, ln, RL)
+		L0.Q.Forward(q, in(&L0.CrossNorm), RL)
 		for i, r := range st.rows {
 			kernels.FlashCrossAttentionForward(att[i*L*C:(i+1)*L*C], nil, q[i*L*C:(i+1)*L*C], st.enc.K[l][r*S*C:(r+1)*S*C], st.enc.V[l][r*S*C:(r+1)*S*C], st.enc.Mask[r*S:(r+1)*S], false, 1, L, S, NH, HS)
 		}
 		L0.CrossOut.Forward(o, att, RL)
-		kernels.AddForward(x, x, o, RL*C)
+		residual(&L0.CrossNorm)
 		// Feed-forward.
-		L0.FFNNorm.Forward(ln, nil, nil, x, eps, RL, C)
-		L0.FC1.Forward(h, ln, RL)
+		L0.FC1.Forward(h, in(&L0.FFNNorm), RL)
 		kernels.ActivationForward(h, h, m.act, RL*c.FFN)
 		L0.FC2.Forward(o, h, RL)
-		kernels.AddForward(x, x, o, RL*C)
+		residual(&L0.FFNNorm)
 	}
 	st.n += L
 	// logits of each row's last position only
@@ -214,9 +229,13 @@ func (m *Model) feed(st *State, tokens []int32, L int) ([]float32, error) {
 			copy(last[i*C:(i+1)*C], x[((i+1)*L-1)*C:(i+1)*L*C])
 		}
 	}
-	m.DecNorm.Forward(ln[:R*C], nil, nil, last, eps, R, C)
+	y := last // post-LN: the last sub-layer's LayerNorm is the top
+	if !post {
+		y = ln[:R*C]
+		m.DecNorm.Forward(y, nil, nil, last, eps, R, C)
+	}
 	logits := make([]float32, R*c.VocabSize)
-	kernels.MatmulForward(logits, ln[:R*C], m.Embed.Data, nil, R, C, c.VocabSize)
+	kernels.MatmulForward(logits, y, m.Embed.Data, nil, R, C, c.VocabSize)
 	return logits, nil
 }
 

@@ -20,11 +20,28 @@
 // on one axis: the paper's setup) or sinusoidal (Vaswani's table added to the
 // √C-scaled token embeddings, §3.5).
 //
-// The layers are pre-LN (the LayerNorm before each sub-layer, one at the top
-// of each stack), not the post-LN of the original paper: at the small scale
-// and few steps of this toolkit's experiment pre-LN trains without the long
-// warm-up that post-LN needs (Xiong et al. 2020), and both position
-// encodings share it, so their comparison is unaffected.
+// The layers are pre-LN by default (the LayerNorm before each sub-layer, one
+// at the top of each stack), not the post-LN of the original paper: at the
+// small scale and few steps of this toolkit's experiment pre-LN trains
+// without the long warm-up that post-LN needs (Xiong et al. 2020). Config's
+// LayerNorm = PostLN gives Vaswani et al.'s layers (§3.1: the output of each
+// sub-layer is LayerNorm(x + Sublayer(x)), dropout applied to the
+// sub-layer's output before the sum, §5.4):
+//
+//	encoder layer:  x = LN(x + Drop(SelfAttn(x, source mask)))
+//	                x = LN(x + Drop(W2·ReLU(W1·x)))
+//	decoder layer:  y = LN(y + Drop(SelfAttn(y, causal)))
+//	                y = LN(y + Drop(CrossAttn(y, x_L, source mask)))
+//	                y = LN(y + Drop(W2·ReLU(W1·y)))
+//	logits = y_L·Eᵀ
+//
+// with no LayerNorm at the top of either stack (the last sub-layer already
+// ends in one): fairseq's transformer without normalize_before, whose
+// encoder and decoder then hold no final layer_norm, and tensor2tensor's
+// v1 Transformer (post-processing "dan", no pre-processing), whose final
+// pre-processing step is then empty. The LayerNorms keep their names (and
+// fairseq's): self_attn_layer_norm, encoder_attn_layer_norm,
+// final_layer_norm.
 //
 // Training uses label-smoothed cross-entropy (ε = 0.1, Szegedy et al.; §5.4
 // of Vaswani et al.) through Forward and Pass.Backward, llm.c-style pairs

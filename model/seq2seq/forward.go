@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/roformer-go/roformer/kernels"
+	"github.com/roformer-go/roformer/model/nn"
 	"github.com/roformer-go/roformer/rope"
 )
 
@@ -46,10 +47,10 @@ type Pass struct {
 
 	srcX  []float32 // embedded source [B, S, C]
 	enc   []encLayerAct
-	encLN normAct // the encoder's output LN_enc(x_L) [B, S, C]
+	encLN normAct // the encoder's output [B, S, C]: LN_enc(x_L) (pre-LN) or x_L (post-LN, no mean or rstd)
 	tgtX  []float32
 	dec   []decLayerAct
-	decLN normAct
+	decLN normAct // the decoder's output [B, T, C]: LN_dec(y_L) or y_L, as encLN
 
 	// Logits [B·T, V] of the decoder; after a forward with labels and
 	// training, it holds the loss gradient instead (Backward's input).
@@ -113,9 +114,8 @@ func (m *Model) Forward(ctx context.Context, b *Batch, opts Options) (*Pass, err
 		m.ffnForward(&a.ffn, a.x3, a.x2, L.FFNNorm, L.FC1, L.FC2, p.drop.Derive(siteDecFFN, uint64(l)), BT)
 		x = a.x3
 	}
-	p.decLN = newNormAct(BT, C)
-	m.DecNorm.Forward(p.decLN.out, p.decLN.mean, p.decLN.rstd, x, float32(c.LayerNormEps), BT, C)
-	// logits = LN_dec(y)·Eᵀ (the output projection tied to the embedding)
+	p.decLN = m.topNorm(m.DecNorm, x, BT)
+	// logits = LN_dec(y)·Eᵀ, or y·Eᵀ in post-LN (the output projection tied to the embedding)
 	p.Logits = make([]float32, BT*c.VocabSize)
 	kernels.MatmulForward(p.Logits, p.decLN.out, m.Embed.Data, nil, BT, C, c.VocabSize)
 	if b.Labels != nil {
@@ -143,8 +143,31 @@ func (m *Model) encodeForward(p *Pass) {
 		m.ffnForward(&a.ffn, a.x2, a.x1, L.FFNNorm, L.FC1, L.FC2, p.drop.Derive(siteEncFFN, uint64(l)), BS)
 		x = a.x2
 	}
-	p.encLN = newNormAct(BS, C)
-	m.EncNorm.Forward(p.encLN.out, p.encLN.mean, p.encLN.rstd, x, float32(m.Config.LayerNormEps), BS, C)
+	p.encLN = m.topNorm(m.EncNorm, x, BS)
+}
+
+// topNorm is the LayerNorm at the top of a stack, LN(x) of x [BT, C], in
+// pre-LN; in post-LN, whose last sub-layer ends in a LayerNorm, x itself.
+func (m *Model) topNorm(norm nn.LayerNorm, x []float32, BT int) normAct {
+	if m.Config.postLN() {
+		return normAct{out: x}
+	}
+	C := m.Config.DModel
+	a := newNormAct(BT, C)
+	norm.Forward(a.out, a.mean, a.rstd, x, float32(m.Config.LayerNormEps), BT, C)
+	return a
+}
+
+// topNormBackward differentiates topNorm into dx [BT, C] (written) from
+// dy, the gradient of its output.
+func (m *Model) topNormBackward(dx, dy []float32, norm nn.LayerNorm, a normAct, x []float32, BT int) {
+	if m.Config.postLN() {
+		copy(dx, dy)
+		return
+	}
+	// LayerNormBackward adds, so dx starts at zero.
+	clear(dx)
+	norm.Backward(dx, dy, x, a.mean, a.rstd, BT, m.Config.DModel)
 }
 
 // rotation returns the sin/cos of positions offset … offset+T−1, or nil
@@ -176,13 +199,13 @@ func (p *Pass) Backward(ctx context.Context) error {
 	// logits = y·Eᵀ
 	dy := make([]float32, BT*C)
 	kernels.MatmulBackward(dy, m.Embed.Grad, nil, p.Logits, p.decLN.out, m.Embed.Data, BT, C, c.VocabSize)
-	// y = LN_dec(x_L): LayerNormBackward adds, so dx starts at zero.
+	// y = LN_dec(x_L), or x_L in post-LN
 	dx := make([]float32, BT*C)
 	last := p.tgtX
 	if n := len(p.dec); n > 0 {
 		last = p.dec[n-1].x3
 	}
-	m.DecNorm.Backward(dx, dy, last, p.decLN.mean, p.decLN.rstd, BT, C)
+	m.topNormBackward(dx, dy, m.DecNorm, p.decLN, last, BT)
 	denc := make([]float32, BS*C)
 	enc := p.encLN.out
 	for l := len(m.Dec) - 1; l >= 0; l-- {
@@ -195,13 +218,13 @@ func (p *Pass) Backward(ctx context.Context) error {
 		m.selfAttnBackward(dx, &a.self, L.SelfNorm, L.QKV, L.SelfOut, p.rotT, nil, true, p.ds)
 	}
 	m.embedBackward(dx, b.DecIn, p.drop.Derive(siteTgtEmbed), b.B, b.T)
-	// enc = LN_enc(x_L)
+	// enc = LN_enc(x_L), or x_L in post-LN
 	dxs := make([]float32, BS*C)
 	lastS := p.srcX
 	if n := len(p.enc); n > 0 {
 		lastS = p.enc[n-1].x2
 	}
-	m.EncNorm.Backward(dxs, denc, lastS, p.encLN.mean, p.encLN.rstd, BS, C)
+	m.topNormBackward(dxs, denc, m.EncNorm, p.encLN, lastS, BS)
 	for l := len(m.Enc) - 1; l >= 0; l-- {
 		if err := ctx.Err(); err != nil {
 			return err

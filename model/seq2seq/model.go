@@ -11,9 +11,10 @@ import (
 	"github.com/roformer-go/roformer/tensor"
 )
 
-// EncoderLayer is one pre-LN encoder layer: self-attention (the fused
+// EncoderLayer is one encoder layer: self-attention (the fused
 // projection QKV [3C, C], Out [C, C]) and the feed-forward block (FC1 [I, C],
-// FC2 [C, I]).
+// FC2 [C, I]). AttnNorm and FFNNorm normalise each sub-layer's input
+// (pre-LN) or its residual sum (post-LN).
 type EncoderLayer struct {
 	AttnNorm nn.LayerNorm
 	QKV, Out nn.Linear
@@ -21,9 +22,11 @@ type EncoderLayer struct {
 	FC1, FC2 nn.Linear
 }
 
-// DecoderLayer is one pre-LN decoder layer: causal self-attention, then
+// DecoderLayer is one decoder layer: causal self-attention, then
 // cross-attention over the encoder's output (Q [C, C] from the decoder, KV
-// [2C, C] from the encoder, CrossOut [C, C]), then the feed-forward block.
+// [2C, C] from the encoder, CrossOut [C, C]), then the feed-forward block,
+// each with its LayerNorm (SelfNorm, CrossNorm, FFNNorm: before the
+// sub-layer in pre-LN, after its residual sum in post-LN).
 type DecoderLayer struct {
 	SelfNorm        nn.LayerNorm
 	QKV, SelfOut    nn.Linear
@@ -37,9 +40,12 @@ type DecoderLayer struct {
 // transformer names them (embed_tokens, encoder.layers.N.self_attn, …),
 // with the q, k, v projections fused.
 type Model struct {
-	Config  Config
-	Embed   *tensor.Param // E [V, C]: source and target embeddings and the output projection
-	Enc     []EncoderLayer
+	Config Config
+	Embed  *tensor.Param // E [V, C]: source and target embeddings and the output projection
+	Enc    []EncoderLayer
+	// EncNorm and DecNorm are the LayerNorms at the top of the stacks,
+	// pre-LN only: post-LN has none (their W and B are nil, and they are
+	// not among Params).
 	EncNorm nn.LayerNorm
 	Dec     []DecoderLayer
 	DecNorm nn.LayerNorm
@@ -89,7 +95,9 @@ func New(cfg Config) (*Model, error) {
 			FC2:      lin(p+"fc2", C, I),
 		})
 	}
-	m.EncNorm = ln("encoder.layer_norm")
+	if !cfg.postLN() {
+		m.EncNorm = ln("encoder.layer_norm")
+	}
 	for l := 0; l < cfg.DecoderLayers; l++ {
 		p := fmt.Sprintf("decoder.layers.%d.", l)
 		m.Dec = append(m.Dec, DecoderLayer{
@@ -105,7 +113,9 @@ func New(cfg Config) (*Model, error) {
 			FC2:       lin(p+"fc2", C, I),
 		})
 	}
-	m.DecNorm = ln("decoder.layer_norm")
+	if !cfg.postLN() {
+		m.DecNorm = ln("decoder.layer_norm")
+	}
 	return m, nil
 }
 
