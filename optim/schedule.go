@@ -13,10 +13,13 @@ const (
 	Constant ScheduleKind = "constant" // linear warm-up, then the peak rate
 	Linear   ScheduleKind = "linear"   // linear warm-up, then linear decay to 0 at Total
 	Cosine   ScheduleKind = "cosine"   // linear warm-up, then half a cosine down to 0 at Total
+	// InverseSqrt is linear warm-up, then the rate falls as 1/√step
+	// (Vaswani et al. §5.3; ignores Total).
+	InverseSqrt ScheduleKind = "inverse_sqrt"
 )
 
 // ScheduleKinds lists the valid schedule names.
-var ScheduleKinds = []ScheduleKind{Constant, Linear, Cosine}
+var ScheduleKinds = []ScheduleKind{Constant, Linear, Cosine, InverseSqrt}
 
 // ParseSchedule returns the schedule kind named s.
 func ParseSchedule(s string) (ScheduleKind, error) {
@@ -25,7 +28,7 @@ func ParseSchedule(s string) (ScheduleKind, error) {
 			return k, nil
 		}
 	}
-	return "", fmt.Errorf("optim: unknown schedule %q (valid: constant, linear, cosine)", s)
+	return "", fmt.Errorf("optim: unknown schedule %q (valid: constant, linear, cosine, inverse_sqrt)", s)
 }
 
 // Schedule maps a step to a learning rate: PeakLR times the factor of Kind.
@@ -39,7 +42,7 @@ type Schedule struct {
 	Kind   ScheduleKind
 	PeakLR float64
 	Warmup int // warm-up steps
-	Total  int // total training steps (ignored by Constant)
+	Total  int // total training steps (ignored by Constant and InverseSqrt)
 }
 
 // Validate checks the schedule's numbers.
@@ -63,6 +66,8 @@ func (s Schedule) LR(step int) float64 {
 		return s.PeakLR * LinearFactor(step, s.Warmup, s.Total)
 	case Cosine:
 		return s.PeakLR * CosineFactor(step, s.Warmup, s.Total)
+	case InverseSqrt:
+		return s.PeakLR * InverseSqrtFactor(step, s.Warmup)
 	default:
 		return s.PeakLR * ConstantFactor(step, s.Warmup)
 	}
@@ -105,4 +110,20 @@ func CosineFactor(step, warmup, total int) float64 {
 	}
 	progress := float64(step-warmup) / float64(max(1, total-warmup))
 	return math.Max(0, 0.5*(1+math.Cos(math.Pi*2*0.5*progress)))
+}
+
+// InverseSqrtFactor is Vaswani et al.'s schedule (§5.3,
+// lrate = d^−½·min(step^−½, step·warmup^−³ᐟ²)) divided by its peak
+// d^−½·warmup^−½, which it reaches at step = warmup:
+//
+//	min(step/warmup, √(warmup/step))
+//
+// fairseq's inverse_sqrt with warmup_init_lr 0, and transformers'
+// get_inverse_sqrt_schedule with timescale = warmup. Without a warm-up
+// (warmup ≤ 0) it is 1/√max(1, step).
+func InverseSqrtFactor(step, warmup int) float64 {
+	if f, ok := warm(step, warmup); ok {
+		return f
+	}
+	return math.Sqrt(float64(max(1, warmup)) / float64(max(1, step)))
 }
