@@ -26,7 +26,9 @@ import (
 //	keyMask [B, T]  1 for a real token, 0 for padding; nil means all 1
 //
 // drop is HF's dropout on the attention probabilities (training only): out
-// is then (P⊙mask)·v while probs keeps the undropped P.
+// is then (P⊙mask)·v while probs keeps the undropped P. The factor of
+// P[b,h,i,j] is drop.Scale(((b·NH+h)·T+i)·T+j), so rows r0… of a larger
+// batch draw their masks there with drop.Offset = r0·NH·T·T.
 func AttentionForward(out, probs, q, k, v, keyMask []float32, causal bool, drop Dropout, B, T, NH, HS int) {
 	C := NH * HS
 	scale := float32(math.Sqrt(float64(HS)))

@@ -4,13 +4,19 @@ import "math"
 
 // Dropout describes inverted dropout: each element is kept with probability
 // 1−P and then scaled by 1/(1−P), or zeroed. The keep decision of element i
-// is a pure function of (Seed, i) (a SplitMix64 hash), so the mask needs no
-// storage: backward regenerates it, any thread split gives the same mask,
-// and a run resumed at step s draws the same masks as one left alone.
-// P = 0 disables it.
+// is a pure function of (Seed, Offset+i) (a SplitMix64 hash), so the mask
+// needs no storage: backward regenerates it, any thread split gives the
+// same mask, and a run resumed at step s draws the same masks as one left
+// alone. P = 0 disables it.
 type Dropout struct {
 	P    float32
 	Seed uint64
+	// Offset is the place of element 0 in the stream: element i draws the
+	// decision of element Offset+i. A kernel run on rows r0, r0+1, … of a
+	// larger batch, with Offset = r0 × (elements per row of the tensor it
+	// drops), draws the masks those rows have in the larger batch (gradient
+	// caching encodes a batch a few rows at a time). 0: the batch is whole.
+	Offset int
 }
 
 // Active reports whether the dropout changes anything.
@@ -25,40 +31,42 @@ func mix(z uint64) uint64 {
 }
 
 // Derive returns a dropout with the same P and a seed derived from d's and
-// the given labels (step, layer, site), so every site gets its own stream.
+// the given labels (step, layer, site), so every site gets its own stream;
+// the offset is d's.
 func (d Dropout) Derive(labels ...uint64) Dropout {
 	s := d.Seed
 	for _, l := range labels {
 		s = mix(s ^ mix(l))
 	}
-	return Dropout{P: d.P, Seed: s}
+	return Dropout{P: d.P, Seed: s, Offset: d.Offset}
 }
 
-// Scale returns the factor applied to kept element i: 1/(1−P) or 0.
+// Scale returns the factor applied to element i: 1/(1−P) or 0.
 func (d Dropout) Scale(i int) float32 {
 	// Compare the top 24 bits with P·2^24.
-	if float32(mix(d.Seed^uint64(i))>>40) < d.P*(1<<24) {
+	if float32(mix(d.Seed^uint64(d.Offset+i))>>40) < d.P*(1<<24) {
 		return 0
 	}
 	return 1 / (1 - d.P)
 }
 
 // dropMask is Scale with its threshold computed once: element i is dropped
-// when mix(seed^i)>>40 < thr, and kept ones are scaled by keep. thr =
+// when mix(seed^(off+i))>>40 < thr, and kept ones are scaled by keep. thr =
 // ⌈P·2^24⌉ is exact: the top 24 bits are an integer u, and for an integer
 // u < 2^24, float32(u) < P·2^24 ⇔ u < ⌈P·2^24⌉ (TestDropoutMaskEqualsScale).
 type dropMask struct {
 	seed, thr uint64
+	off       int
 	keep      float32
 }
 
 func (d Dropout) mask() dropMask {
-	return dropMask{seed: d.Seed, thr: uint64(math.Ceil(float64(d.P * (1 << 24)))), keep: 1 / (1 - d.P)}
+	return dropMask{seed: d.Seed, thr: uint64(math.Ceil(float64(d.P * (1 << 24)))), off: d.Offset, keep: 1 / (1 - d.P)}
 }
 
 // at returns the factor of element i: keep or 0, as Scale(i).
 func (m dropMask) at(i int) float32 {
-	if mix(m.seed^uint64(i))>>40 < m.thr {
+	if mix(m.seed^uint64(m.off+i))>>40 < m.thr {
 		return 0
 	}
 	return m.keep

@@ -40,9 +40,9 @@ type flashMask struct {
 // that sees no key gets the mean of all T values (HF's uniform softmax).
 // Under the causal mask the key tiles past the query tile are skipped.
 // drop is AttentionForward's dropout on the probabilities, element for
-// element the same stream (the factor of P[b,h,i,j] is drop's element
-// ((b·NH+h)·T+i)·T+j): out is (P⊙mask)·v, and the sums l and lse are those
-// of the undropped P.
+// element the same stream (the factor of P[b,h,i,j] is
+// drop.Scale(((b·NH+h)·T+i)·T+j), drop.Offset included): out is
+// (P⊙mask)·v, and the sums l and lse are those of the undropped P.
 //
 //	out     [B, T, C]   C = NH·HS; heads are column blocks
 //	lse     [B, NH, T]  log Σ_j e^(S_ij) over the visible keys, saved for
@@ -97,8 +97,8 @@ func FlashSegmentAttentionForward(out, lse, q, k, v, keyMask []float32, seg []in
 
 // flashForward is the fused forward pass of Tq queries over Tk keys under
 // fm (Tq = Tk when fm.seg is set or drop is active); the exported forwards
-// document it. The dropout factor of P[b,h,i,j] is drop's element
-// ((b·NH+h)·Tq+i)·Tk+j.
+// document it. The dropout factor of P[b,h,i,j] is
+// drop.Scale(((b·NH+h)·Tq+i)·Tk+j).
 func flashForward(out, lse, q, k, v, keyMask []float32, fm flashMask, drop Dropout, B, Tq, Tk, NH, HS int) {
 	C := NH * HS
 	dm := drop.mask()
