@@ -47,7 +47,7 @@ func (m *Model) attentionForward(s *State, l int, la *layerActs) {
 		unilmAttention(la.ctx, la.probs, la.q, la.k, la.v, s.keyMask, s.unilm, B, T, NH, HS)
 		return
 	}
-	drop := s.dropAt(l, siteAttnProbs, cfg.AttentionProbsDropoutProb)
+	drop := s.dropAt(l, siteAttnProbs, cfg.AttentionProbsDropoutProb, NH*T*T)
 	if cfg.PosEnc() == PosRelative {
 		// ctx = softmax((q·kᵀ + q·a_{clip(j−i)}ᵀ)/√HS + mask)·v
 		kernels.RelativeAttentionForward(la.ctx, la.probs, la.q, la.k, la.v, m.Encoder.Layers[l].RelKey.Data, s.keyMask, s.causal, drop, cfg.RelativeMaxDistance, B, T, NH, HS)
@@ -70,7 +70,7 @@ func (m *Model) attentionBackward(s *State, l int, la *layerActs, g *gradBuffers
 		m.linearAttentionBackward(s, l, la, g)
 		return
 	}
-	drop := s.dropAt(l, siteAttnProbs, cfg.AttentionProbsDropoutProb)
+	drop := s.dropAt(l, siteAttnProbs, cfg.AttentionProbsDropoutProb, NH*T*T)
 	if s.unilm != nil {
 		// unilmAttention drew no dropout; its probabilities are 0 on the
 		// keys it hides, so the plain backward below is its derivative

@@ -40,6 +40,12 @@ type StepOptions struct {
 	// kernels.Dropout), so a step can be replayed exactly.
 	Dropout bool
 	Seed    uint64
+	// RowOffset, with Dropout, says that the batch is rows RowOffset,
+	// RowOffset+1, … of a larger batch of the same length T: every dropout
+	// of the encoder and the head then draws the masks those rows have
+	// there, so encoding a batch a few rows at a time (gradient caching)
+	// drops what encoding it whole drops. 0: the batch is whole.
+	RowOffset int
 	// NumChoices and Causal as in Options.
 	NumChoices int
 	Causal     bool
@@ -89,11 +95,11 @@ func (m *Model) ForwardBackward(ctx context.Context, s *State, b *Batch, labels 
 	if err := m.checkChoices(b, opts.NumChoices); err != nil {
 		return nil, err
 	}
-	s.drop = kernels.Dropout{}
-	if opts.Dropout {
-		s.drop = kernels.Dropout{P: 1, Seed: opts.Seed} // P is set per site from the config
+	if opts.RowOffset < 0 {
+		return nil, fmt.Errorf("roformer: row offset %d: want at least 0", opts.RowOffset)
 	}
-	defer func() { s.drop = kernels.Dropout{} }()
+	s.setDropout(opts)
+	defer s.clearDropout()
 	if err := m.setTrainInputs(s, b, opts); err != nil {
 		return nil, err
 	}
@@ -138,7 +144,7 @@ func (m *Model) encoderBackward(s *State, dx []float32) {
 		L.OutputLN.Backward(g.dres, dx, la.res2, la.ln2Mean, la.ln2Rstd, BT, H)
 		// res2 = a + dropout(FFOut(post)): the residual passes dres to a
 		copy(g.dtmp, g.dres)
-		kernels.DropoutBackward(g.dtmp, s.dropAt(l, siteFFNOut, cfg.HiddenDropoutProb), BT*H)
+		kernels.DropoutBackward(g.dtmp, s.dropAt(l, siteFFNOut, cfg.HiddenDropoutProb, T*H), BT*H)
 		m.linearBackward(&L.FFOut, g.dpost, g.dtmp, la.post, BT)
 		// post = act(pre)
 		kernels.ActivationBackwardSaved(g.dpre, g.dpost, la.dact, BT*I)
@@ -150,7 +156,7 @@ func (m *Model) encoderBackward(s *State, dx []float32) {
 		L.AttnLN.Backward(dx, g.dres, la.res1, la.ln1Mean, la.ln1Rstd, BT, H)
 		// res1 = x + dropout(AttnOut(ctx)): dx holds dres1, which is also x's residual gradient
 		copy(g.dtmp, dx)
-		kernels.DropoutBackward(g.dtmp, s.dropAt(l, siteAttnOut, cfg.HiddenDropoutProb), BT*H)
+		kernels.DropoutBackward(g.dtmp, s.dropAt(l, siteAttnOut, cfg.HiddenDropoutProb, T*H), BT*H)
 		m.linearBackward(&L.AttnOut, g.dcx, g.dtmp, la.ctx, BT)
 		// ctx = attention(q, k, v), q, k (, v) rotated
 		m.attentionBackward(s, l, la, g)
@@ -178,7 +184,7 @@ func (m *Model) encoderBackward(s *State, dx []float32) {
 		m.linearBackward(p, g.demb, dx, s.embLN, BT)
 		demb = g.demb
 	}
-	kernels.DropoutBackward(demb, s.dropAt(-1, siteEmbeddings, cfg.HiddenDropoutProb), BT*E)
+	kernels.DropoutBackward(demb, s.dropAt(-1, siteEmbeddings, cfg.HiddenDropoutProb, T*E), BT*E)
 	clear(g.dembSum)
 	emb.LN.Backward(g.dembSum, demb, s.embSum, s.embMean, s.embRstd, BT, E)
 	m.positionsBackward(s, g.dembSum)

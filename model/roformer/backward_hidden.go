@@ -3,8 +3,6 @@ package roformer
 import (
 	"context"
 	"fmt"
-
-	"github.com/roformer-go/roformer/kernels"
 )
 
 // TrainEncode is the first half of ForwardBackward without a head: it runs
@@ -28,17 +26,17 @@ func (m *Model) TrainEncode(ctx context.Context, s *State, b *Batch, opts StepOp
 	if err := b.Validate(&m.Config); err != nil {
 		return nil, err
 	}
-	s.drop = kernels.Dropout{}
-	if opts.Dropout {
-		s.drop = kernels.Dropout{P: 1, Seed: opts.Seed} // kept for BackwardHidden, which clears it
+	if opts.RowOffset < 0 {
+		return nil, fmt.Errorf("roformer: row offset %d: want at least 0", opts.RowOffset)
 	}
+	s.setDropout(opts) // kept for BackwardHidden, which clears it
 	if err := m.setTrainInputs(s, b, opts); err != nil {
-		s.drop = kernels.Dropout{}
+		s.clearDropout()
 		return nil, err
 	}
 	x, err := m.encode(ctx, s, nil)
 	if err != nil {
-		s.drop = kernels.Dropout{}
+		s.clearDropout()
 		return nil, err
 	}
 	return x, nil
@@ -49,7 +47,7 @@ func (m *Model) TrainEncode(ctx context.Context, s *State, b *Batch, opts StepOp
 // encoder, ADDING each parameter's gradient into Param.Grad (the head's
 // parameters get none). It is the encoder half of ForwardBackward.
 func (m *Model) BackwardHidden(ctx context.Context, s *State, dx []float32) error {
-	defer func() { s.drop = kernels.Dropout{} }()
+	defer s.clearDropout()
 	if n := s.B * s.T * m.Config.HiddenSize; !s.train || len(dx) != n {
 		return fmt.Errorf("roformer: BackwardHidden: %d gradient values for a %d×%d training state of hidden size %d (train %v)", len(dx), s.B, s.T, m.Config.HiddenSize, s.train)
 	}

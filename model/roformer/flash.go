@@ -29,7 +29,7 @@ var fusedTrainMinT = 1024
 func (m *Model) fusedAttention(s *State, l int, la *layerActs) bool {
 	cfg := &m.Config
 	B, T, NH := s.B, s.T, cfg.NumAttentionHeads
-	drop := s.dropAt(l, siteAttnProbs, cfg.AttentionProbsDropoutProb)
+	drop := s.dropAt(l, siteAttnProbs, cfg.AttentionProbsDropoutProb, NH*T*T)
 	if cfg.PosEnc() == PosRelative || (s.train && (s.wantProbs || T < fusedTrainMinT)) {
 		if s.train && la.probs == nil {
 			la.probs = make([]float32, B*NH*T*T)

@@ -140,8 +140,11 @@ type State struct {
 	spare []float32
 
 	// drop is the dropout of a training step (zero in inference); each
-	// site derives its own stream from it.
-	drop kernels.Dropout
+	// site derives its own stream from it. dropRow is the index of the
+	// batch's first row in the batch whose masks it draws
+	// (StepOptions.RowOffset).
+	drop    kernels.Dropout
+	dropRow int
 
 	// Reused input buffers; anglesReady says sin/cos (and pos) hold the
 	// angles of the last call, so default positions need no recomputation.
@@ -173,15 +176,27 @@ const (
 )
 
 // dropAt returns the dropout of one site of one layer (layer −1: outside
-// the encoder layers).
-func (s *State) dropAt(layer, site int, p float64) kernels.Dropout {
+// the encoder layers) on a tensor of rowLen elements per row of the batch:
+// its stream starts at row dropRow's first element.
+func (s *State) dropAt(layer, site int, p float64, rowLen int) kernels.Dropout {
 	if !s.drop.Active() || p == 0 {
 		return kernels.Dropout{}
 	}
 	d := s.drop.Derive(uint64(layer+1), uint64(site))
-	d.P = float32(p)
+	d.P, d.Offset = float32(p), s.dropRow*rowLen
 	return d
 }
+
+// setDropout gives s the dropout of a training step with opts (P is set
+// per site from the configuration); clearDropout takes it away.
+func (s *State) setDropout(opts StepOptions) {
+	s.clearDropout()
+	if opts.Dropout {
+		s.drop, s.dropRow = kernels.Dropout{P: 1, Seed: opts.Seed}, opts.RowOffset
+	}
+}
+
+func (s *State) clearDropout() { s.drop, s.dropRow = kernels.Dropout{}, 0 }
 
 func (m *Model) newLayerActs(B, T int, withProbs bool) layerActs {
 	H, I, NH := m.Config.HiddenSize, m.Config.IntermediateSize, m.Config.NumAttentionHeads
@@ -329,7 +344,7 @@ func (m *Model) encode(ctx context.Context, s *State, hook func(layer int, hidde
 	}
 	m.addPositions(s) // sinusoidal or learned absolute positions; nothing for the others
 	emb.LN.Forward(s.embLN, s.embMean, s.embRstd, s.embSum, eps, BT, E)
-	kernels.DropoutForward(s.embLN, s.dropAt(-1, siteEmbeddings, cfg.HiddenDropoutProb), BT*E)
+	kernels.DropoutForward(s.embLN, s.dropAt(-1, siteEmbeddings, cfg.HiddenDropoutProb, T*E), BT*E)
 	if p := m.Encoder.Project; p != nil {
 		m.matmul(s.hidden0, s.embLN, p.W.Data, p.Bias(), BT, E, H)
 	}
@@ -365,7 +380,7 @@ func (m *Model) encode(ctx context.Context, s *State, hook func(layer int, hidde
 		// RoPE: see attentionForward for the other encodings and kinds
 		m.attentionForward(s, l, la)
 		// a = LayerNorm(x + dropout(dense(ctx)))
-		if d := s.dropAt(l, siteAttnOut, cfg.HiddenDropoutProb); d.Active() {
+		if d := s.dropAt(l, siteAttnOut, cfg.HiddenDropoutProb, T*H); d.Active() {
 			m.matmul(la.res1, la.ctx, L.AttnOut.W.Data, L.AttnOut.Bias(), BT, H, H)
 			kernels.DropoutForward(la.res1, d, BT*H)
 			kernels.AddForward(la.res1, la.res1, x, BT*H)
@@ -382,7 +397,7 @@ func (m *Model) encode(ctx context.Context, s *State, hook func(layer int, hidde
 		} else {
 			kernels.ActivationForward(post, la.pre, m.act, BT*I)
 		}
-		if d := s.dropAt(l, siteFFNOut, cfg.HiddenDropoutProb); d.Active() {
+		if d := s.dropAt(l, siteFFNOut, cfg.HiddenDropoutProb, T*H); d.Active() {
 			m.matmul(la.res2, post, L.FFOut.W.Data, L.FFOut.Bias(), BT, I, H)
 			kernels.DropoutForward(la.res2, d, BT*H)
 			kernels.AddForward(la.res2, la.res2, la.a, BT*H)

@@ -58,7 +58,7 @@ func seqClsTrain(m *Model, dx, x []float32, s *State, b *Batch, labels *Labels, 
 	for r := 0; r < B; r++ {
 		copy(first[r*H:r*H+H], x[r*T*H:r*T*H+H])
 	}
-	dIn, dMid := s.dropAt(-1, siteHeadIn, cfg.HiddenDropoutProb), s.dropAt(-1, siteHeadMid, cfg.HiddenDropoutProb)
+	dIn, dMid := s.dropAt(-1, siteHeadIn, cfg.HiddenDropoutProb, H), s.dropAt(-1, siteHeadMid, cfg.HiddenDropoutProb, H)
 	kernels.DropoutForward(first, dIn, B*H)
 	a := newClsActs(B, H)
 	m.linearForward(&m.Classifier.Dense, a.pre, first, B)
@@ -218,7 +218,7 @@ func tokenClsTrain(m *Model, dx, x []float32, s *State, b *Batch, labels *Labels
 	if err := checkClassIDs("labels", labels.IDs, NL); err != nil {
 		return nil, err
 	}
-	drop := s.dropAt(-1, siteHeadIn, cfg.HiddenDropoutProb)
+	drop := s.dropAt(-1, siteHeadIn, cfg.HiddenDropoutProb, T*H)
 	xd := append([]float32(nil), x...)
 	kernels.DropoutForward(xd, drop, BT*H)
 	logits := make([]float32, BT*NL)
