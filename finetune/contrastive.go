@@ -64,9 +64,10 @@ func PoolingOf(p sentence.Pooling) (EmbedPooling, error) {
 // With Options.MiniBatchSize below BatchSize the step caches gradients
 // (GradCache, as sentence-transformers' Cached losses): each column is
 // encoded MiniBatchSize rows at a time, once for the vectors and once
-// more for the backward with the same dropout seed, so the activations
-// held are those of a mini-batch while the loss, its in-batch negatives
-// and the gradient stay the micro-batch's (see cachedStep).
+// more for the backward, each mini-batch drawing the dropout masks its
+// rows have in the whole column, so the activations held are those of a
+// mini-batch while the loss, its in-batch negatives and the gradient stay
+// the micro-batch's, dropout included (see cachedStep).
 type EmbedJob struct {
 	Model     *roformer.Model
 	Tokenizer *tokenizer.Tokenizer
@@ -362,7 +363,7 @@ func (t *embedTrainer) microStep(ctx context.Context, rows []*pairFeature, seed 
 	for c := range t.cols {
 		b := t.columnBatch(rows, c)
 		s := t.states[c].get(b.B, b.T)
-		x, err := m.TrainEncode(ctx, s, b, roformer.StepOptions{Dropout: true, Seed: chunkSeed(seed, c, 0)})
+		x, err := m.TrainEncode(ctx, s, b, roformer.StepOptions{Dropout: true, Seed: columnSeed(seed, c)})
 		if err != nil {
 			return 0, err
 		}
@@ -387,16 +388,11 @@ func (t *embedTrainer) microStep(ctx context.Context, rows []*pairFeature, seed 
 	return loss, nil
 }
 
-// chunkSeed is the dropout seed of mini-batch k of column c of a
-// micro-batch whose seed is seed. Mini-batch 0 has the column's seed of a
-// step without gradient caching, so a micro-batch that fits in one
-// mini-batch draws the same masks.
-func chunkSeed(seed uint64, c, k int) uint64 {
-	s := seed ^ uint64(c)*0x9e3779b97f4a7c15
-	if k > 0 {
-		s = stepSeed(s^0x632be59bd9b4e019, k)
-	}
-	return s
+// columnSeed is the dropout seed of column c of a micro-batch whose seed
+// is seed, with or without gradient caching (whose mini-batches draw their
+// rows' masks by roformer.StepOptions.RowOffset).
+func columnSeed(seed uint64, c int) uint64 {
+	return seed ^ uint64(c)*0x9e3779b97f4a7c15
 }
 
 // cachedStep is microStep by gradient caching (Gao et al. 2021, "Scaling
@@ -404,13 +400,16 @@ func chunkSeed(seed uint64, c, k int) uint64 {
 // scheme of sentence-transformers' CachedMultipleNegativesRankingLoss),
 // holding the activations of mini rows of one column at a time:
 //
-//  1. each column is encoded mini rows at a time in training mode, each
-//     mini-batch k with its own dropout seed chunkSeed(seed, c, k), and
-//     only the pooled vectors e_c [B, H] are kept;
+//  1. each column is encoded mini rows at a time in training mode, with
+//     the column's dropout seed columnSeed(seed, c) and the mini-batch's
+//     first row as the row offset, so each row draws the masks it has when
+//     the column is encoded whole, and only the pooled vectors e_c [B, H]
+//     are kept;
 //  2. the loss of the whole micro-batch and its gradient g_c = ∂L/∂e_c
 //     are computed from the vectors (the same in-batch negatives);
-//  3. each mini-batch is encoded again with the same seed, which replays
-//     its dropout masks and gives the same vectors, and g_c's rows are
+//  3. each mini-batch is encoded again with the same seed and offset,
+//     which replays its dropout masks and gives the same vectors (the
+//     same shape, the same masks: bit for bit), and g_c's rows are
 //     back-propagated through the pooling and the encoder (BackwardHidden),
 //     adding ∂L/∂θ = Σ_k (∂e_k/∂θ)ᵀ g_k into the parameters' gradients.
 //     Step 3 runs from the last mini-batch, whose state (and that of the
@@ -420,12 +419,10 @@ func chunkSeed(seed uint64, c, k int) uint64 {
 // The gradient is that of the loss of step 1's vectors, exactly up to
 // float32 rounding. It costs one more encoder forward per text (but those
 // of the last mini-batch of each shape), and holds at most 2 × columns
-// training states of at most mini rows. Without dropout it is the gradient
-// of microStep without caching. With dropout it is the gradient of the
-// same loss under other masks: a mask is a function of an element's place
-// in the batch it is encoded in (kernels.Dropout), so the rows of a
-// mini-batch other than the first draw other masks than in the whole
-// column; a micro-batch that fits in one mini-batch draws the same.
+// training states of at most mini rows. With dropout as without, it is the
+// loss and the gradient of microStep without caching, up to the float32
+// rounding of products over fewer rows (TestCachedStepDropout); a
+// micro-batch that fits in one mini-batch is microStep bit for bit.
 func (t *embedTrainer) cachedStep(ctx context.Context, rows []*pairFeature, seed uint64, mini int) (float64, error) {
 	m, H, B := t.j.Model, t.j.Model.Config.HiddenSize, len(rows)
 	if t.miniState == nil {
@@ -454,7 +451,7 @@ func (t *embedTrainer) cachedStep(ctx context.Context, rows []*pairFeature, seed
 		if prev == tag {
 			return b, s, nil, true, nil
 		}
-		x, err = m.TrainEncode(ctx, s, b, roformer.StepOptions{Dropout: true, Seed: chunkSeed(seed, c, k)})
+		x, err = m.TrainEncode(ctx, s, b, roformer.StepOptions{Dropout: true, Seed: columnSeed(seed, c), RowOffset: k * mini})
 		return b, s, x, false, err
 	}
 	backward := func(c, k int, b *roformer.Batch, s *roformer.State) error {

@@ -93,50 +93,75 @@ func noDropout(m *roformer.Model) {
 // One optimizer step (TrainEmbed over one batch of 8 rows) with gradient
 // caching in mini-batches of 3 (two full and a last of 2) gives the
 // gradient and the parameters of the step without it, for every
-// objective, without dropout.
+// objective, without dropout and with it (each row draws its masks in the
+// whole column: roformer.StepOptions.RowOffset).
 func TestCachedStepEqualsPlain(t *testing.T) {
 	dir := testmodel.Tiny{Words: testWords, Seed: 7, MaxPositions: 64, Scale: 3}.Folder(t)
 	for _, c := range cachedCases() {
-		t.Run(c.name, func(t *testing.T) {
-			var params [2][]*tensor.Param
-			var losses [2]float64
-			o := embedOptions()
-			o.Epochs = 1
-			for run, mini := range []int{0, 3} {
-				pm := openTiny(t, dir)
-				noDropout(pm.Model)
-				o.MiniBatchSize = mini
-				res, err := TrainEmbed(context.Background(), EmbedJob{Model: pm.Model, Tokenizer: pm.Tokenizer, Pooling: c.pool, Objective: c.obj, Train: c.data(), Options: o})
-				mustf(t, err, "TrainEmbed with mini-batch %d", mini)
-				if res.Steps != 1 {
-					t.Fatalf("%d steps, want 1", res.Steps)
-				}
-				params[run], losses[run] = pm.Model.Params(), res.Epochs[0].TrainLoss
-			}
-			if math.Abs(losses[1]-losses[0]) > 1e-6*math.Abs(losses[0]) {
-				t.Errorf("loss %.9g with gradient caching, %.9g without", losses[1], losses[0])
-			}
-			for i, p := range params[0] {
-				q := params[1][i]
-				// A gradient is a sum over the 2·8·T tokens, here in other
-				// groups; where they cancel, float32's rounding is a larger
-				// share of the result than its ulp (seen: up to 2e-5 of the
-				// tensor's largest value, in tensors of small gradients).
-				if msg := closeTo(p.Name+" gradient", q.Grad, p.Grad, 1e-4); msg != "" {
-					t.Error(msg)
-				}
-				if msg := adamClose(p.Name, q, p, o.LR); msg != "" {
-					t.Error(msg)
-				}
-			}
-		})
+		for _, dropout := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s_dropout%v", c.name, dropout), func(t *testing.T) { testCachedEqualsPlain(t, dir, c, dropout) })
+		}
 	}
 }
 
+func testCachedEqualsPlain(t *testing.T, dir string, c cachedCase, dropout bool) {
+	var params [2][]*tensor.Param
+	var losses [2]float64
+	o := embedOptions()
+	o.Epochs = 1
+	for run, mini := range []int{0, 3} {
+		pm := openTiny(t, dir)
+		if !dropout {
+			noDropout(pm.Model)
+		} else if pm.Model.Config.HiddenDropoutProb == 0 || pm.Model.Config.AttentionProbsDropoutProb == 0 {
+			t.Fatal("the test model has no dropout")
+		}
+		o.MiniBatchSize = mini
+		res, err := TrainEmbed(context.Background(), EmbedJob{Model: pm.Model, Tokenizer: pm.Tokenizer, Pooling: c.pool, Objective: c.obj, Train: c.data(), Options: o})
+		mustf(t, err, "TrainEmbed with mini-batch %d", mini)
+		if res.Steps != 1 {
+			t.Fatalf("%d steps, want 1", res.Steps)
+		}
+		params[run], losses[run] = pm.Model.Params(), res.Epochs[0].TrainLoss
+	}
+	if math.Abs(losses[1]-losses[0]) > 1e-6*math.Abs(losses[0]) {
+		t.Errorf("loss %.9g with gradient caching, %.9g without", losses[1], losses[0])
+	}
+	worst := 0.0
+	for i, p := range params[0] {
+		q := params[1][i]
+		// A gradient is a sum over the 2·8·T tokens, here in other
+		// groups; where they cancel, float32's rounding is a larger
+		// share of the result than its ulp (seen: up to 2e-5 of the
+		// tensor's largest value, in tensors of small gradients).
+		if msg := closeTo(p.Name+" gradient", q.Grad, p.Grad, 1e-4); msg != "" {
+			t.Error(msg)
+		}
+		if msg := adamClose(p.Name, q, p, o.LR); msg != "" {
+			t.Error(msg)
+		}
+		worst = max(worst, relDiff(q.Grad, p.Grad))
+	}
+	t.Logf("loss %.9g cached, %.9g plain (relative difference %.3g); gradients within %.3g of each tensor's largest value",
+		losses[1], losses[0], math.Abs(losses[1]-losses[0])/math.Abs(losses[0]), worst)
+}
+
+// relDiff is the largest |got − want| over the largest |want|.
+func relDiff(got, want []float32) float64 {
+	d, scale := 0.0, 0.0
+	for i, w := range want {
+		d, scale = max(d, math.Abs(float64(got[i])-float64(w))), max(scale, math.Abs(float64(w)))
+	}
+	if scale == 0 {
+		return d
+	}
+	return d / scale
+}
+
 // heldStep is the reference of cachedStep with dropout: the same
-// mini-batches with the same seeds and padding, each encoded in a training
-// state of its own that is kept, the loss computed, and every state
-// back-propagated; no vector is recomputed.
+// mini-batches with the same seeds, row offsets and padding, each encoded
+// in a training state of its own that is kept, the loss computed, and
+// every state back-propagated; no vector is recomputed.
 func heldStep(ctx context.Context, t *embedTrainer, rows []*pairFeature, seed uint64, mini int) (float64, error) {
 	m, H, B := t.j.Model, t.j.Model.Config.HiddenSize, len(rows)
 	type enc struct {
@@ -150,10 +175,10 @@ func heldStep(ctx context.Context, t *embedTrainer, rows []*pairFeature, seed ui
 		cols[c], dcols[c] = make([]float32, B*H), make([]float32, B*H)
 		T := columnLen(rows, c)
 		var es []enc
-		for k, lo := 0, 0; lo < B; k, lo = k+1, lo+mini {
+		for lo := 0; lo < B; lo += mini {
 			b := t.padColumn(rows[lo:min(lo+mini, B)], c, T)
 			s := m.NewState(b.B, b.T, true)
-			x, err := m.TrainEncode(ctx, s, b, roformer.StepOptions{Dropout: true, Seed: chunkSeed(seed, c, k)})
+			x, err := m.TrainEncode(ctx, s, b, roformer.StepOptions{Dropout: true, Seed: columnSeed(seed, c), RowOffset: lo})
 			if err != nil {
 				return 0, err
 			}
@@ -182,9 +207,11 @@ func heldStep(ctx context.Context, t *embedTrainer, rows []*pairFeature, seed ui
 }
 
 // With dropout, the recomputation replays each mini-batch's masks: the
-// gradient equals that of the same mini-batches held in memory
-// (heldStep); and a micro-batch that fits in one mini-batch is the step
-// without caching, bit for bit (the same seed, padding and masks).
+// loss is that of the same mini-batches held in memory (heldStep), bit for
+// bit, and so is the gradient up to rounding; both are those of the step
+// without caching, each row drawing its masks in the whole column; and a
+// micro-batch that fits in one mini-batch is the step without caching,
+// bit for bit (the same seed, padding and masks).
 func TestCachedStepDropout(t *testing.T) {
 	ctx := context.Background()
 	dir := testmodel.Tiny{Words: testWords, Seed: 7, MaxPositions: 64, Scale: 3}.Folder(t)
@@ -215,19 +242,29 @@ func TestCachedStepDropout(t *testing.T) {
 			lCached, gCached := grads(func() (float64, error) { return tr.cachedStep(ctx, rows, seed, 3) })
 			lPlain, gPlain := grads(func() (float64, error) { return tr.microStep(ctx, rows, seed) })
 			lOne, gOne := grads(func() (float64, error) { return tr.cachedStep(ctx, rows, seed, len(rows)) })
+			lOther, _ := grads(func() (float64, error) { return tr.microStep(ctx, rows, seed+1) })
 			if lCached != lHeld {
 				t.Errorf("loss %.9g with recomputation, %.9g held", lCached, lHeld)
 			}
 			if lOne != lPlain {
 				t.Errorf("one mini-batch: loss %.9g, without caching %.9g", lOne, lPlain)
 			}
-			if lCached == lPlain {
-				t.Errorf("mini-batches of 3 draw the whole column's masks (loss %.9g): is dropout on?", lCached)
+			if d := math.Abs(lCached-lPlain) / math.Abs(lPlain); d > 1e-6 {
+				t.Errorf("mini-batches of 3: loss %.9g, without caching %.9g (relative difference %.3g)", lCached, lPlain, d)
 			}
+			if lOther == lPlain {
+				t.Errorf("another seed gives the same loss %.9g: is dropout on?", lPlain)
+			}
+			worst := 0.0
 			for i, p := range pm.Model.Params() {
 				if msg := closeTo(p.Name+" gradient", gCached[i], gHeld[i], 1e-5); msg != "" {
 					t.Error(msg)
 				}
+				// As TestCachedStepEqualsPlain: the sums run over other groups of rows.
+				if msg := closeTo(p.Name+" gradient against no caching", gCached[i], gPlain[i], 1e-4); msg != "" {
+					t.Error(msg)
+				}
+				worst = max(worst, relDiff(gCached[i], gPlain[i]))
 				for j := range gPlain[i] {
 					if gOne[i][j] != gPlain[i][j] {
 						t.Errorf("one mini-batch: %s gradient[%d] = %.9g, without caching %.9g", p.Name, j, gOne[i][j], gPlain[i][j])
@@ -235,6 +272,8 @@ func TestCachedStepDropout(t *testing.T) {
 					}
 				}
 			}
+			t.Logf("mini-batches of 3 against no caching: loss %.9g and %.9g (relative difference %.3g), gradients within %.3g of each tensor's largest value",
+				lCached, lPlain, math.Abs(lCached-lPlain)/math.Abs(lPlain), worst)
 		})
 	}
 }

@@ -22,8 +22,8 @@ type Options struct {
 	// (TrainEmbed) cache gradients (GradCache; sentence-transformers'
 	// mini_batch_size of its Cached losses): each micro-batch's texts are
 	// encoded MiniBatchSize rows at a time, so the activations held are a
-	// mini-batch's, with the same in-batch negatives and gradient; 0 (or
-	// BatchSize and more) off. Other training ignores it.
+	// mini-batch's, with the same in-batch negatives, dropout masks and
+	// gradient; 0 (or BatchSize and more) off. Other training ignores it.
 	MiniBatchSize int     `json:"mini_batch_size,omitempty"`
 	EvalBatchSize int     `json:"eval_batch_size"` // inputs per evaluation forward pass
 	Epochs        int     `json:"epochs"`
