@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/roformer-go/roformer/blas"
+	"github.com/roformer-go/roformer/metrics"
 	"github.com/roformer-go/roformer/model/seq2seq"
 	"github.com/roformer-go/roformer/optim"
 	"github.com/roformer-go/roformer/tasks"
@@ -59,6 +60,19 @@ type TranslateOptions struct {
 	// TestSubset, when > 0, decodes only the first TestSubset test verses
 	// (the quick form; the summary says so).
 	TestSubset int `json:"test_subset,omitempty"`
+	// Arms are the training recipes, each run for every position and seed:
+	// TranslatePreLN and TranslatePostLN. Empty means TranslatePreLN alone
+	// (every results.json written before arms existed).
+	Arms []string `json:"arms,omitempty"`
+	// PostLN is the recipe of the TranslatePostLN arm.
+	PostLN TranslatePostLNRecipe `json:"post_ln,omitzero"`
+	// AlphaGrid, when set, tunes the length penalty α of each run on dev:
+	// the averaged checkpoints decode the dev subset with Decode's beam at
+	// every α of the grid, the α of the highest dev BLEU (the first of
+	// equal ones) decodes the test set, and the test set is also decoded
+	// at Decode.Alpha for comparison. Empty: Decode.Alpha alone (the
+	// results written before tuning existed).
+	AlphaGrid []float64 `json:"alpha_grid,omitempty"`
 
 	// Pairs, when set, replaces the Bible (tests).
 	Pairs *tasks.Parallel `json:"-"`
@@ -91,7 +105,59 @@ func DefaultTranslate(out string) TranslateOptions {
 		BatchTokens: 2500, EvalEvery: 100, DevSubset: 200,
 		AverageLast: 5, AverageEvery: 10,
 		Decode: seq2seq.DecodeOptions{Beam: 4, Alpha: 0.6, MaxExtra: 20}, Bootstrap: 1000, Out: out,
+		PostLN: PaperPostLN,
 	}
+}
+
+// The arms of TranslateOptions.Arms.
+const (
+	// TranslatePreLN is the recipe of the recorded runs: pre-LN layers,
+	// AdamW (β 0.9, 0.999) at Schedule's peak rate with its linear warm-up
+	// and cosine decay.
+	TranslatePreLN = "pre-ln"
+	// TranslatePostLN is the paper's recipe (Vaswani et al.'s §5.3, which
+	// the RoFormer paper's §4.1 follows): post-LN layers (seq2seq.PostLN),
+	// Adam β₂ 0.98, linear warm-up to PostLN's peak rate and
+	// inverse-square-root decay (optim.InverseSqrt). Weight decay and
+	// clipping are Schedule's, as in the pre-LN arm, so that the arms
+	// differ in the layer order and the optimizer's schedule only.
+	TranslatePostLN = "post-ln"
+)
+
+// TranslateArms lists the valid arms.
+var TranslateArms = []string{TranslatePreLN, TranslatePostLN}
+
+// TranslatePostLNRecipe is the optimisation of the post-LN arm.
+type TranslatePostLNRecipe struct {
+	LR    float64 `json:"lr"`    // peak rate; 5e-4 (fairseq's transformer_wmt_en_de recipe)
+	Beta2 float64 `json:"beta2"` // Adam's β₂; 0.98 (Vaswani et al. §5.3)
+	// WarmupFraction is the share of the steps spent warming up: the
+	// paper's 4,000 warm-up steps of 100,000, 0.04. Scaling the warm-up
+	// with the step budget keeps the schedule's shape over the run: the
+	// rate ends at √0.04 = 1/5 of the peak, as the paper's does at step
+	// 100,000.
+	WarmupFraction float64 `json:"warmup_fraction"`
+}
+
+// PaperPostLN is the post-LN arm's recipe: peak 5e-4, β₂ 0.98, a warm-up of
+// 4% of the steps (60 of 1,500; 12 of 300).
+var PaperPostLN = TranslatePostLNRecipe{LR: 5e-4, Beta2: 0.98, WarmupFraction: 0.04}
+
+// Warmup is the recipe's warm-up for a run of steps: WarmupFraction·steps,
+// rounded, at least 1.
+func (r TranslatePostLNRecipe) Warmup(steps int) int {
+	return max(1, int(math.Round(r.WarmupFraction*float64(steps))))
+}
+
+// DefaultAlphaGrid is the length penalties tried on dev: 0, 0.2, …, 1.4.
+var DefaultAlphaGrid = []float64{0, 0.2, 0.4, 0.6, 0.8, 1, 1.2, 1.4}
+
+// arms returns the arms to run (TranslatePreLN when none are named).
+func (o TranslateOptions) arms() []string {
+	if len(o.Arms) == 0 {
+		return []string{TranslatePreLN}
+	}
+	return o.Arms
 }
 
 // QuickTranslate is DefaultTranslate shrunk to a few minutes on two cores:
@@ -123,29 +189,94 @@ type TranslateScore struct {
 	BLEUCI [2]Number `json:"bleu_ci95"` // percentile bootstrap over test verses
 	ChrF   Number    `json:"chrf"`
 	ChrFCI [2]Number `json:"chrf_ci95"`
+	// Output is the translations' length and repetition (absent from
+	// results written before they were measured).
+	Output *TranslateOutput `json:"output,omitempty"`
 }
 
-// TranslateRun is one (position, seed) run: run.json in its folder.
+// TranslateOutput describes a set of translations against the references.
+// Tokens are those BLEU counts (sacreBLEU's 13a tokenization).
+type TranslateOutput struct {
+	// LengthRatio is the translations' tokens over the references' (BLEU's
+	// sys_len/ref_len; below 1 the brevity penalty applies).
+	LengthRatio Number `json:"length_ratio"`
+	SysTokens   int    `json:"sys_tokens"`
+	RefTokens   int    `json:"ref_tokens"`
+	// Repeat is the share of translations in which some 4-gram of tokens
+	// occurs twice or more: the mark of a decoder looping on a phrase.
+	// RefRepeat is the same share of the references (the Bible's own
+	// repetition: "y los hijos de …").
+	Repeat    Number `json:"repeat_4gram"`
+	RefRepeat Number `json:"ref_repeat_4gram"`
+	Empty     int    `json:"empty"` // translations without a token
+}
+
+// TranslateAlpha is a run's length penalty tuned on dev.
+type TranslateAlpha struct {
+	Grid []float64 `json:"grid"`
+	// DevBLEU is the dev subset's BLEU at each α of Grid (beam search,
+	// averaged checkpoints).
+	DevBLEU []Number `json:"dev_bleu"`
+	Chosen  float64  `json:"chosen"` // the α that decoded the test set
+}
+
+// TranslateRun is one (arm, position, seed) run: run.json in its folder.
 type TranslateRun struct {
+	Arm        string           `json:"arm,omitempty"` // empty: TranslatePreLN (results written before arms existed)
 	Position   string           `json:"position"`
 	Seed       uint64           `json:"seed"`
 	Params     int              `json:"params"`
 	Curve      []TranslateCurve `json:"curve"`
-	Averaged   TranslateScore   `json:"test_averaged"`     // beam search, the averaged checkpoints
+	Averaged   TranslateScore   `json:"test_averaged"`     // beam search, the averaged checkpoints (at the tuned α when Alpha is set)
 	DevBLEUAvg Number           `json:"dev_bleu_averaged"` // greedy, the dev subset, the averaged checkpoints (the curve's last point has the last weights)
 	Seconds    float64          `json:"seconds"`
 	CPU        string           `json:"cpu"`
 	Threads    int              `json:"threads"`
+	// Alpha is the length penalty tuned on dev and FixedAlpha the test
+	// score at Options.Decode.Alpha, with AlphaGrid only.
+	Alpha      *TranslateAlpha `json:"alpha,omitempty"`
+	FixedAlpha *TranslateScore `json:"test_averaged_fixed_alpha,omitempty"`
 }
 
 // TranslatePaired is RoPE minus sinusoidal on one seed, with the p-value of
 // sacreBLEU's paired bootstrap test over the same test verses (Koehn 2004):
 // the null hypothesis is that both score the same.
 type TranslatePaired struct {
+	Arm        string `json:"arm,omitempty"` // empty: TranslatePreLN
 	Seed       uint64 `json:"seed"`
 	Delta      Number `json:"bleu_delta"` // test, averaged checkpoints
 	PBootstrap Number `json:"p_bootstrap"`
 	DeltaNLL   Number `json:"dev_nll_delta"` // dev NLL per token at the last step
+	// ChrF is the same comparison on chrF (absent from results written
+	// before it was made).
+	ChrF *TranslatePairedScore `json:"chrf,omitempty"`
+}
+
+// TranslatePairedScore is one metric's paired comparison: the difference
+// and the p-value of the paired bootstrap test.
+type TranslatePairedScore struct {
+	Delta      Number `json:"delta"`
+	PBootstrap Number `json:"p_bootstrap"`
+}
+
+// TranslateArmSeeds is one arm's RoPE − sinusoidal over the seeds (paired
+// by seed): test BLEU, test chrF and last dev NLL; each absent with fewer
+// than 2 seeds of both.
+type TranslateArmSeeds struct {
+	Arm  string      `json:"arm"`
+	BLEU *PairedTest `json:"bleu,omitempty"`
+	ChrF *PairedTest `json:"chrf,omitempty"`
+	NLL  *PairedTest `json:"dev_nll,omitempty"`
+}
+
+// TranslateArmDiff is an arm minus TranslatePreLN for one position over the
+// seeds (paired by seed).
+type TranslateArmDiff struct {
+	Arm      string      `json:"arm"`
+	Position string      `json:"position"`
+	BLEU     *PairedTest `json:"bleu,omitempty"`
+	ChrF     *PairedTest `json:"chrf,omitempty"`
+	NLL      *PairedTest `json:"dev_nll,omitempty"`
 }
 
 // TranslateResult is results.json.
@@ -156,17 +287,22 @@ type TranslateResult struct {
 	Vocab   int               `json:"vocab"`
 	Runs    []TranslateRun    `json:"runs"`
 	Paired  []TranslatePaired `json:"paired"`
-	// Per position: the test BLEU and chrF (averaged checkpoints) and the
-	// last dev NLL over the seeds.
+	// Per arm and position (keyed by translateLabel: the position alone for
+	// TranslatePreLN): the test BLEU and chrF (averaged checkpoints) and
+	// the last dev NLL over the seeds.
 	TestBLEU map[string]Spread `json:"test_bleu"`
 	TestChrF map[string]Spread `json:"test_chrf"`
 	DevNLL   map[string]Spread `json:"dev_nll"`
-	// RoPE − sinusoidal over the seeds (paired by seed): test BLEU and last
-	// dev NLL; absent with fewer than 2 seeds.
-	SeedsBLEU   *PairedTest `json:"paired_seeds_bleu,omitempty"`
-	SeedsNLL    *PairedTest `json:"paired_seeds_dev_nll,omitempty"`
-	WallSeconds float64     `json:"wall_seconds"`
-	CPU         string      `json:"cpu"`
+	// RoPE − sinusoidal over the seeds (paired by seed) in the
+	// TranslatePreLN arm: test BLEU and last dev NLL; absent with fewer
+	// than 2 seeds. ArmSeeds has every arm's, with chrF.
+	SeedsBLEU *PairedTest         `json:"paired_seeds_bleu,omitempty"`
+	SeedsNLL  *PairedTest         `json:"paired_seeds_dev_nll,omitempty"`
+	ArmSeeds  []TranslateArmSeeds `json:"paired_seeds_by_arm,omitempty"`
+	// ArmDiffs are each other arm minus TranslatePreLN, per position.
+	ArmDiffs    []TranslateArmDiff `json:"arm_differences,omitempty"`
+	WallSeconds float64            `json:"wall_seconds"`
+	CPU         string             `json:"cpu"`
 }
 
 // mtData is the tokenized corpus.
@@ -177,10 +313,11 @@ type mtData struct {
 	devRefs, testRef []string
 }
 
-// Translate runs every (position, seed) whose run folder under Work is not
-// complete, then summarizes every run of the options: results.json,
+// Translate runs every (arm, position, seed) whose run folder under Work is
+// not complete, then summarizes every run of the options: results.json,
 // curves.csv, runs.csv, bleu.png/svg and nll.png/svg (dev BLEU and NLL
-// against the step, mean and spread over seeds) and summary.md in Out.
+// against the step, mean and spread over seeds), summary.md, and the test
+// translations of every run under translations/ in Out.
 func Translate(ctx context.Context, opts TranslateOptions) (*TranslateResult, error) {
 	start := time.Now()
 	if opts.Out == "" {
@@ -192,6 +329,19 @@ func Translate(ctx context.Context, opts TranslateOptions) (*TranslateResult, er
 	for _, p := range opts.Positions {
 		if p != seq2seq.Rotary && p != seq2seq.Sinusoidal {
 			return nil, fmt.Errorf("experiment: translate: position %q is not %s or %s", p, seq2seq.Rotary, seq2seq.Sinusoidal)
+		}
+	}
+	for _, a := range opts.arms() {
+		if !slices.Contains(TranslateArms, a) {
+			return nil, fmt.Errorf("experiment: translate: arm %q is not %s", a, strings.Join(TranslateArms, " or "))
+		}
+		if r := opts.PostLN; a == TranslatePostLN && !(r.LR > 0 && r.Beta2 >= 0 && r.Beta2 < 1 && r.WarmupFraction >= 0) {
+			return nil, fmt.Errorf("experiment: translate: the post-LN recipe (rate %g, β₂ %g, warm-up fraction %g) needs a positive rate, β₂ in [0, 1) and a warm-up fraction ≥ 0 (PaperPostLN)", r.LR, r.Beta2, r.WarmupFraction)
+		}
+	}
+	for _, a := range opts.AlphaGrid {
+		if math.IsNaN(a) || math.IsInf(a, 0) {
+			return nil, fmt.Errorf("experiment: translate: length penalty %g of the α grid is not a finite number", a)
 		}
 	}
 	if opts.Steps < 1 || opts.BatchTokens < 1 || opts.EvalEvery < 1 || opts.AverageLast < 1 || opts.AverageEvery < 1 || opts.MaxTokens < 1 {
@@ -214,19 +364,24 @@ func Translate(ctx context.Context, opts TranslateOptions) (*TranslateResult, er
 	say(opts.Progress, "translate: %s; %d/%d/%d train/dev/test pairs; vocabulary %d", source, len(data.train), len(data.dev), len(data.test), data.codec.VocabSize())
 	opts.Pairs = nil
 	res := &TranslateResult{Options: opts, Source: source, Split: [3]int{len(data.train), len(data.dev), len(data.test)}, Vocab: data.codec.VocabSize(), CPU: blas.CPU().String()}
-	for _, pos := range opts.Positions {
-		for _, seed := range opts.Seeds {
-			if err := ctx.Err(); err != nil {
-				return nil, err
+	for _, arm := range opts.arms() {
+		for _, pos := range opts.Positions {
+			for _, seed := range opts.Seeds {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				run, err := translateRun(ctx, opts, data, arm, pos, seed)
+				if err != nil {
+					return nil, fmt.Errorf("experiment: translate %s seed %d: %w", translateLabel(arm, pos), seed, err)
+				}
+				res.Runs = append(res.Runs, *run)
 			}
-			run, err := translateRun(ctx, opts, data, pos, seed)
-			if err != nil {
-				return nil, fmt.Errorf("experiment: translate %s seed %d: %w", pos, seed, err)
-			}
-			res.Runs = append(res.Runs, *run)
 		}
 	}
 	if err := scoreRuns(opts, data, res); err != nil {
+		return nil, err
+	}
+	if err := copyTranslations(opts, res); err != nil {
 		return nil, err
 	}
 	res.WallSeconds = time.Since(start).Seconds()
@@ -343,16 +498,41 @@ func (d *mtData) batch(cfg seq2seq.Config, pairs [][2][]int32, idx []int) (*seq2
 	return seq2seq.NewBatch(cfg, src, tgt)
 }
 
-// runDir is the folder of one run.
-func runDir(o TranslateOptions, pos string, seed uint64) string {
-	return filepath.Join(o.Work, fmt.Sprintf("%s-seed%d", pos, seed))
+// runDir is the folder of one run: POSITION-seedN for TranslatePreLN (as
+// before arms existed), ARM-POSITION-seedN for the others.
+func runDir(o TranslateOptions, arm, pos string, seed uint64) string {
+	return filepath.Join(o.Work, fmt.Sprintf("%s-seed%d", strings.ReplaceAll(translateLabel(arm, pos), "/", "-"), seed))
 }
 
-// runKey fingerprints the options that shape a run, so that a run folder
-// made with other settings is not reused.
-func runKey(o TranslateOptions) string {
+// translateLabel names an arm's position in tables and results.json's
+// maps: the position alone for TranslatePreLN (and the empty arm of older
+// results), ARM/POSITION for the others.
+func translateLabel(arm, pos string) string {
+	if arm == "" || arm == TranslatePreLN {
+		return pos
+	}
+	return arm + "/" + pos
+}
+
+// arm is the run's arm, TranslatePreLN when unnamed.
+func (r TranslateRun) arm() string {
+	if r.Arm == "" {
+		return TranslatePreLN
+	}
+	return r.Arm
+}
+
+// runKey fingerprints the options that shape a run of arm, so that a run
+// folder made with other settings is not reused. The post-LN recipe is
+// left out of the pre-LN arm's key, which is then the key of the runs made
+// before arms existed.
+func runKey(o TranslateOptions, arm string) string {
 	k := o
 	k.Positions, k.Seeds, k.Pairs, k.Out, k.Cache, k.Work, k.Threads, k.Progress = nil, nil, nil, "", "", "", 0, nil
+	k.Arms = nil
+	if arm != TranslatePostLN {
+		k.PostLN = TranslatePostLNRecipe{}
+	}
 	b, _ := json.Marshal(k)
 	return string(b)
 }
@@ -366,11 +546,13 @@ type savedRun struct {
 
 // translateRun trains one model, or reads its run.json when the folder
 // holds a complete run of the same settings.
-func translateRun(ctx context.Context, o TranslateOptions, d *mtData, pos string, seed uint64) (*TranslateRun, error) {
-	dir := runDir(o, pos, seed)
-	if run, err := reusedRun(o, dir); run != nil || err != nil {
+func translateRun(ctx context.Context, o TranslateOptions, d *mtData, arm, pos string, seed uint64) (*TranslateRun, error) {
+	dir := runDir(o, arm, pos, seed)
+	label := translateLabel(arm, pos)
+	if run, err := reusedRun(o, arm, dir); run != nil || err != nil {
 		if run != nil {
-			say(o.Progress, "translate: %s seed %d: reusing %s", pos, seed, dir)
+			say(o.Progress, "translate: %s seed %d: reusing %s", label, seed, dir)
+			run.Arm = arm
 		}
 		return run, err
 	}
@@ -378,29 +560,32 @@ func translateRun(ctx context.Context, o TranslateOptions, d *mtData, pos string
 	cfg := o.Model
 	cfg.Position, cfg.VocabSize = pos, d.codec.VocabSize()
 	cfg.PadID, cfg.BOSID, cfg.EOSID = bpe.PadID, bpe.BosID, bpe.EosID
+	if arm == TranslatePostLN {
+		cfg.LayerNorm = seq2seq.PostLN
+	}
 	m, err := seq2seq.New(cfg)
 	if err != nil {
 		return nil, err
 	}
 	m.Init(seed)
-	run := &TranslateRun{Position: pos, Seed: seed, Params: m.NumParams(), CPU: blas.CPU().String(), Threads: o.Threads}
+	run := &TranslateRun{Arm: arm, Position: pos, Seed: seed, Params: m.NumParams(), CPU: blas.CPU().String(), Threads: o.Threads}
 	snaps, err := trainTranslate(ctx, o, d, m, run, dir, start)
 	if err != nil {
 		return nil, err
 	}
-	if err := decodeAveraged(ctx, o, d, snaps, dir); err != nil {
+	if err := decodeAveraged(ctx, o, d, snaps, dir, run); err != nil {
 		return nil, err
 	}
 	run.Seconds = time.Since(start).Seconds()
-	say(o.Progress, "translate: %s seed %d: trained and decoded in %.0f s", pos, seed, run.Seconds)
-	return run, writeJSON(dir, "run.json", savedRun{Key: runKey(o), Run: *run})
+	say(o.Progress, "translate: %s seed %d: trained and decoded in %.0f s", label, seed, run.Seconds)
+	return run, writeJSON(dir, "run.json", savedRun{Key: runKey(o, arm), Run: *run})
 }
 
 // reusedRun returns the run saved in dir's run.json when its settings are
 // o's, or nil (no error) when there is none or it was made with others.
 // A run.json larger than a run of o's settings writes (runJSONLimit) is
 // refused unread.
-func reusedRun(o TranslateOptions, dir string) (*TranslateRun, error) {
+func reusedRun(o TranslateOptions, arm, dir string) (*TranslateRun, error) {
 	path := filepath.Join(dir, "run.json")
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -409,7 +594,7 @@ func reusedRun(o TranslateOptions, dir string) (*TranslateRun, error) {
 		return nil, fmt.Errorf("experiment: %w", err)
 	}
 	defer f.Close()
-	key := runKey(o)
+	key := runKey(o, arm)
 	limit := runJSONLimit(o, key)
 	tooLarge := func(size string) error {
 		return fmt.Errorf("experiment: translate: %s holds %s bytes, more than the %d a run of these settings writes (%d steps, a dev evaluation every %d); remove it to train the run again",
@@ -436,10 +621,11 @@ func reusedRun(o TranslateOptions, dir string) (*TranslateRun, error) {
 
 // runJSONLimit is the most bytes the run.json of a run of o's settings,
 // fingerprinted by key, is owed: 64 KiB for the fields of fixed size, 6
-// bytes for each byte of key (escaped in a JSON string, at most \u00XX)
-// and 256 for each of the at most Steps/EvalEvery + 1 points of the curve
-// (an indented point of four of the longest numbers takes 150). The sum
-// saturates at math.MaxInt64/2.
+// bytes for each byte of key (escaped in a JSON string, at most \u00XX),
+// 256 for each of the at most Steps/EvalEvery + 1 points of the curve
+// (an indented point of four of the longest numbers takes 150) and 128 for
+// each α of the grid (its value and dev BLEU, indented). The sum saturates
+// at math.MaxInt64/2.
 func runJSONLimit(o TranslateOptions, key string) int64 {
 	const ceiling = math.MaxInt64 / 2
 	lim := int64(64 << 10)
@@ -453,18 +639,20 @@ func runJSONLimit(o TranslateOptions, key string) int64 {
 	add(int64(len(key)), 6)
 	add(int64(o.Steps/max(o.EvalEvery, 1)), 256)
 	add(1, 256)
+	add(int64(len(o.AlphaGrid)), 128)
 	return lim
 }
 
-// trainTranslate trains m for o.Steps steps (AdamW, cosine schedule,
-// batches of about o.BatchTokens tokens drawn from run.Seed), appending
+// trainTranslate trains m for o.Steps steps (the arm's optimizer and
+// schedule, translateOptimizer; batches of about o.BatchTokens tokens drawn
+// from run.Seed), appending
 // to run.Curve the train loss and dev NLL every o.EvalEvery steps and
 // writing the dev translations into dir. It returns the snapshots of the
 // last o.AverageLast checkpoints, o.AverageEvery steps apart, to average.
 func trainTranslate(ctx context.Context, o TranslateOptions, d *mtData, m *seq2seq.Model, run *TranslateRun, dir string, start time.Time) ([]*seq2seq.Model, error) {
-	pos, seed := run.Position, run.Seed
-	sched := optim.Schedule{Kind: optim.Cosine, PeakLR: o.LR, Warmup: o.Warmup, Total: o.Steps}
-	st, err := train.NewStepper(m.Params(), optim.DefaultAdamWConfig(o.WeightDecay), sched)
+	label, seed := translateLabel(run.Arm, run.Position), run.Seed
+	adam, sched := translateOptimizer(o, run.Arm)
+	st, err := train.NewStepper(m.Params(), adam, sched)
 	if err != nil {
 		return nil, err
 	}
@@ -513,16 +701,33 @@ func trainTranslate(ctx context.Context, o TranslateOptions, d *mtData, m *seq2s
 			c.DevNLL = Number(nll)
 			run.Curve = append(run.Curve, c)
 			say(o.Progress, "translate: %s seed %d: step %d/%d, train loss %.3f, dev NLL %.3f (%.0f s)",
-				pos, seed, done, o.Steps, c.TrainLoss, nll, time.Since(start).Seconds())
+				label, seed, done, o.Steps, c.TrainLoss, nll, time.Since(start).Seconds())
 		}
 	}
 	return snaps, nil
 }
 
+// translateOptimizer is arm's AdamW and schedule: for TranslatePreLN β₂
+// 0.999 and Schedule's cosine; for TranslatePostLN the recipe's β₂, peak
+// rate and warm-up with the inverse-square-root decay. Both take
+// Schedule's weight decay (clipping is the caller's).
+func translateOptimizer(o TranslateOptions, arm string) (optim.AdamWConfig, optim.Schedule) {
+	adam := optim.DefaultAdamWConfig(o.WeightDecay)
+	if arm == TranslatePostLN {
+		r := o.PostLN
+		adam.Beta2 = r.Beta2
+		return adam, optim.Schedule{Kind: optim.InverseSqrt, PeakLR: r.LR, Warmup: r.Warmup(o.Steps), Total: o.Steps}
+	}
+	return adam, optim.Schedule{Kind: optim.Cosine, PeakLR: o.LR, Warmup: o.Warmup, Total: o.Steps}
+}
+
 // decodeAveraged averages the snapshots, writes its dev and test
 // translations (dev-averaged.txt, test-averaged.txt) and saves it into
-// dir's averaged folder.
-func decodeAveraged(ctx context.Context, o TranslateOptions, d *mtData, snaps []*seq2seq.Model, dir string) error {
+// dir's averaged folder. With o.AlphaGrid it first decodes the dev subset
+// with beam search at each α (dev-beam-alphaA.txt), sets run.Alpha to the
+// α of the highest dev BLEU, decodes the test set with it, and also at
+// o.Decode.Alpha (test-averaged-fixed-alpha.txt).
+func decodeAveraged(ctx context.Context, o TranslateOptions, d *mtData, snaps []*seq2seq.Model, dir string, run *TranslateRun) error {
 	avg, err := seq2seq.Average(snaps...)
 	if err != nil {
 		return err
@@ -534,15 +739,58 @@ func decodeAveraged(ctx context.Context, o TranslateOptions, d *mtData, snaps []
 	if err := writeLines(dir, "dev-averaged.txt", devAvg); err != nil {
 		return err
 	}
-	hyps, err := d.translate(ctx, avg, d.test, o.Decode)
+	do := o.Decode
+	if len(o.AlphaGrid) > 0 {
+		a := &TranslateAlpha{Grid: slices.Clone(o.AlphaGrid)}
+		best := math.Inf(-1)
+		for _, alpha := range o.AlphaGrid {
+			dv := o.Decode
+			dv.Alpha = alpha
+			hyps, err := d.translate(ctx, avg, d.dev[:d.devSubset(o)], dv)
+			if err != nil {
+				return err
+			}
+			if err := writeLines(dir, alphaFile(alpha), hyps); err != nil {
+				return err
+			}
+			b, err := corpusBLEU(hyps, d.devRefs[:d.devSubset(o)])
+			if err != nil {
+				return err
+			}
+			a.DevBLEU = append(a.DevBLEU, Number(b))
+			if b > best {
+				best, a.Chosen = b, alpha
+			}
+		}
+		run.Alpha, do.Alpha = a, a.Chosen
+		say(o.Progress, "translate: %s seed %d: length penalty α %g chosen on dev (BLEU %.2f)", translateLabel(run.Arm, run.Position), run.Seed, a.Chosen, best)
+	}
+	hyps, err := d.translate(ctx, avg, d.test, do)
 	if err != nil {
 		return err
 	}
 	if err := writeLines(dir, "test-averaged.txt", hyps); err != nil {
 		return err
 	}
+	if len(o.AlphaGrid) > 0 {
+		if do.Alpha != o.Decode.Alpha {
+			if hyps, err = d.translate(ctx, avg, d.test, o.Decode); err != nil {
+				return err
+			}
+		}
+		if err := writeLines(dir, fixedAlphaFile, hyps); err != nil {
+			return err
+		}
+	}
 	return avg.Save(filepath.Join(dir, "averaged"))
 }
+
+// fixedAlphaFile holds a run's test translations at Decode.Alpha when the
+// length penalty is tuned.
+const fixedAlphaFile = "test-averaged-fixed-alpha.txt"
+
+// alphaFile is the name of the dev translations at length penalty alpha.
+func alphaFile(alpha float64) string { return fmt.Sprintf("dev-beam-alpha%g.txt", alpha) }
 
 // devEval returns the teacher-forced NLL per token over all dev pairs and
 // the greedy translations of the dev subset.
@@ -614,14 +862,15 @@ func readLines(dir, name string) ([]string, error) {
 }
 
 // scoreRuns scores every run's saved translations (dev curve, dev and
-// test of the last and averaged weights) and compares RoPE with
-// sinusoidal per seed by the paired bootstrap of the averaged checkpoints'
-// test translations.
+// test of the last and averaged weights, the dev translations of the α
+// grid and the test at the fixed α) and compares RoPE with sinusoidal per
+// arm and seed by the paired bootstrap of the averaged checkpoints' test
+// translations, on BLEU and chrF; then aggregateTranslate.
 func scoreRuns(o TranslateOptions, d *mtData, res *TranslateResult) error {
 	devRefs := d.devRefs[:d.devSubset(o)]
 	for i := range res.Runs {
 		r := &res.Runs[i]
-		dir := runDir(o, r.Position, r.Seed)
+		dir := runDir(o, r.arm(), r.Position, r.Seed)
 		for j := range r.Curve {
 			hyps, err := readLines(dir, fmt.Sprintf("dev-step%d.txt", r.Curve[j].Step))
 			if err != nil {
@@ -648,67 +897,167 @@ func scoreRuns(o TranslateOptions, d *mtData, res *TranslateResult) error {
 		if r.Averaged, err = scoreTest(hyps, d.testRef, o.Bootstrap, r.Seed); err != nil {
 			return err
 		}
-	}
-	for _, seed := range o.Seeds {
-		var rot, sin *TranslateRun
-		for i := range res.Runs {
-			r := &res.Runs[i]
-			if r.Seed == seed && r.Position == seq2seq.Rotary {
-				rot = r
-			}
-			if r.Seed == seed && r.Position == seq2seq.Sinusoidal {
-				sin = r
-			}
-		}
-		if rot == nil || sin == nil {
+		if r.Alpha == nil {
 			continue
 		}
-		a, err := readLines(runDir(o, rot.Position, seed), "test-averaged.txt")
-		if err != nil {
-			return err
-		}
-		b, err := readLines(runDir(o, sin.Position, seed), "test-averaged.txt")
-		if err != nil {
-			return err
-		}
-		p, err := pairedBootstrap(a, b, d.testRef, o.Bootstrap, seed)
-		if err != nil {
-			return err
-		}
-		tp := TranslatePaired{Seed: seed, Delta: rot.Averaged.BLEU - sin.Averaged.BLEU, PBootstrap: Number(p), DeltaNLL: Number(math.NaN())}
-		if n, m := len(rot.Curve), len(sin.Curve); n > 0 && m > 0 {
-			tp.DeltaNLL = rot.Curve[n-1].DevNLL - sin.Curve[m-1].DevNLL
-		}
-		res.Paired = append(res.Paired, tp)
-	}
-	res.TestBLEU, res.TestChrF, res.DevNLL = map[string]Spread{}, map[string]Spread{}, map[string]Spread{}
-	for _, pos := range o.Positions {
-		var b, c, n []float64
-		for _, r := range res.Runs {
-			if r.Position == pos {
-				b, c, n = append(b, float64(r.Averaged.BLEU)), append(c, float64(r.Averaged.ChrF)), append(n, lastNLL(r))
+		for j, alpha := range r.Alpha.Grid {
+			hyps, err := readLines(dir, alphaFile(alpha))
+			if err != nil {
+				return err
 			}
+			b, err := corpusBLEU(hyps, devRefs)
+			if err != nil {
+				return err
+			}
+			r.Alpha.DevBLEU[j] = Number(b)
 		}
-		res.TestBLEU[pos], res.TestChrF[pos], res.DevNLL[pos] = SeedSpread(b), SeedSpread(c), SeedSpread(n)
+		if hyps, err = readLines(dir, fixedAlphaFile); err != nil {
+			return err
+		}
+		fixed, err := scoreTest(hyps, d.testRef, o.Bootstrap, r.Seed)
+		if err != nil {
+			return err
+		}
+		r.FixedAlpha = &fixed
 	}
-	var db, ds, nb, ns []float64
-	for _, p := range res.Paired {
-		for _, r := range res.Runs {
-			if r.Seed != p.Seed {
+	res.Paired = nil
+	for _, arm := range o.arms() {
+		for _, seed := range o.Seeds {
+			rot, sin := findRun(res, arm, seq2seq.Rotary, seed), findRun(res, arm, seq2seq.Sinusoidal, seed)
+			if rot == nil || sin == nil {
 				continue
 			}
-			if r.Position == seq2seq.Rotary {
-				db, nb = append(db, float64(r.Averaged.BLEU)), append(nb, lastNLL(r))
-			} else {
-				ds, ns = append(ds, float64(r.Averaged.BLEU)), append(ns, lastNLL(r))
+			a, err := readLines(runDir(o, arm, rot.Position, seed), "test-averaged.txt")
+			if err != nil {
+				return err
+			}
+			b, err := readLines(runDir(o, arm, sin.Position, seed), "test-averaged.txt")
+			if err != nil {
+				return err
+			}
+			p, err := pairedBootstrap(metrics.BLEU{}, a, b, d.testRef, o.Bootstrap, seed)
+			if err != nil {
+				return err
+			}
+			pc, err := pairedBootstrap(metrics.CHRF{}, a, b, d.testRef, o.Bootstrap, seed)
+			if err != nil {
+				return err
+			}
+			tp := TranslatePaired{Arm: arm, Seed: seed, Delta: rot.Averaged.BLEU - sin.Averaged.BLEU, PBootstrap: Number(p), DeltaNLL: Number(lastNLL(*rot) - lastNLL(*sin)),
+				ChrF: &TranslatePairedScore{Delta: rot.Averaged.ChrF - sin.Averaged.ChrF, PBootstrap: Number(pc)}}
+			if arm == TranslatePreLN {
+				tp.Arm = "" // as before arms existed
+			}
+			res.Paired = append(res.Paired, tp)
+		}
+	}
+	aggregateTranslate(res)
+	return nil
+}
+
+// findRun returns the run of arm, position and seed in res, or nil.
+func findRun(res *TranslateResult, arm, pos string, seed uint64) *TranslateRun {
+	for i := range res.Runs {
+		if r := &res.Runs[i]; r.arm() == arm && r.Position == pos && r.Seed == seed {
+			return r
+		}
+	}
+	return nil
+}
+
+// aggregateTranslate sets res's statistics over seeds from its runs:
+// TestBLEU, TestChrF and DevNLL per arm and position, RoPE − sinusoidal per
+// arm (ArmSeeds; SeedsBLEU and SeedsNLL for TranslatePreLN, as before arms
+// existed) and each arm − TranslatePreLN per position (ArmDiffs). It needs
+// only the runs' scores, so that ResummarizeTranslate recomputes them for
+// results written before some existed.
+func aggregateTranslate(res *TranslateResult) {
+	o := res.Options
+	res.TestBLEU, res.TestChrF, res.DevNLL = map[string]Spread{}, map[string]Spread{}, map[string]Spread{}
+	for _, arm := range o.arms() {
+		for _, pos := range o.Positions {
+			var b, c, n []float64
+			for _, r := range res.Runs {
+				if r.arm() == arm && r.Position == pos {
+					b, c, n = append(b, float64(r.Averaged.BLEU)), append(c, float64(r.Averaged.ChrF)), append(n, lastNLL(r))
+				}
+			}
+			l := translateLabel(arm, pos)
+			res.TestBLEU[l], res.TestChrF[l], res.DevNLL[l] = SeedSpread(b), SeedSpread(c), SeedSpread(n)
+		}
+	}
+	// paired returns the tests of a − b over the seeds both have, for
+	// test BLEU, test chrF and last dev NLL.
+	paired := func(armA, posA, armB, posB string) (bleu, chrf, nll *PairedTest) {
+		var ab, bb, ac, bc, an, bn []float64
+		for _, seed := range o.Seeds {
+			a, b := findRun(res, armA, posA, seed), findRun(res, armB, posB, seed)
+			if a == nil || b == nil {
+				continue
+			}
+			ab, bb = append(ab, float64(a.Averaged.BLEU)), append(bb, float64(b.Averaged.BLEU))
+			ac, bc = append(ac, float64(a.Averaged.ChrF)), append(bc, float64(b.Averaged.ChrF))
+			an, bn = append(an, lastNLL(*a)), append(bn, lastNLL(*b))
+		}
+		test := func(x, y []float64) *PairedTest {
+			if t, err := PairedDiff(x, y); err == nil {
+				return &t
+			}
+			return nil
+		}
+		return test(ab, bb), test(ac, bc), test(an, bn)
+	}
+	res.SeedsBLEU, res.SeedsNLL, res.ArmSeeds, res.ArmDiffs = nil, nil, nil, nil
+	for _, arm := range o.arms() {
+		s := TranslateArmSeeds{Arm: arm}
+		s.BLEU, s.ChrF, s.NLL = paired(arm, seq2seq.Rotary, arm, seq2seq.Sinusoidal)
+		if s.BLEU == nil && s.ChrF == nil && s.NLL == nil {
+			continue
+		}
+		res.ArmSeeds = append(res.ArmSeeds, s)
+		if arm == TranslatePreLN {
+			res.SeedsBLEU, res.SeedsNLL = s.BLEU, s.NLL
+		}
+	}
+	if !slices.Contains(o.arms(), TranslatePreLN) {
+		return
+	}
+	for _, arm := range o.arms() {
+		if arm == TranslatePreLN {
+			continue
+		}
+		for _, pos := range o.Positions {
+			d := TranslateArmDiff{Arm: arm, Position: pos}
+			d.BLEU, d.ChrF, d.NLL = paired(arm, pos, TranslatePreLN, pos)
+			if d.BLEU != nil || d.ChrF != nil || d.NLL != nil {
+				res.ArmDiffs = append(res.ArmDiffs, d)
 			}
 		}
 	}
-	if t, err := PairedDiff(db, ds); err == nil {
-		res.SeedsBLEU = &t
-	}
-	if t, err := PairedDiff(nb, ns); err == nil {
-		res.SeedsNLL = &t
+}
+
+// copyTranslations writes the test translations of every run into Out's
+// translations folder: LABEL-seedN.txt (the averaged checkpoints, at the
+// tuned α when there is one) and, with an α grid,
+// LABEL-seedN-fixed-alpha.txt (at Decode.Alpha); one verse a line, in the
+// test set's order.
+func copyTranslations(o TranslateOptions, res *TranslateResult) error {
+	dir := filepath.Join(o.Out, "translations")
+	for _, r := range res.Runs {
+		base := fmt.Sprintf("%s-seed%d", strings.ReplaceAll(translateLabel(r.arm(), r.Position), "/", "-"), r.Seed)
+		files := [][2]string{{"test-averaged.txt", base + ".txt"}}
+		if r.Alpha != nil {
+			files = append(files, [2]string{fixedAlphaFile, base + "-fixed-alpha.txt"})
+		}
+		for _, f := range files {
+			lines, err := readLines(runDir(o, r.arm(), r.Position, r.Seed), f[0])
+			if err != nil {
+				return err
+			}
+			if err := writeLines(dir, f[1], lines); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

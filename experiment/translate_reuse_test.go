@@ -23,7 +23,7 @@ func TestReusedRunBounded(t *testing.T) {
 	for i := 0; i <= o.Steps/o.EvalEvery; i++ {
 		run.Curve = append(run.Curve, TranslateCurve{Step: math.MinInt, TrainLoss: long, DevNLL: long, DevBLEU: long})
 	}
-	if err := writeJSON(dir, "run.json", savedRun{Key: runKey(o), Run: run}); err != nil {
+	if err := writeJSON(dir, "run.json", savedRun{Key: runKey(o, TranslatePreLN), Run: run}); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "run.json")
@@ -31,12 +31,12 @@ func TestReusedRunBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limit := runJSONLimit(o, runKey(o))
+	limit := runJSONLimit(o, runKey(o, TranslatePreLN))
 	t.Logf("the longest run.json of %d curve points: %d bytes, limit %d", len(run.Curve), len(honest), limit)
 	if int64(len(honest)) > limit {
 		t.Fatalf("the longest run.json of %d curve points has %d bytes, over the limit %d", len(run.Curve), len(honest), limit)
 	}
-	got, err := reusedRun(o, dir)
+	got, err := reusedRun(o, TranslatePreLN, dir)
 	if err != nil || got == nil || len(got.Curve) != len(run.Curve) {
 		t.Fatalf("the longest honest run.json (%d bytes, limit %d): %v, %v", len(honest), limit, got, err)
 	}
@@ -46,7 +46,7 @@ func TestReusedRunBounded(t *testing.T) {
 		if err := os.WriteFile(path, padded, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		got, err := reusedRun(o, dir)
+		got, err := reusedRun(o, TranslatePreLN, dir)
 		if size <= limit {
 			if err != nil || got == nil {
 				t.Errorf("run.json of %d bytes, the limit: %v, %v", size, got, err)

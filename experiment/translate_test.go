@@ -59,7 +59,7 @@ func TestTranslateTiny(t *testing.T) {
 		if len(r.Curve) != 2 || r.Curve[1].Step != 12 {
 			t.Errorf("%s: curve %+v, want evaluations at steps 6 and 12", r.Position, r.Curve)
 		}
-		dir := runDir(res.Options, r.Position, r.Seed)
+		dir := runDir(res.Options, r.arm(), r.Position, r.Seed)
 		mustExist(t, dir, "run.json", "dev-step6.txt", "dev-averaged.txt", "test-averaged.txt", "averaged/model.safetensors")
 		hyps, err := readLines(dir, "test-averaged.txt")
 		if err != nil || len(hyps) != 16 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -63,6 +64,7 @@ type experimentOptions struct {
 // experimentLists are the comma-separated flags, parsed after the others.
 type experimentLists struct {
 	seeds, encs, targets, variants, lengths, tasks, positions, arms string
+	alphaGrid                                                       string
 	pretrainSteps                                                   int
 }
 
@@ -169,6 +171,8 @@ func (o *experimentOptions) flags(fs *flag.FlagSet) (*experimentLists, bool) {
 		fs.StringVar(&o.Cache, "cache", defaultCacheDir(), "folder the Bible modules (Debian sword-text-kjv, sword-text-sparv) are fetched into (as for roformer finetune)")
 		fs.StringVar(&o.Work, "work", "", "run folders (translations, averaged model), reused when complete; default OUT/runs")
 		fs.StringVar(&l.positions, "positions", "", "comma-separated position encodings: rotary, sinusoidal (default both)")
+		fs.StringVar(&l.arms, "arms", "", "comma-separated training recipes: pre-ln (pre-LN layers, AdamW β₂ 0.999, cosine decay; the default), post-ln (the paper's: post-LN layers, Adam β₂ 0.98, peak 5e-4 after a linear warm-up over 4% of the steps, inverse-square-root decay)")
+		fs.StringVar(&l.alphaGrid, "alpha-grid", "", "comma-separated length penalties α tried per run on the dev subset, the best by dev BLEU decoding the test set, e.g. 0,0.2,0.4,0.6,0.8,1,1.2,1.4 (default: none, α 0.6 fixed)")
 	default:
 		return nil, false
 	}
@@ -255,6 +259,20 @@ func (o *experimentOptions) finish(l *experimentLists) error {
 					return usagef("--positions: position %q is not %s or %s", p, seq2seq.Rotary, seq2seq.Sinusoidal)
 				}
 				o.transl.Positions = append(o.transl.Positions, p)
+			}
+		}
+		if l.arms != "" {
+			for _, a := range strings.Split(l.arms, ",") {
+				a = strings.TrimSpace(a)
+				if !slices.Contains(experiment.TranslateArms, a) {
+					return usagef("--arms: arm %q is not %s", a, strings.Join(experiment.TranslateArms, " or "))
+				}
+				o.transl.Arms = append(o.transl.Arms, a)
+			}
+		}
+		if l.alphaGrid != "" {
+			if o.transl.AlphaGrid, err = parseFloats("--alpha-grid", l.alphaGrid); err != nil {
+				return err
 			}
 		}
 	case "extrapolate":
