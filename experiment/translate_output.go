@@ -162,15 +162,15 @@ func translateSummary(res *TranslateResult) string {
 		if len(o.arms()) > 1 {
 			what += " (" + a.Arm + ")"
 		}
-		pairedLine(&md, what, "test BLEU", a.BLEU, 2)
-		pairedLine(&md, what, "test chrF", a.ChrF, 2)
-		pairedLine(&md, what, "dev NLL", a.NLL, 3)
+		pairedLine(&md, what, "test BLEU", "RoPE", a.BLEU, 2)
+		pairedLine(&md, what, "test chrF", "RoPE", a.ChrF, 2)
+		pairedLine(&md, what, "dev NLL", "RoPE", a.NLL, 3)
 	}
 	for _, d := range res.ArmDiffs {
 		what := fmt.Sprintf("%s − %s (%s)", d.Arm, TranslatePreLN, d.Position)
-		pairedLine(&md, what, "test BLEU", d.BLEU, 2)
-		pairedLine(&md, what, "test chrF", d.ChrF, 2)
-		pairedLine(&md, what, "dev NLL", d.NLL, 3)
+		pairedLine(&md, what, "test BLEU", d.Arm, d.BLEU, 2)
+		pairedLine(&md, what, "test chrF", d.Arm, d.ChrF, 2)
+		pairedLine(&md, what, "dev NLL", d.Arm, d.NLL, 3)
 	}
 	decodingSummary(&md, res)
 	return md.String()
@@ -278,13 +278,13 @@ func translateLabels(o TranslateOptions) []string {
 }
 
 // pairedLine is one over-seeds comparison of the summary.
-func pairedLine(md *strings.Builder, what, name string, t *PairedTest, dec int) {
+func pairedLine(md *strings.Builder, what, name, higher string, t *PairedTest, dec int) {
 	if t == nil {
 		return
 	}
 	d := t.Diff
-	fmt.Fprintf(md, "\nOver %d seeds, %s %s: %+.*f ± %.*f (sd), 95%% t-interval [%+.*f, %+.*f]; higher on %d seeds, lower on %d; paired t-test p = %.3f, exact sign-flip p = %.3f.\n",
-		d.N, what, name, dec, d.Mean, dec, d.SD, dec, d.CILo, dec, d.CIHi, t.Positive, t.Negative, t.PT, t.PSignFlip)
+	fmt.Fprintf(md, "\nOver %d seeds, %s %s: %+.*f ± %.*f (sd), 95%% t-interval [%+.*f, %+.*f]; %s higher on %d seeds, lower on %d; paired t-test p = %.3f, exact sign-flip p = %.3f.\n",
+		d.N, what, name, dec, d.Mean, dec, d.SD, dec, d.CILo, dec, d.CIHi, higher, t.Positive, t.Negative, t.PT, t.PSignFlip)
 }
 
 // decodingSummary is the summary's table of the length penalty tuned on
