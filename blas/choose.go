@@ -53,8 +53,11 @@ type Choice struct {
 	Reason       string        `json:"reason"`
 	Measurements []Measurement `json:"measurements,omitempty"`
 	Measured     time.Time     `json:"measured"`
-	Cached       bool          `json:"-"` // read from the cache file, not measured now
-	CacheFile    string        `json:"-"`
+	// Heads is the backend of HeadSgemm and why (the automatic choice
+	// measures it apart; nil: the same as the layers').
+	Heads     *Choice `json:"heads,omitempty"`
+	Cached    bool    `json:"-"` // read from the cache file, not measured now
+	CacheFile string  `json:"-"`
 }
 
 // cacheFile is what the probe's cache holds: the verdict and the key it is
@@ -66,8 +69,9 @@ type cacheFile struct {
 
 // probeVersion is part of the cache key: a change to the probe's products
 // or rules invalidates old verdicts.
-// Version 3 added go-asm, our own assembly SGEMM, as a candidate.
-const probeVersion = 3
+// Version 3 added go-asm, our own assembly SGEMM, as a candidate; version
+// 4 the separate choice for the attention heads' products (HeadSgemm).
+const probeVersion = 4
 
 // CacheDir returns the folder that holds the probe's verdict:
 // $ROFORMER_CACHE_DIR, or roformer/ in the user's cache folder
@@ -271,7 +275,7 @@ func (l libraries) measureAll(cs []Candidate, quick bool) []Measurement {
 	for _, c := range cs {
 		native = native || c.Kind != KindGo
 	}
-	bufs := newProbeBufs()
+	bufs := newProbeBufs(probeShapes)
 	ms := make([]Measurement, len(cs))
 	bes := make([]Backend, len(cs))
 	run := func(idx []int, rounds int) {
@@ -286,8 +290,8 @@ func (l libraries) measureAll(cs []Candidate, quick bool) []Measurement {
 			// Warm-up: library initialisation and, for oneDNN, its
 			// just-in-time compiled kernels, which measured slow for two
 			// rounds (0.3 GFLOP/s on the first call of a shape).
-			probeRound(b, bufs)
-			probeRound(b, bufs)
+			probeRound(b, probeShapes, bufs)
+			probeRound(b, probeShapes, bufs)
 			ms[i].Millis = float64(time.Since(t0).Microseconds()) / 1000
 		}
 		for r := 0; r < rounds; r++ {
@@ -296,7 +300,7 @@ func (l libraries) measureAll(cs []Candidate, quick bool) []Measurement {
 					continue
 				}
 				t0 := time.Now()
-				ms[i].GFLOPS = max(ms[i].GFLOPS, probeRound(bes[i], bufs))
+				ms[i].GFLOPS = max(ms[i].GFLOPS, probeRound(bes[i], probeShapes, bufs))
 				ms[i].Millis += float64(time.Since(t0).Microseconds()) / 1000
 			}
 		}
@@ -384,10 +388,10 @@ func describe(ms []Measurement) string {
 	return strings.Join(parts, ", ") + " GFLOP/s on one thread"
 }
 
-// chooseAuto picks the backend for this machine: the cached verdict when
-// its key matches, otherwise a measurement of every candidate (about 0.35 s),
-// which is then cached.
-func chooseAuto(reprobe bool) (Backend, Choice) {
+// chooseAuto picks the backends for this machine, of the layers and of
+// the attention heads: the cached verdict when its key matches, otherwise a
+// measurement of every candidate (about 0.4 s), which is then cached.
+func chooseAuto(reprobe bool) (Backend, Backend, Choice) {
 	cpu := CPU()
 	libs := findLibraries()
 	mu.Lock()
@@ -399,7 +403,16 @@ func chooseAuto(reprobe bool) (Backend, Choice) {
 		if c, ok := readCache(path, key); ok {
 			if b, err := libs.open(c.Candidate); err == nil {
 				c.Cached, c.CacheFile, c.Name = true, path, b.Name()
-				return b, c
+				h := b
+				if c.Heads != nil {
+					if hb, err := libs.open(c.Heads.Candidate); err == nil {
+						h = hb
+						c.Heads.Name = hb.Name()
+					} else {
+						c.Heads = nil
+					}
+				}
+				return b, h, c
 			}
 		}
 	}
@@ -409,7 +422,7 @@ func chooseAuto(reprobe bool) (Backend, Choice) {
 	m, ok := best(ms)
 	if !ok {
 		fb, fc := fallback()
-		return fb, Choice{Candidate: fc, Name: fb.Name(),
+		return fb, fb, Choice{Candidate: fc, Name: fb.Name(),
 			Reason: "no backend could be measured; " + fc.Kind + " is in use", Measurements: ms}
 	}
 	b, err := libs.open(m.Candidate)
@@ -418,12 +431,13 @@ func chooseAuto(reprobe bool) (Backend, Choice) {
 		b, fc = fallback()
 		m = Measurement{Candidate: fc, Name: b.Name()}
 	}
-	c := Choice{Candidate: m.Candidate, Name: b.Name(), Measurements: ms, Measured: time.Now().UTC(), CacheFile: path,
+	h, hc := chooseHeads(b, m.Candidate)
+	c := Choice{Candidate: m.Candidate, Name: b.Name(), Measurements: ms, Measured: time.Now().UTC(), CacheFile: path, Heads: hc,
 		Reason: fmt.Sprintf("fastest measured on this machine (%d ms): %s", took.Milliseconds(), describe(ms))}
 	if err := writeCache(path, key, c); err != nil {
 		c.Reason += fmt.Sprintf(" (verdict not cached: %v)", err)
 	}
-	return b, c
+	return b, h, c
 }
 
 // fallback is the backend used when the chosen one cannot be: go-asm
@@ -463,7 +477,7 @@ func chooseExplicit(v string) (Backend, Choice, error) {
 		b, err = openOpenBLAS(v, "")
 		cand = Candidate{Kind: KindOpenBLAS}
 	default:
-		err = fmt.Errorf("blas: ROFORMER_BLAS=%s: want auto, go, go-asm, go-asm:avx512, go-asm:avx2, openblas, openblas:KERNELSET, onednn or a library path", v)
+		err = fmt.Errorf("blas: backend %q: want auto, go, go-asm, go-asm:avx512, go-asm:avx2, openblas, openblas:KERNELSET, onednn or a library path", v)
 	}
 	if err != nil {
 		fb, fc := fallback()

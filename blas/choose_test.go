@@ -43,17 +43,24 @@ func TestCorruptCacheIsIgnoredAndRewritten(t *testing.T) {
 			t.Errorf("corrupt cache %q accepted", junk)
 		}
 	}
-	b, c := chooseAuto(false)
-	if b == nil || c.Kind == "" || c.Cached {
+	b, h, c := chooseAuto(false)
+	if b == nil || h == nil || c.Kind == "" || c.Cached {
 		t.Fatalf("choice %+v", c)
+	}
+	// The heads' backend is the layers' or go-asm, and the choice says which.
+	if c.Heads == nil || (c.Heads.Candidate != c.Candidate && c.Heads.Kind != KindGoAsm) || c.Heads.Name != h.Name() {
+		t.Errorf("heads choice %+v for layers %v (backend %s)", c.Heads, c.Candidate, h.Name())
 	}
 	if !strings.Contains(c.Reason, "fastest measured") && c.Kind != KindGo {
 		t.Errorf("reason %q", c.Reason)
 	}
 	// The measurement replaced the junk; the next choice reads it.
-	_, c2 := chooseAuto(false)
+	_, h2, c2 := chooseAuto(false)
 	if !c2.Cached || c2.Candidate != c.Candidate {
 		t.Errorf("second choice %+v, want the cached %v", c2, c.Candidate)
+	}
+	if c2.Heads == nil || c2.Heads.Candidate != c.Heads.Candidate || h2.Name() != h.Name() {
+		t.Errorf("cached heads choice %+v (%s), want %v (%s)", c2.Heads, h2.Name(), c.Heads.Candidate, h.Name())
 	}
 }
 
@@ -155,5 +162,48 @@ func TestNoLibsHidesTheLibraries(t *testing.T) {
 	}
 	if _, err := openOpenBLAS("", ""); err == nil || !strings.Contains(err.Error(), "ROFORMER_BLAS_NOLIBS") {
 		t.Errorf("OpenBLAS: %v", err)
+	}
+}
+
+// The heads follow every explicit choice of the layers' backend, so that
+// UseGo's golden numbers and the tests that run the math through each
+// backend (Set) cover the attention products too.
+func TestExplicitChoiceSetsTheHeads(t *testing.T) {
+	prev := Set(Go())
+	defer Set(prev)
+	if CurrentHeads().Name() != Go().Name() {
+		t.Errorf("after Set(Go()), the heads run on %s", CurrentHeads().Name())
+	}
+	for _, b := range Available() {
+		Set(b)
+		if CurrentHeads() != b {
+			t.Errorf("after Set(%s), the heads run on %s", b.Name(), CurrentHeads().Name())
+		}
+	}
+	UseGo()
+	if CurrentHeads().Name() != Go().Name() {
+		t.Errorf("after UseGo, the heads run on %s", CurrentHeads().Name())
+	}
+}
+
+// chooseHeads keeps the layers' backend unless go-asm measures faster,
+// and measures nothing when go-asm is the layers' backend or absent.
+func TestChooseHeads(t *testing.T) {
+	g := goAsmBest()
+	if g == nil {
+		h, c := chooseHeads(Go(), Candidate{Kind: KindGo})
+		if h.Name() != Go().Name() || c.Candidate.Kind != KindGo || len(c.Measurements) != 0 {
+			t.Errorf("without go-asm: %s, %+v", h.Name(), c)
+		}
+		return
+	}
+	h, c := chooseHeads(g, Candidate{Kind: KindGoAsm})
+	if h != g || c.Kind != KindGoAsm || len(c.Measurements) != 0 {
+		t.Errorf("go-asm layers: heads %s, %+v", h.Name(), c)
+	}
+	// Against gonum's fallback (3–40% of go-asm's speed) go-asm wins.
+	h, c = chooseHeads(Go(), Candidate{Kind: KindOpenBLAS})
+	if h != g || c.Kind != KindGoAsm || len(c.Measurements) != 2 || c.Measurements[1].GFLOPS <= c.Measurements[0].GFLOPS {
+		t.Errorf("against a slow backend: heads %s, %+v", h.Name(), c)
 	}
 }

@@ -2,6 +2,7 @@ package blas
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 )
@@ -9,6 +10,7 @@ import (
 var (
 	mu       sync.RWMutex
 	current  Backend = goBackend{}
+	heads    Backend = goBackend{} // HeadSgemm's
 	chosen           = Choice{Candidate: Candidate{Kind: KindGo}, Name: goBackend{}.Name(), Reason: "not chosen yet"}
 	loadErr  error   // why an explicit ROFORMER_BLAS choice failed
 	loadErrs []error // why libraries could not be loaded (automatic choice)
@@ -21,22 +23,34 @@ var (
 // "openblas", "openblas:KERNELSET" (an OPENBLAS_CORETYPE name), "onednn",
 // or a library path; "auto" or unset measures the candidates once per
 // machine and library build (about 0.4 s) and reuses the cached verdict
-// after that. Without any library, go-asm is the choice on amd64 with AVX2
+// after that. ROFORMER_BLAS_HEADS, in the same words, fixes the backend
+// of the attention heads' products (HeadSgemm) alone; unset, they follow
+// the automatic choice or ROFORMER_BLAS. Without any library, go-asm is the choice on amd64 with AVX2
 // or AVX-512, and gonum elsewhere (or with the purego build tag).
 // Init returns the error of an explicit choice that cannot be loaded; the
 // pure-Go fallback is then in use. Sgemm calls Init itself.
 func Init() error {
 	once.Do(func() {
-		var b Backend
+		var b, h Backend
 		var c Choice
 		switch v := os.Getenv("ROFORMER_BLAS"); v {
 		case "", "auto":
-			b, c = chooseAuto(false)
+			b, h, c = chooseAuto(false)
 		default:
 			b, c, loadErr = chooseExplicit(v)
+			h = b
+		}
+		if v := os.Getenv("ROFORMER_BLAS_HEADS"); v != "" && v != "auto" && loadErr == nil {
+			hb, hc, err := chooseExplicit(v)
+			if err != nil {
+				loadErr = fmt.Errorf("ROFORMER_BLAS_HEADS=%s: %w", v, err)
+			} else {
+				h, c.Heads = hb, &hc
+				c.Heads.Reason = "ROFORMER_BLAS_HEADS=" + v
+			}
 		}
 		mu.Lock()
-		current, chosen = b, c
+		current, heads, chosen = b, h, c
 		mu.Unlock()
 	})
 	return loadErr
@@ -47,9 +61,9 @@ func Init() error {
 // it. ROFORMER_BLAS is ignored.
 func Probe() Choice {
 	once.Do(func() {})
-	b, c := chooseAuto(true)
+	b, h, c := chooseAuto(true)
 	mu.Lock()
-	current, chosen, loadErr = b, c, nil
+	current, heads, chosen, loadErr = b, h, c, nil
 	mu.Unlock()
 	return c
 }
@@ -73,7 +87,7 @@ func Open(path string) error {
 	}
 	c.Reason = "opened " + path
 	mu.Lock()
-	current, chosen = b, c
+	current, heads, chosen = b, b, c
 	mu.Unlock()
 	return nil
 }
@@ -84,17 +98,18 @@ func Open(path string) error {
 func UseGo() {
 	once.Do(func() {})
 	mu.Lock()
-	current = goBackend{}
+	current, heads = goBackend{}, goBackend{}
 	chosen = Choice{Candidate: Candidate{Kind: KindGo}, Name: goBackend{}.Name(), Reason: "asked for (UseGo)"}
 	mu.Unlock()
 }
 
-// Set makes b the backend in use and returns the previous one (tests use it
+// Set makes b the backend in use, for the layers and the heads (HeadSgemm),
+// and returns the previous one of the layers (tests use it
 // to run the same math through every path).
 func Set(b Backend) Backend {
 	prev := Current()
 	mu.Lock()
-	current = b
+	current, heads = b, b
 	chosen = Choice{Candidate: Candidate{Kind: kindOf(b)}, Name: b.Name(), Reason: "set by the program"}
 	mu.Unlock()
 	return prev

@@ -68,7 +68,7 @@ func AttentionForward(out, probs, q, k, v, keyMask []float32, causal bool, drop 
 					P = scratch[:n*T]
 				}
 				// S = q_h·k_hᵀ for queries i0 … i0+n−1, then /scale, mask and softmax row by row.
-				blas.Sgemm(false, true, n, T, HS, 1, q[base+i0*C:], C, k[base:], C, 0, P, T)
+				blas.HeadSgemm(false, true, n, T, HS, 1, q[base+i0*C:], C, k[base:], C, 0, P, T)
 				for i := 0; i < n; i++ {
 					maskedSoftmaxRow(P[i*T:i*T+T], scale, km, causal, i0+i)
 				}
@@ -76,7 +76,7 @@ func AttentionForward(out, probs, q, k, v, keyMask []float32, causal bool, drop 
 					applyDrop(dropped[:n*T], P, drop, bh*T*T+i0*T)
 					P = dropped[:n*T]
 				}
-				blas.Sgemm(false, false, n, HS, T, 1, P, T, v[base:], C, 0, out[base+i0*C:], C)
+				blas.HeadSgemm(false, false, n, HS, T, 1, P, T, v[base:], C, 0, out[base+i0*C:], C)
 			}
 		}
 	})
@@ -148,8 +148,8 @@ func AttentionBackward(dq, dk, dv, dout, q, k, v, probs, keyMask []float32, caus
 			base := b*T*C + h*HS
 			probsBackward(dP, dropped, dv[base:], dout[base:], v[base:], probs[bh*T*T:(bh+1)*T*T], rowMask(keyMask, b, T), causal, drop, bh*T*T, T, HS, C, scale)
 			// S = q_h·k_hᵀ  ⇒  dq_h = dS·k_h, dk_h = dSᵀ·q_h
-			blas.Sgemm(false, false, T, HS, T, 1, dP, T, k[base:], C, 0, dq[base:], C)
-			blas.Sgemm(true, false, T, HS, T, 1, dP, T, q[base:], C, 0, dk[base:], C)
+			blas.HeadSgemm(false, false, T, HS, T, 1, dP, T, k[base:], C, 0, dq[base:], C)
+			blas.HeadSgemm(true, false, T, HS, T, 1, dP, T, q[base:], C, 0, dk[base:], C)
 		}
 	})
 }
@@ -166,7 +166,7 @@ func AttentionBackward(dq, dk, dv, dout, q, k, v, probs, keyMask []float32, caus
 // index of this block in [B, NH, T, T] (the dropout stream); dv, dout and v
 // start at the head's first column, with leading dimension C.
 func probsBackward(dP, dropped, dv, dout, v, P, km []float32, causal bool, drop Dropout, off, T, HS, C int, scale float32) {
-	blas.Sgemm(false, true, T, T, HS, 1, dout, C, v, C, 0, dP, T)
+	blas.HeadSgemm(false, true, T, T, HS, 1, dout, C, v, C, 0, dP, T)
 	Pd := P
 	if drop.Active() {
 		// One pass draws the mask once for both: Pd = P⊙mask, dP = dPd⊙mask.
@@ -178,7 +178,7 @@ func probsBackward(dP, dropped, dv, dout, v, P, km []float32, causal bool, drop 
 		}
 		Pd = dropped
 	}
-	blas.Sgemm(true, false, T, HS, T, 1, Pd, T, dout, C, 0, dv, C)
+	blas.HeadSgemm(true, false, T, HS, T, 1, Pd, T, dout, C, 0, dv, C)
 	for i := 0; i < T; i++ {
 		p := P[i*T : i*T+T]
 		d := dP[i*T : i*T+T]

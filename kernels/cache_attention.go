@@ -33,7 +33,7 @@ func CacheAttentionForward(out, q, k, v, mask []float32, B, T, n, capacity, NH, 
 			b, h := bh/NH, bh%NH
 			kb := k[b*capacity*C+h*HS:]
 			vb := v[b*capacity*C+h*HS:]
-			blas.Sgemm(false, true, T, N, HS, scale, q[b*T*C+h*HS:], C, kb, C, 0, scores, N)
+			blas.HeadSgemm(false, true, T, N, HS, scale, q[b*T*C+h*HS:], C, kb, C, 0, scores, N)
 			m := mask[b*capacity : b*capacity+N]
 			for i := 0; i < T; i++ {
 				row := scores[i*N : i*N+N]
@@ -59,7 +59,7 @@ func CacheAttentionForward(out, q, k, v, mask []float32, B, T, n, capacity, NH, 
 					row[j] *= inv
 				}
 			}
-			blas.Sgemm(false, false, T, HS, N, 1, scores, N, vb, C, 0, out[b*T*C+h*HS:], C)
+			blas.HeadSgemm(false, false, T, HS, N, 1, scores, N, vb, C, 0, out[b*T*C+h*HS:], C)
 		}
 	})
 }

@@ -38,12 +38,12 @@ func CrossAttentionForward(out, probs, q, k, v, keyMask []float32, B, Tq, Tk, NH
 			if probs != nil {
 				P = probs[bh*Tq*Tk : (bh+1)*Tq*Tk]
 			}
-			blas.Sgemm(false, true, Tq, Tk, HS, 1, q[qb:], C, k[kb:], C, 0, P, Tk)
+			blas.HeadSgemm(false, true, Tq, Tk, HS, 1, q[qb:], C, k[kb:], C, 0, P, Tk)
 			km := rowMask(keyMask, b, Tk)
 			for i := 0; i < Tq; i++ {
 				maskedSoftmaxRow(P[i*Tk:i*Tk+Tk], scale, km, false, i)
 			}
-			blas.Sgemm(false, false, Tq, HS, Tk, 1, P, Tk, v[kb:], C, 0, out[qb:], C)
+			blas.HeadSgemm(false, false, Tq, HS, Tk, 1, P, Tk, v[kb:], C, 0, out[qb:], C)
 		}
 	})
 }
@@ -70,8 +70,8 @@ func CrossAttentionBackward(dq, dk, dv, dout, q, k, v, probs, keyMask []float32,
 			qb, kb := b*Tq*C+h*HS, b*Tk*C+h*HS
 			P := probs[bh*Tq*Tk : (bh+1)*Tq*Tk]
 			// out_h = P·v_h  ⇒  dv_h = Pᵀ·dout_h, dP = dout_h·v_hᵀ
-			blas.Sgemm(true, false, Tk, HS, Tq, 1, P, Tk, dout[qb:], C, 0, dv[kb:], C)
-			blas.Sgemm(false, true, Tq, Tk, HS, 1, dout[qb:], C, v[kb:], C, 0, dP, Tk)
+			blas.HeadSgemm(true, false, Tk, HS, Tq, 1, P, Tk, dout[qb:], C, 0, dv[kb:], C)
+			blas.HeadSgemm(false, true, Tq, Tk, HS, 1, dout[qb:], C, v[kb:], C, 0, dP, Tk)
 			// P = softmax(S/scale) over visible keys  ⇒  dS = P⊙(dP − Σ_j dP⊙P)/scale
 			km := rowMask(keyMask, b, Tk)
 			seen := km == nil
@@ -87,8 +87,8 @@ func CrossAttentionBackward(dq, dk, dv, dout, q, k, v, probs, keyMask []float32,
 				softmaxBackRow(d, p, dotVec(p, d), scale)
 			}
 			// S = q_h·k_hᵀ  ⇒  dq_h = dS·k_h, dk_h = dSᵀ·q_h
-			blas.Sgemm(false, false, Tq, HS, Tk, 1, dP, Tk, k[kb:], C, 0, dq[qb:], C)
-			blas.Sgemm(true, false, Tk, HS, Tq, 1, dP, Tk, q[qb:], C, 0, dk[kb:], C)
+			blas.HeadSgemm(false, false, Tq, HS, Tk, 1, dP, Tk, k[kb:], C, 0, dq[qb:], C)
+			blas.HeadSgemm(true, false, Tk, HS, Tq, 1, dP, Tk, q[qb:], C, 0, dk[kb:], C)
 		}
 	})
 }

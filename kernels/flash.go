@@ -143,7 +143,7 @@ func flashForward(out, lse, q, k, v, keyMask []float32, fm flashMask, drop Dropo
 					continue // no query of the tile sees these keys
 				}
 				P := S[:n*nk]
-				blas.Sgemm(false, true, n, nk, HS, 1, q[qb+i0*C:], C, k[kb+j0*C:], C, 0, P, nk)
+				blas.HeadSgemm(false, true, n, nk, HS, 1, q[qb+i0*C:], C, k[kb+j0*C:], C, 0, P, nk)
 				for r := 0; r < n; r++ {
 					row := P[r*nk : r*nk+nk]
 					lim := nk
@@ -192,7 +192,7 @@ func flashForward(out, lse, q, k, v, keyMask []float32, fm flashMask, drop Dropo
 						}
 					}
 				}
-				blas.Sgemm(false, false, n, HS, nk, 1, P, nk, v[kb+j0*C:], C, 1, o, C)
+				blas.HeadSgemm(false, false, n, HS, nk, 1, P, nk, v[kb+j0*C:], C, 1, o, C)
 			}
 			var ls []float32
 			if lse != nil {
@@ -394,7 +394,7 @@ func flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, fm fl
 						continue // no query of the tile sees these keys
 					}
 					Pt, dPt := P[:n*nk], dP[:n*nk]
-					blas.Sgemm(false, true, n, nk, HS, 1, q[qb+i0*C:], C, k[kb+j0*C:], C, 0, Pt, nk)
+					blas.HeadSgemm(false, true, n, nk, HS, 1, q[qb+i0*C:], C, k[kb+j0*C:], C, 0, Pt, nk)
 					for r := 0; r < n; r++ {
 						i := i0 + r
 						row := Pt[r*nk : r*nk+nk]
@@ -426,7 +426,7 @@ func flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, fm fl
 						expSubScale(head, ls[i], 1)
 						clear(row[lim:])
 					}
-					blas.Sgemm(false, true, n, nk, HS, 1, dout[qb+i0*C:], C, v[kb+j0*C:], C, 0, dPt, nk)
+					blas.HeadSgemm(false, true, n, nk, HS, 1, dout[qb+i0*C:], C, v[kb+j0*C:], C, 0, dPt, nk)
 					for r := 0; r < n; r++ {
 						d, p := dPt[r*nk:r*nk+nk], Pt[r*nk:r*nk+nk]
 						if drop.Active() {
@@ -453,9 +453,9 @@ func flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, fm fl
 							softmaxBackRow(d, p, D[i0+r], scale)
 						}
 					}
-					blas.Sgemm(true, false, nk, HS, n, 1, Pt, nk, dout[qb+i0*C:], C, 1, dv[kb+j0*C:], C)
-					blas.Sgemm(false, false, n, HS, nk, 1, dPt, nk, k[kb+j0*C:], C, 1, dq[qb+i0*C:], C)
-					blas.Sgemm(true, false, nk, HS, n, 1, dPt, nk, q[qb+i0*C:], C, 1, dk[kb+j0*C:], C)
+					blas.HeadSgemm(true, false, nk, HS, n, 1, Pt, nk, dout[qb+i0*C:], C, 1, dv[kb+j0*C:], C)
+					blas.HeadSgemm(false, false, n, HS, nk, 1, dPt, nk, k[kb+j0*C:], C, 1, dq[qb+i0*C:], C)
+					blas.HeadSgemm(true, false, nk, HS, n, 1, dPt, nk, q[qb+i0*C:], C, 1, dk[kb+j0*C:], C)
 				}
 			}
 		}

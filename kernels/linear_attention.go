@@ -64,13 +64,13 @@ func LinearAttentionForward(out, den, qn, kn, qd, kd, v, keyMask []float32, caus
 				if causal {
 					// out_c = tril(qn_c·k̃_cᵀ)·v_c + qn_c·S
 					w.scores(qn[fo:], CF, n, F)
-					blas.Sgemm(false, false, n, HS, n, 1, w.A, c, v[vo:], CV, 0, o, CV)
-					blas.Sgemm(false, false, n, HS, F, 1, qn[fo:], CF, w.S, HS, 1, o, CV)
+					blas.HeadSgemm(false, false, n, HS, n, 1, w.A, c, v[vo:], CV, 0, o, CV)
+					blas.HeadSgemm(false, false, n, HS, F, 1, qn[fo:], CF, w.S, HS, 1, o, CV)
 				} else {
 					// S = k̃ᵀ·v, out = qn·S
-					blas.Sgemm(true, false, F, HS, n, 1, w.K, F, v[vo:], CV, 0, w.S, HS)
+					blas.HeadSgemm(true, false, F, HS, n, 1, w.K, F, v[vo:], CV, 0, w.S, HS)
 					sumVisible(w.z, kd[fo:], CF, km, t0, n, F)
-					blas.Sgemm(false, false, n, HS, F, 1, qn[fo:], CF, w.S, HS, 0, o, CV)
+					blas.HeadSgemm(false, false, n, HS, F, 1, qn[fo:], CF, w.S, HS, 0, o, CV)
 				}
 				// den_m = qd_m·z_m + ε with z_m the (prefix) sum of visible kd
 				for i := 0; i < n; i++ {
@@ -89,7 +89,7 @@ func LinearAttentionForward(out, den, qn, kn, qd, kd, v, keyMask []float32, caus
 				}
 				if causal {
 					// S += k̃_cᵀ·v_c
-					blas.Sgemm(true, false, F, HS, n, 1, w.K, F, v[vo:], CV, 1, w.S, HS)
+					blas.HeadSgemm(true, false, F, HS, n, 1, w.K, F, v[vo:], CV, 1, w.S, HS)
 				}
 			}
 		}
@@ -135,7 +135,7 @@ func (w *linScratch) maskedKeys(k []float32, ld int, km []float32, t0, n, F int)
 
 // scores sets w.A [n, n] (leading dimension c) to tril(q·w.Kᵀ).
 func (w *linScratch) scores(q []float32, ld, n, F int) {
-	blas.Sgemm(false, true, n, n, F, 1, q, ld, w.K, F, 0, w.A, w.c)
+	blas.HeadSgemm(false, true, n, n, F, 1, q, ld, w.K, F, 0, w.A, w.c)
 	for i := 0; i < n; i++ {
 		clear(w.A[i*w.c+i+1 : i*w.c+n])
 	}
@@ -202,12 +202,12 @@ func LinearAttentionBackward(dqn, dkn, dqd, dkd, dv, dout, qn, kn, qd, kd, v, de
 				dn := w.dnum[t0*HS:]
 				if causal {
 					w.scores(qn[fo:], CF, n, F)
-					blas.Sgemm(false, false, n, HS, n, 1, w.A, c, v[vo:], CV, 0, w.num, HS)
-					blas.Sgemm(false, false, n, HS, F, 1, qn[fo:], CF, w.S, HS, 1, w.num, HS)
+					blas.HeadSgemm(false, false, n, HS, n, 1, w.A, c, v[vo:], CV, 0, w.num, HS)
+					blas.HeadSgemm(false, false, n, HS, F, 1, qn[fo:], CF, w.S, HS, 1, w.num, HS)
 				} else {
-					blas.Sgemm(true, false, F, HS, n, 1, w.K, F, v[vo:], CV, 0, w.S, HS)
+					blas.HeadSgemm(true, false, F, HS, n, 1, w.K, F, v[vo:], CV, 0, w.S, HS)
 					sumVisible(w.z, kd[fo:], CF, km, t0, n, F)
-					blas.Sgemm(false, false, n, HS, F, 1, qn[fo:], CF, w.S, HS, 0, w.num, HS)
+					blas.HeadSgemm(false, false, n, HS, F, 1, qn[fo:], CF, w.S, HS, 0, w.num, HS)
 				}
 				for i := 0; i < n; i++ {
 					m := t0 + i
@@ -232,11 +232,11 @@ func LinearAttentionBackward(dqn, dkn, dqd, dkd, dv, dout, qn, kn, qd, kd, v, de
 				// num = tril(qn·k̃ᵀ)·v + qn·S  ⇒  dqn = tril(dnum·vᵀ)·k̃ + dnum·Sᵀ
 				if causal {
 					w.grads(dn, v[vo:], CV, km, t0, n, HS)
-					blas.Sgemm(false, false, n, F, n, 1, w.P, c, w.K, F, 0, dqn[fo:], CF)
-					blas.Sgemm(false, true, n, F, HS, 1, dn, HS, w.S, HS, 1, dqn[fo:], CF)
-					blas.Sgemm(true, false, F, HS, n, 1, w.K, F, v[vo:], CV, 1, w.S, HS)
+					blas.HeadSgemm(false, false, n, F, n, 1, w.P, c, w.K, F, 0, dqn[fo:], CF)
+					blas.HeadSgemm(false, true, n, F, HS, 1, dn, HS, w.S, HS, 1, dqn[fo:], CF)
+					blas.HeadSgemm(true, false, F, HS, n, 1, w.K, F, v[vo:], CV, 1, w.S, HS)
 				} else {
-					blas.Sgemm(false, true, n, F, HS, 1, dn, HS, w.S, HS, 0, dqn[fo:], CF)
+					blas.HeadSgemm(false, true, n, F, HS, 1, dn, HS, w.S, HS, 0, dqn[fo:], CF)
 				}
 			}
 			// Pass 2, in reverse: dkn, dv, dkd through U = Σ qn dnumᵀ and
@@ -257,20 +257,20 @@ func LinearAttentionBackward(dqn, dkn, dqd, dkd, dv, dout, qn, kn, qd, kd, v, de
 					// dkn = tril(dnum·vᵀ)ᵀ·qn + v·Uᵀ,  dv = tril(qn·k̃ᵀ)ᵀ·dnum + k̃·U
 					w.scores(qn[fo:], CF, n, F)
 					w.grads(dn, v[vo:], CV, km, t0, n, HS)
-					blas.Sgemm(true, false, n, F, n, 1, w.P, c, qn[fo:], CF, 0, dkn[fo:], CF)
-					blas.Sgemm(false, true, n, F, HS, 1, v[vo:], CV, w.U, HS, 1, dkn[fo:], CF)
-					blas.Sgemm(true, false, n, HS, n, 1, w.A, c, dn, HS, 0, dv[vo:], CV)
-					blas.Sgemm(false, false, n, HS, F, 1, w.K, F, w.U, HS, 1, dv[vo:], CV)
+					blas.HeadSgemm(true, false, n, F, n, 1, w.P, c, qn[fo:], CF, 0, dkn[fo:], CF)
+					blas.HeadSgemm(false, true, n, F, HS, 1, v[vo:], CV, w.U, HS, 1, dkn[fo:], CF)
+					blas.HeadSgemm(true, false, n, HS, n, 1, w.A, c, dn, HS, 0, dv[vo:], CV)
+					blas.HeadSgemm(false, false, n, HS, F, 1, w.K, F, w.U, HS, 1, dv[vo:], CV)
 				} else {
-					blas.Sgemm(true, false, F, HS, n, 1, qn[fo:], CF, dn, HS, 0, w.U, HS)
+					blas.HeadSgemm(true, false, F, HS, n, 1, qn[fo:], CF, dn, HS, 0, w.U, HS)
 					for i := 0; i < n; i++ {
 						qdm := qd[fo+i*CF:][:F]
 						for f, x := range qdm {
 							wsum[f] += w.dd[t0+i] * float64(x)
 						}
 					}
-					blas.Sgemm(false, true, n, F, HS, 1, v[vo:], CV, w.U, HS, 0, dkn[fo:], CF)
-					blas.Sgemm(false, false, n, HS, F, 1, w.K, F, w.U, HS, 0, dv[vo:], CV)
+					blas.HeadSgemm(false, true, n, F, HS, 1, v[vo:], CV, w.U, HS, 0, dkn[fo:], CF)
+					blas.HeadSgemm(false, false, n, HS, F, 1, w.K, F, w.U, HS, 0, dv[vo:], CV)
 				}
 				for i := n - 1; i >= 0; i-- {
 					m := t0 + i
@@ -291,7 +291,7 @@ func LinearAttentionBackward(dqn, dkn, dqd, dkd, dv, dout, qn, kn, qd, kd, v, de
 					}
 				}
 				if causal {
-					blas.Sgemm(true, false, F, HS, n, 1, qn[fo:], CF, dn, HS, 1, w.U, HS)
+					blas.HeadSgemm(true, false, F, HS, n, 1, qn[fo:], CF, dn, HS, 1, w.U, HS)
 				}
 			}
 		}
@@ -301,7 +301,7 @@ func LinearAttentionBackward(dqn, dkn, dqd, dkd, dv, dout, qn, kn, qd, kd, v, de
 // grads sets w.P [n, n] (leading dimension c) to tril(dnum·vᵀ) with the
 // columns of padded keys zeroed.
 func (w *linScratch) grads(dnum, v []float32, ldv int, km []float32, t0, n, HS int) {
-	blas.Sgemm(false, true, n, n, HS, 1, dnum, HS, v, ldv, 0, w.P, w.c)
+	blas.HeadSgemm(false, true, n, n, HS, 1, dnum, HS, v, ldv, 0, w.P, w.c)
 	for i := 0; i < n; i++ {
 		row := w.P[i*w.c : i*w.c+n]
 		clear(row[i+1:])
@@ -422,7 +422,7 @@ func FavorFeatureForward(out, inp, omega []float32, query bool, B, T, NH, HS, M 
 	rows := B * T * NH // rows (b, t, h) are contiguous in both layouts
 	parallelFor(rows, 16, func(lo, hi int) {
 		// a[r, i] = ω_i·x'_r
-		blas.Sgemm(false, true, hi-lo, M, HS, s, inp[lo*HS:], HS, omega, HS, 0, out[lo*M:], M)
+		blas.HeadSgemm(false, true, hi-lo, M, HS, s, inp[lo*HS:], HS, omega, HS, 0, out[lo*M:], M)
 		for r := lo; r < hi; r++ {
 			o := out[r*M : r*M+M]
 			c := 0.0
@@ -475,7 +475,7 @@ func FavorFeatureBackward(dinp, dout, feat, inp, omega []float32, query bool, B,
 			sums[r] = acc
 		}
 		// dx = s·(g Ω) − s²·x·Σg (keys)
-		blas.Sgemm(false, false, n, HS, M, s, g, M, omega, HS, 0, dinp[lo*HS:], HS)
+		blas.HeadSgemm(false, false, n, HS, M, s, g, M, omega, HS, 0, dinp[lo*HS:], HS)
 		if query {
 			return
 		}

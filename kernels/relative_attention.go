@@ -59,8 +59,8 @@ func RelativeAttentionForward(out, probs, q, k, v, relK, keyMask []float32, caus
 				}
 				// S = q_h·k_hᵀ + gather(q_h·relKᵀ) for queries i0 … i0+n−1,
 				// then /scale, mask, softmax.
-				blas.Sgemm(false, true, n, T, HS, 1, q[base+i0*C:], C, k[base:], C, 0, P, T)
-				blas.Sgemm(false, true, n, W, HS, 1, q[base+i0*C:], C, relK, HS, 0, R, W)
+				blas.HeadSgemm(false, true, n, T, HS, 1, q[base+i0*C:], C, k[base:], C, 0, P, T)
+				blas.HeadSgemm(false, true, n, W, HS, 1, q[base+i0*C:], C, relK, HS, 0, R, W)
 				for r := 0; r < n; r++ {
 					i := i0 + r
 					row, rr := P[r*T:r*T+T], R[r*W:r*W+W]
@@ -73,7 +73,7 @@ func RelativeAttentionForward(out, probs, q, k, v, relK, keyMask []float32, caus
 					applyDrop(dropped[:n*T], P, drop, bh*T*T+i0*T)
 					P = dropped[:n*T]
 				}
-				blas.Sgemm(false, false, n, HS, T, 1, P, T, v[base:], C, 0, out[base+i0*C:], C)
+				blas.HeadSgemm(false, false, n, HS, T, 1, P, T, v[base:], C, 0, out[base+i0*C:], C)
 			}
 		}
 	})
@@ -121,15 +121,15 @@ func RelativeAttentionBackward(dq, dk, dv, drelK, dout, q, k, v, relK, probs, ke
 				}
 			}
 			// S = q_h·k_hᵀ + gather(q_h·relKᵀ)  ⇒  dq_h = dS·k_h + G·relK, dk_h = dSᵀ·q_h
-			blas.Sgemm(false, false, T, HS, T, 1, dP, T, k[base:], C, 0, dq[base:], C)
-			blas.Sgemm(false, false, T, HS, W, 1, g, W, relK, HS, 1, dq[base:], C)
-			blas.Sgemm(true, false, T, HS, T, 1, dP, T, q[base:], C, 0, dk[base:], C)
+			blas.HeadSgemm(false, false, T, HS, T, 1, dP, T, k[base:], C, 0, dq[base:], C)
+			blas.HeadSgemm(false, false, T, HS, W, 1, g, W, relK, HS, 1, dq[base:], C)
+			blas.HeadSgemm(true, false, T, HS, T, 1, dP, T, q[base:], C, 0, dk[base:], C)
 		}
 	})
 	// R = q_h·relKᵀ  ⇒  drelK += Gᵀ·q_h, serially in (b, h) order.
 	for bh := 0; bh < B*NH; bh++ {
 		b, h := bh/NH, bh%NH
-		blas.Sgemm(true, false, W, HS, T, 1, G[bh*T*W:], W, q[b*T*C+h*HS:], C, 1, drelK, HS)
+		blas.HeadSgemm(true, false, W, HS, T, 1, G[bh*T*W:], W, q[b*T*C+h*HS:], C, 1, drelK, HS)
 	}
 }
 

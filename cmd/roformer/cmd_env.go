@@ -67,6 +67,10 @@ func runEnv(_ context.Context, opts envOptions, w io.Writer) error {
 			fmt.Fprintf(w, "  %-20s %6.1f GFLOP/s  (%3.0f ms)  %s\n", m.Candidate, m.GFLOPS, m.Millis, m.Name)
 		}
 	}
+	if h := c.Heads; h != nil {
+		fmt.Fprintf(w, "heads      %s (the attention heads' products)\n", h.Name)
+		fmt.Fprintf(w, "           chosen: %s\n", h.Reason)
+	}
 	if opts.probe {
 		if err := printCeilings(w, kernels.Threads()); err != nil {
 			return err

@@ -69,7 +69,10 @@ func setupCompute(threads int, stderr io.Writer, quiet bool) error {
 // choice that cannot be loaded.
 func applyBLASEnv() error {
 	if err := blas.Init(); err != nil {
-		return fmt.Errorf("ROFORMER_BLAS=%s: %w", os.Getenv("ROFORMER_BLAS"), err)
+		if v := os.Getenv("ROFORMER_BLAS"); v != "" {
+			return fmt.Errorf("ROFORMER_BLAS=%s: %w", v, err)
+		}
+		return err
 	}
 	return nil
 }
