@@ -171,8 +171,8 @@ func probsBackward(dP, dropped, dv, dout, v, P, km []float32, causal bool, drop 
 	if drop.Active() {
 		// One pass draws the mask once for both: Pd = P⊙mask, dP = dPd⊙mask.
 		m := drop.mask()
-		for j := range dropped[:T*T] {
-			s := m.at(off + j)
+		m.mul(dropped[:T*T], nil, off)
+		for j, s := range dropped[:T*T] {
 			dropped[j] = P[j] * s
 			dP[j] *= s
 		}
@@ -245,9 +245,5 @@ func attentionForwardNaive(out, q, k, v, keyMask []float32, causal bool, B, T, N
 // applyDrop sets dst = src⊙mask for the block that starts at flat index off
 // of the dropout stream.
 func applyDrop(dst, src []float32, drop Dropout, off int) {
-	m := drop.mask()
-	src = src[:len(dst)]
-	for j, x := range src {
-		dst[j] = x * m.at(off+j)
-	}
+	drop.mask().mul(dst, src[:len(dst)], off)
 }

@@ -72,6 +72,40 @@ func (m dropMask) at(i int) float32 {
 	return m.keep
 }
 
+// mul sets dst[j] = src[j]·at(off+j) for j < len(dst), or dst[j] =
+// at(off+j) when src is nil; dst and src may be the same slice. With
+// AVX-512 (F and DQ) sixteen factors are hashed at a time (dropMulAVX512,
+// the same integers, so the same factors: TestDropMulAgainstAt); mulGo is
+// the scalar twin.
+func (m dropMask) mul(dst, src []float32, off int) {
+	j := 0
+	if useAVX512 && hasAVX512DQ && len(dst) >= 16 {
+		n := len(dst) &^ 15
+		var sp *float32
+		if src != nil {
+			_ = src[n-1]
+			sp = &src[0]
+		}
+		dropMulAVX512(&dst[0], sp, n, m.seed, uint64(m.off+off), m.thr, m.keep)
+		j = n
+	}
+	m.mulGo(dst[j:], src, off, j)
+}
+
+// mulGo is mul in plain Go from element j0 of src and off+j0 of the
+// stream (dst starts at element j0).
+func (m dropMask) mulGo(dst, src []float32, off, j0 int) {
+	if src == nil {
+		for j := range dst {
+			dst[j] = m.at(off + j0 + j)
+		}
+		return
+	}
+	for j := range dst {
+		dst[j] = src[j0+j] * m.at(off+j0+j)
+	}
+}
+
 // DropoutForward applies d in place: x[i] *= d.Scale(i).
 //
 //	x [N]
@@ -81,9 +115,7 @@ func DropoutForward(x []float32, d Dropout, N int) {
 	}
 	m := d.mask()
 	parallelFor(N, 4096, func(lo, hi int) {
-		for i, v := range x[lo:hi] {
-			x[lo+i] = v * m.at(lo+i)
-		}
+		m.mul(x[lo:hi], x[lo:hi], lo)
 	})
 }
 

@@ -186,10 +186,7 @@ func flashForward(out, lse, q, k, v, keyMask []float32, fm flashMask, drop Dropo
 					}
 					lrow[r] += expSubSum(head, mrow[r])
 					if drop.Active() {
-						off := (bh*Tq+i0+r)*Tk + j0
-						for j := range head {
-							head[j] *= dm.at(off + j)
-						}
+						dm.mul(head, head, (bh*Tq+i0+r)*Tk+j0)
 					}
 				}
 				blas.HeadSgemm(false, false, n, HS, nk, 1, P, nk, v[kb+j0*C:], C, 1, o, C)
@@ -433,9 +430,9 @@ func flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, fm fl
 							// one draw of the row's mask for both dP and P
 							mk := mrow[:nk]
 							off := (bh*Tq+i0+r)*Tk + j0
-							for j := range d {
-								mk[j] = dm.at(off + j)
-								d[j] *= mk[j]
+							dm.mul(mk, nil, off)
+							for j, x := range mk {
+								d[j] *= x
 							}
 							if seen[i0+r] <= 1 {
 								clear(d)

@@ -42,3 +42,9 @@ func addVecAVX2(out, a, b *float32, n int)                     { panic("kernels:
 func adamWAVX2(p, grad, m, v *float32, n int, k *AdamWScalars) { panic("kernels: no AVX2") }
 
 func rotatePairsAVX2(x, cos2, sin2 *float32, n int) { panic("kernels: no AVX2") }
+
+const hasAVX512DQ = false
+
+func dropMulAVX512(dst, src *float32, n int, seed, off, thr uint64, keep float32) {
+	panic("kernels: no AVX-512")
+}
