@@ -61,6 +61,8 @@ JOBS = {
     "infer-base-8x128-bf16": Job("base", "infer", 8, 128, 5, 1, "bf16"),
     "infer-base-1x512": Job("base", "infer", 1, 512, 5, 1),
     "train-small-16x128": Job("small", "train", 16, 128, 5, 1),
+    # Go only (issue #26): bf16 products with fp32 master weights, against the fp32 job above.
+    "train-small-16x128-bf16": Job("small", "train", 16, 128, 5, 1, "bf16"),
     # ~100 s per step at the baseline: two timed steps, no warm-up (the first-touch cost of
     # ~2 GB is well under 1% of a step).
     "infer-base-1x4096": Job("base", "infer", 1, 4096, 2, 0),
