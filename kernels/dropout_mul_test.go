@@ -9,7 +9,7 @@ import (
 // at, for every length (the sixteen-wide body and the scalar tail), offset,
 // rate, with and without a source, and in place.
 func TestDropMulAgainstAt(t *testing.T) {
-	for _, level := range []int{0, 2} {
+	for _, level := range []int{0, 1, 2} {
 		restore, ok := withLevel(level)
 		if !ok {
 			restore()
@@ -54,13 +54,13 @@ func TestDropMulAgainstAt(t *testing.T) {
 func BenchmarkDropMul(b *testing.B) {
 	m := Dropout{P: 0.1, Seed: 3}.mask()
 	x := make([]float32, 1<<16)
-	for _, level := range []int{0, 2} {
+	for _, level := range []int{0, 1, 2} {
 		restore, ok := withLevel(level)
 		if !ok {
 			restore()
 			continue
 		}
-		b.Run([]string{"go", "", "avx512"}[level], func(b *testing.B) {
+		b.Run([]string{"go", "avx2", "avx512"}[level], func(b *testing.B) {
 			b.SetBytes(4 << 16)
 			for i := 0; i < b.N; i++ {
 				m.mul(x, x, i)

@@ -48,3 +48,7 @@ const hasAVX512DQ = false
 func dropMulAVX512(dst, src *float32, n int, seed, off, thr uint64, keep float32) {
 	panic("kernels: no AVX-512")
 }
+
+func dropMulAVX2(dst, src *float32, n int, seed, off, thr uint64, keep float32) {
+	panic("kernels: no AVX2")
+}
