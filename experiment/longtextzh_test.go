@@ -189,14 +189,19 @@ func TestLongTextZhTiny(t *testing.T) {
 		{"learned-16", roformer.PosLearned, 16, 4},
 		{"learned-32", roformer.PosLearned, 32, 2},
 	}
-	o.Seeds = []uint64{1, 2}
+	o.Seeds, o.PretrainSeeds = []uint64{1, 2}, []uint64{1, 2}
 	res, err := LongTextZh(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mustExist(t, out, "results.json", "runs.csv", "accuracy.png", "accuracy.svg", "summary.md")
-	if len(res.Pretrain) != 2 || len(res.Runs) != 8 || len(res.Arms) != 4 {
-		t.Fatalf("%d pretrainings, %d runs, %d arm summaries; want 2, 8, 4", len(res.Pretrain), len(res.Runs), len(res.Arms))
+	if len(res.Pretrain) != 4 || len(res.Runs) != 16 || len(res.Arms) != 4 {
+		t.Fatalf("%d pretrainings, %d runs, %d arm summaries; want 4, 16, 4", len(res.Pretrain), len(res.Runs), len(res.Arms))
+	}
+	for i, r := range res.Runs { // pretraining seed, then fine-tuning seed, then arm
+		if want := [2]uint64{uint64(1 + i/8), uint64(1 + i/4%2)}; r.PretrainSeed != want[0] || r.Seed != want[1] {
+			t.Errorf("run %d (%s): seeds %d/%d, want %v", i, r.Arm, r.PretrainSeed, r.Seed, want)
+		}
 	}
 	if res.Majority < 0.5 || res.Majority > 1 || len(res.TestLabels) != len(res.TestGroups) {
 		t.Errorf("majority %v, %d test labels for %d groups", res.Majority, len(res.TestLabels), len(res.TestGroups))
@@ -219,7 +224,7 @@ func TestLongTextZhTiny(t *testing.T) {
 	}
 	for _, c := range res.Comparisons {
 		if c.A == "rotary-32" && c.B == "rotary-16" {
-			if len(c.Diffs) != 2 || math.IsNaN(float64(c.Mean)) {
+			if len(c.Diffs) != 4 || math.IsNaN(float64(c.Mean)) || !(float64(c.SeedsLo) <= float64(c.SeedsHi)) {
 				t.Errorf("rotary-32 − rotary-16: %+v", c)
 			}
 			goto found
@@ -228,7 +233,7 @@ func TestLongTextZhTiny(t *testing.T) {
 	t.Errorf("no comparison rotary-32 − rotary-16 in %+v", res.Comparisons)
 found:
 	raw, _ := os.ReadFile(filepath.Join(out, "summary.md"))
-	if !strings.Contains(string(raw), "impossible") || !strings.Contains(string(raw), "rotary-32 − rotary-16") {
+	if !strings.Contains(string(raw), "impossible") || !strings.Contains(string(raw), "rotary-32 − rotary-16") || !strings.Contains(string(raw), "## What the intervals allow") {
 		t.Errorf("summary.md:\n%s", raw)
 	}
 	// The summaries are a function of results.json.
@@ -239,5 +244,151 @@ found:
 	after, _ := os.ReadFile(filepath.Join(out, "summary.md"))
 	if string(before) != string(after) {
 		t.Errorf("resummarized summary.md differs:\n%s\nwant\n%s", after, before)
+	}
+	// A third pretraining seed made on its own joins the first two; the
+	// runs it shares with them may not.
+	o.Out, o.PretrainSeeds, o.Arms = t.TempDir(), []uint64{3}, o.Arms[:2]
+	if _, err := LongTextZh(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := MergeLongTextZh(t.TempDir(), []string{out, o.Out}); err == nil || !strings.Contains(err.Error(), "other settings") {
+		t.Errorf("merging other arms: error %v", err)
+	}
+	o.Arms = res.Options.Arms
+	if _, err := LongTextZh(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	joined := t.TempDir()
+	m, err := MergeLongTextZh(joined, []string{out, o.Out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Runs) != 24 || len(m.Pretrain) != 6 || fmt.Sprint(m.Options.PretrainSeeds) != "[1 2 3]" || len(m.Comparisons[0].Diffs) != 6 {
+		t.Errorf("merged: %d runs, %d pretrainings, pretraining seeds %v, %d differences", len(m.Runs), len(m.Pretrain), m.Options.PretrainSeeds, len(m.Comparisons[0].Diffs))
+	}
+	if _, err := MergeLongTextZh(t.TempDir(), []string{out, o.Out, o.Out}); err == nil || !strings.Contains(err.Error(), "in both") {
+		t.Errorf("merging a folder twice: error %v", err)
+	}
+}
+
+// runMean is a statistic of hierBootstrap that ignores the documents: the
+// run-weighted mean of v.
+func runMean(v []float64) func(runW, docW []float64) float64 {
+	return func(runW, _ []float64) float64 {
+		s, n := 0.0, 0.0
+		for r, w := range runW {
+			s, n = s+w*v[r], n+w
+		}
+		return s / n
+	}
+}
+
+// The bootstrap over seeds and authors: constant data give a zero-width
+// interval; more spread between the seeds widens it, between the
+// pretraining seeds most; one run gives the authors-only bootstrap's
+// interval exactly; the resamples are a function of the seed.
+func TestHierBootstrap(t *testing.T) {
+	groups := []string{"a", "a", "b", "b", "c", "c", "d", "d"}
+	ys := []int32{0, 1, 0, 1, 0, 1, 0, 1}
+	clusters := [][]int{{0, 1, 2}, {3, 4, 5}}
+	if lo, hi := hierBootstrap(clusters, groups, 500, 1, runMean([]float64{0.75, 0.75, 0.75, 0.75, 0.75, 0.75})); lo != 0.75 || hi != 0.75 {
+		t.Errorf("constant runs: [%v, %v], want [0.75, 0.75]", lo, hi)
+	}
+	half := []int32{0, 0, 0, 0, 0, 0, 0, 0} // right on every first document: 0.5 under any weights
+	six := [][]int32{half, half, half, half, half, half}
+	if lo, hi := hierBootstrap(clusters, groups, 500, 1, zhRunStat(six, nil, ys)); lo != 0.5 || hi != 0.5 {
+		t.Errorf("constant accuracy: [%v, %v], want [0.5, 0.5]", lo, hi)
+	}
+	if lo, hi := hierBootstrap(clusters, groups, 500, 1, zhRunStat(six, six, ys)); lo != 0 || hi != 0 {
+		t.Errorf("an arm against itself: [%v, %v], want [0, 0]", lo, hi)
+	}
+	width := func(v []float64) float64 {
+		lo, hi := hierBootstrap(clusters, groups, 2000, 1, runMean(v))
+		if !(lo <= 0.5 && 0.5 <= hi) {
+			t.Errorf("%v: [%v, %v] misses the mean 0.5", v, lo, hi)
+		}
+		return hi - lo
+	}
+	narrow := width([]float64{0.49, 0.5, 0.51, 0.49, 0.5, 0.51})
+	wide := width([]float64{0.45, 0.5, 0.55, 0.45, 0.5, 0.55})
+	between := width([]float64{0.44, 0.45, 0.46, 0.54, 0.55, 0.56}) // the pretraining seeds apart
+	if !(0 < narrow && narrow < wide) {
+		t.Errorf("fine-tuning spread ±0.01 gives width %v, ±0.05 %v; want 0 < the first < the second", narrow, wide)
+	}
+	if !(between > wide) {
+		t.Errorf("pretraining seeds 0.1 apart give width %v, not above %v", between, wide)
+	}
+	// One run: the authors-only bootstrap, resample by resample.
+	mixed := [][]int32{{0, 1, 0, 1, 1, 0, 1, 0}}
+	glo, ghi := groupBootstrap(groups, 500, func(w []float64) float64 { return meanAccuracy(mixed, ys, w) })
+	hlo, hhi := hierBootstrap([][]int{{0}}, groups, 500, zhBootSeed, zhRunStat(mixed, nil, ys))
+	if glo != hlo || ghi != hhi || !(glo < 0.5 && ghi > 0.5) {
+		t.Errorf("one run: [%v, %v], authors only [%v, %v]; want the same interval around 0.5", hlo, hhi, glo, ghi)
+	}
+	v := []float64{0.45, 0.5, 0.55, 0.4, 0.5, 0.6}
+	lo1, hi1 := hierBootstrap(clusters, groups, 500, 1, runMean(v))
+	lo2, hi2 := hierBootstrap(clusters, groups, 500, 1, runMean(v))
+	lo3, hi3 := hierBootstrap(clusters, groups, 500, 2, runMean(v))
+	if lo1 != lo2 || hi1 != hi2 {
+		t.Error("the bootstrap is not deterministic")
+	}
+	if lo1 == lo3 && hi1 == hi3 {
+		t.Error("seeds 1 and 2 give the same interval")
+	}
+	if lo, hi := hierBootstrap(nil, groups, 500, 1, runMean(nil)); !math.IsNaN(lo) || !math.IsNaN(hi) {
+		t.Errorf("no run: [%v, %v], want NaN", lo, hi)
+	}
+}
+
+// The verdicts follow the interval over seeds and authors.
+func TestLongTextZhVerdict(t *testing.T) {
+	c := ZhComparison{A: "x", B: "y", Mean: 0.03, Diffs: make([]float64, 6), SeedsLo: -0.013, SeedsHi: 0.062, Lo: 0.01, Hi: 0.049}
+	for _, tc := range []struct {
+		lo, hi, alo, ahi Number
+		nP               int
+		want, not        []string
+	}{
+		{-0.013, 0.062, 0.01, 0.049, 2, []string{"**x − y: not shown.**", "[-1.3, +6.2], which spans 0", "authors only [+1.0, +4.9]", "The authors-only interval excludes 0"}, []string{"ahead"}},
+		{0.006, 0.063, 0.008, 0.056, 2, []string{"**x ahead of y.**", "[+0.6, +6.3];"}, []string{"spans 0", "One pretraining seed"}},
+		{0.006, 0.063, 0.008, 0.056, 1, []string{"**x ahead of y.**", "One pretraining seed"}, nil},
+		{-0.05, -0.01, -0.04, 0.01, 2, []string{"**y ahead of x.**", "The authors-only interval spans 0 but"}, nil},
+		{-0.02, 0.02, -0.01, 0.01, 2, []string{"not shown", "spans 0"}, []string{"authors-only interval"}},
+	} {
+		c.SeedsLo, c.SeedsHi, c.Lo, c.Hi = tc.lo, tc.hi, tc.alo, tc.ahi
+		got := zhVerdict(c, tc.nP)
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("[%v, %v]: %q lacks %q", tc.lo, tc.hi, got, w)
+			}
+		}
+		for _, w := range tc.not {
+			if strings.Contains(got, w) {
+				t.Errorf("[%v, %v]: %q has %q", tc.lo, tc.hi, got, w)
+			}
+		}
+	}
+}
+
+// Results written before PretrainSeeds: the single pretraining seed is
+// read into PretrainSeeds and given to the pretrainings and runs.
+func TestLongTextZhUpgrade(t *testing.T) {
+	var res ZhResult
+	old := `{"options": {"pretrain_seed": 7, "seeds": [1, 2]}, "pretrain": [{"encoding": "rotary"}], "runs": [{"arm": "a", "seed": 1}, {"arm": "a", "seed": 2}]}`
+	if err := json.Unmarshal([]byte(old), &res); err != nil {
+		t.Fatal(err)
+	}
+	zhUpgrade(&res)
+	if len(res.Options.PretrainSeeds) != 1 || res.Options.PretrainSeeds[0] != 7 || res.Options.PretrainSeed != 0 || res.Pretrain[0].Seed != 7 || res.Runs[0].PretrainSeed != 7 || res.Runs[1].PretrainSeed != 7 {
+		t.Errorf("upgraded: options %v/%v, pretraining seed %d, runs %+v", res.Options.PretrainSeeds, res.Options.PretrainSeed, res.Pretrain[0].Seed, res.Runs)
+	}
+	b, _ := json.Marshal(res.Options)
+	if strings.Contains(string(b), `"pretrain_seed"`) {
+		t.Errorf("options written with the old field: %s", b)
+	}
+	if got := zhFinetuneSeed(1, 5); got != 5 {
+		t.Errorf("fine-tuning seed 5 under pretraining seed 1 runs with %d, want 5", got)
+	}
+	if a, b := zhFinetuneSeed(2, 5), zhFinetuneSeed(3, 5); uint32(a) == 5 || uint32(b) == 5 || uint32(a) == uint32(b) {
+		t.Errorf("under pretraining seeds 2 and 3 fine-tuning seed 5 runs with %#x, %#x: want other low 32 bits than 5's and each other's", a, b)
 	}
 }

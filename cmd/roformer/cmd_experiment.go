@@ -65,6 +65,7 @@ type experimentOptions struct {
 type experimentLists struct {
 	seeds, encs, targets, variants, lengths, tasks, positions, arms string
 	alphaGrid                                                       string
+	pretrainSeeds                                                   string
 	pretrainSteps                                                   int
 }
 
@@ -152,6 +153,8 @@ func (o *experimentOptions) flags(fs *flag.FlagSet) (*experimentLists, bool) {
 		fs.StringVar(&l.arms, "arms", "", "comma-separated fine-tuning arms ENCODING-LENGTH-WINDOWS, e.g. rotary-512-8,rotary-1024-4,learned-512-8 (default: rotary at 512 × 8, 1024 × 4, 512 × 4 windows a step)")
 		fs.StringVar(&o.also, "also", "", "with --resummarize: comma-separated results folders whose arms the plot also shows (e.g. the learned-table run made on its own)")
 		fs.IntVar(&l.pretrainSteps, "pretrain-steps", 0, "masked-LM pretraining steps (default: the experiment's, 300; the quick form 100); --steps sets the fine-tuning steps")
+		fs.StringVar(&l.pretrainSeeds, "pretrain-seeds", "", "comma-separated pretraining seeds, each pretraining its own model per encoding with the --seeds fine-tuned from it (default 1)")
+		fs.StringVar(&o.merge, "merge", "", "train nothing: join these comma-separated results folders (the same settings with other --pretrain-seeds or --seeds, made side by side) into --out")
 	case "extrapolate":
 		fs.StringVar(&l.lengths, "lengths", "", "comma-separated evaluation lengths, each at least the training length 128 (default 128,256,512,1024,2048,4096)")
 		fs.StringVar(&l.tasks, "tasks", "", "comma-separated tasks: char-lm, mlm (default both)")
@@ -224,6 +227,11 @@ func (o *experimentOptions) finish(l *experimentLists) error {
 		}
 		if l.pretrainSteps > 0 {
 			o.longZh.Pretrain.Steps, o.longZh.Pretrain.Warmup = l.pretrainSteps, l.pretrainSteps/10
+		}
+		if l.pretrainSeeds != "" {
+			if o.longZh.PretrainSeeds, err = parseUints("--pretrain-seeds", l.pretrainSeeds); err != nil {
+				return err
+			}
 		}
 		if l.arms != "" {
 			if o.longZh.Arms, err = experiment.ParseZhArms(l.arms); err != nil {
@@ -358,6 +366,10 @@ func runExperiment(ctx context.Context, o experimentOptions, stdout, stderr io.W
 func (o *experimentOptions) run(ctx context.Context) error {
 	if o.resum != "" {
 		return o.resummarize()
+	}
+	if o.merge != "" && o.name == "long-text-zh" {
+		_, err := experiment.MergeLongTextZh(o.Out, strings.Split(o.merge, ","))
+		return err
 	}
 	if o.merge != "" {
 		o.ftComp.Apply(o.Common)
