@@ -138,6 +138,12 @@ type item struct {
 // split deduplicates items by (text, pair) — identical inputs with one label
 // are kept once, with two labels dropped — and assigns them by key.
 func split(name string, items []item, dropped map[string]int) *Splits {
+	return splitBy(name, items, dropped, bucket)
+}
+
+// splitBy is split with the split of a key given by bucketOf (0 train, 1
+// dev, 2 test).
+func splitBy(name string, items []item, dropped map[string]int, bucketOf func(string) int) *Splits {
 	type seen struct {
 		label string
 		n     int
@@ -181,7 +187,7 @@ func split(name string, items []item, dropped map[string]int) *Splits {
 			dropped["conflicting labels"] += s.n
 			continue
 		}
-		ds := sets[bucket(items[i].key)]
+		ds := sets[bucketOf(items[i].key)]
 		ex := items[i].ex
 		ex.Line = len(ds.Examples) + 1
 		ex.HasLabel = true

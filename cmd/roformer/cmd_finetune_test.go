@@ -257,7 +257,7 @@ func TestFinetuneCLIUsage(t *testing.T) {
 		{"task_and_files", []string{"finetune", "--model", "m", "--task", "spam", "--train", "t.jsonl", "--out", "o"}, "do not combine it with --train"},
 		{"task_and_columns", []string{"finetune", "--model", "m", "--task", "spam", "--text-column", "x", "--out", "o"}, "--text-column only apply to --train files"},
 		{"bad_baseline", []string{"finetune", "--baseline", "svm", "--train", "t.jsonl", "--out", "o"}, `--baseline "svm": the only baseline is bow`},
-		{"unknown_task", []string{"finetune", "--model", "m", "--task", "mnli", "--out", "o", "--quiet"}, "valid: paraphrase, sentiment, spam, topics"},
+		{"unknown_task", []string{"finetune", "--model", "m", "--task", "mnli", "--out", "o", "--quiet"}, "valid: paraphrase, paraphrase-matched, sentiment, spam, topics"},
 		{"eval_both", []string{"eval", "--model", "m", "--task", "spam", "--eval", "x.jsonl"}, "give exactly one of --task NAME and --eval FILE"},
 		{"predict_no_input", []string{"predict", "--model", "m"}, "--model and --input are required"},
 	} {
