@@ -41,15 +41,37 @@ import (
 // Seed s fixes the pretraining (initialisation, batch order, masks, dropout)
 // and the fine-tuning (head initialisation, example order, dropout) of run s:
 // both vary between seeds, and for a given seed every encoding sees the same
-// pretraining batches and masks and the same fine-tuning order. Runs are
-// paired by (task, seed).
+// pretraining batches and masks and the same fine-tuning order. With
+// Pretrained, the models are instead the finished runs of an mlm-pe work
+// folder (UsePretrained), and Seeds pick its runs.
+//
+// Runs are paired by (task, pretraining seed). With FinetuneSeeds, each
+// pretraining is fine-tuned once per fine-tuning seed; those runs share
+// their pretraining and are not independent, so a model's figure for a
+// pretraining seed is the mean over its fine-tuning seeds, and spreads and
+// paired tests are over pretraining seeds. No test pools tasks: each has its
+// own metric.
 type FinetuneCompareOptions struct {
 	Encodings []roformer.PositionEncoding `json:"encodings"`
 	// Scratch adds a control: the rotary model fine-tuned from its random
 	// initialisation, without pretraining ("rotary-scratch").
 	Scratch bool     `json:"scratch"`
 	Seeds   []uint64 `json:"seeds"`
-	Tasks   []string `json:"tasks"`
+	// FinetuneSeeds, when not empty, are the fine-tuning seeds run on
+	// every pretraining seed (head, example order, dropout); empty: one
+	// fine-tuning per pretraining, with its seed. The baseline's run
+	// (p, f) then has seed 1000·p + f.
+	FinetuneSeeds []uint64 `json:"finetune_seeds,omitempty"`
+	// Pretrained is an mlm-pe work folder whose finished runs
+	// <encoding>-seed<N> are fine-tuned (Model, Pretrain and the check
+	// against Pretrain.SeqLen then come from the runs; Corpus and VocabSize
+	// must be mlm-pe's, and are checked by scoring each run's held-out
+	// batches again). Empty: every model is pretrained here.
+	Pretrained string `json:"pretrained,omitempty"`
+	// FinetuneDropout, when set, replaces the pretrained runs' dropout
+	// (hidden and attention) while fine-tuning (with Pretrained only).
+	FinetuneDropout *float64 `json:"finetune_dropout,omitempty"`
+	Tasks           []string `json:"tasks"`
 	// Model is the architecture (its position_embedding_type is set per
 	// run; max_position_embeddings is the pretraining length, so the learned
 	// table has one row per pretrained position).
@@ -87,11 +109,13 @@ type FinetuneCompareOptions struct {
 // vocabulary) pretrained for 400 steps of 16 × 128 tokens (peak rate 1e-3,
 // 40 warm-up steps, linear decay: about 0.85 passes over the corpus), then
 // fine-tuned with batch 32, peak rate 1e-3 (6% warm-up, linear decay),
-// inputs cut at 128 tokens, for 3 (sentiment), 1 (spam), 2 (paraphrase) and
-// 3 (topics) epochs, keeping the best dev epoch, on 2,000 training examples
-// per task (a fixed sample; see firstN)
+// inputs cut at 128 tokens, for 3 (sentiment), 1 (spam), 4
+// (paraphrase-matched; 2 for the plain paraphrase task of the recorded run)
+// and 3 (topics) epochs, keeping the best dev epoch, on 2,000 training
+// examples per task (a fixed sample; see firstN)
 // and the whole dev and test splits. The rates and epochs were set once for
-// this small model, not searched per encoding.
+// this small model, not searched per encoding. UsePretrained replaces the
+// pretraining with mlm-pe's runs.
 func DefaultFinetuneCompare(out string) FinetuneCompareOptions {
 	t := pretrain.DefaultTrainOptions(400, "")
 	t.BatchSize, t.SeqLen, t.LR, t.Warmup = 16, 128, 1e-3, 40
@@ -100,9 +124,9 @@ func DefaultFinetuneCompare(out string) FinetuneCompareOptions {
 	f.LR, f.MaxLength, f.LogEvery = 1e-3, 128, 0
 	return FinetuneCompareOptions{
 		Encodings: []roformer.PositionEncoding{roformer.PosRotary, roformer.PosLearned},
-		Seeds:     []uint64{1, 2, 3}, Tasks: []string{"sentiment", "spam", "paraphrase", "topics"},
+		Seeds:     []uint64{1, 2, 3}, Tasks: []string{"sentiment", "spam", "paraphrase-matched", "topics"},
 		Model: smallModel(), VocabSize: 8000, Pretrain: t, Finetune: f,
-		Epochs:   map[string]int{"sentiment": 3, "spam": 1, "paraphrase": 2, "topics": 3},
+		Epochs:   map[string]int{"sentiment": 3, "spam": 1, "paraphrase": 2, "paraphrase-matched": 4, "topics": 3},
 		MaxTrain: 2000, Out: out,
 	}
 }
@@ -120,7 +144,7 @@ func QuickFinetuneCompare(out string) FinetuneCompareOptions {
 	o.Pretrain.Steps, o.Pretrain.BatchSize, o.Pretrain.SeqLen, o.Pretrain.Warmup = 150, 8, 64, 15
 	o.Pretrain.EvalEvery, o.Pretrain.EvalBatches, o.Pretrain.LogEvery = 50, 4, 25
 	o.Finetune.MaxLength = 64
-	o.Epochs = map[string]int{"sentiment": 3, "spam": 3, "paraphrase": 3, "topics": 3}
+	o.Epochs = map[string]int{"sentiment": 3, "spam": 3, "paraphrase": 3, "paraphrase-matched": 3, "topics": 3}
 	o.MaxTrain, o.MaxEval = 1000, 300
 	return o
 }
@@ -143,25 +167,32 @@ type PretrainRun struct {
 	EvalLoss     Number                    `json:"eval_loss"` // held-out MLM loss at the end
 	EvalAccuracy Number                    `json:"eval_accuracy"`
 	Seconds      float64                   `json:"seconds"`
+	// Checkpoint is the mlm-pe run fine-tuned from (Pretrained).
+	Checkpoint *PretrainedCheckpoint `json:"checkpoint,omitempty"`
 }
 
 // FinetuneRun is one fine-tuning (or baseline) run on one task.
 type FinetuneRun struct {
-	Model       string             `json:"model"` // an encoding, "rotary-scratch" or BagOfWords
-	Task        string             `json:"task"`
-	Seed        uint64             `json:"seed"`
-	Metric      string             `json:"metric"`
-	Dev         Number             `json:"dev"`  // the main metric of the kept epoch on dev
-	Test        Number             `json:"test"` // the main metric on test
-	TestMetrics map[string]float64 `json:"test_metrics"`
-	BestEpoch   int                `json:"best_epoch"`
-	Epochs      int                `json:"epochs"`
-	Truncated   int                `json:"truncated"` // training inputs cut to the maximum length
-	Seconds     float64            `json:"seconds"`
+	Model string `json:"model"` // an encoding, "rotary-scratch" or BagOfWords
+	Task  string `json:"task"`
+	Seed  uint64 `json:"seed"` // of the fine-tuning
+	// PretrainSeed is the seed of the pretraining fine-tuned (for the
+	// baseline, the one it is paired with); without FinetuneSeeds it is
+	// Seed.
+	PretrainSeed uint64             `json:"pretrain_seed"`
+	Metric       string             `json:"metric"`
+	Dev          Number             `json:"dev"`  // the main metric of the kept epoch on dev
+	Test         Number             `json:"test"` // the main metric on test
+	TestMetrics  map[string]float64 `json:"test_metrics"`
+	BestEpoch    int                `json:"best_epoch"`
+	Epochs       int                `json:"epochs"`
+	Truncated    int                `json:"truncated"` // training inputs cut to the maximum length
+	Seconds      float64            `json:"seconds"`
 }
 
 // FinetuneSummary aggregates the seeds of one model on one task: the mean,
-// sd and 95% interval of the dev and test metrics.
+// sd and 95% interval over pretraining seeds of the dev and test metrics
+// (each the mean over the fine-tuning seeds of that pretraining).
 type FinetuneSummary struct {
 	Model  string `json:"model"`
 	Task   string `json:"task"`
@@ -170,11 +201,12 @@ type FinetuneSummary struct {
 	Test   Spread `json:"test"`
 }
 
-// PairedComparison compares model A with model B on the test metric, paired
-// by seed within a task, or by (task, seed) over every task ("all"): the
-// differences A − B, their spread, the paired t-test and the exact sign-flip
-// permutation test (PairedDiff). Test is the zero value when fewer than 2
-// pairs exist.
+// PairedComparison compares model A with model B on the test metric of one
+// task, paired by pretraining seed (each side the mean over its fine-tuning
+// seeds): the differences A − B, their spread, the paired t-test and the
+// exact sign-flip permutation test (PairedDiff). Test is the zero value
+// when fewer than 2 pairs exist. (Results written before this rule also
+// held a comparison over all tasks, "all"; it is not made any more.)
 type PairedComparison struct {
 	A     string     `json:"a"`
 	B     string     `json:"b"`
@@ -227,8 +259,20 @@ func FinetuneCompare(ctx context.Context, opts FinetuneCompareOptions) (*Finetun
 	if len(opts.Encodings) == 0 || len(opts.Seeds) == 0 || len(opts.Tasks) == 0 {
 		return nil, fmt.Errorf("experiment: finetune-compare: %d encodings, %d seeds and %d tasks; need at least one of each", len(opts.Encodings), len(opts.Seeds), len(opts.Tasks))
 	}
-	if opts.Finetune.MaxLength > opts.Pretrain.SeqLen {
+	if opts.Pretrained == "" && opts.Finetune.MaxLength > opts.Pretrain.SeqLen {
 		return nil, fmt.Errorf("experiment: finetune-compare: fine-tuning length %d exceeds the pretraining length %d (the learned table's rows)", opts.Finetune.MaxLength, opts.Pretrain.SeqLen)
+	}
+	var pretrained map[string]*pretrainedRun
+	if opts.Pretrained != "" {
+		// The runs first: a missing or unfinished one fails at once.
+		var err error
+		if pretrained, err = loadPretrained(opts); err != nil {
+			return nil, err
+		}
+		// The architecture and pretraining are the runs'.
+		r := pretrained[fmt.Sprintf("%s-seed%d", opts.Encodings[0], opts.Seeds[0])]
+		opts.Model, opts.Pretrain = r.cfg, r.state.Options
+		opts.Model.PositionEmbeddingType, opts.Model.Architectures = roformer.PosRotary, nil
 	}
 	res := &FinetuneCompareResult{Options: opts, CPU: blas.CPU().String()}
 	// The tasks first: a missing one fails before any training.
@@ -246,20 +290,37 @@ func FinetuneCompare(ctx context.Context, opts FinetuneCompareOptions) (*Finetun
 	if err != nil {
 		return nil, fmt.Errorf("experiment: finetune-compare: %w", err)
 	}
+	if opts.Pretrained != "" {
+		base = opts.Model
+		base.VocabSize = job.Model.Config.VocabSize
+		if d := opts.FinetuneDropout; d != nil { // the scratch control's
+			base.HiddenDropoutProb, base.AttentionProbsDropoutProb = *d, *d
+		}
+	}
 	if res.TaskStats, err = taskStats(job.Tokenizer, specs, splits, opts.Tasks, opts.Finetune.MaxLength); err != nil {
 		return nil, err
 	}
 
-	for _, seed := range opts.Seeds {
+	for _, pseed := range opts.Seeds {
+		fseeds := opts.FinetuneSeeds
+		if len(fseeds) == 0 {
+			fseeds = []uint64{pseed}
+		}
 		// The baseline: seconds per task.
-		for _, name := range opts.Tasks {
-			run, err := baselineRun(ctx, specs[name], splits[name], opts.Baseline, seed)
-			if err != nil {
-				return nil, fmt.Errorf("experiment: finetune-compare: %s seed %d: %w", name, seed, err)
+		for _, fseed := range fseeds {
+			bseed := fseed
+			if len(opts.FinetuneSeeds) > 0 {
+				bseed = 1000*pseed + fseed
 			}
-			run.Task = name
-			say(opts.Progress, "finetune-compare: %s %s seed %d: dev %.4f test %.4f (%s)", BagOfWords, name, seed, float64(run.Dev), float64(run.Test), run.Metric)
-			res.Runs = append(res.Runs, *run)
+			for _, name := range opts.Tasks {
+				run, err := baselineRun(ctx, specs[name], splits[name], opts.Baseline, bseed)
+				if err != nil {
+					return nil, fmt.Errorf("experiment: finetune-compare: %s seed %d: %w", name, bseed, err)
+				}
+				run.Task, run.PretrainSeed = name, pseed
+				say(opts.Progress, "finetune-compare: %s %s seed %d: dev %.4f test %.4f (%s)", BagOfWords, name, bseed, float64(run.Dev), float64(run.Test), run.Metric)
+				res.Runs = append(res.Runs, *run)
+			}
 		}
 		arms := append([]string(nil), opts.models()...)
 		arms = arms[:len(arms)-1] // the baseline is done
@@ -267,22 +328,29 @@ func FinetuneCompare(ctx context.Context, opts FinetuneCompareOptions) (*Finetun
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			dir := filepath.Join(work, fmt.Sprintf("%s-seed%d", arm, seed))
-			pr, err := pretrainArm(ctx, job, base, arm, seed, dir, opts)
+			dir := filepath.Join(work, fmt.Sprintf("%s-seed%d", arm, pseed))
+			var pr *PretrainRun
+			if r, ok := pretrained[fmt.Sprintf("%s-seed%d", arm, pseed)]; ok {
+				pr, err = stagePretrained(ctx, job, r, dir, opts)
+			} else {
+				pr, err = pretrainArm(ctx, job, base, arm, pseed, dir, opts)
+			}
 			if err != nil {
 				return nil, err
 			}
 			if pr != nil {
 				res.Pretrain = append(res.Pretrain, *pr)
 			}
-			for _, name := range opts.Tasks {
-				run, err := finetuneArm(ctx, dir, specs[name], splits[name], opts, name, seed)
-				if err != nil {
-					return nil, fmt.Errorf("experiment: finetune-compare: %s on %s, seed %d: %w", arm, name, seed, err)
+			for _, fseed := range fseeds {
+				for _, name := range opts.Tasks {
+					run, err := finetuneArm(ctx, dir, specs[name], splits[name], opts, name, fseed)
+					if err != nil {
+						return nil, fmt.Errorf("experiment: finetune-compare: %s on %s, seed %d: %w", arm, name, fseed, err)
+					}
+					run.Model, run.PretrainSeed = arm, pseed
+					say(opts.Progress, "finetune-compare: %s %s pretraining seed %d, seed %d: dev %.4f test %.4f (%s), %.0f s", arm, name, pseed, fseed, float64(run.Dev), float64(run.Test), run.Metric, run.Seconds)
+					res.Runs = append(res.Runs, *run)
 				}
-				run.Model = arm
-				say(opts.Progress, "finetune-compare: %s %s seed %d: dev %.4f test %.4f (%s), %.0f s", arm, name, seed, float64(run.Dev), float64(run.Test), run.Metric, run.Seconds)
-				res.Runs = append(res.Runs, *run)
 			}
 		}
 	}
@@ -428,48 +496,64 @@ func baselineRun(ctx context.Context, spec labelled.Spec, sp *tasks.Splits, bo f
 }
 
 // summariseFinetune aggregates the runs per (model, task) and compares the
-// first encoding with every other model, paired by (task, seed).
+// first encoding with every other model on each task, paired by
+// pretraining seed: each model's figure for a pretraining seed is the mean
+// over its fine-tuning seeds, since those share the pretraining. No
+// comparison pools tasks (their metrics differ).
 func summariseFinetune(runs []FinetuneRun, opts FinetuneCompareOptions) ([]FinetuneSummary, []PairedComparison) {
+	pseedOf := func(r FinetuneRun) uint64 {
+		if len(opts.FinetuneSeeds) == 0 {
+			return r.Seed // one fine-tuning per pretraining, as in results before pretrain_seed
+		}
+		return r.PretrainSeed
+	}
+	// perSeed returns, in the order of opts.Seeds, the pretraining seeds of
+	// model on task and its mean dev and test metrics on each.
+	perSeed := func(model, task string) (seeds []uint64, dev, test []float64) {
+		for _, p := range opts.Seeds {
+			var d, t []float64
+			for _, r := range runs {
+				if r.Model == model && r.Task == task && pseedOf(r) == p {
+					d, t = append(d, float64(r.Dev)), append(t, float64(r.Test))
+				}
+			}
+			if len(t) > 0 {
+				md, _ := meanStd(d)
+				mt, _ := meanStd(t)
+				seeds, dev, test = append(seeds, p), append(dev, md), append(test, mt)
+			}
+		}
+		return seeds, dev, test
+	}
 	var sum []FinetuneSummary
 	models := opts.models()
 	for _, model := range models {
 		for _, task := range opts.Tasks {
-			var dev, test []float64
 			s := FinetuneSummary{Model: model, Task: task}
 			for _, r := range runs {
 				if r.Model == model && r.Task == task {
-					dev, test, s.Metric = append(dev, float64(r.Dev)), append(test, float64(r.Test)), r.Metric
+					s.Metric = r.Metric
 				}
 			}
+			_, dev, test := perSeed(model, task)
 			s.Dev, s.Test = SeedSpread(dev), SeedSpread(test)
 			sum = append(sum, s)
 		}
 	}
-	test := func(model, task string, seed uint64) (float64, bool) {
-		for _, r := range runs {
-			if r.Model == model && r.Task == task && r.Seed == seed {
-				return float64(r.Test), true
-			}
-		}
-		return 0, false
-	}
 	var paired []PairedComparison
 	a := models[0]
 	for _, b := range models[1:] {
-		var allA, allB []float64
 		for _, task := range opts.Tasks {
+			sa, _, ta := perSeed(a, task)
+			sb, _, tb := perSeed(b, task)
 			var xs, ys []float64
-			for _, seed := range opts.Seeds {
-				x, ok1 := test(a, task, seed)
-				y, ok2 := test(b, task, seed)
-				if ok1 && ok2 {
-					xs, ys = append(xs, x), append(ys, y)
+			for i, p := range sa {
+				if j := slices.Index(sb, p); j >= 0 {
+					xs, ys = append(xs, ta[i]), append(ys, tb[j])
 				}
 			}
-			allA, allB = append(allA, xs...), append(allB, ys...)
 			paired = append(paired, comparePaired(a, b, task, xs, ys))
 		}
-		paired = append(paired, comparePaired(a, b, "all", allA, allB))
 	}
 	return sum, paired
 }
@@ -511,11 +595,40 @@ func writeFinetuneCompare(dir string, res *FinetuneCompareResult) error {
 func finetuneCompareMarkdown(res *FinetuneCompareResult) string {
 	o := res.Options
 	var md strings.Builder
-	fmt.Fprintf(&md, "Fine-tuning comparison (§4.3): %d layers × hidden %d (%d heads), pretrained with masked LM for %d steps of %d × %d tokens on the built-in corpus, then fine-tuned (batch %d, peak rate %g, at most %d tokens) on each task; seeds %v (pretraining and fine-tuning both vary with the seed). CPU: %s, %d thread(s). Wall time %.0f s.\n\n",
-		o.Model.NumHiddenLayers, o.Model.HiddenSize, o.Model.NumAttentionHeads, o.Pretrain.Steps, o.Pretrain.BatchSize, o.Pretrain.SeqLen,
-		o.Finetune.BatchSize, o.Finetune.LR, o.Finetune.MaxLength, o.Seeds, res.CPU, max(o.Threads, 1), res.WallSeconds)
+	corpus := o.Corpus
+	if corpus == "" {
+		corpus = "the built-in corpus"
+	}
+	if o.Pretrained != "" {
+		drop := "the runs' dropout"
+		if d := o.FinetuneDropout; d != nil {
+			drop = fmt.Sprintf("dropout %g", *d)
+		}
+		fmt.Fprintf(&md, "Fine-tuning comparison (§4.3): %d layers × hidden %d (%d heads), fine-tuned from the finished mlm-pe runs in %s (masked LM, %d steps of %d × %d tokens on %s, vocabulary of %d), with %s while fine-tuning (batch %d, peak rate %g, at most %d tokens) on each task; pretraining seeds %v. CPU: %s, %d thread(s). Wall time %.0f s (fine-tuning only).\n\n",
+			o.Model.NumHiddenLayers, o.Model.HiddenSize, o.Model.NumAttentionHeads, o.Pretrained, o.Pretrain.Steps, o.Pretrain.BatchSize, o.Pretrain.SeqLen, corpus, o.VocabSize,
+			drop, o.Finetune.BatchSize, o.Finetune.LR, o.Finetune.MaxLength, o.Seeds, res.CPU, max(o.Threads, 1), res.WallSeconds)
+	} else {
+		fmt.Fprintf(&md, "Fine-tuning comparison (§4.3): %d layers × hidden %d (%d heads), pretrained with masked LM for %d steps of %d × %d tokens on %s, then fine-tuned (batch %d, peak rate %g, at most %d tokens) on each task; pretraining seeds %v. CPU: %s, %d thread(s). Wall time %.0f s.\n\n",
+			o.Model.NumHiddenLayers, o.Model.HiddenSize, o.Model.NumAttentionHeads, o.Pretrain.Steps, o.Pretrain.BatchSize, o.Pretrain.SeqLen, corpus,
+			o.Finetune.BatchSize, o.Finetune.LR, o.Finetune.MaxLength, o.Seeds, res.CPU, max(o.Threads, 1), res.WallSeconds)
+	}
+	if len(o.FinetuneSeeds) > 0 {
+		fmt.Fprintf(&md, "Each pretraining is fine-tuned with seeds %v (head, example order, dropout). Fine-tuning runs on one pretraining share it and are not independent observations: a model's figure for a pretraining seed is the mean over its fine-tuning seeds, and every spread, interval and paired test below is over the %d pretraining seeds. ", o.FinetuneSeeds, len(o.Seeds))
+	} else {
+		fmt.Fprintf(&md, "Seed s fixes both the pretraining and its one fine-tuning, so every spread, interval and paired test below is over the %d pretraining seeds (fine-tuning seeds on one pretraining would not be independent observations). ", len(o.Seeds))
+	}
+	md.WriteString("Each task is scored with its own metric only, and no test pools tasks.\n\n")
 	if len(res.MergedFrom) > 1 {
 		fmt.Fprintf(&md, "Merged from %d runs made side by side (%s), wall times %v s; the wall time above is the longest.\n\n", len(res.MergedFrom), strings.Join(res.MergedFrom, ", "), res.PartSeconds)
+	}
+	if len(res.Pretrain) > 0 && res.Pretrain[0].Checkpoint != nil {
+		md.WriteString("Checkpoints fine-tuned, held-out MLM loss at their step as the run recorded it and as computed again here on the same held-out batches with the rebuilt vocabulary:\n\n| encoding | seed | checkpoint | step | held-out loss | recomputed |\n|---|---|---|---|---|---|\n")
+		for _, p := range res.Pretrain {
+			if c := p.Checkpoint; c != nil {
+				fmt.Fprintf(&md, "| %s | %d | %s | %d of %d | %.4f | %.4f |\n", p.Encoding, p.Seed, c.Path, c.Step, c.Steps, float64(c.EvalLoss), float64(c.RecomputedLoss))
+			}
+		}
+		md.WriteString("\n")
 	}
 	if len(res.Pretrain) > 0 {
 		md.WriteString("Pretraining, held-out MLM loss (accuracy) per seed:\n\n| encoding | per seed | mean |\n|---|---|---|\n")
@@ -533,26 +646,29 @@ func finetuneCompareMarkdown(res *FinetuneCompareResult) string {
 		md.WriteString("\n")
 	}
 	if len(res.TaskStats) > 0 {
-		md.WriteString("What the models see (training inputs, tokens with [CLS] and [SEP], nothing cut), and for pair tasks a one-feature classifier: positive when the Jaccard overlap of the two texts' word sets reaches a threshold chosen on train:\n\n")
-		md.WriteString("| task | median tokens | 90th percentile | longest | cut at the maximum length | overlap-only classifier on test |\n|---|---|---|---|---|---|\n")
+		md.WriteString("What the models see (training inputs, tokens with [CLS] and [SEP], nothing cut), and for pair tasks (whose metric is F1 of the positive class) a one-feature classifier (positive when the Jaccard overlap of the two texts' word sets reaches the threshold of best F1 on train) and the constant answer \"positive\":\n\n")
+		md.WriteString("| task | median tokens | 90th percentile | longest | cut at the maximum length | overlap-only classifier on test | always positive |\n|---|---|---|---|---|---|---|\n")
 		for _, t := range o.Tasks {
 			st, ok := res.TaskStats[t]
 			if !ok {
 				continue
 			}
-			ov := "–"
+			ov, always := "–", "–"
 			if st.OverlapTestF1 != nil {
-				ov = fmt.Sprintf("F1 %.4f, accuracy %.4f (Jaccard ≥ %.2f)", float64(*st.OverlapTestF1), float64(*st.OverlapTestAcc), float64(*st.OverlapThresh))
+				ov = fmt.Sprintf("F1 %.4f (Jaccard ≥ %.2f)", float64(*st.OverlapTestF1), float64(*st.OverlapThresh))
 			}
-			fmt.Fprintf(&md, "| %s | %d | %d | %d | %d of %d (%.0f%%) at %d | %s |\n", t, st.MedianTokens, st.P90Tokens, st.MaxTokens,
-				st.TruncatedTrain, st.TrainExamples, 100*float64(st.TruncatedTrain)/float64(max(st.TrainExamples, 1)), st.MaxLength, ov)
+			if st.AllPositiveTestF1 != nil {
+				always = fmt.Sprintf("F1 %.4f", float64(*st.AllPositiveTestF1))
+			}
+			fmt.Fprintf(&md, "| %s | %d | %d | %d | %d of %d (%.0f%%) at %d | %s | %s |\n", t, st.MedianTokens, st.P90Tokens, st.MaxTokens,
+				st.TruncatedTrain, st.TrainExamples, 100*float64(st.TruncatedTrain)/float64(max(st.TrainExamples, 1)), st.MaxLength, ov, always)
 		}
 		md.WriteString("\n")
 	}
 	if len(o.Seeds) == 1 {
-		md.WriteString("Test metric, one seed (dev in brackets):\n\n| model |")
+		md.WriteString("Test metric (each task's own), one pretraining seed (dev in brackets):\n\n| model |")
 	} else {
-		fmt.Fprintf(&md, "Test metric, mean ± sd over %d seeds [95%% CI] (dev mean in brackets):\n\n| model |", len(o.Seeds))
+		fmt.Fprintf(&md, "Test metric (each task's own), mean ± sd over %d pretraining seeds [95%% CI] (dev mean in brackets):\n\n| model |", len(o.Seeds))
 	}
 	for _, t := range o.Tasks {
 		sz := res.TaskSizes[t]
@@ -574,9 +690,12 @@ func finetuneCompareMarkdown(res *FinetuneCompareResult) string {
 		}
 		md.WriteString("\n")
 	}
-	md.WriteString("\nPaired by seed within a task, and by (task, seed) over all tasks; test metric, d = A − B: mean ± sd, 95% CI (Student's t), paired t-test and exact sign-flip permutation test (two-sided):\n\n")
+	md.WriteString("\nPaired by pretraining seed within each task (the tasks' metrics differ, so none is pooled); test metric, d = A − B: mean ± sd, 95% CI (Student's t), paired t-test and exact sign-flip permutation test (two-sided):\n\n")
 	md.WriteString("| A − B | task | pairs | d | 95% CI | A ahead / behind | t-test p | sign-flip p |\n|---|---|---|---|---|---|---|---|\n")
 	for _, p := range res.Paired {
+		if p.Task == "all" {
+			continue // pooled over tasks in results written before that was withdrawn
+		}
 		t := p.Test
 		if t.Diff.N == 0 {
 			fmt.Fprintf(&md, "| %s − %s | %s | %d | – | – | – | – | – |\n", p.A, p.B, p.Task, p.Pairs)
@@ -603,8 +722,8 @@ func fmtNumber(x float64, dec int) string {
 func plotFinetuneCompare(dir string, res *FinetuneCompareResult) error {
 	o := res.Options
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Fine-tuned test metric by task: dots the %d seeds, bar the mean", len(o.Seeds))
-	p.Y.Label.Text = "test metric (accuracy, F1 or macro F1)"
+	p.Title.Text = fmt.Sprintf("Fine-tuned test metric by task: dots every run, bar the mean over %d pretraining seeds", len(o.Seeds))
+	p.Y.Label.Text = "test metric, each task's own (named under it)"
 	p.Add(plotter.NewGrid())
 	models := o.models()
 	names := make([]string, len(o.Tasks))
@@ -637,6 +756,11 @@ func plotFinetuneCompare(dir string, res *FinetuneCompareResult) error {
 				dots = append(dots, plotter.XY{X: x + dx, Y: y})
 			}
 			m, _ := meanStd(ys)
+			for _, s := range res.Summary {
+				if s.Model == model && s.Task == t && s.Test.N > 0 {
+					m = float64(s.Test.Mean) // the mean over pretraining seeds
+				}
+			}
 			means = append(means, [2]plotter.XY{{X: x - 0.4*w, Y: m}, {X: x + 0.4*w, Y: m}})
 		}
 		if len(dots) == 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -113,12 +114,23 @@ func TestFinetuneCompareTiny(t *testing.T) {
 			t.Errorf("pretraining %+v", p)
 		}
 	}
-	// Paired comparisons: rotary against each other model, per task and pooled.
-	if len(res.Paired) != 9 || res.Paired[2].Task != "all" || res.Paired[2].Pairs != 4 || res.Paired[2].Test.Diff.N != 4 || res.Paired[0].A != "rotary" || res.Paired[0].B != "learned" {
+	// Paired comparisons: rotary against each other model, per task, none
+	// pooled over tasks.
+	if len(res.Paired) != 6 || res.Paired[1].Task != "pair" || res.Paired[1].Pairs != 2 || res.Paired[1].Test.Diff.N != 2 || res.Paired[0].A != "rotary" || res.Paired[0].B != "learned" {
 		t.Errorf("paired comparisons %+v", res.Paired)
 	}
+	for _, p := range res.Paired {
+		if p.Task == "all" {
+			t.Errorf("a comparison pools the tasks: %+v", p)
+		}
+	}
+	for _, r := range res.Runs {
+		if r.PretrainSeed != r.Seed {
+			t.Errorf("%s %s: pretraining seed %d, fine-tuning seed %d; want one seed for both", r.Model, r.Task, r.PretrainSeed, r.Seed)
+		}
+	}
 	raw, _ := os.ReadFile(filepath.Join(out, "summary.md"))
-	for _, want := range []string{"| rotary |", "| learned |", "| rotary-scratch |", "| bag-of-words |", "| rotary − learned | all | 4 |"} {
+	for _, want := range []string{"| rotary |", "| learned |", "| rotary-scratch |", "| bag-of-words |", "| rotary − learned | pair | 2 |", "no test pools tasks"} {
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("summary.md lacks %q:\n%s", want, raw)
 		}
@@ -192,4 +204,122 @@ func TestFirstN(t *testing.T) {
 func jsonOf(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// mlmpeWork trains the mlm-pe runs (rotary and learned, seeds 1 and 2,
+// tiny) that the pretrained form of finetune-compare starts from, into a
+// work folder, and returns it.
+func mlmpeWork(t *testing.T, corpus string) string {
+	t.Helper()
+	o := DefaultMLMPE(t.TempDir())
+	o.Model, o.Corpus, o.VocabSize, o.Seeds, o.TargetLosses = tinyModel(), corpus, 300, []uint64{1, 2}, nil
+	o.Encodings = []roformer.PositionEncoding{roformer.PosRotary, roformer.PosLearned}
+	o.Work = t.TempDir()
+	o.Train.Steps, o.Train.BatchSize, o.Train.SeqLen, o.Train.Warmup, o.Train.LR = 6, 4, 32, 1, 3e-3
+	o.Train.EvalEvery, o.Train.EvalBatches, o.Train.LogEvery = 3, 2, 3
+	if _, err := MLMPE(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	return o.Work
+}
+
+// TestFinetuneComparePretrained fine-tunes mlm-pe's runs: the checkpoints
+// are recorded with their step and held-out loss (recomputed equal), two
+// fine-tuning seeds per pretraining seed are averaged within it before the
+// paired tests, and missing runs, another vocabulary or corpus, and inputs
+// longer than the learned table fail naming the file.
+func TestFinetuneComparePretrained(t *testing.T) {
+	if testing.Short() {
+		t.Skip("pretrains 4 tiny models and fine-tunes them 16 times")
+	}
+	dir := t.TempDir()
+	corpus := filepath.Join(dir, "opticks.txt")
+	if err := os.WriteFile(corpus, opticks(t, 40000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	work := mlmpeWork(t, corpus)
+	base := QuickFinetuneCompare(t.TempDir())
+	base.UsePretrained(work)
+	base.Corpus, base.VocabSize, base.Seeds, base.FinetuneSeeds = corpus, 300, []uint64{1, 2}, []uint64{7, 8}
+	base.Tasks, base.load = []string{"single", "pair"}, toyTasks(t)
+	base.Finetune.MaxLength, base.Finetune.BatchSize = 32, 16
+	base.Epochs = map[string]int{"single": 1, "pair": 1}
+	base.MaxTrain, base.MaxEval = 32, 0
+
+	o := base
+	res, err := FinetuneCompare(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Pretrain) != 4 {
+		t.Fatalf("%d pretrained runs recorded, want 4", len(res.Pretrain))
+	}
+	for _, p := range res.Pretrain {
+		c := p.Checkpoint
+		want := filepath.Join(work, fmt.Sprintf("%s-seed%d", p.Encoding, p.Seed), "model.safetensors")
+		if c == nil || c.Path != want || c.Step != 6 || c.Steps != 6 || !(math.Abs(float64(c.RecomputedLoss-c.EvalLoss)) < 1e-4) || c.EvalLoss != p.EvalLoss {
+			t.Errorf("checkpoint %+v of %s seed %d; want %s at step 6, the recorded loss recomputed", c, p.Encoding, p.Seed, want)
+		}
+	}
+	if res.Options.Model.HiddenSize != 16 || res.Options.Pretrain.Steps != 6 || res.Options.Pretrain.SeqLen != 32 {
+		t.Errorf("recorded model %+v, pretraining %+v: want the runs'", res.Options.Model, res.Options.Pretrain)
+	}
+	// (rotary, learned, bag-of-words) × 2 pretraining seeds × 2 fine-tuning
+	// seeds × 2 tasks.
+	if len(res.Runs) != 24 {
+		t.Fatalf("%d runs, want 24", len(res.Runs))
+	}
+	mean := map[string]float64{} // model/task/pretraining seed → mean test
+	for _, r := range res.Runs {
+		mean[fmt.Sprintf("%s/%s/%d", r.Model, r.Task, r.PretrainSeed)] += float64(r.Test) / 2
+		if r.Model != BagOfWords && r.Seed != 7 && r.Seed != 8 {
+			t.Errorf("run %+v: want fine-tuning seed 7 or 8", r)
+		}
+	}
+	for _, p := range res.Paired {
+		a1, a2 := mean[fmt.Sprintf("%s/%s/1", p.A, p.Task)], mean[fmt.Sprintf("%s/%s/2", p.A, p.Task)]
+		b1, b2 := mean[fmt.Sprintf("%s/%s/1", p.B, p.Task)], mean[fmt.Sprintf("%s/%s/2", p.B, p.Task)]
+		if p.Pairs != 2 || math.Abs(float64(p.Test.Diff.Mean)-((a1-b1)+(a2-b2))/2) > 1e-9 {
+			t.Errorf("%s − %s on %s: %d pairs, mean difference %v; want 2 pairs of per-pretraining means, %v", p.A, p.B, p.Task, p.Pairs, p.Test.Diff.Mean, ((a1-b1)+(a2-b2))/2)
+		}
+	}
+	for _, s := range res.Summary {
+		if s.Test.N != 2 {
+			t.Errorf("summary %+v: want the spread over 2 pretraining seeds", s)
+		}
+	}
+	raw, _ := os.ReadFile(filepath.Join(o.Out, "summary.md"))
+	for _, want := range []string{"not independent observations", "over the 2 pretraining seeds", "| rotary | 1 | " + filepath.Join(work, "rotary-seed1", "model.safetensors") + " | 6 of 6 |", "fine-tuned from the finished mlm-pe runs"} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("summary.md lacks %q:\n%s", want, raw)
+		}
+	}
+
+	for _, tc := range []struct {
+		name string
+		edit func(*FinetuneCompareOptions)
+		want string
+	}{
+		{"missing run", func(o *FinetuneCompareOptions) { o.Seeds = []uint64{1, 3} }, filepath.Join(work, "rotary-seed3", "config.json") + " is missing"},
+		{"other vocabulary", func(o *FinetuneCompareOptions) { o.VocabSize = 250 }, filepath.Join(work, "rotary-seed1", "config.json")},
+		{"other corpus", func(o *FinetuneCompareOptions) {
+			other := filepath.Join(t.TempDir(), "other.txt")
+			b := opticks(t, 80000)[40000:]
+			if err := os.WriteFile(other, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			o.Corpus = other
+		}, "rotary-seed1"},
+		{"longer than the table", func(o *FinetuneCompareOptions) { o.Finetune.MaxLength = 64 }, filepath.Join(work, "learned-seed1", "config.json")},
+	} {
+		o := base
+		o.Out = t.TempDir()
+		tc.edit(&o)
+		_, err := FinetuneCompare(context.Background(), o)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want an error naming %s", tc.name, err, tc.want)
+		} else {
+			t.Logf("%s: %v", tc.name, err)
+		}
+	}
 }

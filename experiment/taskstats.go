@@ -27,6 +27,9 @@ type TaskStat struct {
 	OverlapThresh  *Number `json:"overlap_threshold,omitempty"` // pair tasks only
 	OverlapTestF1  *Number `json:"overlap_test_f1,omitempty"`   // F1 of the positive class on test
 	OverlapTestAcc *Number `json:"overlap_test_accuracy,omitempty"`
+	// AllPositiveTestF1 is the F1 on test of answering the positive class
+	// always (pair tasks only): what a run that collapses to it scores.
+	AllPositiveTestF1 *Number `json:"all_positive_test_f1,omitempty"`
 }
 
 // taskStats computes the TaskStat of every task with tok at maxLen.
@@ -61,8 +64,9 @@ func taskStats(tok *tokenizer.Tokenizer, specs map[string]labelled.Spec, splits 
 			}
 			th, _, _ := overlapClassifier(splits[name].Train, pos, -1)
 			_, f1, acc := overlapClassifier(splits[name].Test, pos, th)
-			a, b, c := Number(th), Number(f1), Number(acc)
-			st.OverlapThresh, st.OverlapTestF1, st.OverlapTestAcc = &a, &b, &c
+			_, all, _ := overlapClassifier(splits[name].Test, pos, 0) // Jaccard ≥ 0: every pair
+			a, b, c, d := Number(th), Number(f1), Number(acc), Number(all)
+			st.OverlapThresh, st.OverlapTestF1, st.OverlapTestAcc, st.AllPositiveTestF1 = &a, &b, &c, &d
 		}
 		out[name] = st
 	}

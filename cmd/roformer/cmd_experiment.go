@@ -29,7 +29,7 @@ var experiments = []struct{ name, summary string }{
 	{"long-text", "§4.5.4 Table 5: long-document classification at 512, 1024, 2048 tokens, RoPE vs a learned table"},
 	{"long-text-zh", "§4.5 in Chinese: Tang or Song poet? pretrained RoFormer fine-tuned at 512 and 1024 with an equal-token control"},
 	{"extrapolate", "issue #16: train at 128, evaluate at 128 … 4096 with no/linear/dynamic/yarn RoPE scaling, sinusoidal and learned, and after a short fine-tune"},
-	{"finetune-compare", "§4.3: rotary vs learned (BERT) positions, each pretrained the same way, fine-tuned on every built-in task, several seeds, paired tests; bag-of-words alongside"},
+	{"finetune-compare", "§4.3: rotary vs learned (BERT) positions, each pretrained the same way (or mlm-pe's runs, --pretrained), fine-tuned on every built-in task, several seeds, paired tests per task; bag-of-words alongside"},
 	{"translate", "§4.1: English→Spanish Bible translation with an encoder-decoder, RoPE vs sinusoidal, BLEU/chrF with bootstrap intervals, several seeds"},
 }
 
@@ -56,6 +56,8 @@ type experimentOptions struct {
 	merge       string // finetune-compare: results folders to join into Out
 	ftEpochs    int    // finetune-compare: epochs of every task (0: the experiment's)
 	maxTrain    int    // finetune-compare: training examples per task (-1: the experiment's)
+	pretrained  string // finetune-compare: an mlm-pe work folder whose runs are fine-tuned
+	ftSeeds     string // finetune-compare: fine-tuning seeds per pretraining seed
 	extrapScale bool   // extrapolate: scale_embedding in the absolute-position models
 	also        string // long-text-zh, extrapolate --resummarize: results folders whose arms the plots also show
 	transl      experiment.TranslateOptions
@@ -164,12 +166,14 @@ func (o *experimentOptions) flags(fs *flag.FlagSet) (*experimentLists, bool) {
 	case "finetune-compare":
 		fs.StringVar(&o.Cache, "cache", defaultCacheDir(), "folder the built-in tasks are fetched into (as for roformer finetune)")
 		fs.StringVar(&o.Work, "work", "", "keep the pretrained models here; default: a temporary folder, removed")
-		fs.StringVar(&l.tasks, "tasks", "", "comma-separated built-in tasks (default sentiment,spam,paraphrase,topics)")
+		fs.StringVar(&l.tasks, "tasks", "", "comma-separated built-in tasks (default sentiment,spam,paraphrase-matched,topics; the recorded 400-step run used paraphrase)")
 		fs.StringVar(&l.encs, "encodings", "", "comma-separated position encodings, the first compared with the others (default rotary,learned)")
 		fs.BoolVar(&o.scratch, "scratch", false, "also fine-tune the rotary model from its random initialisation (no pretraining), as a control")
 		fs.IntVar(&o.ftEpochs, "finetune-epochs", 0, "fine-tuning epochs of every task (default: the experiment's per task)")
 		fs.IntVar(&o.maxTrain, "max-train", -1, "training examples per task, a fixed sample (0: all; default: the experiment's)")
 		fs.StringVar(&o.merge, "merge", "", "train nothing: join these comma-separated results folders (runs of the same settings on different --seeds, made side by side) into --out")
+		fs.StringVar(&o.pretrained, "pretrained", "", "pretrain nothing: fine-tune the finished runs ENCODING-seedN of this mlm-pe work folder (its --work) for each --encodings and --seeds, with mlm-pe's vocabulary rebuilt and checked against each run's held-out loss, and dropout 0.1")
+		fs.StringVar(&o.ftSeeds, "finetune-seeds", "", "comma-separated fine-tuning seeds run on every pretraining seed (default: one, the pretraining's own); they share that pretraining, so figures and paired tests average them within it")
 	case "translate":
 		fs.StringVar(&o.Cache, "cache", defaultCacheDir(), "folder the Bible modules (Debian sword-text-kjv, sword-text-sparv) are fetched into (as for roformer finetune)")
 		fs.StringVar(&o.Work, "work", "", "run folders (translations, averaged model), reused when complete; default OUT/runs")
@@ -241,6 +245,12 @@ func (o *experimentOptions) finish(l *experimentLists) error {
 	case "finetune-compare":
 		o.ftComp = pick(o.quick, experiment.QuickFinetuneCompare, experiment.DefaultFinetuneCompare)(o.Out)
 		o.ftComp.Scratch = o.scratch
+		if o.pretrained != "" {
+			o.ftComp.UsePretrained(o.pretrained)
+		}
+		if o.ftComp.FinetuneSeeds, err = parseUints("--finetune-seeds", o.ftSeeds); err != nil {
+			return err
+		}
 		if o.ftEpochs < 0 {
 			return usagef("--finetune-epochs %d must be positive", o.ftEpochs)
 		}

@@ -72,6 +72,8 @@ func TestExperimentCLIErrors(t *testing.T) {
 		{"finetune-compare unknown task", []string{"experiment", "finetune-compare", "--quick", "--tasks", "mnli", "--quiet", "--out", "OUT"}, 1, `unknown task "mnli"`},
 		{"finetune-compare help", []string{"experiment", "finetune-compare", "-h"}, 0, "-scratch"},
 		{"finetune-compare bad epochs", []string{"experiment", "finetune-compare", "--finetune-epochs", "-1"}, 2, "--finetune-epochs -1 must be positive"},
+		{"finetune-compare bad fine-tuning seeds", []string{"experiment", "finetune-compare", "--finetune-seeds", "1,x"}, 2, `--finetune-seeds: "x" is not a non-negative integer`},
+		{"finetune-compare no pretrained run", []string{"experiment", "finetune-compare", "--pretrained", "NOWHERE", "--quiet", "--out", "OUT"}, 1, "rotary-seed1/config.json is missing"},
 		{"flag of another experiment", []string{"experiment", "decay", "--steps", "3"}, 2, "flag provided but not defined: -steps"},
 		{"odd dim", []string{"experiment", "decay", "--dim", "7", "--quiet", "--out", "OUT"}, 1, "dimension 7 must be even"},
 		{"stray argument", []string{"experiment", "decay", "extra"}, 2, "unexpected arguments"},
