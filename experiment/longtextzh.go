@@ -1244,7 +1244,7 @@ func zhSummary(res *ZhResult) string {
 		for _, c := range res.Comparisons {
 			tt, tci, sf := "–", "–", "–"
 			if c.Paired != nil {
-				tt = fmt.Sprintf("t(%d) = %.2f, p = %s", c.Paired.DF, float64(c.Paired.T), fmtP(float64(c.Paired.PT)))
+				tt = fmt.Sprintf("t(%d) = %.2f, %s", c.Paired.DF, float64(c.Paired.T), pIs(float64(c.Paired.PT)))
 				tci = fmtCI(c.Paired.Diff.CILo, c.Paired.Diff.CIHi, "%+.3f")
 				sf = fmtP(float64(c.Paired.PSignFlip))
 			}
@@ -1281,7 +1281,7 @@ func zhVerdict(c ZhComparison, nP int) string {
 	}
 	s += fmt.Sprintf("; authors only [%s, %s]", pts(alo), pts(ahi))
 	if c.Paired != nil {
-		s += fmt.Sprintf("; paired t over runs p = %s", fmtP(float64(c.Paired.PT)))
+		s += "; paired t over runs " + pIs(float64(c.Paired.PT))
 	}
 	s += "."
 	switch {
@@ -1317,6 +1317,14 @@ func perRun(xs []float64, seeds []uint64, f string) string {
 		groups = append(groups, strings.Join(cur, ", "))
 	}
 	return strings.Join(groups, "; ")
+}
+
+// pIs writes "p = 0.19", or "p < 0.0001" (fmtP).
+func pIs(p float64) string {
+	if s := fmtP(p); strings.HasPrefix(s, "<") {
+		return "p " + s
+	}
+	return "p = " + fmtP(p)
 }
 
 // fmtCI writes [lo, hi] in the format f, "–" when either is NaN.
