@@ -573,10 +573,10 @@ func writeFinetuneCompare(dir string, res *FinetuneCompareResult) error {
 	}
 	var rows [][]string
 	for _, r := range res.Runs {
-		rows = append(rows, []string{r.Model, r.Task, strconv.FormatUint(r.Seed, 10), r.Metric, ftoa(float64(r.Dev)), ftoa(float64(r.Test)),
+		rows = append(rows, []string{r.Model, r.Task, strconv.FormatUint(r.PretrainSeed, 10), strconv.FormatUint(r.Seed, 10), r.Metric, ftoa(float64(r.Dev)), ftoa(float64(r.Test)),
 			strconv.Itoa(r.BestEpoch), strconv.Itoa(r.Epochs), strconv.Itoa(r.Truncated), strconv.FormatFloat(r.Seconds, 'f', 1, 64)})
 	}
-	if err := writeCSV(dir, "runs.csv", []string{"model", "task", "seed", "metric", "dev", "test", "best_epoch", "epochs", "truncated_train", "seconds"}, rows); err != nil {
+	if err := writeCSV(dir, "runs.csv", []string{"model", "task", "pretrain_seed", "seed", "metric", "dev", "test", "best_epoch", "epochs", "truncated_train", "seconds"}, rows); err != nil {
 		return err
 	}
 	rows = nil
@@ -614,8 +614,10 @@ func finetuneCompareMarkdown(res *FinetuneCompareResult) string {
 	}
 	if len(o.FinetuneSeeds) > 0 {
 		fmt.Fprintf(&md, "Each pretraining is fine-tuned with seeds %v (head, example order, dropout). Fine-tuning runs on one pretraining share it and are not independent observations: a model's figure for a pretraining seed is the mean over its fine-tuning seeds, and every spread, interval and paired test below is over the %d pretraining seeds. ", o.FinetuneSeeds, len(o.Seeds))
-	} else {
+	} else if len(o.Seeds) > 1 {
 		fmt.Fprintf(&md, "Seed s fixes both the pretraining and its one fine-tuning, so every spread, interval and paired test below is over the %d pretraining seeds (fine-tuning seeds on one pretraining would not be independent observations). ", len(o.Seeds))
+	} else {
+		md.WriteString("One pretraining seed, fine-tuned once: no spread, interval or paired test can be made (fine-tuning seeds on one pretraining would not be independent observations). ")
 	}
 	md.WriteString("Each task is scored with its own metric only, and no test pools tasks.\n\n")
 	if len(res.MergedFrom) > 1 {
@@ -811,6 +813,7 @@ func MergeFinetuneCompare(ctx context.Context, opts FinetuneCompareOptions, dirs
 		if err := readResults(dir, &part); err != nil {
 			return nil, err
 		}
+		fillPretrainSeeds(&part)
 		o := part.Options
 		seeds := o.Seeds
 		o.Seeds = nil
@@ -886,6 +889,19 @@ func ResummarizeFinetuneCompare(dir string) (*FinetuneCompareResult, error) {
 	if len(res.Runs) == 0 {
 		return nil, fmt.Errorf("experiment: %s holds no runs", filepath.Join(dir, "results.json"))
 	}
+	fillPretrainSeeds(&res)
 	res.Summary, res.Paired = summariseFinetune(res.Runs, res.Options)
 	return &res, writeFinetuneCompare(dir, &res)
+}
+
+// fillPretrainSeeds sets the pretraining seed of runs read from results
+// written before FinetuneRun had one: one fine-tuning per pretraining, of
+// the same seed.
+func fillPretrainSeeds(res *FinetuneCompareResult) {
+	if len(res.Options.FinetuneSeeds) > 0 {
+		return
+	}
+	for i := range res.Runs {
+		res.Runs[i].PretrainSeed = res.Runs[i].Seed
+	}
 }
