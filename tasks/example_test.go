@@ -14,13 +14,14 @@ import (
 func ExampleNames() {
 	for _, name := range tasks.Names() {
 		t, _ := tasks.Get(name)
-		fmt.Printf("%-10s %-12s %-9s pairs=%v labels=%d\n", name, t.Spec.Problem, t.Spec.Metric, t.Spec.Pair, len(t.Spec.Labels))
+		fmt.Printf("%-18s %-12s %-9s pairs=%v labels=%d\n", name, t.Spec.Problem, t.Spec.Metric, t.Spec.Pair, len(t.Spec.Labels))
 	}
 	// Output:
-	// paraphrase single-label f1        pairs=true labels=2
-	// sentiment  single-label accuracy  pairs=false labels=2
-	// spam       single-label f1        pairs=false labels=2
-	// topics     single-label macro_f1  pairs=false labels=10
+	// paraphrase         single-label f1        pairs=true labels=2
+	// paraphrase-matched single-label f1        pairs=true labels=2
+	// sentiment          single-label accuracy  pairs=false labels=2
+	// spam               single-label f1        pairs=false labels=2
+	// topics             single-label macro_f1  pairs=false labels=10
 }
 
 func ExampleOSISText() {

@@ -13,15 +13,23 @@ import (
 	"github.com/roformer-go/roformer/data/labelled"
 )
 
-// overlapOnly scores the one-feature classifier "paraphrase when the
-// Jaccard overlap of the two texts' word sets is at least th" on ds: F1 of
-// paraphrase and accuracy.
-func overlapOnly(ds *labelled.Dataset, th float64) (f1, acc float64) {
+// overlaps returns the Jaccard overlap of the two texts' word sets and
+// whether the pair is a paraphrase, for every example of ds.
+func overlaps(ds *labelled.Dataset) ([]float64, []bool) {
 	ids := map[string]int32{}
+	jac, gold := make([]float64, len(ds.Examples)), make([]bool, len(ds.Examples))
+	for i, ex := range ds.Examples {
+		jac[i], gold[i] = jaccardIDs(wordIDs(ex.Text, ids), wordIDs(*ex.TextPair, ids)), ex.Label == "paraphrase"
+	}
+	return jac, gold
+}
+
+// overlapOnly scores the one-feature classifier "paraphrase when the
+// overlap is at least th": F1 of paraphrase and accuracy.
+func overlapOnly(jac []float64, gold []bool, th float64) (f1, acc float64) {
 	var tp, fp, fn, right int
-	for _, ex := range ds.Examples {
-		p := jaccardIDs(wordIDs(ex.Text, ids), wordIDs(*ex.TextPair, ids)) >= th
-		g := ex.Label == "paraphrase"
+	for i, j := range jac {
+		p, g := j >= th, gold[i]
 		switch {
 		case p && g:
 			tp++
@@ -37,15 +45,15 @@ func overlapOnly(ds *labelled.Dataset, th float64) (f1, acc float64) {
 	if tp > 0 {
 		f1 = 2 * float64(tp) / float64(2*tp+fp+fn)
 	}
-	return f1, float64(right) / float64(max(len(ds.Examples), 1))
+	return f1, float64(right) / float64(max(len(jac), 1))
 }
 
-// bestThreshold picks on ds the threshold (a multiple of 0.01) of best F1,
-// or of best accuracy.
-func bestThreshold(ds *labelled.Dataset, byAccuracy bool) float64 {
+// bestThreshold picks the threshold (a multiple of 0.01) of best F1, or of
+// best accuracy.
+func bestThreshold(jac []float64, gold []bool, byAccuracy bool) float64 {
 	best, th := -1.0, 0.0
 	for k := 0; k <= 100; k++ {
-		f1, acc := overlapOnly(ds, float64(k)/100)
+		f1, acc := overlapOnly(jac, gold, float64(k)/100)
 		if byAccuracy {
 			f1 = acc
 		}
@@ -205,9 +213,11 @@ func TestParaphraseMatchedOverlap(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		thF, thA := bestThreshold(sp.Train, false), bestThreshold(sp.Train, true)
-		f1, acc := overlapOnly(sp.Test, thF)
-		f1a, acca := overlapOnly(sp.Test, thA)
+		jt, gt := overlaps(sp.Train)
+		thF, thA := bestThreshold(jt, gt, false), bestThreshold(jt, gt, true)
+		js, gs := overlaps(sp.Test)
+		f1, acc := overlapOnly(js, gs, thF)
+		f1a, acca := overlapOnly(js, gs, thA)
 		t.Logf("%s: %d/%d/%d examples; overlap alone on test: F1 %.4f (accuracy %.4f) at the best-F1 threshold %.2f; accuracy %.4f (F1 %.4f) at the best-accuracy threshold %.2f",
 			tc.task, len(sp.Train.Examples), len(sp.Dev.Examples), len(sp.Test.Examples), f1, acc, thF, acca, f1a, thA)
 		if f1 < tc.minF1 || f1 > tc.maxF1 || acca < tc.minAcc || acca > tc.maxAcc {
