@@ -70,8 +70,8 @@ type cacheFile struct {
 // probeVersion is part of the cache key: a change to the probe's products
 // or rules invalidates old verdicts.
 // Version 3 added go-asm, our own assembly SGEMM, as a candidate; version
-// 4 the separate choice for the attention heads' products (HeadSgemm).
-const probeVersion = 4
+// 5 the heads' backend (HeadSgemm; 4 measured it, and was never released).
+const probeVersion = 5
 
 // CacheDir returns the folder that holds the probe's verdict:
 // $ROFORMER_CACHE_DIR, or roformer/ in the user's cache folder

@@ -186,24 +186,69 @@ func TestExplicitChoiceSetsTheHeads(t *testing.T) {
 	}
 }
 
-// chooseHeads keeps the layers' backend unless go-asm measures faster,
-// and measures nothing when go-asm is the layers' backend or absent.
+// chooseHeads takes go-asm for the heads where the layers run on a C
+// library, and the layers' backend otherwise.
 func TestChooseHeads(t *testing.T) {
 	g := goAsmBest()
 	if g == nil {
 		h, c := chooseHeads(Go(), Candidate{Kind: KindGo})
-		if h.Name() != Go().Name() || c.Candidate.Kind != KindGo || len(c.Measurements) != 0 {
+		if h.Name() != Go().Name() || c.Candidate.Kind != KindGo {
 			t.Errorf("without go-asm: %s, %+v", h.Name(), c)
 		}
 		return
 	}
-	h, c := chooseHeads(g, Candidate{Kind: KindGoAsm})
-	if h != g || c.Kind != KindGoAsm || len(c.Measurements) != 0 {
+	if h, c := chooseHeads(g, Candidate{Kind: KindGoAsm}); h != g || c.Kind != KindGoAsm {
 		t.Errorf("go-asm layers: heads %s, %+v", h.Name(), c)
 	}
-	// Against gonum's fallback (3–40% of go-asm's speed) go-asm wins.
-	h, c = chooseHeads(Go(), Candidate{Kind: KindOpenBLAS})
-	if h != g || c.Kind != KindGoAsm || len(c.Measurements) != 2 || c.Measurements[1].GFLOPS <= c.Measurements[0].GFLOPS {
-		t.Errorf("against a slow backend: heads %s, %+v", h.Name(), c)
+	if h, c := chooseHeads(Go(), Candidate{Kind: KindGo}); h.Name() != Go().Name() || c.Kind != KindGo {
+		t.Errorf("gonum layers: heads %s, %+v", h.Name(), c)
 	}
+	if h, c := chooseHeads(Go(), Candidate{Kind: KindOneDNN}); h != g || c.Kind != KindGoAsm {
+		t.Errorf("oneDNN layers: heads %s, %+v", h.Name(), c)
+	}
+}
+
+// HeadSgemm sends short tiles to the layers' backend and long ones to the
+// heads', with the same results as Sgemm.
+func TestHeadSgemmDispatch(t *testing.T) {
+	prev := Set(Go())
+	defer Set(prev)
+	rec := &recorder{Backend: Go()}
+	mu.Lock()
+	heads = rec
+	mu.Unlock()
+	for _, tc := range []struct {
+		m, n, k int
+		long    bool
+	}{{128, 128, 64, false}, {192, 255, 64, false}, {192, 512, 64, true}, {192, 64, 512, true}, {300, 64, 100, true}} {
+		rec.calls = 0
+		a, b := make([]float32, tc.m*tc.k), make([]float32, tc.k*tc.n)
+		for i := range a {
+			a[i] = float32(i%7) - 3
+		}
+		for i := range b {
+			b[i] = float32(i%5) - 2
+		}
+		c, want := make([]float32, tc.m*tc.n), make([]float32, tc.m*tc.n)
+		HeadSgemm(false, false, tc.m, tc.n, tc.k, 1, a, tc.k, b, tc.n, 0, c, tc.n)
+		Go().Sgemm(false, false, tc.m, tc.n, tc.k, 1, a, tc.k, b, tc.n, 0, want, tc.n)
+		if (rec.calls == 1) != tc.long {
+			t.Errorf("%d×%d×%d: %d calls on the heads' backend, long %v", tc.m, tc.n, tc.k, rec.calls, tc.long)
+		}
+		for i := range c {
+			if c[i] != want[i] {
+				t.Fatalf("%d×%d×%d: element %d %g, want %g", tc.m, tc.n, tc.k, i, c[i], want[i])
+			}
+		}
+	}
+}
+
+type recorder struct {
+	Backend
+	calls int
+}
+
+func (r *recorder) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	r.calls++
+	r.Backend.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
