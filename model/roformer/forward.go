@@ -90,14 +90,14 @@ type layerActs struct {
 	probs   []float32 // [B, NH, T, T]; nil in inference (scratch), for linear attention and for fusedAttention; allocated on first use
 	lse     []float32 // [B, NH, T] the log-sum-exp of fusedAttention in training; nil otherwise
 	ctx     []float32 // [BT, H] attention output before attention.output.dense
-	res1    []float32 // [BT, H] x + dense(ctx)
+	res1    []float32 // [BT, H] x + dense(ctx); in inference q's buffer
 	ln1Mean []float32 // [BT]
 	ln1Rstd []float32 // [BT]
 	a       []float32 // [BT, H] attention.output.LayerNorm output
-	pre     []float32 // [BT, I] intermediate.dense output
+	pre     []float32 // [BT, I] intermediate.dense output; in inference also the fused q, k, v before the split
 	post    []float32 // [BT, I] act(pre), training only (inference applies act to pre in place)
 	dact    []float32 // [BT, I] act'(pre), training only
-	res2    []float32 // [BT, H] a + output.dense(post)
+	res2    []float32 // [BT, H] a + output.dense(post); in inference ctx's buffer
 	ln2Mean []float32 // [BT]
 	ln2Rstd []float32 // [BT]
 	out     []float32 // [BT, H] output.LayerNorm output = the next layer's input
@@ -203,13 +203,20 @@ func (m *Model) newLayerActs(B, T int, withProbs bool) layerActs {
 	BT := B * T
 	la := layerActs{
 		q: make([]float32, BT*H), k: make([]float32, BT*H), v: make([]float32, BT*H),
-		ctx: make([]float32, BT*H), res1: make([]float32, BT*H), ln1Mean: make([]float32, BT), ln1Rstd: make([]float32, BT),
-		a: make([]float32, BT*H), pre: make([]float32, BT*I), res2: make([]float32, BT*H),
+		ctx: make([]float32, BT*H), ln1Mean: make([]float32, BT), ln1Rstd: make([]float32, BT),
+		a: make([]float32, BT*H), pre: make([]float32, BT*I),
 		ln2Mean: make([]float32, BT), ln2Rstd: make([]float32, BT), out: make([]float32, BT*H),
 	}
 	if withProbs {
+		la.res1, la.res2 = make([]float32, BT*H), make([]float32, BT*H)
 		// softmax attention's probabilities: allocated by fusedAttention when a pass needs them
 		la.post, la.dact = make([]float32, BT*I), make([]float32, BT*I)
+	} else {
+		// Inference keeps nothing for a backward pass: the residual sums go
+		// where q and ctx were, which are read for the last time just
+		// before (q by attention, ctx by attention.output.dense), so a
+		// long input holds two [BT, H] buffers fewer.
+		la.res1, la.res2 = la.q, la.ctx
 	}
 	if F := m.Config.NumFeatures(); F > 0 {
 		la.fq, la.fk = make([]float32, BT*NH*F), make([]float32, BT*NH*F)
@@ -368,7 +375,13 @@ func (m *Model) encode(ctx context.Context, s *State, hook func(layer int, hidde
 		// q, k, v = Linear(x), as one [3H, H] product when the weights
 		// are adjacent (one larger product runs closer to the BLAS peak)
 		if w, b, ok := L.fusedWeights(); ok {
-			qkv := s.qkvScratch(BT * 3 * H)
+			var qkv []float32
+			if !s.train && I >= 3*H {
+				// inference: the feed-forward buffer is free until after attention
+				qkv = la.pre[:BT*3*H]
+			} else {
+				qkv = s.qkvScratch(BT * 3 * H)
+			}
 			m.matmul(qkv, x, w, b, BT, H, 3*H)
 			kernels.SplitQKV(la.q, la.k, la.v, qkv, BT, H)
 		} else {
