@@ -816,7 +816,9 @@ func MergeFinetuneCompare(ctx context.Context, opts FinetuneCompareOptions, dirs
 		fillPretrainSeeds(&part)
 		o := part.Options
 		seeds := o.Seeds
-		o.Seeds = nil
+		// The seeds differ between the parts, and so does the pretraining
+		// seed that --pretrained records from the first checkpoint read.
+		o.Seeds, o.Pretrain.Seed, o.Pretrain.OutDir = nil, 0, ""
 		key, err := json.Marshal(o)
 		if err != nil {
 			return nil, fmt.Errorf("experiment: %w", err)
