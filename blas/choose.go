@@ -53,9 +53,9 @@ type Choice struct {
 	Reason       string        `json:"reason"`
 	Measurements []Measurement `json:"measurements,omitempty"`
 	Measured     time.Time     `json:"measured"`
-	// Heads is the backend of HeadSgemm and why (the automatic choice
-	// measures it apart; nil: the same as the layers').
-	Heads     *Choice `json:"heads,omitempty"`
+	// Heads is the backend of HeadSgemm's long tiles and why (derived
+	// from the layers' choice, so not cached; nil: the same as the layers').
+	Heads     *Choice `json:"-"`
 	Cached    bool    `json:"-"` // read from the cache file, not measured now
 	CacheFile string  `json:"-"`
 }
@@ -403,15 +403,8 @@ func chooseAuto(reprobe bool) (Backend, Backend, Choice) {
 		if c, ok := readCache(path, key); ok {
 			if b, err := libs.open(c.Candidate); err == nil {
 				c.Cached, c.CacheFile, c.Name = true, path, b.Name()
-				h := b
-				if c.Heads != nil {
-					if hb, err := libs.open(c.Heads.Candidate); err == nil {
-						h = hb
-						c.Heads.Name = hb.Name()
-					} else {
-						c.Heads = nil
-					}
-				}
+				h, hc := chooseHeads(b, c.Candidate)
+				c.Heads = hc
 				return b, h, c
 			}
 		}

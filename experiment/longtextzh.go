@@ -739,37 +739,8 @@ func wilson(k, n int) (lo, hi float64) {
 // nBoot resamples of the groups (with replacement): stat receives, per
 // document, how many times its group was drawn.
 func groupBootstrap(groups []string, nBoot int, stat func(weight []float64) float64) (lo, hi float64) {
-	if nBoot < 1 || len(groups) == 0 {
-		return math.NaN(), math.NaN()
-	}
-	var names []string
-	members := map[string][]int{}
-	for i, g := range groups {
-		if members[g] == nil {
-			names = append(names, g)
-		}
-		members[g] = append(members[g], i)
-	}
-	r := rand.New(rand.NewPCG(0x626f6f74, 0x7a68))
-	w := make([]float64, len(groups))
-	vals := make([]float64, 0, nBoot)
-	for range nBoot {
-		clear(w)
-		for range names {
-			for _, i := range members[names[r.IntN(len(names))]] {
-				w[i]++
-			}
-		}
-		if v := stat(w); !math.IsNaN(v) {
-			vals = append(vals, v)
-		}
-	}
-	if len(vals) == 0 {
-		return math.NaN(), math.NaN()
-	}
-	sort.Float64s(vals)
-	q := func(p float64) float64 { return vals[min(len(vals)-1, int(p*float64(len(vals))))] }
-	return q(0.025), q(0.975)
+	// One cluster of one run: hierBootstrap draws only the groups.
+	return hierBootstrap([][]int{{0}}, groups, nBoot, 0x7a68, func(_, docW []float64) float64 { return stat(docW) })
 }
 
 // hierBootstrap returns the 2.5th and 97.5th percentiles of stat over nBoot

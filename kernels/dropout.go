@@ -79,24 +79,23 @@ func (m dropMask) at(i int) float32 {
 // same integers, so the same factors (TestDropMulAgainstAt); mulGo is the
 // scalar twin.
 func (m dropMask) mul(dst, src []float32, off int) {
+	kern, w := dropMulAVX512, 16
+	switch {
+	case useAVX512 && hasAVX512DQ:
+	case useAVX2:
+		kern, w = dropMulAVX2, 8
+	default:
+		w = 0
+	}
 	j := 0
-	if useAVX512 && hasAVX512DQ && len(dst) >= 16 {
-		n := len(dst) &^ 15
+	if w > 0 && len(dst) >= w {
+		n := len(dst) &^ (w - 1)
 		var sp *float32
 		if src != nil {
 			_ = src[n-1]
 			sp = &src[0]
 		}
-		dropMulAVX512(&dst[0], sp, n, m.seed, uint64(m.off+off), m.thr, m.keep)
-		j = n
-	} else if useAVX2 && len(dst) >= 8 {
-		n := len(dst) &^ 7
-		var sp *float32
-		if src != nil {
-			_ = src[n-1]
-			sp = &src[0]
-		}
-		dropMulAVX2(&dst[0], sp, n, m.seed, uint64(m.off+off), m.thr, m.keep)
+		kern(&dst[0], sp, n, m.seed, uint64(m.off+off), m.thr, m.keep)
 		j = n
 	}
 	m.mulGo(dst[j:], src, off, j)
