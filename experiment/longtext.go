@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"gonum.org/v1/plot"
+
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/tokenizer"
 )
@@ -500,24 +502,36 @@ func writeLongText(dir string, res *LongTextResult) error {
 		c.val, c.test = append(c.val, float64(r.ValAccuracy)), append(c.test, float64(r.TestAccuracy))
 		c.cov, c.secs = append(c.cov, r.Coverage), append(c.secs, r.Seconds)
 	}
+	// The plot (runsPlot, as long-text-zh's): the mean of the seeds with a
+	// ± sd bar at every length an encoding ran, so that the learned table's
+	// single length has its spread too, and each seed's accuracy a small dot
+	// beside it (set apart, so that two seeds of one accuracy show as two).
 	var ss []series
+	var runs [][][]float64
 	for _, pe := range o.Encodings {
 		s := series{name: string(pe), points: true}
+		var rs [][]float64
 		for _, L := range o.Lengths {
 			c := cells[key(pe, L)]
-			if c == nil || c.skipped != "" {
+			if c == nil || c.skipped != "" || len(c.test) == 0 {
 				continue
 			}
 			m, sd := meanStd(c.test)
 			s.x, s.y, s.lo, s.hi = append(s.x, float64(L)), append(s.y, m), append(s.lo, m-sd), append(s.hi, m+sd)
+			rs = append(rs, c.test)
 		}
-		ss = append(ss, s)
+		ss, runs = append(ss, s), append(runs, rs)
 	}
-	p, err := linePlot(fmt.Sprintf("Long-document classification: test accuracy (mean ± std over %d seeds)", len(o.Seeds)), "maximum length (tokens)", "test accuracy", ss)
+	p, err := runsPlot(fmt.Sprintf("Long-document classification: test accuracy, mean of %d %s (bars: ± sd; small dots: the seeds)", len(o.Seeds), plural(len(o.Seeds), "seed", "seeds")), "maximum length (tokens; encodings drawn side by side)", "test accuracy", ss, runs, 0.04, 0.3)
 	if err != nil {
 		return err
 	}
 	p.X.Min, p.X.Max = float64(o.Lengths[0])*0.8, float64(o.Lengths[len(o.Lengths)-1])*1.1
+	var ticks plot.ConstantTicks // the lengths run, as labels
+	for _, L := range o.Lengths {
+		ticks = append(ticks, plot.Tick{Value: float64(L), Label: strconv.Itoa(L)})
+	}
+	p.X.Tick.Marker = ticks
 	if err := savePlot(p, dir, "accuracy"); err != nil {
 		return err
 	}

@@ -15,10 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-
 	"github.com/roformer-go/roformer/data"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/tokenizer"
@@ -1061,72 +1057,14 @@ func writeLongTextZh(dir string, res *ZhResult, also ...*ZhResult) error {
 		}
 		ss[k].x, ss[k].y, ss[k].lo, ss[k].hi, seeds[k] = perm(ss[k].x), perm(ss[k].y), perm(ss[k].lo), perm(ss[k].hi), sd
 	}
-	minL, maxL := math.Inf(1), 0.0
-	for _, s := range ss {
-		for _, x := range s.x {
-			minL, maxL = math.Min(minL, x), math.Max(maxL, x)
-		}
-	}
-	shift := 0.02 * max(maxL-minL, minL)
-	for k := range ss {
-		for i := range ss[k].x {
-			ss[k].x[i] += (float64(k) - float64(len(ss)-1)/2) * shift
-		}
-	}
-	// Error bars rather than bands: a series may have a single point; the
-	// y range is fitted to the bars and the seeds too.
-	bars := make([]series, len(ss))
-	var fit []series
-	for k := range ss {
-		bars[k], ss[k].lo, ss[k].hi = ss[k], nil, nil
-		fit = append(fit, bars[k])
-		for i, acc := range seeds[k] {
-			for _, a := range acc {
-				fit = append(fit, series{x: []float64{bars[k].x[i]}, y: []float64{a}})
-			}
-		}
-	}
-	p, err := linePlot(fmt.Sprintf("Tang or Song? Test accuracy, mean of %d runs (bars: 95%% bootstrap over seeds and test authors; small dots: the runs)", len(res.Options.PretrainSeeds)*len(res.Options.Seeds)), "maximum length (tokens; arms drawn side by side)", "test accuracy", ss)
+	p, err := runsPlot(fmt.Sprintf("Tang or Song? Test accuracy, mean of %d runs (bars: 95%% bootstrap over seeds and test authors; small dots: the runs)", len(res.Options.PretrainSeeds)*len(res.Options.Seeds)), "maximum length (tokens; arms drawn side by side)", "test accuracy", ss, seeds, 0.02, 0)
 	if err != nil {
 		return err
 	}
-	fitY(p, fit)
-	for k, b := range bars {
-		e := errorPoints{}
-		var dots plotter.XYs
-		for i := range b.x {
-			e.XYs = append(e.XYs, plotter.XY{X: b.x[i], Y: b.y[i]})
-			e.YErrors = append(e.YErrors, struct{ Low, High float64 }{b.y[i] - b.lo[i], b.hi[i] - b.y[i]})
-			for _, a := range seeds[k][i] {
-				dots = append(dots, plotter.XY{X: b.x[i] + 0.35*shift, Y: a})
-			}
-		}
-		eb, err := plotter.NewYErrorBars(e)
-		if err != nil {
-			return fmt.Errorf("experiment: plotting %s: %w", b.name, err)
-		}
-		eb.Color = palette[k%len(palette)]
-		p.Add(eb)
-		if len(dots) > 0 {
-			sc, err := plotter.NewScatter(dots)
-			if err != nil {
-				return fmt.Errorf("experiment: plotting %s: %w", b.name, err)
-			}
-			sc.Color, sc.Shape, sc.Radius = palette[k%len(palette)], draw.CircleGlyph{}, vg.Points(1.8)
-			p.Add(sc)
-		}
-	}
-	p.X.Min, p.X.Max = minL*0.8, maxL*1.1
 	if err := savePlot(p, dir, "accuracy"); err != nil {
 		return err
 	}
 	return writeFile(dir, "summary.md", []byte(zhSummary(res)))
-}
-
-// errorPoints are points with vertical error bars.
-type errorPoints struct {
-	plotter.XYs
-	plotter.YErrors
 }
 
 // zhSummary is summary.md.

@@ -81,14 +81,19 @@ type series struct {
 	width  float64 // line width in points; 0: 1.5
 }
 
-// palette has 16 colours that read apart (matplotlib's tab10, then six
-// more), so that a figure of up to 16 arms never repeats one (char-lm has
-// 14); past it, lines of the same colour are told apart by their dashes.
+// palette has 16 colours that read apart on white and from the grid's grey,
+// so that a figure of up to 16 arms never repeats one (char-lm has 14):
+// matplotlib's first seven (a figure of up to seven arms keeps its
+// colours), then black and pure blue, then seven picked one at a time as
+// the candidate (CIELAB lightness 42–72, so that a thin line neither fades
+// on white nor looks black; chroma ≥ 35, so no grey) farthest in CIEDE2000
+// from those already in, white and the grid (no pair of the 16 closer
+// than 16). Past it, lines of the same colour are told apart by dashes.
 var palette = []color.RGBA{
 	{31, 119, 180, 255}, {255, 127, 14, 255}, {44, 160, 44, 255}, {214, 39, 40, 255},
-	{148, 103, 189, 255}, {140, 86, 75, 255}, {227, 119, 194, 255}, {127, 127, 127, 255},
-	{188, 189, 34, 255}, {23, 190, 207, 255}, {0, 0, 0, 255}, {0, 0, 128, 255},
-	{230, 171, 2, 255}, {0, 128, 128, 255}, {128, 0, 0, 255}, {102, 166, 30, 255},
+	{148, 103, 189, 255}, {140, 86, 75, 255}, {227, 119, 194, 255}, {0, 0, 0, 255},
+	{0, 0, 255, 255}, {0, 187, 187, 255}, {187, 170, 0, 255}, {119, 102, 17, 255},
+	{153, 170, 255, 255}, {204, 0, 119, 255}, {255, 136, 136, 255}, {0, 119, 85, 255},
 }
 
 // fitY sets p's y range to the values of ss (lines and bands) with a
@@ -108,7 +113,10 @@ func fitY(p *plot.Plot, ss []series) {
 	if lo > hi {
 		return
 	}
-	m := 0.04 * max(hi-lo, 1e-9)
+	m := 0.04 * (hi - lo)
+	if hi-lo <= 1e-9*max(1, math.Abs(hi)) { // one value: a range of ±2% of it
+		m = 0.02 * max(math.Abs(hi), 1e-9)
+	}
 	p.Y.Min, p.Y.Max = lo-m, hi+m
 }
 
@@ -230,6 +238,95 @@ func linePlot(title, xLabel, yLabel string, ss []series) (*plot.Plot, error) {
 	fitY(p, ss)
 	p.Y.Tick.Marker = niceTicks{}
 	return p, nil
+}
+
+// runsPlot draws one family of arms a series (x the maximum length, say,
+// in increasing order): a line through the means (y) with an error bar
+// (lo, hi) at every point, so that a series of a single point has its
+// interval too, and beside each mean one small dot per run, runs[k][i]
+// the values of the runs of series k at point i. The families are drawn
+// side by side, apart in x by a step of apart times the span of x (or of
+// its smallest value, if larger), so that bars at one x do not hide each
+// other; spread > 0 also sets the dots of one point apart, by spread times
+// that step from one run to the next, so that runs with the same value
+// show as two dots. The y range is fitted to the bars and every run; ss is
+// not changed.
+func runsPlot(title, xLabel, yLabel string, ss []series, runs [][][]float64, apart, spread float64) (*plot.Plot, error) {
+	ss = append([]series(nil), ss...)
+	minL, maxL := math.Inf(1), 0.0
+	for _, s := range ss {
+		for _, x := range s.x {
+			minL, maxL = math.Min(minL, x), math.Max(maxL, x)
+		}
+	}
+	shift := apart * max(maxL-minL, minL)
+	drawn := 0 // the series with points: those are set apart
+	for _, s := range ss {
+		if len(s.x) > 0 {
+			drawn++
+		}
+	}
+	r := 0
+	for k := range ss {
+		if len(ss[k].x) == 0 {
+			continue
+		}
+		xs := make([]float64, len(ss[k].x))
+		for i, x := range ss[k].x {
+			xs[i] = x + (float64(r)-float64(drawn-1)/2)*shift
+		}
+		ss[k].x = xs
+		r++
+	}
+	bars := make([]series, len(ss))
+	var fit []series
+	for k := range ss {
+		bars[k], ss[k].lo, ss[k].hi = ss[k], nil, nil
+		fit = append(fit, bars[k])
+		for i, acc := range runs[k] {
+			for _, a := range acc {
+				fit = append(fit, series{x: []float64{bars[k].x[i]}, y: []float64{a}})
+			}
+		}
+	}
+	p, err := linePlot(title, xLabel, yLabel, ss)
+	if err != nil {
+		return nil, err
+	}
+	fitY(p, fit)
+	for k, b := range bars {
+		e := errorPoints{}
+		var dots plotter.XYs
+		for i := range b.x {
+			e.XYs = append(e.XYs, plotter.XY{X: b.x[i], Y: b.y[i]})
+			e.YErrors = append(e.YErrors, struct{ Low, High float64 }{b.y[i] - b.lo[i], b.hi[i] - b.y[i]})
+			for j, a := range runs[k][i] {
+				dots = append(dots, plotter.XY{X: b.x[i] + (0.35+spread*float64(j))*shift, Y: a})
+			}
+		}
+		eb, err := plotter.NewYErrorBars(e)
+		if err != nil {
+			return nil, fmt.Errorf("experiment: plotting %s: %w", b.name, err)
+		}
+		eb.Color = palette[k%len(palette)]
+		p.Add(eb)
+		if len(dots) > 0 {
+			sc, err := plotter.NewScatter(dots)
+			if err != nil {
+				return nil, fmt.Errorf("experiment: plotting %s: %w", b.name, err)
+			}
+			sc.Color, sc.Shape, sc.Radius = palette[k%len(palette)], draw.CircleGlyph{}, vg.Points(1.8)
+			p.Add(sc)
+		}
+	}
+	p.X.Min, p.X.Max = minL*0.8, maxL*1.1
+	return p, nil
+}
+
+// errorPoints are points with vertical error bars.
+type errorPoints struct {
+	plotter.XYs
+	plotter.YErrors
 }
 
 // savePlot writes dir/base.png (96 dpi) and dir/base.svg. The legend is
