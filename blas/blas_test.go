@@ -125,16 +125,6 @@ func BenchmarkSgemm(b *testing.B) {
 	}
 }
 
-// int8Range is the largest weight magnitude the products are exact for on
-// this CPU: 127 with VNNI, 63 without (Int8SaturationSafe), the range the
-// quantizer in package kernels keeps to.
-func int8Range() int {
-	if Int8SaturationSafe() {
-		return 127
-	}
-	return 63
-}
-
 func TestInt8AgainstReference(t *testing.T) {
 	be, err := Int8()
 	if err != nil {
@@ -149,7 +139,7 @@ func TestInt8AgainstReference(t *testing.T) {
 			for i := range a {
 				a[i] = uint8(r.IntN(256))
 			}
-			wmax := int8Range()
+			wmax := Int8WeightMax()
 			for i := range b {
 				b[i] = int8(r.IntN(2*wmax+1) - wmax)
 			}

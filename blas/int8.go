@@ -22,13 +22,15 @@ func Int8() (Int8Backend, error) {
 	return d, nil
 }
 
-// Int8SaturationSafe reports whether a u8·s8 product may use the full
-// int8 range of the weights. Without VNNI, x86 computes u8·s8 pairs with
-// vpmaddubsw, whose 16-bit sums saturate when 2·255·|w| > 32767; weights
-// must then stay within ±63 (PyTorch's reduce_range does the same).
-func Int8SaturationSafe() bool {
-	c := CPU()
-	return c.AVX512VNNI || c.AVXVNNI || c.Vendor == ""
+// Int8WeightMax is the largest weight magnitude for which a u8·s8 product
+// through Int8's backend is exact on this CPU: 127 with VNNI, 63 without,
+// where x86 computes u8·s8 pairs with vpmaddubsw, whose 16-bit sums
+// saturate when 2·255·|w| > 32767 (PyTorch's reduce_range does the same).
+func Int8WeightMax() int {
+	if c := CPU(); c.AVX512VNNI || c.AVXVNNI || c.Vendor == "" {
+		return 127
+	}
+	return 63
 }
 
 // GoInt8 is the plain reference of the int8 product, for tests.

@@ -378,7 +378,7 @@ func TestS8LinearExact(t *testing.T) {
 	for _, s := range [][3]int{{1, 5, 7}, {17, 33, 64}, {64, 96, 768}, {3, 2, 130}} {
 		m, n, k := s[0], s[1], s[2]
 		w, x := make([]int8, n*k), make([]uint8, m*k)
-		wmax := int8Range()
+		wmax := Int8WeightMax()
 		for i := range w {
 			w[i] = int8(r.IntN(2*wmax+1) - wmax)
 		}

@@ -69,11 +69,7 @@ func NewInt8Linear(w []float32, OC, C int) (*Int8Linear, error) {
 	if err != nil {
 		return nil, err
 	}
-	qmax := 127
-	if !blas.Int8SaturationSafe() {
-		qmax = 63
-	}
-	return newInt8Linear(w, OC, C, qmax, g), nil
+	return newInt8Linear(w, OC, C, blas.Int8WeightMax(), g), nil
 }
 
 func newInt8Linear(w []float32, OC, C, qmax int, g blas.Int8Backend) *Int8Linear {
