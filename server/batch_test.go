@@ -229,13 +229,13 @@ func TestTEIEmbed(t *testing.T) {
 	if code != 200 || h.Get("Content-Type") != "application/json" || json.Unmarshal(body, &got) != nil || len(got) != 2 || len(got[0]) != 16 {
 		t.Fatalf("status %d %s", code, body)
 	}
+	// Two inputs are one batch: within 1e-6 of each run alone, as in
+	// TestBatchedEqualsAlone (oneDNN's AVX2 products differ in the last bit).
 	for i, text := range []string{"the whale", "a ship"} {
 		want := alone(t, m, tok, text, pipeline.PoolMean)
 		pipeline.Normalize(want)
-		for j := range want {
-			if got[i][j] != want[j] {
-				t.Fatalf("input %d dim %d: %g, want %g", i, j, got[i][j], want[j])
-			}
+		if d := maxDiff(got[i], want); d > 1e-6 {
+			t.Fatalf("input %d: %v, want %v (max difference %g)", i, got[i][:3], want[:3], d)
 		}
 	}
 	if n := norm(got[0]); math.Abs(n-1) > 1e-6 {
