@@ -2,6 +2,7 @@ package retrieval
 
 import (
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -15,12 +16,36 @@ import (
 // those hits, best first; equal scores keep the order of first appearance
 // (list by list, rank by rank). k is usually 60; k ≥ 0 and depth ≥ 1.
 func Fuse(k float64, depth int, lists ...[]Hit) ([]Hit, error) {
+	return WeightedFuse(k, depth, nil, lists...)
+}
+
+// WeightedFuse is Fuse with a weight per list: a document's score is
+//
+//	Σ_lists weights[l] / (k + rank)
+//
+// weights has one finite, non-negative entry per list, or is nil for
+// weights of 1 (Fuse). A list of weight 0 still adds its documents, at the
+// end, in its order: the result holds the same documents whatever the
+// weights.
+func WeightedFuse(k float64, depth int, weights []float64, lists ...[]Hit) ([]Hit, error) {
 	if k < 0 || depth < 1 {
 		return nil, fmt.Errorf("retrieval: fusion k %g must not be negative and depth %d must be at least 1", k, depth)
 	}
+	if weights != nil && len(weights) != len(lists) {
+		return nil, fmt.Errorf("retrieval: %d fusion weights for %d rankings", len(weights), len(lists))
+	}
+	for _, w := range weights {
+		if !(w >= 0) || math.IsInf(w, 0) {
+			return nil, fmt.Errorf("retrieval: fusion weight %g must be finite and not negative", w)
+		}
+	}
 	pos := map[string]int{}
 	var out []Hit
-	for _, l := range lists {
+	for li, l := range lists {
+		w := 1.0
+		if weights != nil {
+			w = weights[li]
+		}
 		for r, h := range l[:min(depth, len(l))] {
 			i, ok := pos[h.ID]
 			if !ok {
@@ -28,9 +53,70 @@ func Fuse(k float64, depth int, lists ...[]Hit) ([]Hit, error) {
 				pos[h.ID] = i
 				out = append(out, Hit{ID: h.ID})
 			}
-			out[i].Score += 1 / (k + float64(r+1))
+			out[i].Score += w / (k + float64(r+1))
 		}
 	}
 	slices.SortStableFunc(out, byScore)
 	return out, nil
+}
+
+// FusionGrid is the weights TuneFusion tries by default: 0, 0.05, …, 1.
+var FusionGrid = func() []float64 {
+	g := make([]float64, 21)
+	for i := range g {
+		g[i] = float64(i) / 20
+	}
+	return g
+}()
+
+// Tuned is the weight TuneFusion chose and what it scored.
+type Tuned struct {
+	// Weight is the second ranking's weight w; the first has 1 − w.
+	Weight float64 `json:"dense_weight"`
+	// Metric is the metric maximised and Score its value at Weight.
+	Metric string  `json:"metric"`
+	Score  float64 `json:"score"`
+}
+
+// TuneFusion chooses the weight w of WeightedFuse(k, depth, {1 − w, w},
+// a[q], b[q]) that maximises metric (a name of Scores.Metrics, such as
+// "mrr@10") over queryIDs, trying each weight of grid (each in [0, 1];
+// FusionGrid when nil). Of equal scores it keeps the weight nearest 0.5
+// (plain reciprocal-rank fusion), then the smaller. Tune on a split other
+// than the one the fused ranking is reported on: the chosen weight is
+// fitted to these queries.
+func TuneFusion(queryIDs []string, a, b map[string][]Hit, qrels Qrels, c Cutoffs, k float64, depth int, metric string, grid []float64) (Tuned, error) {
+	if grid == nil {
+		grid = FusionGrid
+	}
+	if len(grid) == 0 {
+		return Tuned{}, fmt.Errorf("retrieval: no fusion weights to try")
+	}
+	best := Tuned{Metric: metric, Score: math.Inf(-1)}
+	for _, w := range grid {
+		if !(w >= 0 && w <= 1) {
+			return Tuned{}, fmt.Errorf("retrieval: fusion weight %g is not in [0, 1]", w)
+		}
+		fused := make(map[string][]Hit, len(queryIDs))
+		for _, q := range queryIDs {
+			h, err := WeightedFuse(k, depth, []float64{1 - w, w}, a[q], b[q])
+			if err != nil {
+				return Tuned{}, err
+			}
+			fused[q] = h
+		}
+		s, err := Evaluate(queryIDs, fused, qrels, c)
+		if err != nil {
+			return Tuned{}, err
+		}
+		v, ok := s.Metrics[metric]
+		if !ok {
+			return Tuned{}, fmt.Errorf("retrieval: no metric %q at these cutoffs (have %v)", metric, s.Names)
+		}
+		d, bd := math.Abs(w-0.5), math.Abs(best.Weight-0.5)
+		if v > best.Score || v == best.Score && (d < bd || d == bd && w < best.Weight) {
+			best.Weight, best.Score = w, v
+		}
+	}
+	return best, nil
 }

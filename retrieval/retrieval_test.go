@@ -279,3 +279,97 @@ func TestReadBEIR(t *testing.T) {
 		}
 	}
 }
+
+func TestWeightedFuseByHand(t *testing.T) {
+	a := []Hit{{"d1", 9}, {"d2", 8}, {"d3", 7}}
+	b := []Hit{{"d3", .9}, {"d4", .8}}
+	got, err := WeightedFuse(60, 100, []float64{0.25, 0.75}, a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Hit{{"d3", 0.25/63 + 0.75/61}, {"d4", 0.75 / 62}, {"d1", 0.25 / 61}, {"d2", 0.25 / 62}}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range got {
+		if got[i].ID != want[i].ID || !near(got[i].Score, want[i].Score) {
+			t.Errorf("got %v, want %v", got, want)
+		}
+	}
+	// Weight 0 on the second list: the first list's order, then the
+	// second list's new documents at score 0.
+	got, _ = WeightedFuse(60, 100, []float64{1, 0}, a, b)
+	if ids := hitIDs(got); !reflect.DeepEqual(ids, []string{"d1", "d2", "d3", "d4"}) || got[3].Score != 0 {
+		t.Errorf("weights {1, 0}: got %v", got)
+	}
+	// nil weights are Fuse.
+	f, _ := Fuse(60, 100, a, b)
+	w, _ := WeightedFuse(60, 100, nil, a, b)
+	if !reflect.DeepEqual(f, w) {
+		t.Errorf("nil weights %v, Fuse %v", w, f)
+	}
+	for _, ws := range [][]float64{{1}, {1, -1}, {1, math.NaN()}, {1, math.Inf(1)}} {
+		if _, err := WeightedFuse(60, 100, ws, a, b); err == nil {
+			t.Errorf("weights %v were accepted", ws)
+		}
+	}
+}
+
+func hitIDs(h []Hit) []string {
+	ids := make([]string, len(h))
+	for i, x := range h {
+		ids[i] = x.ID
+	}
+	return ids
+}
+
+func TestTuneFusion(t *testing.T) {
+	// Ranking a is right on q1 and q2 (relevant document first); b puts a
+	// wrong document first on both and misses r2, so on q2 its first hit
+	// overtakes r2 at any weight above about 0.016: the best weights are
+	// the small ones, and TuneFusion keeps the largest of them (nearest
+	// 0.5), found here by trying the grid by hand.
+	a := map[string][]Hit{"q1": {{"r1", 3}, {"x", 2}}, "q2": {{"r2", 3}, {"y", 2}}}
+	b := map[string][]Hit{"q1": {{"x", .9}, {"r1", .8}}, "q2": {{"y", .9}, {"z", .8}}}
+	qrels := Qrels{"q1": {"r1": 1}, "q2": {"r2": 1}}
+	ids := []string{"q1", "q2"}
+	got, err := TuneFusion(ids, a, b, qrels, DefaultCutoffs, 60, 100, "mrr@10", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Score != 1 || got.Weight >= 0.5 {
+		t.Errorf("got %+v, want MRR@10 1 at a weight below 0.5", got)
+	}
+	// Check the choice against the grid by hand: the largest weight of
+	// FusionGrid below 0.5 that keeps both relevant documents first.
+	want := -1.0
+	for _, w := range FusionGrid {
+		ok := true
+		for _, q := range ids {
+			h, _ := WeightedFuse(60, 100, []float64{1 - w, w}, a[q], b[q])
+			ok = ok && qrels[q][h[0].ID] > 0
+		}
+		if ok && w > want {
+			want = w
+		}
+	}
+	if got.Weight != want {
+		t.Errorf("weight %g, want %g", got.Weight, want)
+	}
+	// Where b is the better ranking the weight moves above 0.5.
+	got, _ = TuneFusion(ids, b, a, qrels, DefaultCutoffs, 60, 100, "mrr@10", nil)
+	if got.Score != 1 || got.Weight <= 0.5 {
+		t.Errorf("swapped: got %+v, want MRR@10 1 at a weight above 0.5", got)
+	}
+	// All weights equal: plain fusion's 0.5.
+	got, _ = TuneFusion(ids, a, a, qrels, DefaultCutoffs, 60, 100, "mrr@10", nil)
+	if got.Weight != 0.5 {
+		t.Errorf("equal rankings: weight %g, want 0.5", got.Weight)
+	}
+	if _, err := TuneFusion(ids, a, b, qrels, DefaultCutoffs, 60, 100, "mrr@7", nil); err == nil {
+		t.Error("an unknown metric was accepted")
+	}
+	if _, err := TuneFusion(ids, a, b, qrels, DefaultCutoffs, 60, 100, "mrr@10", []float64{1.5}); err == nil {
+		t.Error("a weight above 1 was accepted")
+	}
+}

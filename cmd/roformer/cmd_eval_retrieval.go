@@ -38,6 +38,7 @@ type evalRetrievalOptions struct {
 	threads, maxLength, batch, block    int
 	rrfK                                float64
 	depth                               int
+	tuneSplit, tuneMetric               string
 	exactLengths, json, quiet           bool
 }
 
@@ -61,6 +62,8 @@ func cmdEvalRetrieval(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs.IntVar(&o.block, "block", 4096, "corpus documents embedded and scored at a time (memory: block vectors plus 100 hits per query)")
 	fs.Float64Var(&o.rrfK, "rrf-k", 60, "the k of reciprocal-rank fusion, 1/(k + rank)")
 	fs.IntVar(&o.depth, "rrf-depth", 100, "hits of each ranking fused")
+	fs.StringVar(&o.tuneSplit, "tune-fusion", "", "with --name and --model: also a hybrid-tuned line, the dense ranking's weight w in (1−w)/(k+rank_bm25) + w/(k+rank_dense) chosen from 0, 0.05, …, 1 on this other split (e.g. dev)")
+	fs.StringVar(&o.tuneMetric, "tune-metric", "mrr@10", "the metric --tune-fusion maximises")
 	fs.BoolVar(&o.exactLengths, "bm25-exact-lengths", false, "BM25 with exact document lengths (default: lengths rounded as Lucene 8+ stores them)")
 	fs.BoolVar(&o.json, "json", false, "print the scores as JSON")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress output")
@@ -80,6 +83,10 @@ func cmdEvalRetrieval(ctx context.Context, args []string, stdout, stderr io.Writ
 		return usagef("--queries, --corpus and --qrels go together")
 	case o.batch < 1 || o.block < 1 || o.depth < 1 || o.maxLength < 0 || o.rrfK < 0:
 		return usagef("--batch %d, --block %d and --rrf-depth %d must be at least 1, --max-length %d and --rrf-k %g not negative", o.batch, o.block, o.depth, o.maxLength, o.rrfK)
+	case o.tuneSplit != "" && (o.name == "" || o.model == ""):
+		return usagef("--tune-fusion needs a built-in task (--name) and a --model: it tunes the fusion on another split of the task")
+	case o.tuneSplit != "" && o.tuneSplit == o.split:
+		return usagef("--tune-fusion %q is the evaluated split: tune on another one (dev to report test)", o.tuneSplit)
 	}
 	pool, err := pipeline.ParsePooling(o.pooling)
 	if err != nil {
@@ -95,7 +102,8 @@ func cmdEvalRetrieval(ctx context.Context, args []string, stdout, stderr io.Writ
 
 func retrievalTaskNames() []string { return slices.Sorted(maps.Keys(tasks.RetrievalTasks)) }
 
-// loadRetrieval reads the BEIR files or builds the built-in task's split.
+// loadRetrieval reads the BEIR files or builds the built-in task's split
+// o.split.
 func loadRetrieval(ctx context.Context, o evalRetrievalOptions, stderr io.Writer) (string, *tasks.RetrievalSplit, error) {
 	if o.name != "" {
 		build, ok := tasks.RetrievalTasks[o.name]
@@ -147,28 +155,19 @@ func runEvalRetrieval(ctx context.Context, o evalRetrievalOptions, pool pipeline
 		return err
 	}
 	c := retrieval.DefaultCutoffs
-	k := max(c.Max(), o.depth)
-	ids := make([]string, len(sp.Queries))
-	for i, q := range sp.Queries {
-		ids[i] = q.ID
-	}
 	progress := func(format string, a ...any) {
 		if !o.quiet {
 			fmt.Fprintf(stderr, "roformer: "+format+"\n", a...)
 		}
 	}
-	start := time.Now()
-	bm25 := retrieval.BM25Search(sp.Queries, sp.Corpus, k, retrieval.BM25Options{ExactLengths: o.exactLengths})
-	progress("bm25: %d queries over %d documents in %.1fs", len(sp.Queries), len(sp.Corpus), time.Since(start).Seconds())
-	rankings := []map[string][]retrieval.Hit{bm25}
-	methods := []string{"bm25"}
+	var embed retrieval.Embedder
 	if o.model != "" {
 		m, err := openModel(&o.model, o.precision, pipeline.OpenOptions{})
 		if err != nil {
 			return err
 		}
 		eo := pipeline.EmbedOptions{Pooling: pool, Normalize: true, MaxLength: o.maxLength, Truncate: true, MaxBatch: o.batch}
-		embed := func(ctx context.Context, texts []string) ([][]float32, error) {
+		embed = func(ctx context.Context, texts []string) ([][]float32, error) {
 			in := make([]pipeline.EmbedInput, len(texts))
 			for i, t := range texts {
 				in[i] = pipeline.EmbedInput{Text: t}
@@ -176,20 +175,45 @@ func runEvalRetrieval(ctx context.Context, o evalRetrievalOptions, pool pipeline
 			v, _, err := pipeline.Embed(ctx, m.Model, m.Tokenizer, in, eo)
 			return v, err
 		}
-		start = time.Now()
-		dense, err := retrieval.DenseSearch(ctx, embed, sp.Queries, sp.Corpus, k, o.block)
+	}
+	ids, bm25, dense, err := rankRetrieval(ctx, o, sp, embed, progress)
+	if err != nil {
+		return err
+	}
+	rankings := []map[string][]retrieval.Hit{bm25}
+	methods := []string{"bm25"}
+	var tuned *retrieval.Tuned
+	if embed != nil {
+		hybrid, err := fuseRankings(ids, bm25, dense, o, nil)
 		if err != nil {
 			return err
 		}
-		progress("dense: %d queries and %d documents embedded and searched in %.1fs", len(sp.Queries), len(sp.Corpus), time.Since(start).Seconds())
-		hybrid := make(map[string][]retrieval.Hit, len(ids))
-		for _, q := range ids {
-			if hybrid[q], err = retrieval.Fuse(o.rrfK, o.depth, bm25[q], dense[q]); err != nil {
-				return err
-			}
-		}
 		rankings = append(rankings, dense, hybrid)
 		methods = append(methods, "dense", "hybrid")
+		if o.tuneSplit != "" {
+			to := o
+			to.split = o.tuneSplit
+			_, tsp, err := loadRetrieval(ctx, to, stderr)
+			if err != nil {
+				return err
+			}
+			tids, tbm25, tdense, err := rankRetrieval(ctx, to, tsp, embed, progress)
+			if err != nil {
+				return err
+			}
+			t, err := retrieval.TuneFusion(tids, tbm25, tdense, tsp.Qrels, c, o.rrfK, o.depth, o.tuneMetric, nil)
+			if err != nil {
+				return usageError{fmt.Errorf("--tune-fusion: %w", err)}
+			}
+			progress("fusion tuned on %s: dense weight %.2f (%s %.4f there)", o.tuneSplit, t.Weight, t.Metric, t.Score)
+			h, err := fuseRankings(ids, bm25, dense, o, []float64{1 - t.Weight, t.Weight})
+			if err != nil {
+				return err
+			}
+			rankings = append(rankings, h)
+			methods = append(methods, "hybrid-tuned")
+			tuned = &t
+		}
 	}
 	var out []methodScores
 	for i, r := range rankings {
@@ -200,7 +224,11 @@ func runEvalRetrieval(ctx context.Context, o evalRetrievalOptions, pool pipeline
 		out = append(out, methodScores{methods[i], s})
 	}
 	if o.json {
-		b, err := json.MarshalIndent(map[string]any{"task": name, "queries": len(sp.Queries), "corpus": len(sp.Corpus), "methods": out}, "", "  ")
+		j := map[string]any{"task": name, "queries": len(sp.Queries), "corpus": len(sp.Corpus), "methods": out}
+		if tuned != nil {
+			j["fusion_tuned"] = map[string]any{"split": o.tuneSplit, "dense_weight": tuned.Weight, "metric": tuned.Metric, "score": tuned.Score}
+		}
+		b, err := json.MarshalIndent(j, "", "  ")
 		if err != nil {
 			return err
 		}
@@ -212,6 +240,9 @@ func runEvalRetrieval(ctx context.Context, o evalRetrievalOptions, pool pipeline
 	for _, m := range out {
 		var b strings.Builder
 		fmt.Fprintf(&b, "%-6s", m.Method)
+		if m.Method == "hybrid-tuned" {
+			fmt.Fprintf(&b, " (dense weight %.2f, tuned on %s)", tuned.Weight, o.tuneSplit)
+		}
 		for _, n := range first {
 			fmt.Fprintf(&b, " %s %.4f", n, m.Metrics[n])
 		}
@@ -223,4 +254,40 @@ func runEvalRetrieval(ctx context.Context, o evalRetrievalOptions, pool pipeline
 		fmt.Fprintln(stdout, b.String())
 	}
 	return nil
+}
+
+// rankRetrieval ranks the corpus of sp for each query by BM25 and, when
+// embed is not nil, by the model's vectors (dense is nil otherwise).
+func rankRetrieval(ctx context.Context, o evalRetrievalOptions, sp *tasks.RetrievalSplit, embed retrieval.Embedder, progress func(string, ...any)) (ids []string, bm25, dense map[string][]retrieval.Hit, err error) {
+	k := max(retrieval.DefaultCutoffs.Max(), o.depth)
+	ids = make([]string, len(sp.Queries))
+	for i, q := range sp.Queries {
+		ids[i] = q.ID
+	}
+	start := time.Now()
+	bm25 = retrieval.BM25Search(sp.Queries, sp.Corpus, k, retrieval.BM25Options{ExactLengths: o.exactLengths})
+	progress("bm25: %d queries over %d documents in %.1fs", len(sp.Queries), len(sp.Corpus), time.Since(start).Seconds())
+	if embed == nil {
+		return ids, bm25, nil, nil
+	}
+	start = time.Now()
+	if dense, err = retrieval.DenseSearch(ctx, embed, sp.Queries, sp.Corpus, k, o.block); err != nil {
+		return nil, nil, nil, err
+	}
+	progress("dense: %d queries and %d documents embedded and searched in %.1fs", len(sp.Queries), len(sp.Corpus), time.Since(start).Seconds())
+	return ids, bm25, dense, nil
+}
+
+// fuseRankings fuses BM25's and the dense rankings query by query, with
+// weights (nil: plain reciprocal-rank fusion).
+func fuseRankings(ids []string, bm25, dense map[string][]retrieval.Hit, o evalRetrievalOptions, weights []float64) (map[string][]retrieval.Hit, error) {
+	out := make(map[string][]retrieval.Hit, len(ids))
+	for _, q := range ids {
+		h, err := retrieval.WeightedFuse(o.rrfK, o.depth, weights, bm25[q], dense[q])
+		if err != nil {
+			return nil, err
+		}
+		out[q] = h
+	}
+	return out, nil
 }

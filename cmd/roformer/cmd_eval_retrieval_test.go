@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/roformer-go/roformer/pipeline"
 	"github.com/roformer-go/roformer/retrieval"
+	"github.com/roformer-go/roformer/tasks"
 )
 
 // retrievalFiles writes a BEIR set of 12 documents of the tiny model's
@@ -150,6 +152,126 @@ func TestEvalRetrievalCLI(t *testing.T) {
 	}
 }
 
+// --tune-fusion chooses the dense weight on one split of a built-in task
+// (here a task registered by the test, both splits the BEIR files above)
+// and reports the fusion at that weight on the other, as the package's
+// TuneFusion and WeightedFuse give.
+func TestEvalRetrievalTuneFusion(t *testing.T) {
+	model := ftModel(t)
+	qf, cf, rf := retrievalFiles(t, t.TempDir())
+	read := func(p string) []retrieval.Doc {
+		f, _ := os.Open(p)
+		defer f.Close()
+		d, err := retrieval.ReadDocs(f, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	f, _ := os.Open(rf)
+	qrels, err := retrieval.ReadQrels(f, rf)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The queries cut to one of their words, so that BM25 and dense
+	// disagree: the first on dev, the second on test.
+	split := tasks.RetrievalSplit{Corpus: read(cf), Qrels: qrels}
+	test := tasks.RetrievalSplit{Corpus: split.Corpus, Qrels: qrels}
+	for _, q := range read(qf) {
+		w := strings.Fields(q.Text)
+		split.Queries = append(split.Queries, retrieval.Doc{ID: q.ID, Text: w[0]})
+		test.Queries = append(test.Queries, retrieval.Doc{ID: q.ID, Text: w[1]})
+	}
+	tasks.RetrievalTasks["test-tune"] = func(context.Context, string, io.Writer) (*tasks.Retrieval, error) {
+		return &tasks.Retrieval{Name: "test-tune", Dev: split, Test: test}, nil
+	}
+	t.Cleanup(func() { delete(tasks.RetrievalTasks, "test-tune") })
+
+	code, stdout, stderr := runCLI(t, "eval", "--task", "retrieval", "--name", "test-tune", "--model", model, "--tune-fusion", "dev",
+		"--json", "--quiet", "--threads", "1")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	var got struct {
+		retrievalJSON
+		Tuned struct {
+			Split  string  `json:"split"`
+			Weight float64 `json:"dense_weight"`
+			Metric string  `json:"metric"`
+			Score  float64 `json:"score"`
+		} `json:"fusion_tuned"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	if len(got.Methods) != 4 || got.Methods[3].Method != "hybrid-tuned" || got.Tuned.Split != "dev" || got.Tuned.Metric != "mrr@10" {
+		t.Fatalf("got %+v", got)
+	}
+	m, err := pipeline.Open(model, pipeline.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	embed := func(ctx context.Context, texts []string) ([][]float32, error) {
+		in := make([]pipeline.EmbedInput, len(texts))
+		for i, s := range texts {
+			in[i] = pipeline.EmbedInput{Text: s}
+		}
+		v, _, err := pipeline.Embed(ctx, m.Model, m.Tokenizer, in, pipeline.EmbedOptions{Normalize: true, Truncate: true})
+		return v, err
+	}
+	rank := func(sp tasks.RetrievalSplit) (ids []string, bm25, dense map[string][]retrieval.Hit) {
+		bm25 = retrieval.BM25Search(sp.Queries, sp.Corpus, 100, retrieval.BM25Options{})
+		dense, err := retrieval.DenseSearch(context.Background(), embed, sp.Queries, sp.Corpus, 100, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range sp.Queries {
+			ids = append(ids, q.ID)
+		}
+		return ids, bm25, dense
+	}
+	ids, bm25, dense := rank(split)
+	tuned, err := retrieval.TuneFusion(ids, bm25, dense, qrels, retrieval.DefaultCutoffs, 60, 100, "mrr@10", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("tuned on dev: %+v", tuned)
+	if got.Tuned.Weight != tuned.Weight || got.Tuned.Score != tuned.Score {
+		t.Errorf("tuned %+v, the package gives %+v", got.Tuned, tuned)
+	}
+	ids, bm25, dense = rank(test)
+	// Tuned on test, the weight differs (0.7 against dev's 0.3 with this
+	// model and seed), so the test tells the two splits apart.
+	if onTest, _ := retrieval.TuneFusion(ids, bm25, dense, qrels, retrieval.DefaultCutoffs, 60, 100, "mrr@10", nil); onTest.Weight == tuned.Weight {
+		t.Fatalf("dev and test both tune to %g: the test cannot tell them apart", tuned.Weight)
+	}
+	fused := map[string][]retrieval.Hit{}
+	for _, q := range ids {
+		fused[q], _ = retrieval.WeightedFuse(60, 100, []float64{1 - tuned.Weight, tuned.Weight}, bm25[q], dense[q])
+	}
+	want, err := retrieval.Evaluate(ids, fused, qrels, retrieval.DefaultCutoffs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, w := range want.Metrics {
+		if g := got.Methods[3].Metrics[n]; g != w {
+			t.Errorf("hybrid-tuned %s = %v, the package gives %v", n, g, w)
+		}
+	}
+	// The text form names the weight.
+	code, stdout, _ = runCLI(t, "eval", "--task", "retrieval", "--name", "test-tune", "--model", model, "--tune-fusion", "dev", "--quiet", "--threads", "1")
+	if lines := strings.Split(strings.TrimSpace(stdout), "\n"); code != 0 || len(lines) != 5 ||
+		!strings.HasPrefix(lines[4], fmt.Sprintf("hybrid-tuned (dense weight %.2f, tuned on dev) mrr@10 ", tuned.Weight)) {
+		t.Errorf("exit %d\n%s", code, stdout)
+	}
+	// Tuning on the reported split is refused.
+	code, _, stderr = runCLI(t, "eval", "--task", "retrieval", "--name", "test-tune", "--model", model, "--split", "dev", "--tune-fusion", "dev")
+	if code != 2 || !strings.Contains(stderr, `--tune-fusion "dev" is the evaluated split`) {
+		t.Errorf("same split: exit %d, stderr %q", code, stderr)
+	}
+}
+
 func TestEvalRetrievalCLIErrors(t *testing.T) {
 	work := t.TempDir()
 	qf, cf, rf := retrievalFiles(t, work)
@@ -165,6 +287,7 @@ func TestEvalRetrievalCLIErrors(t *testing.T) {
 		{[]string{"--name", "nope"}, 2, `--name "nope": the built-in retrieval tasks are bible-en, poetry-zh`},
 		{[]string{"--queries", qf, "--corpus", cf, "--qrels", bad}, 1, bad + ":2: 2 tab-separated fields, want 3"},
 		{[]string{"--queries", qf, "--corpus", cf, "--qrels", rf, "--rrf-depth", "0"}, 2, "--rrf-depth 0 must be at least 1"},
+		{[]string{"--queries", qf, "--corpus", cf, "--qrels", rf, "--tune-fusion", "dev"}, 2, "--tune-fusion needs a built-in task (--name) and a --model"},
 	} {
 		code, _, stderr := runCLI(t, append([]string{"eval", "--task", "retrieval"}, c.args...)...)
 		if code != c.code || !strings.Contains(stderr, c.want) {
