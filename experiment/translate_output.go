@@ -94,14 +94,18 @@ func translateSummary(res *TranslateResult) string {
 			break
 		}
 	}
+	penalty := fmt.Sprintf("length penalty α %g", o.Decode.Alpha)
+	if len(o.AlphaGrid) > 0 {
+		penalty = fmt.Sprintf("length penalty α chosen per run on dev (below; α %g reported beside it)", o.Decode.Alpha)
+	}
 	fmt.Fprintf(&md, ". Shared BPE vocabulary of %d tokens. Model: %d + %d pre-LN layers, width %d, %d heads, FFN %d, dropout %g, label smoothing %g, %d parameters. "+
 		"%d steps of about %d source + target tokens, AdamW peak rate %g (warm-up %d, cosine decay), weight decay %g, clipping %g. "+
-		"Test: beam %d, length penalty α %g, at most source length + %d tokens, from the average of the last %d checkpoints (%d steps apart); dev BLEU greedy. "+
+		"Test: beam %d, %s, at most source length + %d tokens, from the average of the last %d checkpoints (%d steps apart); dev BLEU greedy. "+
 		"BLEU and chrF as sacreBLEU's corpus_bleu and corpus_chrf defaults; 95%% intervals by bootstrap over the test verses (%d resamples). "+
 		"The runs took %.0f s of wall time together (each run's own time, below; runs made in earlier invocations are reused), this summary's invocation %.0f s; CPU %s, %d thread(s) per run.\n\n",
 		res.Vocab, o.Model.EncoderLayers, o.Model.DecoderLayers, o.Model.DModel, o.Model.Heads, o.Model.FFN, o.Model.Dropout, o.Model.LabelSmooth, params,
 		o.Steps, o.BatchTokens, o.LR, o.Warmup, o.WeightDecay, o.Clip,
-		o.Decode.Beam, o.Decode.Alpha, o.Decode.MaxExtra, o.AverageLast, o.AverageEvery, o.Bootstrap, runSeconds(res), res.WallSeconds, res.CPU, max(o.Threads, 1))
+		o.Decode.Beam, penalty, o.Decode.MaxExtra, o.AverageLast, o.AverageEvery, o.Bootstrap, runSeconds(res), res.WallSeconds, res.CPU, max(o.Threads, 1))
 	if slices.Contains(o.arms(), TranslatePostLN) {
 		r, postParams := o.PostLN, 0
 		for _, run := range res.Runs {
