@@ -54,8 +54,29 @@ type flashMask struct {
 // Rows, heads and query tiles are split over the workers; each writes only
 // its own rows of out and lse. AttentionForward is the reference twin.
 func FlashAttentionForward(out, lse, q, k, v, keyMask []float32, causal bool, drop Dropout, B, T, NH, HS int) {
-	flashForward(out, lse, q, k, v, keyMask, flashMask{causal: causal}, drop, B, T, T, NH, HS)
+	flashForward(out, lse, q, k, v, keyMask, flashMask{causal: causal}, drop, fp32Heads, B, T, T, NH, HS)
 }
+
+// FlashAttentionForwardBF16 is FlashAttentionForward (without dropout,
+// for inference) with the two products of every tile, q·kᵀ and P·v, in
+// bfloat16 (blas.SgemmBF16: q, k, the tile's unnormalised probabilities
+// and v rounded to bfloat16, float32 accumulation); the softmax, its
+// running maximum and sums, the masks and the output stay float32. Its
+// error against FlashAttentionForward is that of rounding those operands
+// (relative 2⁻⁸ each). It needs AVX512_BF16 or AMX-BF16 and oneDNN
+// (blas.BF16Supported) and panics without them.
+func FlashAttentionForwardBF16(out, lse, q, k, v, keyMask []float32, causal bool, B, T, NH, HS int) {
+	flashForward(out, lse, q, k, v, keyMask, flashMask{causal: causal}, Dropout{}, blas.SgemmBF16, B, T, T, NH, HS)
+}
+
+// fp32Heads is the float32 product of the fused attention's tiles.
+func fp32Heads(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	blas.HeadSgemm(transA, transB, m, n, k, 1, a, lda, b, ldb, beta, c, ldc)
+}
+
+// headProduct is c = a·b (a, b transposed as asked) + beta·c, the product
+// of one tile of the fused attention: fp32Heads or blas.SgemmBF16.
+type headProduct func(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)
 
 // FlashCrossAttentionForward is CrossAttentionForward (Tq queries over Tk
 // keys and values of another sequence or of a key/value cache) computed as
@@ -74,7 +95,7 @@ func FlashAttentionForward(out, lse, q, k, v, keyMask []float32, causal bool, dr
 // CrossAttentionForward is the reference twin (AttentionForward under
 // causal with Tq = Tk).
 func FlashCrossAttentionForward(out, lse, q, k, v, keyMask []float32, causal bool, B, Tq, Tk, NH, HS int) {
-	flashForward(out, lse, q, k, v, keyMask, flashMask{causal: causal}, Dropout{}, B, Tq, Tk, NH, HS)
+	flashForward(out, lse, q, k, v, keyMask, flashMask{causal: causal}, Dropout{}, fp32Heads, B, Tq, Tk, NH, HS)
 }
 
 // FlashSegmentAttentionForward is FlashAttentionForward under the UniLM
@@ -92,14 +113,21 @@ func FlashCrossAttentionForward(out, lse, q, k, v, keyMask []float32, causal boo
 //	keyMask [B, T] or nil
 //	seg     [B, T]
 func FlashSegmentAttentionForward(out, lse, q, k, v, keyMask []float32, seg []int32, drop Dropout, B, T, NH, HS int) {
-	flashForward(out, lse, q, k, v, keyMask, flashMask{seg: seg}, drop, B, T, T, NH, HS)
+	flashForward(out, lse, q, k, v, keyMask, flashMask{seg: seg}, drop, fp32Heads, B, T, T, NH, HS)
+}
+
+// FlashSegmentAttentionForwardBF16 is FlashSegmentAttentionForward
+// (without dropout) with its products in bfloat16, as
+// FlashAttentionForwardBF16.
+func FlashSegmentAttentionForwardBF16(out, lse, q, k, v, keyMask []float32, seg []int32, B, T, NH, HS int) {
+	flashForward(out, lse, q, k, v, keyMask, flashMask{seg: seg}, Dropout{}, blas.SgemmBF16, B, T, T, NH, HS)
 }
 
 // flashForward is the fused forward pass of Tq queries over Tk keys under
 // fm (Tq = Tk when fm.seg is set or drop is active); the exported forwards
 // document it. The dropout factor of P[b,h,i,j] is
 // drop.Scale(((b·NH+h)·Tq+i)·Tk+j).
-func flashForward(out, lse, q, k, v, keyMask []float32, fm flashMask, drop Dropout, B, Tq, Tk, NH, HS int) {
+func flashForward(out, lse, q, k, v, keyMask []float32, fm flashMask, drop Dropout, prod headProduct, B, Tq, Tk, NH, HS int) {
 	C := NH * HS
 	dm := drop.mask()
 	scale := float32(math.Sqrt(float64(HS)))
@@ -143,7 +171,7 @@ func flashForward(out, lse, q, k, v, keyMask []float32, fm flashMask, drop Dropo
 					continue // no query of the tile sees these keys
 				}
 				P := S[:n*nk]
-				blas.HeadSgemm(false, true, n, nk, HS, 1, q[qb+i0*C:], C, k[kb+j0*C:], C, 0, P, nk)
+				prod(false, true, n, nk, HS, q[qb+i0*C:], C, k[kb+j0*C:], C, 0, P, nk)
 				for r := 0; r < n; r++ {
 					row := P[r*nk : r*nk+nk]
 					lim := nk
@@ -189,7 +217,7 @@ func flashForward(out, lse, q, k, v, keyMask []float32, fm flashMask, drop Dropo
 						dm.mul(head, head, (bh*Tq+i0+r)*Tk+j0)
 					}
 				}
-				blas.HeadSgemm(false, false, n, HS, nk, 1, P, nk, v[kb+j0*C:], C, 1, o, C)
+				prod(false, false, n, HS, nk, P, nk, v[kb+j0*C:], C, 1, o, C)
 			}
 			var ls []float32
 			if lse != nil {

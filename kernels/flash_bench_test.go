@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/roformer-go/roformer/blas"
 	"github.com/roformer-go/roformer/internal/testutil"
 )
 
@@ -34,6 +35,16 @@ func BenchmarkFlashAttention(b *testing.B) {
 			c0 := cpuSeconds()
 			for i := 0; i < b.N; i++ {
 				FlashAttentionForward(out, lse, q, k, v, nil, false, Dropout{}, B, T, NH, HS)
+			}
+			cpuGflops(b, flop, c0)
+		})
+		b.Run(fmt.Sprintf("%dx%d/flash_bf16", B, T), func(b *testing.B) {
+			if err := blas.BF16Supported(); err != nil {
+				b.Skip(err)
+			}
+			c0 := cpuSeconds()
+			for i := 0; i < b.N; i++ {
+				FlashAttentionForwardBF16(out, lse, q, k, v, nil, false, B, T, NH, HS)
 			}
 			cpuGflops(b, flop, c0)
 		})

@@ -23,7 +23,8 @@ var fusedTrainMinT = 1024
 // training state the probabilities the other kernels fill.
 //
 // Inference takes it at every length (the fused forward is as fast as the
-// blocked one at 8×128 and faster from 512 on); training from
+// blocked one at 8×128 and faster from 512 on), its two products in
+// bfloat16 under PrecisionBF16 (kernels.FlashAttentionForwardBF16); training from
 // fusedTrainMinT tokens on, where the fused backward (which recomputes
 // q·kᵀ) catches up with the one that reads saved probabilities.
 func (m *Model) fusedAttention(s *State, l int, la *layerActs) bool {
@@ -43,14 +44,24 @@ func (m *Model) fusedAttention(s *State, l int, la *layerActs) bool {
 		}
 		la.probs = nil
 	}
+	// bf16 inference takes the products of attention in bfloat16 too.
+	bf16 := !s.train && m.Precision() == PrecisionBF16
 	if s.unilm != nil {
 		// ctx = softmax(q·kᵀ/√HS + mask)·v, key j hidden from query i
 		// where unilm[j] > unilm[i]
-		kernels.FlashSegmentAttentionForward(la.ctx, la.lse, la.q, la.k, la.v, s.keyMask, s.unilm, kernels.Dropout{}, B, T, NH, cfg.HeadSize())
+		if bf16 {
+			kernels.FlashSegmentAttentionForwardBF16(la.ctx, la.lse, la.q, la.k, la.v, s.keyMask, s.unilm, B, T, NH, cfg.HeadSize())
+		} else {
+			kernels.FlashSegmentAttentionForward(la.ctx, la.lse, la.q, la.k, la.v, s.keyMask, s.unilm, kernels.Dropout{}, B, T, NH, cfg.HeadSize())
+		}
 		return true
 	}
 	// ctx = softmax(q·kᵀ/√HS + mask)·v, tile by tile
-	kernels.FlashAttentionForward(la.ctx, la.lse, la.q, la.k, la.v, s.keyMask, s.causal, drop, B, T, NH, cfg.HeadSize())
+	if bf16 {
+		kernels.FlashAttentionForwardBF16(la.ctx, la.lse, la.q, la.k, la.v, s.keyMask, s.causal, B, T, NH, cfg.HeadSize())
+	} else {
+		kernels.FlashAttentionForward(la.ctx, la.lse, la.q, la.k, la.v, s.keyMask, s.causal, drop, B, T, NH, cfg.HeadSize())
+	}
 	return true
 }
 

@@ -1,0 +1,117 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/roformer-go/roformer/blas"
+	"github.com/roformer-go/roformer/internal/testutil"
+)
+
+// checkBF16Attention compares the bf16 fused pass got (and its lse) with
+// the naive twin on the operands rounded to bfloat16 (want, probs, wl from
+// flashForwardNaive on toBF16(q), toBF16(k), toBF16(v)). What is left
+// between them is the rounding of each tile's probabilities to bfloat16
+// (relative 2⁻⁸ each) and float32 sums, so every output element must lie
+// within 2⁻⁸·Σ_j p_ij·|v_jc| (+1e-5) of want: a bound derived, not fitted.
+// A query that sees no key takes the mean of the unrounded values, inside
+// the same bound.
+func checkBF16Attention(t *testing.T, got, lse, want, probs []float32, wl []float64, rv []float32, B, Tq, Tk, NH, HS int) {
+	t.Helper()
+	C := NH * HS
+	for b := 0; b < B; b++ {
+		for h := 0; h < NH; h++ {
+			for i := 0; i < Tq; i++ {
+				p := probs[((b*NH+h)*Tq+i)*Tk:][:Tk]
+				for c := 0; c < HS; c++ {
+					bound := 0.0
+					for j, pj := range p {
+						bound += float64(pj) * math.Abs(float64(rv[(b*Tk+j)*C+h*HS+c]))
+					}
+					bound = bound/256*1.01 + 1e-5
+					idx := (b*Tq+i)*C + h*HS + c
+					d := math.Abs(float64(got[idx]) - float64(want[idx]))
+					if !(d <= bound) {
+						t.Fatalf("out[b %d, h %d, i %d, c %d] = %v, naive on bf16 operands %v: |diff| %.3g > bound %.3g", b, h, i, c, got[idx], want[idx], d, bound)
+					}
+				}
+			}
+		}
+	}
+	checkLSE(t, lse, wl)
+}
+
+// TestFlashAttentionBF16 checks the bf16 fused forward against the naive
+// twin on bfloat16-rounded operands (checkBF16Attention) for every mask of
+// the float32 tests, lengths across the tile edges (192 queries, 512
+// keys), and that it is not the float32 pass (the products do round).
+func TestFlashAttentionBF16(t *testing.T) {
+	if err := blas.BF16Supported(); err != nil {
+		t.Skip(err)
+	}
+	r := testutil.Rand(91)
+	B, NH := 2, 2
+	for _, T := range []int{1, 7, 200, 600} {
+		for _, HS := range []int{16, 64} {
+			C := NH * HS
+			q, k, v := testutil.RandN(r, B*T*C, 1), testutil.RandN(r, B*T*C, 1), testutil.RandN(r, B*T*C, 1)
+			rq, rk, rv := toBF16(q), toBF16(k), toBF16(v)
+			for name, m := range flashMasks(T) {
+				t.Run(fmt.Sprintf("T%d_HS%d_%s", T, HS, name), func(t *testing.T) {
+					got, lse := make([]float32, B*T*C), make([]float32, B*NH*T)
+					FlashAttentionForwardBF16(got, lse, q, k, v, m.km, m.causal, B, T, NH, HS)
+					want, probs, wl := make([]float32, B*T*C), make([]float32, B*NH*T*T), make([]float64, B*NH*T)
+					flashForwardNaive(want, probs, wl, rq, rk, rv, m.km, flashMask{causal: m.causal}, B, T, T, NH, HS)
+					checkBF16Attention(t, got, lse, want, probs, wl, rv, B, T, T, NH, HS)
+					// Without lse, the same output.
+					again := make([]float32, B*T*C)
+					FlashAttentionForwardBF16(again, nil, q, k, v, m.km, m.causal, B, T, NH, HS)
+					for i := range got {
+						if got[i] != again[i] {
+							t.Fatalf("out[%d] %v without lse, %v with", i, again[i], got[i])
+						}
+					}
+					if T >= 7 && m.km == nil {
+						fp := make([]float32, B*T*C)
+						FlashAttentionForward(fp, nil, q, k, v, m.km, m.causal, Dropout{}, B, T, NH, HS)
+						diff := 0.0
+						for i := range fp {
+							diff = max(diff, math.Abs(float64(fp[i]-got[i])))
+						}
+						if diff == 0 {
+							t.Error("the bf16 pass equals the float32 one: its products did not round")
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestFlashSegmentAttentionBF16 is TestFlashAttentionBF16 under the UniLM
+// mask, for every segment pattern and key mask of the float32 test.
+func TestFlashSegmentAttentionBF16(t *testing.T) {
+	if err := blas.BF16Supported(); err != nil {
+		t.Skip(err)
+	}
+	r := testutil.Rand(92)
+	B, NH := 2, 2
+	for _, T := range []int{1, 7, 600} {
+		HS := 32
+		C := NH * HS
+		q, k, v := testutil.RandN(r, B*T*C, 1), testutil.RandN(r, B*T*C, 1), testutil.RandN(r, B*T*C, 1)
+		rq, rk, rv := toBF16(q), toBF16(k), toBF16(v)
+		for sname, seg := range segments(T) {
+			for kname, km := range keyMasks(T) {
+				t.Run(fmt.Sprintf("T%d_%s_%s", T, sname, kname), func(t *testing.T) {
+					got, lse := make([]float32, B*T*C), make([]float32, B*NH*T)
+					FlashSegmentAttentionForwardBF16(got, lse, q, k, v, km, seg, B, T, NH, HS)
+					want, probs, wl := make([]float32, B*T*C), make([]float32, B*NH*T*T), make([]float64, B*NH*T)
+					flashForwardNaive(want, probs, wl, rq, rk, rv, km, flashMask{seg: seg}, B, T, T, NH, HS)
+					checkBF16Attention(t, got, lse, want, probs, wl, rv, B, T, T, NH, HS)
+				})
+			}
+		}
+	}
+}
