@@ -1,7 +1,9 @@
 // Package retrieval evaluates ranked retrieval: the metrics of
 // sentence-transformers' InformationRetrievalEvaluator (v5, read for its
 // definitions), a BM25 ranker with the formula of Lucene 8+ and Pyserini's
-// defaults, exact dense top-k over unit vectors, and reciprocal-rank fusion.
+// defaults, exact dense top-k over unit vectors, and reciprocal-rank fusion
+// (Fuse), weighted per ranking (WeightedFuse) with the weight chosen on
+// held-out queries (TuneFusion).
 //
 // A query's ranking is a list of Hits, best first. With rel(i) = 1 when the
 // i-th hit (1-based) is relevant and 0 otherwise, R the query's relevant
