@@ -48,6 +48,52 @@ func retrievalFiles(t *testing.T, dir string) (queries, corpus, qrels string) {
 	return queries, corpus, qrels
 }
 
+func readRetrievalDocs(t *testing.T, p string) []retrieval.Doc {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	d, err := retrieval.ReadDocs(f, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func readRetrievalQrels(t *testing.T, p string) retrieval.Qrels {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	q, err := retrieval.ReadQrels(f, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// modelEmbedder embeds as eval does by default: the model's pooling,
+// normalised vectors, long inputs cut.
+func modelEmbedder(t *testing.T, model string) retrieval.Embedder {
+	t.Helper()
+	m, err := pipeline.Open(model, pipeline.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(ctx context.Context, texts []string) ([][]float32, error) {
+		in := make([]pipeline.EmbedInput, len(texts))
+		for i, s := range texts {
+			in[i] = pipeline.EmbedInput{Text: s}
+		}
+		v, _, err := pipeline.Embed(ctx, m.Model, m.Tokenizer, in, pipeline.EmbedOptions{Normalize: true, Truncate: true})
+		return v, err
+	}
+}
+
 type retrievalJSON struct {
 	Task    string `json:"task"`
 	Queries int    `json:"queries"`
@@ -79,34 +125,10 @@ func TestEvalRetrievalCLI(t *testing.T) {
 		t.Fatalf("got %+v", got)
 	}
 	// The same through the package.
-	read := func(p string) []retrieval.Doc {
-		f, _ := os.Open(p)
-		defer f.Close()
-		d, err := retrieval.ReadDocs(f, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
+	read := func(p string) []retrieval.Doc { return readRetrievalDocs(t, p) }
 	queries, corpus := read(qf), read(cf)
-	f, _ := os.Open(rf)
-	qrels, err := retrieval.ReadQrels(f, rf)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := pipeline.Open(model, pipeline.OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	embed := func(ctx context.Context, texts []string) ([][]float32, error) {
-		in := make([]pipeline.EmbedInput, len(texts))
-		for i, s := range texts {
-			in[i] = pipeline.EmbedInput{Text: s}
-		}
-		v, _, err := pipeline.Embed(ctx, m.Model, m.Tokenizer, in, pipeline.EmbedOptions{Normalize: true, Truncate: true})
-		return v, err
-	}
+	qrels := readRetrievalQrels(t, rf)
+	embed := modelEmbedder(t, model)
 	bm25 := retrieval.BM25Search(queries, corpus, 100, retrieval.BM25Options{})
 	dense, err := retrieval.DenseSearch(context.Background(), embed, queries, corpus, 100, 5)
 	if err != nil {
@@ -159,21 +181,8 @@ func TestEvalRetrievalCLI(t *testing.T) {
 func TestEvalRetrievalTuneFusion(t *testing.T) {
 	model := ftModel(t)
 	qf, cf, rf := retrievalFiles(t, t.TempDir())
-	read := func(p string) []retrieval.Doc {
-		f, _ := os.Open(p)
-		defer f.Close()
-		d, err := retrieval.ReadDocs(f, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
-	f, _ := os.Open(rf)
-	qrels, err := retrieval.ReadQrels(f, rf)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	read := func(p string) []retrieval.Doc { return readRetrievalDocs(t, p) }
+	qrels := readRetrievalQrels(t, rf)
 	// The queries cut to one of their words, so that BM25 and dense
 	// disagree: the first on dev, the second on test.
 	split := tasks.RetrievalSplit{Corpus: read(cf), Qrels: qrels}
@@ -208,18 +217,7 @@ func TestEvalRetrievalTuneFusion(t *testing.T) {
 	if len(got.Methods) != 4 || got.Methods[3].Method != "hybrid-tuned" || got.Tuned.Split != "dev" || got.Tuned.Metric != "mrr@10" {
 		t.Fatalf("got %+v", got)
 	}
-	m, err := pipeline.Open(model, pipeline.OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	embed := func(ctx context.Context, texts []string) ([][]float32, error) {
-		in := make([]pipeline.EmbedInput, len(texts))
-		for i, s := range texts {
-			in[i] = pipeline.EmbedInput{Text: s}
-		}
-		v, _, err := pipeline.Embed(ctx, m.Model, m.Tokenizer, in, pipeline.EmbedOptions{Normalize: true, Truncate: true})
-		return v, err
-	}
+	embed := modelEmbedder(t, model)
 	rank := func(sp tasks.RetrievalSplit) (ids []string, bm25, dense map[string][]retrieval.Hit) {
 		bm25 = retrieval.BM25Search(sp.Queries, sp.Corpus, 100, retrieval.BM25Options{})
 		dense, err := retrieval.DenseSearch(context.Background(), embed, sp.Queries, sp.Corpus, 100, 4096)
