@@ -8,9 +8,10 @@
 #
 # WORK is a scratch folder as for run.sh (a pretraining already there is reused); SEEDS
 # defaults to "1 2 3". The runs of docs/results.md ran seeds 1 and 2 side by side with
-# THREADS=1, then seed 3 with THREADS=2 (ROFORMER_BLAS=onednn). With E2=1 it also gives seeds
-# 1 and 2 a second epoch, a warm restart from the first (the same pairs, a new order, the
-# schedule again: files mnrl48k-e2-*). Run from the repository root.
+# THREADS=1, then seed 3 with THREADS=2 (ROFORMER_BLAS=onednn). With E2=1 it also gives each
+# seed a second epoch, a warm restart from the first (the same pairs, a new order, the
+# schedule again: files mnrl48k-e2-*; run the same way, seeds 1 and 2 side by side, then 3).
+# Run from the repository root.
 set -eu
 work=$1
 seeds=${2:-1 2 3}
@@ -41,7 +42,7 @@ for seed in $seeds; do
 done
 
 if [ "${E2:-0}" = 1 ]; then
-  for seed in 1 2; do
+  for seed in $seeds; do
     [ -e "$work/mnrl48k-e2-seed$seed/modules.json" ] ||
       $t "$rf" finetune --model "$work/mnrl48k-seed$seed" --objective mnrl --train "$work/train-all.jsonl" --epochs 1 \
         --batch 64 --lr 2e-4 --max-length 128 --seed $seed --threads $threads --log-every 25 \
@@ -60,13 +61,13 @@ for sp in dev test; do
 done
 ev dev "$pre" untuned
 ev test "$pre" untuned --tune-fusion dev
-for m in mnrl48k-seed1 mnrl48k-seed2 mnrl48k-seed3 mnrl48k-e2-seed1 mnrl48k-e2-seed2; do
+for m in mnrl48k-seed1 mnrl48k-seed2 mnrl48k-seed3 mnrl48k-e2-seed1 mnrl48k-e2-seed2 mnrl48k-e2-seed3; do
   [ -e "$work/$m/modules.json" ] || continue
   ev dev "$work/$m" $m
   ev test "$work/$m" $m --tune-fusion dev
 done
 (cd "$out" && go run ../summarize.go -script run-full.sh -runs "mnrl48k:MNRL all pairs") > "$out/summary.md"
 if [ "${E2:-0}" = 1 ]; then
-  (cd "$out" && go run ../summarize.go -script "run-full.sh, E2=1" -seeds 1,2 -json summary-e2.json -runs "mnrl48k:MNRL all pairs,mnrl48k-e2:MNRL 2 epochs (restart)") \
+  (cd "$out" && go run ../summarize.go -script "run-full.sh, E2=1" -json summary-e2.json -runs "mnrl48k:MNRL all pairs,mnrl48k-e2:MNRL 2 epochs (restart)") \
     > "$out/summary-e2.md"
 fi
