@@ -103,12 +103,13 @@ func cmdEvalRetrieval(ctx context.Context, args []string, stdout, stderr io.Writ
 func retrievalTaskNames() []string { return slices.Sorted(maps.Keys(tasks.RetrievalTasks)) }
 
 // loadRetrieval reads the BEIR files or builds the built-in task's split
-// o.split.
-func loadRetrieval(ctx context.Context, o evalRetrievalOptions, stderr io.Writer) (string, *tasks.RetrievalSplit, error) {
+// o.split, and its split o.tuneSplit when set (tune, else nil): the task is
+// built once for both.
+func loadRetrieval(ctx context.Context, o evalRetrievalOptions, stderr io.Writer) (name string, sp, tune *tasks.RetrievalSplit, err error) {
 	if o.name != "" {
 		build, ok := tasks.RetrievalTasks[o.name]
 		if !ok {
-			return "", nil, usagef("--name %q: the built-in retrieval tasks are %s", o.name, strings.Join(retrievalTaskNames(), ", "))
+			return "", nil, nil, usagef("--name %q: the built-in retrieval tasks are %s", o.name, strings.Join(retrievalTaskNames(), ", "))
 		}
 		var log io.Writer = stderr
 		if o.quiet {
@@ -116,13 +117,17 @@ func loadRetrieval(ctx context.Context, o evalRetrievalOptions, stderr io.Writer
 		}
 		r, err := build(ctx, o.cache, log)
 		if err != nil {
-			return "", nil, err
+			return "", nil, nil, err
 		}
-		sp, err := r.Split(o.split)
-		if err != nil {
-			return "", nil, usageError{err}
+		if sp, err = r.Split(o.split); err != nil {
+			return "", nil, nil, usageError{err}
 		}
-		return o.name + "/" + o.split, sp, nil
+		if o.tuneSplit != "" {
+			if tune, err = r.Split(o.tuneSplit); err != nil {
+				return "", nil, nil, usageError{fmt.Errorf("--tune-fusion: %w", err)}
+			}
+		}
+		return o.name + "/" + o.split, sp, tune, nil
 	}
 	read := func(path string, f func(io.Reader, string) error) error {
 		fh, err := os.Open(path)
@@ -132,15 +137,15 @@ func loadRetrieval(ctx context.Context, o evalRetrievalOptions, stderr io.Writer
 		defer fh.Close()
 		return f(fh, path)
 	}
-	sp := &tasks.RetrievalSplit{}
-	err := read(o.queries, func(r io.Reader, n string) (err error) { sp.Queries, err = retrieval.ReadDocs(r, n); return })
+	sp = &tasks.RetrievalSplit{}
+	err = read(o.queries, func(r io.Reader, n string) (err error) { sp.Queries, err = retrieval.ReadDocs(r, n); return })
 	if err == nil {
 		err = read(o.corpus, func(r io.Reader, n string) (err error) { sp.Corpus, err = retrieval.ReadDocs(r, n); return })
 	}
 	if err == nil {
 		err = read(o.qrels, func(r io.Reader, n string) (err error) { sp.Qrels, err = retrieval.ReadQrels(r, n); return })
 	}
-	return o.queries, sp, err
+	return o.queries, sp, nil, err
 }
 
 // methodScores are one ranking method's scores.
@@ -150,7 +155,7 @@ type methodScores struct {
 }
 
 func runEvalRetrieval(ctx context.Context, o evalRetrievalOptions, pool pipeline.Pooling, stdout, stderr io.Writer) error {
-	name, sp, err := loadRetrieval(ctx, o, stderr)
+	name, sp, tsp, err := loadRetrieval(ctx, o, stderr)
 	if err != nil {
 		return err
 	}
@@ -191,13 +196,7 @@ func runEvalRetrieval(ctx context.Context, o evalRetrievalOptions, pool pipeline
 		rankings = append(rankings, dense, hybrid)
 		methods = append(methods, "dense", "hybrid")
 		if o.tuneSplit != "" {
-			to := o
-			to.split = o.tuneSplit
-			_, tsp, err := loadRetrieval(ctx, to, stderr)
-			if err != nil {
-				return err
-			}
-			tids, tbm25, tdense, err := rankRetrieval(ctx, to, tsp, embed, progress)
+			tids, tbm25, tdense, err := rankRetrieval(ctx, o, tsp, embed, progress)
 			if err != nil {
 				return err
 			}
