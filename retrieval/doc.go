@@ -1,9 +1,10 @@
 // Package retrieval evaluates ranked retrieval: the metrics of
 // sentence-transformers' InformationRetrievalEvaluator (v5, read for its
 // definitions), a BM25 ranker with the formula of Lucene 8+ and Pyserini's
-// defaults, exact dense top-k over unit vectors, and reciprocal-rank fusion
-// (Fuse), weighted per ranking (WeightedFuse) with the weight chosen on
-// held-out queries (TuneFusion).
+// defaults, exact dense top-k over unit vectors, and the fusion of rankings:
+// by reciprocal ranks (Fuse), weighted per ranking (WeightedFuse), or by a
+// convex combination of min-max normalised scores (ConvexFuse), with the
+// weight chosen on held-out queries (TuneFusion, for either as a Fuser).
 //
 // A query's ranking is a list of Hits, best first. With rel(i) = 1 when the
 // i-th hit (1-based) is relevant and 0 otherwise, R the query's relevant

@@ -41,6 +41,23 @@ func ExampleFuse() {
 	// d2 0.01613
 }
 
+func ExampleConvexFuse() {
+	// BM25's first hit stands far ahead of its others; the dense ranker
+	// has d3 just above d1. Rank fusion would tie d1 and d3 (each once
+	// first, once second); the scores put d1 first.
+	lexical := []retrieval.Hit{{ID: "d1", Score: 7.1}, {ID: "d2", Score: 3.0}, {ID: "d3", Score: 1.2}}
+	dense := []retrieval.Hit{{ID: "d3", Score: 0.91}, {ID: "d1", Score: 0.89}, {ID: "d4", Score: 0.30}}
+	fused, _ := retrieval.ConvexFuse(100, []float64{0.5, 0.5}, lexical, dense)
+	for _, h := range fused {
+		fmt.Printf("%s %.3f\n", h.ID, h.Score)
+	}
+	// Output:
+	// d1 0.984
+	// d3 0.500
+	// d2 0.153
+	// d4 0.000
+}
+
 func ExampleLuceneLength() {
 	for _, n := range []int{10, 23, 24, 40, 41, 100} {
 		fmt.Print(retrieval.LuceneLength(n), " ")
@@ -58,7 +75,7 @@ func ExampleTuneFusion() {
 	qrels := retrieval.Qrels{"q1": {"r1": 1}, "q2": {"r2": 1}}
 	bm25 := map[string][]retrieval.Hit{"q1": {{ID: "r1", Score: 3}, {ID: "x", Score: 2}}, "q2": {{ID: "r2", Score: 3}, {ID: "y", Score: 2}}}
 	dense := map[string][]retrieval.Hit{"q1": {{ID: "x", Score: .9}, {ID: "r1", Score: .8}}, "q2": {{ID: "y", Score: .9}, {ID: "z", Score: .8}}}
-	t, err := retrieval.TuneFusion(ids, bm25, dense, qrels, retrieval.DefaultCutoffs, 60, 100, "mrr@10", nil)
+	t, err := retrieval.TuneFusion(ids, bm25, dense, qrels, retrieval.DefaultCutoffs, retrieval.RRF(60, 100), "mrr@10", nil)
 	if err != nil {
 		fmt.Println(err)
 		return

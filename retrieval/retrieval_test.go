@@ -333,7 +333,7 @@ func TestTuneFusion(t *testing.T) {
 	b := map[string][]Hit{"q1": {{"x", .9}, {"r1", .8}}, "q2": {{"y", .9}, {"z", .8}}}
 	qrels := Qrels{"q1": {"r1": 1}, "q2": {"r2": 1}}
 	ids := []string{"q1", "q2"}
-	got, err := TuneFusion(ids, a, b, qrels, DefaultCutoffs, 60, 100, "mrr@10", nil)
+	got, err := TuneFusion(ids, a, b, qrels, DefaultCutoffs, RRF(60, 100), "mrr@10", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,19 +357,122 @@ func TestTuneFusion(t *testing.T) {
 		t.Errorf("weight %g, want %g", got.Weight, want)
 	}
 	// Where b is the better ranking the weight moves above 0.5.
-	got, _ = TuneFusion(ids, b, a, qrels, DefaultCutoffs, 60, 100, "mrr@10", nil)
+	got, _ = TuneFusion(ids, b, a, qrels, DefaultCutoffs, RRF(60, 100), "mrr@10", nil)
 	if got.Score != 1 || got.Weight <= 0.5 {
 		t.Errorf("swapped: got %+v, want MRR@10 1 at a weight above 0.5", got)
 	}
 	// All weights equal: plain fusion's 0.5.
-	got, _ = TuneFusion(ids, a, a, qrels, DefaultCutoffs, 60, 100, "mrr@10", nil)
+	got, _ = TuneFusion(ids, a, a, qrels, DefaultCutoffs, RRF(60, 100), "mrr@10", nil)
 	if got.Weight != 0.5 {
 		t.Errorf("equal rankings: weight %g, want 0.5", got.Weight)
 	}
-	if _, err := TuneFusion(ids, a, b, qrels, DefaultCutoffs, 60, 100, "mrr@7", nil); err == nil {
+	if _, err := TuneFusion(ids, a, b, qrels, DefaultCutoffs, RRF(60, 100), "mrr@7", nil); err == nil {
 		t.Error("an unknown metric was accepted")
 	}
-	if _, err := TuneFusion(ids, a, b, qrels, DefaultCutoffs, 60, 100, "mrr@10", []float64{1.5}); err == nil {
+	if _, err := TuneFusion(ids, a, b, qrels, DefaultCutoffs, RRF(60, 100), "mrr@10", []float64{1.5}); err == nil {
 		t.Error("a weight above 1 was accepted")
+	}
+}
+
+func TestConvexFuseByHand(t *testing.T) {
+	// a's scores 9, 8, 7 normalise to 1, 0.5, 0; b's 0.9, 0.8 to 1, 0.
+	a := []Hit{{"d1", 9}, {"d2", 8}, {"d3", 7}}
+	b := []Hit{{"d3", .9}, {"d4", .8}}
+	got, err := ConvexFuse(100, []float64{0.25, 0.75}, a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Hit{{"d3", 0.75}, {"d1", 0.25}, {"d2", 0.125}, {"d4", 0}}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range got {
+		if got[i].ID != want[i].ID || !near(got[i].Score, want[i].Score) {
+			t.Errorf("got %v, want %v", got, want)
+		}
+	}
+	// Scores, not places: a list's runaway first hit keeps its lead over
+	// the other list's near-ties, where rank fusion ties them.
+	lex := []Hit{{"x", 20}, {"y", 2}, {"z", 1}}
+	den := []Hit{{"y", .81}, {"x", .80}, {"z", .1}}
+	if got, _ := ConvexFuse(100, nil, lex, den); got[0].ID != "x" {
+		t.Errorf("convex: got %v, want x first", got)
+	}
+	if got, _ := Fuse(60, 100, lex, den); got[0].Score != got[1].Score {
+		t.Errorf("rank fusion: got %v, want x and y tied", got)
+	}
+	// Depth 2 cuts a to d1, d2 (normalised 1, 0); all-equal scores count
+	// 1: d1 1, d2 0 + 1, d5 1, tied in the order they first appeared.
+	got, _ = ConvexFuse(2, []float64{1, 1}, a, []Hit{{"d2", .5}, {"d5", .5}})
+	if ids := hitIDs(got); !reflect.DeepEqual(ids, []string{"d1", "d2", "d5"}) || !near(got[0].Score, 1) || !near(got[1].Score, 1) || !near(got[2].Score, 1) {
+		t.Errorf("depth 2, equal scores: got %v, want d1, d2, d5 at 1 each", got)
+	}
+	// An empty list adds nothing; nil weights are 1 each.
+	e, _ := ConvexFuse(100, nil, a, nil)
+	if ids := hitIDs(e); !reflect.DeepEqual(ids, []string{"d1", "d2", "d3"}) {
+		t.Errorf("with an empty list: got %v", e)
+	}
+	for _, ws := range [][]float64{{1}, {1, -1}, {1, math.NaN()}, {1, math.Inf(1)}} {
+		if _, err := ConvexFuse(100, ws, a, b); err == nil {
+			t.Errorf("weights %v were accepted", ws)
+		}
+	}
+	if _, err := ConvexFuse(0, nil, a); err == nil {
+		t.Error("depth 0 was accepted")
+	}
+	for _, s := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		if _, err := ConvexFuse(100, nil, []Hit{{"d1", 1}, {"d2", s}}); err == nil {
+			t.Errorf("score %g was accepted", s)
+		}
+	}
+	// The Fusers are the functions they wrap.
+	if f, _ := Convex(100)(nil, a, b); !reflect.DeepEqual(f, mustHits(ConvexFuse(100, nil, a, b))) {
+		t.Errorf("Convex(100) gave %v", f)
+	}
+	if f, _ := RRF(60, 100)([]float64{.3, .7}, a, b); !reflect.DeepEqual(f, mustHits(WeightedFuse(60, 100, []float64{.3, .7}, a, b))) {
+		t.Errorf("RRF(60, 100) gave %v", f)
+	}
+}
+
+func mustHits(h []Hit, err error) []Hit {
+	if err != nil {
+		panic(err)
+	}
+	return h
+}
+
+// TuneFusion tunes any Fuser: with convex fusion, its choice is the grid's
+// best weight found by hand, ties going to the weight nearest 0.5. Here q1
+// keeps r1 first only for dense weights below about 0.57 and q2 puts r2
+// first only above about 0.52: of the grid, 0.55 alone gets both.
+func TestTuneFusionConvex(t *testing.T) {
+	a := map[string][]Hit{"q1": {{"r1", 3}, {"x", 2.9}, {"w", 0}}, "q2": {{"y", 3}, {"r2", 2.8}, {"w", 0}}}
+	b := map[string][]Hit{"q1": {{"x", .9}, {"r1", .88}, {"w", .1}}, "q2": {{"r2", .9}, {"y", .85}, {"w", .1}}}
+	qrels := Qrels{"q1": {"r1": 1}, "q2": {"r2": 1}}
+	ids := []string{"q1", "q2"}
+	got, err := TuneFusion(ids, a, b, qrels, DefaultCutoffs, Convex(100), "mrr@10", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	best, want := -1.0, -1.0
+	for _, w := range FusionGrid {
+		fused := map[string][]Hit{}
+		for _, q := range ids {
+			fused[q], _ = ConvexFuse(100, []float64{1 - w, w}, a[q], b[q])
+		}
+		s, _ := Evaluate(ids, fused, qrels, DefaultCutoffs)
+		v := s.Metrics["mrr@10"]
+		if v > best || v == best && math.Abs(w-0.5) < math.Abs(want-0.5) {
+			best, want = v, w
+		}
+	}
+	if got.Weight != want || got.Score != best {
+		t.Errorf("got %+v, want weight %g at %g", got, want, best)
+	}
+	if best != 1 || want != 0.55 {
+		t.Errorf("the case should need both rankings: best %g at %g, want 1 at 0.55", best, want)
+	}
+	if _, err := TuneFusion(ids, a, b, qrels, DefaultCutoffs, nil, "mrr@10", nil); err == nil {
+		t.Error("a nil Fuser was accepted")
 	}
 }

@@ -38,7 +38,7 @@ type evalRetrievalOptions struct {
 	threads, maxLength, batch, block    int
 	rrfK                                float64
 	depth                               int
-	tuneSplit, tuneMetric               string
+	tuneSplit, tuneMetric, fusion       string
 	exactLengths, json, quiet           bool
 }
 
@@ -60,9 +60,10 @@ func cmdEvalRetrieval(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs.IntVar(&o.maxLength, "max-length", 0, "tokens per input with [CLS] and [SEP]; longer ones are cut (default: the config's max_position_embeddings)")
 	fs.IntVar(&o.batch, "batch", pipeline.DefaultMaxBatch, "inputs per forward pass")
 	fs.IntVar(&o.block, "block", 4096, "corpus documents embedded and scored at a time (memory: block vectors plus 100 hits per query)")
+	fs.StringVar(&o.fusion, "fusion", "rrf", `how the hybrid lines fuse BM25 and dense: "rrf" (reciprocal ranks, 1/(k + rank)) or "convex" (each ranking's scores min-max normalised over its first --rrf-depth hits, then summed with the weights)`)
 	fs.Float64Var(&o.rrfK, "rrf-k", 60, "the k of reciprocal-rank fusion, 1/(k + rank)")
 	fs.IntVar(&o.depth, "rrf-depth", 100, "hits of each ranking fused")
-	fs.StringVar(&o.tuneSplit, "tune-fusion", "", "with --name and --model: also a hybrid-tuned line, the dense ranking's weight w in (1−w)/(k+rank_bm25) + w/(k+rank_dense) chosen from 0, 0.05, …, 1 on this other split (e.g. dev)")
+	fs.StringVar(&o.tuneSplit, "tune-fusion", "", "with --name and --model: also a hybrid-tuned line, the dense ranking's weight w (BM25's 1−w) in the --fusion sum chosen from 0, 0.05, …, 1 on this other split (e.g. dev)")
 	fs.StringVar(&o.tuneMetric, "tune-metric", "mrr@10", "the metric --tune-fusion maximises")
 	fs.BoolVar(&o.exactLengths, "bm25-exact-lengths", false, "BM25 with exact document lengths (default: lengths rounded as Lucene 8+ stores them)")
 	fs.BoolVar(&o.json, "json", false, "print the scores as JSON")
@@ -83,6 +84,8 @@ func cmdEvalRetrieval(ctx context.Context, args []string, stdout, stderr io.Writ
 		return usagef("--queries, --corpus and --qrels go together")
 	case o.batch < 1 || o.block < 1 || o.depth < 1 || o.maxLength < 0 || o.rrfK < 0:
 		return usagef("--batch %d, --block %d and --rrf-depth %d must be at least 1, --max-length %d and --rrf-k %g not negative", o.batch, o.block, o.depth, o.maxLength, o.rrfK)
+	case o.fusion != "rrf" && o.fusion != "convex":
+		return usagef(`--fusion %q: want "rrf" or "convex"`, o.fusion)
 	case o.tuneSplit != "" && (o.name == "" || o.model == ""):
 		return usagef("--tune-fusion needs a built-in task (--name) and a --model: it tunes the fusion on another split of the task")
 	case o.tuneSplit != "" && o.tuneSplit == o.split:
@@ -189,7 +192,7 @@ func runEvalRetrieval(ctx context.Context, o evalRetrievalOptions, pool pipeline
 	methods := []string{"bm25"}
 	var tuned *retrieval.Tuned
 	if embed != nil {
-		hybrid, err := fuseRankings(ids, bm25, dense, o, nil)
+		hybrid, err := fuseRankings(ids, bm25, dense, o.fuser(), nil)
 		if err != nil {
 			return err
 		}
@@ -200,12 +203,12 @@ func runEvalRetrieval(ctx context.Context, o evalRetrievalOptions, pool pipeline
 			if err != nil {
 				return err
 			}
-			t, err := retrieval.TuneFusion(tids, tbm25, tdense, tsp.Qrels, c, o.rrfK, o.depth, o.tuneMetric, nil)
+			t, err := retrieval.TuneFusion(tids, tbm25, tdense, tsp.Qrels, c, o.fuser(), o.tuneMetric, nil)
 			if err != nil {
 				return usageError{fmt.Errorf("--tune-fusion: %w", err)}
 			}
 			progress("fusion tuned on %s: dense weight %.2f (%s %.4f there)", o.tuneSplit, t.Weight, t.Metric, t.Score)
-			h, err := fuseRankings(ids, bm25, dense, o, []float64{1 - t.Weight, t.Weight})
+			h, err := fuseRankings(ids, bm25, dense, o.fuser(), []float64{1 - t.Weight, t.Weight})
 			if err != nil {
 				return err
 			}
@@ -224,6 +227,9 @@ func runEvalRetrieval(ctx context.Context, o evalRetrievalOptions, pool pipeline
 	}
 	if o.json {
 		j := map[string]any{"task": name, "queries": len(sp.Queries), "corpus": len(sp.Corpus), "methods": out}
+		if embed != nil {
+			j["fusion"] = o.fusion
+		}
 		if tuned != nil {
 			j["fusion_tuned"] = map[string]any{"split": o.tuneSplit, "dense_weight": tuned.Weight, "metric": tuned.Metric, "score": tuned.Score}
 		}
@@ -239,8 +245,15 @@ func runEvalRetrieval(ctx context.Context, o evalRetrievalOptions, pool pipeline
 	for _, m := range out {
 		var b strings.Builder
 		fmt.Fprintf(&b, "%-6s", m.Method)
-		if m.Method == "hybrid-tuned" {
-			fmt.Fprintf(&b, " (dense weight %.2f, tuned on %s)", tuned.Weight, o.tuneSplit)
+		conv := ""
+		if o.fusion != "rrf" {
+			conv = o.fusion + ", "
+		}
+		switch {
+		case m.Method == "hybrid-tuned":
+			fmt.Fprintf(&b, " (%sdense weight %.2f, tuned on %s)", conv, tuned.Weight, o.tuneSplit)
+		case m.Method == "hybrid" && conv != "":
+			fmt.Fprintf(&b, " (%s)", o.fusion)
 		}
 		for _, n := range first {
 			fmt.Fprintf(&b, " %s %.4f", n, m.Metrics[n])
@@ -277,12 +290,20 @@ func rankRetrieval(ctx context.Context, o evalRetrievalOptions, sp *tasks.Retrie
 	return ids, bm25, dense, nil
 }
 
+// fuser is the fusion --fusion names.
+func (o evalRetrievalOptions) fuser() retrieval.Fuser {
+	if o.fusion == "convex" {
+		return retrieval.Convex(o.depth)
+	}
+	return retrieval.RRF(o.rrfK, o.depth)
+}
+
 // fuseRankings fuses BM25's and the dense rankings query by query, with
-// weights (nil: plain reciprocal-rank fusion).
-func fuseRankings(ids []string, bm25, dense map[string][]retrieval.Hit, o evalRetrievalOptions, weights []float64) (map[string][]retrieval.Hit, error) {
+// weights (nil: 1 each).
+func fuseRankings(ids []string, bm25, dense map[string][]retrieval.Hit, fuse retrieval.Fuser, weights []float64) (map[string][]retrieval.Hit, error) {
 	out := make(map[string][]retrieval.Hit, len(ids))
 	for _, q := range ids {
-		h, err := retrieval.WeightedFuse(o.rrfK, o.depth, weights, bm25[q], dense[q])
+		h, err := fuse(weights, bm25[q], dense[q])
 		if err != nil {
 			return nil, err
 		}

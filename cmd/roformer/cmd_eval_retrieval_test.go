@@ -230,7 +230,7 @@ func TestEvalRetrievalTuneFusion(t *testing.T) {
 		return ids, bm25, dense
 	}
 	ids, bm25, dense := rank(split)
-	tuned, err := retrieval.TuneFusion(ids, bm25, dense, qrels, retrieval.DefaultCutoffs, 60, 100, "mrr@10", nil)
+	tuned, err := retrieval.TuneFusion(ids, bm25, dense, qrels, retrieval.DefaultCutoffs, retrieval.RRF(60, 100), "mrr@10", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestEvalRetrievalTuneFusion(t *testing.T) {
 	ids, bm25, dense = rank(test)
 	// Tuned on test, the weight differs (0.7 against dev's 0.3 with this
 	// model and seed), so the test tells the two splits apart.
-	if onTest, _ := retrieval.TuneFusion(ids, bm25, dense, qrels, retrieval.DefaultCutoffs, 60, 100, "mrr@10", nil); onTest.Weight == tuned.Weight {
+	if onTest, _ := retrieval.TuneFusion(ids, bm25, dense, qrels, retrieval.DefaultCutoffs, retrieval.RRF(60, 100), "mrr@10", nil); onTest.Weight == tuned.Weight {
 		t.Fatalf("dev and test both tune to %g: the test cannot tell them apart", tuned.Weight)
 	}
 	fused := map[string][]retrieval.Hit{}
@@ -262,6 +262,42 @@ func TestEvalRetrievalTuneFusion(t *testing.T) {
 	if lines := strings.Split(strings.TrimSpace(stdout), "\n"); code != 0 || len(lines) != 5 ||
 		!strings.HasPrefix(lines[4], fmt.Sprintf("hybrid-tuned (dense weight %.2f, tuned on dev) mrr@10 ", tuned.Weight)) {
 		t.Errorf("exit %d\n%s", code, stdout)
+	}
+	// --fusion convex: both hybrid lines by ConvexFuse, tuned by TuneFusion
+	// with Convex, as the package gives.
+	code, stdout, stderr = runCLI(t, "eval", "--task", "retrieval", "--name", "test-tune", "--model", model, "--tune-fusion", "dev",
+		"--fusion", "convex", "--json", "--quiet", "--threads", "1")
+	var conv struct {
+		retrievalJSON
+		Fusion string `json:"fusion"`
+		Tuned  struct {
+			Weight float64 `json:"dense_weight"`
+		} `json:"fusion_tuned"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &conv); code != 0 || err != nil || len(conv.Methods) != 4 || conv.Fusion != "convex" {
+		t.Fatalf("convex: exit %d, %v\n%s\n%s", code, err, stdout, stderr)
+	}
+	dids, dbm25, ddense := rank(split)
+	ctuned, err := retrieval.TuneFusion(dids, dbm25, ddense, qrels, retrieval.DefaultCutoffs, retrieval.Convex(100), "mrr@10", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("convex, tuned on dev: %+v", ctuned)
+	if conv.Tuned.Weight != ctuned.Weight {
+		t.Errorf("convex: tuned weight %g, the package gives %g", conv.Tuned.Weight, ctuned.Weight)
+	}
+	for i, w := range [][]float64{nil, {1 - ctuned.Weight, ctuned.Weight}} {
+		fused := map[string][]retrieval.Hit{}
+		for _, q := range ids {
+			fused[q], _ = retrieval.ConvexFuse(100, w, bm25[q], dense[q])
+		}
+		want, _ := retrieval.Evaluate(ids, fused, qrels, retrieval.DefaultCutoffs)
+		g := conv.Methods[2+i]
+		for n, v := range want.Metrics {
+			if g.Metrics[n] != v {
+				t.Errorf("convex %s %s = %v, the package gives %v", g.Method, n, g.Metrics[n], v)
+			}
+		}
 	}
 	// Tuning on the reported split is refused.
 	code, _, stderr = runCLI(t, "eval", "--task", "retrieval", "--name", "test-tune", "--model", model, "--split", "dev", "--tune-fusion", "dev")
@@ -286,6 +322,7 @@ func TestEvalRetrievalCLIErrors(t *testing.T) {
 		{[]string{"--queries", qf, "--corpus", cf, "--qrels", bad}, 1, bad + ":2: 2 tab-separated fields, want 3"},
 		{[]string{"--queries", qf, "--corpus", cf, "--qrels", rf, "--rrf-depth", "0"}, 2, "--rrf-depth 0 must be at least 1"},
 		{[]string{"--queries", qf, "--corpus", cf, "--qrels", rf, "--tune-fusion", "dev"}, 2, "--tune-fusion needs a built-in task (--name) and a --model"},
+		{[]string{"--queries", qf, "--corpus", cf, "--qrels", rf, "--fusion", "max"}, 2, `--fusion "max": want "rrf" or "convex"`},
 	} {
 		code, _, stderr := runCLI(t, append([]string{"eval", "--task", "retrieval"}, c.args...)...)
 		if code != c.code || !strings.Contains(stderr, c.want) {
