@@ -11,6 +11,9 @@
 # THREADS=1, then seed 3 with THREADS=2 (ROFORMER_BLAS=onednn). With E2=1 it also gives each
 # seed a second epoch, a warm restart from the first (the same pairs, a new order, the
 # schedule again: files mnrl48k-e2-*; run the same way, seeds 1 and 2 side by side, then 3).
+# With CONVEX=1 (after the runs above, models kept in WORK) it trains nothing new and scores
+# every model again with --fusion convex (both hybrid lines a convex combination of min-max
+# normalised scores), into full-48k/convex.
 # Run from the repository root.
 set -eu
 work=$1
@@ -51,9 +54,14 @@ if [ "${E2:-0}" = 1 ]; then
   done
 fi
 
+fusion=rrf
+if [ "${CONVEX:-0}" = 1 ]; then
+  fusion=convex out=$out/convex
+  mkdir -p "$out"
+fi
 ev() { # split model-folder file [flags]
   sp=$1 m=$2 f=$3; shift 3
-  $t "$rf" eval --task retrieval --name poetry-zh --split $sp --model "$m" --threads $threads --json --quiet "$@" \
+  $t "$rf" eval --task retrieval --name poetry-zh --split $sp --model "$m" --threads $threads --json --quiet --fusion $fusion "$@" \
     > "$out/$f-$sp.json" 2>> "$out/eval-times.log"
 }
 for sp in dev test; do
@@ -61,11 +69,16 @@ for sp in dev test; do
 done
 ev dev "$pre" untuned
 ev test "$pre" untuned --tune-fusion dev
-for m in mnrl48k-seed1 mnrl48k-seed2 mnrl48k-seed3 mnrl48k-e2-seed1 mnrl48k-e2-seed2 mnrl48k-e2-seed3; do
-  [ -e "$work/$m/modules.json" ] || continue
-  ev dev "$work/$m" $m
-  ev test "$work/$m" $m --tune-fusion dev
+for run in mnrl48k-seed1 mnrl48k-seed2 mnrl48k-seed3 mnrl48k-e2-seed1 mnrl48k-e2-seed2 mnrl48k-e2-seed3; do
+  [ -e "$work/$run/modules.json" ] || continue
+  ev dev "$work/$run" $run
+  ev test "$work/$run" $run --tune-fusion dev
 done
+if [ "$fusion" = convex ]; then
+  (cd "$out" && go run ../../summarize.go -script "run-full.sh, CONVEX=1: --fusion convex" -runs "mnrl48k:MNRL 1 epoch,mnrl48k-e2:MNRL 2 epochs (restart)") \
+    > "$out/summary.md"
+  exit
+fi
 (cd "$out" && go run ../summarize.go -script run-full.sh -runs "mnrl48k:MNRL all pairs") > "$out/summary.md"
 if [ "${E2:-0}" = 1 ]; then
   (cd "$out" && go run ../summarize.go -script "run-full.sh, E2=1" -json summary-e2.json -runs "mnrl48k:MNRL all pairs,mnrl48k-e2:MNRL 2 epochs (restart)") \
