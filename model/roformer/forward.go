@@ -136,7 +136,8 @@ type State struct {
 	hidden0 []float32 // [BT, H] encoder input (= embLN when E = H)
 	layers  []layerActs
 	qkv     []float32 // [BT, 3H] fused projection scratch
-	// inference alternates two output buffers so the layer slot can be reused.
+	// inference alternates the layers' output between la.out and spare
+	// (the encoder input's buffer hidden0, free after the first layer).
 	spare []float32
 
 	// drop is the dropout of a training step (zero in inference); each
@@ -232,11 +233,20 @@ func (m *Model) newLayerActs(B, T int, withProbs bool) layerActs {
 
 // NewState allocates the workspace for batches of B rows of T tokens. With
 // train set, every layer keeps its activations for Backward.
+//
+// In inference the state holds, per token, the embeddings' LayerNorm
+// output, one layer's q, k, v, attention output, LayerNorm output and
+// feed-forward intermediate, and the layer's output: 7·H + I float32s when
+// E = H (16.5 KiB a token for the small preset), whatever the depth. The sum
+// of the embeddings is written where the feed-forward intermediate goes
+// (free until the first layer's products), and the layers alternate their
+// output between the encoder input's buffer, read for the last time by the
+// first layer, and one other.
 func (m *Model) NewState(B, T int, train bool) *State {
-	E, H := m.Config.EmbeddingSize, m.Config.HiddenSize
+	E, H, I := m.Config.EmbeddingSize, m.Config.HiddenSize, m.Config.IntermediateSize
 	BT := B * T
 	s := &State{B: B, T: T, train: train,
-		embSum: make([]float32, BT*E), embMean: make([]float32, BT), embRstd: make([]float32, BT), embLN: make([]float32, BT*E),
+		embMean: make([]float32, BT), embRstd: make([]float32, BT), embLN: make([]float32, BT*E),
 	}
 	if E != H {
 		s.hidden0 = make([]float32, BT*H)
@@ -251,8 +261,13 @@ func (m *Model) NewState(B, T int, train bool) *State {
 	for i := range s.layers {
 		s.layers[i] = m.newLayerActs(B, T, train)
 	}
+	if train || I < E {
+		s.embSum = make([]float32, BT*E) // the backward reads it
+	} else {
+		s.embSum = s.layers[0].pre[:BT*E]
+	}
 	if !train {
-		s.spare = make([]float32, BT*H)
+		s.spare = s.hidden0
 	}
 	return s
 }
