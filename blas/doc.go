@@ -5,7 +5,9 @@
 // microkernels in Go assembly, needing no library; see asm.go), or gonum's
 // pure-Go SGEMM, the portable last resort (not amd64, or built with the
 // purego tag). The int8 products of quantized inference go through
-// oneDNN's dnnl_gemm_u8s8s32 (see Int8).
+// oneDNN's matmul primitive with the weights packed once (NewS8Matmul:
+// AMX-INT8 where the processor has it), or dnnl_gemm_u8s8s32 (Int8) where
+// oneDNN has only its reference matmul.
 //
 // Why run-time loading (github.com/ebitengine/purego) rather than cgo: the
 // binary builds with CGO_ENABLED=0 and without any library's headers, starts

@@ -10,9 +10,11 @@ type Int8Backend interface {
 	GemmU8S8S32(transA, transB bool, m, n, k int, a []uint8, lda int, b []int8, ldb int, c []int32, ldc int)
 }
 
-// Int8 returns oneDNN's int8 products (dnnl_gemm_u8s8s32: VNNI where the
-// processor has it, AVX-512 or AVX2 otherwise), or an error saying what is
-// missing. There is no slow fallback on purpose: quantized inference exists
+// Int8 returns oneDNN's int8 GEMM (dnnl_gemm_u8s8s32: VNNI where the
+// processor has it, AVX-512 or AVX2 otherwise, never AMX; it packs B on
+// every call), or an error saying what is missing. kernels.Int8Linear
+// prefers the matmul primitive with packed weights (NewS8Matmul) and uses
+// this where oneDNN has only its reference matmul. There is no slow fallback on purpose: quantized inference exists
 // to be fast, and a silent pure-Go int8 path would not be.
 func Int8() (Int8Backend, error) {
 	d, err := loadOneDNN()

@@ -897,6 +897,12 @@ func (r *matmulResources) destroy() {
 	}
 }
 
+// Impl returns the name of the implementation oneDNN chose for m > 0 rows
+// (beta 0), e.g. "brg:avx512_core_amx" or "brg:avx512_core_vnni"; a name
+// starting with "ref" is oneDNN's reference code, correct but slow. It
+// makes the primitive for m rows if there is none yet.
+func (l *PackedMatmul) Impl(m int) string { return l.impl(m, 0) }
+
 // impl returns the name of the implementation oneDNN chose for m rows and
 // beta, e.g. "brg:avx512_core_bf16", for tests and benchmarks.
 func (l *PackedMatmul) impl(m int, beta float32) string {

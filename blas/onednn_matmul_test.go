@@ -405,7 +405,8 @@ func BenchmarkS8Linear(b *testing.B) {
 	if err != nil {
 		b.Skip(err)
 	}
-	for _, s := range [][3]int{{512, 2304, 768}, {512, 3072, 768}, {512, 768, 3072}, {64, 768, 768}} {
+	for _, s := range [][3]int{{512, 2304, 768}, {512, 3072, 768}, {512, 768, 3072}, {64, 768, 768},
+		{64, 2304, 768}, {64, 768, 3072}, {16, 2304, 768}, {16, 768, 3072}} {
 		m, n, k := s[0], s[1], s[2]
 		w, x, out := make([]int8, n*k), make([]uint8, m*k), make([]int32, m*n)
 		for i := range w {

@@ -40,6 +40,9 @@ func (l *PackedMatmul) Forward(out, inp []float32, m int, beta float32) {
 // impl names oneDNN's implementation; see the other platforms.
 func (l *PackedMatmul) impl(m int, beta float32) string { return "none" }
 
+// Impl is never reached on Windows, where no PackedMatmul is made.
+func (l *PackedMatmul) Impl(m int) string { return "none" }
+
 // NewF32Matmul always fails on Windows, where oneDNN is not loaded.
 func NewF32Matmul(w []float32, n, k int) (*PackedMatmul, error) { return nil, errF32Windows }
 

@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 
 	"github.com/roformer-go/roformer/blas"
@@ -12,7 +13,19 @@ import (
 // output channel (symmetric, scale = max|w|/127 per row of W), done once.
 // Its Forward quantizes the activations per row at run time (asymmetric
 // uint8: a scale and a zero point per row), multiplies in int8 with int32
-// accumulation (oneDNN's u8·s8 GEMM) and rescales to float32.
+// accumulation and rescales to float32. The products go through oneDNN's
+// matmul primitive with the int8 weights reordered once into the blocked
+// layout it asks for (blas.NewS8Matmul: AMX-INT8 tiles where the CPU has
+// them, VNNI or AVX-512/AVX2 elsewhere, as oneDNN chooses), or through a
+// blas.Int8Backend (dnnl_gemm_u8s8s32, which packs the weights on every
+// call and never uses AMX) where oneDNN offers the primitive only as its
+// slow reference code.
+//
+// The scales stay outside oneDNN: a per-row activation scale and zero
+// point are not among the scales and zero points oneDNN 2.6's matmul
+// takes (one per output column, one zero point for the whole input), so
+// the int32 products are rescaled, biased and added to the residual in one
+// vectorised pass of ours.
 //
 // Why per row and asymmetric for the activations: the rows of a
 // transformer's activations differ in range by an order of magnitude, and
@@ -21,12 +34,15 @@ import (
 // multiply-add per output: Σ_c (q_c − z)·w_c = Σ q_c·w_c − z·Σ w_c.
 type Int8Linear struct {
 	OC, C int
-	w     []int8    // [OC, C]
+	w     []int8    // [OC, C]; nil once packed
 	scale []float32 // [OC] weight scale per output channel
 	wsum  []float32 // [OC] scale[o]·Σ_c w[o, c], for the zero point
 	zeros []float32 // [OC] stands in for a missing bias or residual
 	qmax  int       // 127, or 63 where u8·s8 sums saturate without VNNI
 	gemm  blas.Int8Backend
+	// packed holds the weights for oneDNN's int8 matmul; nil where the
+	// products go through gemm.
+	packed *blas.PackedMatmul
 }
 
 // int8Free holds the int8 layers' work buffers between calls, shared by
@@ -62,15 +78,38 @@ type int8Scratch struct {
 	s, zs []float32 // per row: scale, zero point·scale
 }
 
-// NewInt8Linear quantizes w [OC, C] (PyTorch's nn.Linear layout). It
-// fails when no int8 backend is available (oneDNN missing).
+// NewInt8Linear quantizes w [OC, C] (PyTorch's nn.Linear layout) and
+// stores the int8 weights for oneDNN's matmul (see Int8Linear). It fails
+// when oneDNN is missing.
 func NewInt8Linear(w []float32, OC, C int) (*Int8Linear, error) {
 	g, err := blas.Int8()
 	if err != nil {
 		return nil, err
 	}
-	return newInt8Linear(w, OC, C, blas.Int8WeightMax(), g), nil
+	q := newInt8Linear(w, OC, C, blas.Int8WeightMax(), g)
+	if err := q.pack(); err != nil {
+		return nil, err
+	}
+	return q, nil
 }
+
+// pack moves q's weights into oneDNN's int8 matmul, unless oneDNN would
+// run it with its reference code (then q keeps its GEMM backend).
+func (q *Int8Linear) pack() error {
+	l, err := blas.NewS8Matmul(q.w, q.OC, q.C)
+	if err != nil {
+		return err
+	}
+	if impl := l.Impl(int8PackRows); strings.HasPrefix(impl, "ref") {
+		return nil
+	}
+	q.packed, q.w = l, nil
+	return nil
+}
+
+// int8PackRows is the row count whose implementation pack asks oneDNN for:
+// the rows of a worker's share of a 128-token sequence or more.
+const int8PackRows = 64
 
 func newInt8Linear(w []float32, OC, C, qmax int, g blas.Int8Backend) *Int8Linear {
 	q := &Int8Linear{OC: OC, C: C, w: make([]int8, OC*C), scale: make([]float32, OC), wsum: make([]float32, OC), zeros: make([]float32, OC), qmax: qmax, gemm: g}
@@ -100,8 +139,13 @@ func newInt8Linear(w []float32, OC, C, qmax int, g blas.Int8Backend) *Int8Linear
 }
 
 // Dequantized returns the weight as the products see it, [OC, C] float32
-// (tests compare the layer with the float product of these weights).
+// (tests compare the layer with the float product of these weights), or
+// nil once the weights are packed for oneDNN's matmul (NewInt8Linear),
+// whose layout is oneDNN's own.
 func (q *Int8Linear) Dequantized() []float32 {
+	if q.w == nil {
+		return nil
+	}
 	out := make([]float32, q.OC*q.C)
 	for o := 0; o < q.OC; o++ {
 		for c := 0; c < q.C; c++ {
@@ -135,7 +179,11 @@ func (q *Int8Linear) Forward(out, inp, bias, res []float32, BT int) {
 		for r := 0; r < n; r++ {
 			sc.s[r], sc.zs[r] = quantizeRowU8(a[r*C:r*C+C], inp[(lo+r)*C:(lo+r)*C+C])
 		}
-		q.gemm.GemmU8S8S32(false, true, n, OC, C, a, C, q.w, C, acc, OC)
+		if q.packed != nil {
+			q.packed.ForwardU8(acc, a, n)
+		} else {
+			q.gemm.GemmU8S8S32(false, true, n, OC, C, a, C, q.w, C, acc, OC)
+		}
 		for r := 0; r < n; r++ {
 			o := out[(lo+r)*OC : (lo+r)*OC+OC]
 			var rs []float32
@@ -239,7 +287,11 @@ func dequantRow(o []float32, acc []int32, scale, wsum, bias, res []float32, s, z
 	}
 }
 
-// String describes the layer.
+// String describes the layer and where its products run.
 func (q *Int8Linear) String() string {
-	return fmt.Sprintf("int8 linear [%d, %d] (weights ±%d, per channel; activations u8 per row)", q.OC, q.C, q.qmax)
+	via := q.gemm.Name()
+	if q.packed != nil {
+		via = "matmul " + q.packed.Impl(int8PackRows)
+	}
+	return fmt.Sprintf("int8 linear [%d, %d] (weights ±%d, per channel; activations u8 per row; %s)", q.OC, q.C, q.qmax, via)
 }

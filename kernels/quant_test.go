@@ -71,6 +71,45 @@ func TestInt8LinearAgainstReference(t *testing.T) {
 	}
 }
 
+// NewInt8Linear's layer (int8 weights packed for oneDNN's matmul) gives
+// exactly what the layer with the plain reference product gives: both sum
+// the same quantized operands in int32, and the rescaling is the same code.
+func TestInt8LinearPacked(t *testing.T) {
+	if _, err := blas.Int8(); err != nil {
+		t.Skip(err)
+	}
+	r := rand.New(rand.NewPCG(9, 10))
+	defer SetThreads(Threads())
+	for _, sh := range [][3]int{{1, 5, 7}, {3, 33, 64}, {17, 64, 130}, {40, 48, 768}, {200, 96, 256}} {
+		BT, OC, C := sh[0], sh[1], sh[2]
+		w, bias, res := randVec(r, OC*C), randVec(r, OC), randVec(r, BT*OC)
+		inp := randVec(r, BT*C)
+		ref := newInt8Linear(w, OC, C, blas.Int8WeightMax(), blas.GoInt8{})
+		want := make([]float32, BT*OC)
+		ref.Forward(want, inp, bias, res, BT)
+		q, err := NewInt8Linear(w, OC, C)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.packed == nil {
+			t.Skipf("oneDNN runs the int8 matmul with its reference code here: %s", q)
+		}
+		if q.Dequantized() != nil {
+			t.Errorf("%v: a packed layer still holds its plain weights", sh)
+		}
+		for _, th := range []int{1, 2, 3} {
+			SetThreads(th)
+			got := make([]float32, BT*OC)
+			q.Forward(got, inp, bias, res, BT)
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("%v, %d threads (%s): element %d is %v, the reference product gives %v", sh, th, q, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
 func TestQuantizeRowU8(t *testing.T) {
 	q := make([]uint8, 5)
 	s, zs := quantizeRowU8(q, []float32{-1, 0, 0.5, 3, -0.17})
