@@ -57,16 +57,16 @@ func FlashAttentionForward(out, lse, q, k, v, keyMask []float32, causal bool, dr
 	flashForward(out, lse, q, k, v, keyMask, flashMask{causal: causal}, drop, fp32Heads, B, T, T, NH, HS)
 }
 
-// FlashAttentionForwardBF16 is FlashAttentionForward (without dropout,
-// for inference) with the two products of every tile, q·kᵀ and P·v, in
-// bfloat16 (blas.SgemmBF16: q, k, the tile's unnormalised probabilities
+// FlashAttentionForwardBF16 is FlashAttentionForward with the two products
+// of every tile, q·kᵀ and P·v, in bfloat16 (blas.SgemmBF16: q, k, the
+// tile's unnormalised probabilities
 // and v rounded to bfloat16, float32 accumulation); the softmax, its
 // running maximum and sums, the masks and the output stay float32. Its
 // error against FlashAttentionForward is that of rounding those operands
 // (relative 2⁻⁸ each). It needs AVX512_BF16 or AMX-BF16 and oneDNN
 // (blas.BF16Supported) and panics without them.
-func FlashAttentionForwardBF16(out, lse, q, k, v, keyMask []float32, causal bool, B, T, NH, HS int) {
-	flashForward(out, lse, q, k, v, keyMask, flashMask{causal: causal}, Dropout{}, blas.SgemmBF16, B, T, T, NH, HS)
+func FlashAttentionForwardBF16(out, lse, q, k, v, keyMask []float32, causal bool, drop Dropout, B, T, NH, HS int) {
+	flashForward(out, lse, q, k, v, keyMask, flashMask{causal: causal}, drop, blas.SgemmBF16, B, T, T, NH, HS)
 }
 
 // fp32Heads is the float32 product of the fused attention's tiles.
@@ -116,11 +116,10 @@ func FlashSegmentAttentionForward(out, lse, q, k, v, keyMask []float32, seg []in
 	flashForward(out, lse, q, k, v, keyMask, flashMask{seg: seg}, drop, fp32Heads, B, T, T, NH, HS)
 }
 
-// FlashSegmentAttentionForwardBF16 is FlashSegmentAttentionForward
-// (without dropout) with its products in bfloat16, as
-// FlashAttentionForwardBF16.
-func FlashSegmentAttentionForwardBF16(out, lse, q, k, v, keyMask []float32, seg []int32, B, T, NH, HS int) {
-	flashForward(out, lse, q, k, v, keyMask, flashMask{seg: seg}, Dropout{}, blas.SgemmBF16, B, T, T, NH, HS)
+// FlashSegmentAttentionForwardBF16 is FlashSegmentAttentionForward with
+// its products in bfloat16, as FlashAttentionForwardBF16.
+func FlashSegmentAttentionForwardBF16(out, lse, q, k, v, keyMask []float32, seg []int32, drop Dropout, B, T, NH, HS int) {
+	flashForward(out, lse, q, k, v, keyMask, flashMask{seg: seg}, drop, blas.SgemmBF16, B, T, T, NH, HS)
 }
 
 // flashForward is the fused forward pass of Tq queries over Tk keys under
@@ -310,7 +309,7 @@ func meanRows(o, x []float32, u float32, n, ld int, drop Dropout, dm dropMask, o
 // Rows and heads are split over the workers (a head's dq, dk and dv are
 // its own column blocks); the scratch is a few tiles per worker.
 func FlashAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, causal bool, drop Dropout, B, T, NH, HS int) {
-	flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask, flashMask{causal: causal}, drop, B, T, T, NH, HS)
+	flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask, flashMask{causal: causal}, drop, fp32Heads, B, T, T, NH, HS)
 }
 
 // FlashCrossAttentionBackward differentiates FlashCrossAttentionForward
@@ -325,7 +324,7 @@ func FlashAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float
 //	lse     [B, NH, Tq] its saved log-sum-exp
 //	keyMask [B, Tk] or nil
 func FlashCrossAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, causal bool, B, Tq, Tk, NH, HS int) {
-	flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask, flashMask{causal: causal}, Dropout{}, B, Tq, Tk, NH, HS)
+	flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask, flashMask{causal: causal}, Dropout{}, fp32Heads, B, Tq, Tk, NH, HS)
 }
 
 // FlashSegmentAttentionBackward differentiates
@@ -333,12 +332,28 @@ func FlashCrossAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []
 // FlashAttentionBackward does, from its out and lse; the shapes are
 // FlashAttentionBackward's.
 func FlashSegmentAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, seg []int32, drop Dropout, B, T, NH, HS int) {
-	flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask, flashMask{seg: seg}, drop, B, T, T, NH, HS)
+	flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask, flashMask{seg: seg}, drop, fp32Heads, B, T, T, NH, HS)
+}
+
+// FlashAttentionBackwardBF16 is FlashAttentionBackward with the five
+// products of every tile (q·kᵀ again, dout·vᵀ, Pᵀ·dout, dS·k, dSᵀ·q) in
+// bfloat16 with float32 accumulation (blas.SgemmBF16), for mixed-precision
+// training after FlashAttentionForwardBF16 (the same causal and drop); the
+// softmax's recomputation, dS and the sums over tiles stay float32. It
+// needs what FlashAttentionForwardBF16 needs.
+func FlashAttentionBackwardBF16(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, causal bool, drop Dropout, B, T, NH, HS int) {
+	flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask, flashMask{causal: causal}, drop, blas.SgemmBF16, B, T, T, NH, HS)
+}
+
+// FlashSegmentAttentionBackwardBF16 is FlashSegmentAttentionBackward with
+// the products in bfloat16, as FlashAttentionBackwardBF16.
+func FlashSegmentAttentionBackwardBF16(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, seg []int32, drop Dropout, B, T, NH, HS int) {
+	flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask, flashMask{seg: seg}, drop, blas.SgemmBF16, B, T, T, NH, HS)
 }
 
 // flashBackward is the fused backward pass of flashForward (the same fm,
-// drop and dims).
-func flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, fm flashMask, drop Dropout, B, Tq, Tk, NH, HS int) {
+// drop and dims), its five tile products through prod.
+func flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, fm flashMask, drop Dropout, prod headProduct, B, Tq, Tk, NH, HS int) {
 	C := NH * HS
 	dm := drop.mask()
 	scale := float32(math.Sqrt(float64(HS)))
@@ -419,7 +434,7 @@ func flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, fm fl
 						continue // no query of the tile sees these keys
 					}
 					Pt, dPt := P[:n*nk], dP[:n*nk]
-					blas.HeadSgemm(false, true, n, nk, HS, 1, q[qb+i0*C:], C, k[kb+j0*C:], C, 0, Pt, nk)
+					prod(false, true, n, nk, HS, q[qb+i0*C:], C, k[kb+j0*C:], C, 0, Pt, nk)
 					for r := 0; r < n; r++ {
 						i := i0 + r
 						row := Pt[r*nk : r*nk+nk]
@@ -451,7 +466,7 @@ func flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, fm fl
 						expSubScale(head, ls[i], 1)
 						clear(row[lim:])
 					}
-					blas.HeadSgemm(false, true, n, nk, HS, 1, dout[qb+i0*C:], C, v[kb+j0*C:], C, 0, dPt, nk)
+					prod(false, true, n, nk, HS, dout[qb+i0*C:], C, v[kb+j0*C:], C, 0, dPt, nk)
 					for r := 0; r < n; r++ {
 						d, p := dPt[r*nk:r*nk+nk], Pt[r*nk:r*nk+nk]
 						if drop.Active() {
@@ -478,9 +493,9 @@ func flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, fm fl
 							softmaxBackRow(d, p, D[i0+r], scale)
 						}
 					}
-					blas.HeadSgemm(true, false, nk, HS, n, 1, Pt, nk, dout[qb+i0*C:], C, 1, dv[kb+j0*C:], C)
-					blas.HeadSgemm(false, false, n, HS, nk, 1, dPt, nk, k[kb+j0*C:], C, 1, dq[qb+i0*C:], C)
-					blas.HeadSgemm(true, false, nk, HS, n, 1, dPt, nk, q[qb+i0*C:], C, 1, dk[kb+j0*C:], C)
+					prod(true, false, nk, HS, n, Pt, nk, dout[qb+i0*C:], C, 1, dv[kb+j0*C:], C)
+					prod(false, false, n, HS, nk, dPt, nk, k[kb+j0*C:], C, 1, dq[qb+i0*C:], C)
+					prod(true, false, nk, HS, n, dPt, nk, q[qb+i0*C:], C, 1, dk[kb+j0*C:], C)
 				}
 			}
 		}

@@ -44,7 +44,7 @@ func BenchmarkFlashAttention(b *testing.B) {
 			}
 			c0 := cpuSeconds()
 			for i := 0; i < b.N; i++ {
-				FlashAttentionForwardBF16(out, lse, q, k, v, nil, false, B, T, NH, HS)
+				FlashAttentionForwardBF16(out, lse, q, k, v, nil, false, Dropout{}, B, T, NH, HS)
 			}
 			cpuGflops(b, flop, c0)
 		})
@@ -64,6 +64,17 @@ func BenchmarkFlashAttention(b *testing.B) {
 			c0 := cpuSeconds()
 			for i := 0; i < b.N; i++ {
 				FlashAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, nil, false, Dropout{}, B, T, NH, HS)
+			}
+			cpuGflops(b, 2*flop, c0)
+		})
+		b.Run(fmt.Sprintf("%dx%d/flash_backward_bf16", B, T), func(b *testing.B) {
+			if err := blas.BF16Supported(); err != nil {
+				b.Skip(err)
+			}
+			FlashAttentionForward(out, lse, q, k, v, nil, false, Dropout{}, B, T, NH, HS)
+			c0 := cpuSeconds()
+			for i := 0; i < b.N; i++ {
+				FlashAttentionBackwardBF16(dq, dk, dv, dout, q, k, v, out, lse, nil, false, Dropout{}, B, T, NH, HS)
 			}
 			cpuGflops(b, 2*flop, c0)
 		})

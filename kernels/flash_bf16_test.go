@@ -60,13 +60,13 @@ func TestFlashAttentionBF16(t *testing.T) {
 			for name, m := range flashMasks(T) {
 				t.Run(fmt.Sprintf("T%d_HS%d_%s", T, HS, name), func(t *testing.T) {
 					got, lse := make([]float32, B*T*C), make([]float32, B*NH*T)
-					FlashAttentionForwardBF16(got, lse, q, k, v, m.km, m.causal, B, T, NH, HS)
+					FlashAttentionForwardBF16(got, lse, q, k, v, m.km, m.causal, Dropout{}, B, T, NH, HS)
 					want, probs, wl := make([]float32, B*T*C), make([]float32, B*NH*T*T), make([]float64, B*NH*T)
 					flashForwardNaive(want, probs, wl, rq, rk, rv, m.km, flashMask{causal: m.causal}, B, T, T, NH, HS)
 					checkBF16Attention(t, got, lse, want, probs, wl, rv, B, T, T, NH, HS)
 					// Without lse, the same output.
 					again := make([]float32, B*T*C)
-					FlashAttentionForwardBF16(again, nil, q, k, v, m.km, m.causal, B, T, NH, HS)
+					FlashAttentionForwardBF16(again, nil, q, k, v, m.km, m.causal, Dropout{}, B, T, NH, HS)
 					for i := range got {
 						if got[i] != again[i] {
 							t.Fatalf("out[%d] %v without lse, %v with", i, again[i], got[i])
@@ -106,7 +106,7 @@ func TestFlashSegmentAttentionBF16(t *testing.T) {
 			for kname, km := range keyMasks(T) {
 				t.Run(fmt.Sprintf("T%d_%s_%s", T, sname, kname), func(t *testing.T) {
 					got, lse := make([]float32, B*T*C), make([]float32, B*NH*T)
-					FlashSegmentAttentionForwardBF16(got, lse, q, k, v, km, seg, B, T, NH, HS)
+					FlashSegmentAttentionForwardBF16(got, lse, q, k, v, km, seg, Dropout{}, B, T, NH, HS)
 					want, probs, wl := make([]float32, B*T*C), make([]float32, B*NH*T*T), make([]float64, B*NH*T)
 					flashForwardNaive(want, probs, wl, rq, rk, rv, km, flashMask{seg: seg}, B, T, T, NH, HS)
 					checkBF16Attention(t, got, lse, want, probs, wl, rv, B, T, T, NH, HS)
@@ -114,4 +114,113 @@ func TestFlashSegmentAttentionBF16(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestFlashAttentionBackwardBF16 checks the bf16 fused backward against
+// the float32 one on operands bfloat16 holds exactly (q, k, v and dout
+// rounded; the same out and lse): then q·kᵀ and dout·vᵀ are exact in
+// either, and what is left is the rounding of the tile's probabilities P
+// (in dv = Pᵀ·dout) and of dS = P⊙(dP − D)/√HS (in dq = dS·k, dk = dSᵀ·q),
+// relative 2⁻⁸ each. So every element lies within 2⁻⁸ of the sum of the
+// magnitudes of its terms, computed here from the naive probabilities
+// (+1e-5 and 1e-5 relative for float32 sums): a bound derived, not
+// fitted. With dropout, where the bound would need the masks, the
+// gradients stay within 1% (relative norm) of the float32 ones.
+func TestFlashAttentionBackwardBF16(t *testing.T) {
+	if err := blas.BF16Supported(); err != nil {
+		t.Skip(err)
+	}
+	r := testutil.Rand(93)
+	B, NH := 2, 2
+	for _, T := range []int{1, 7, 130, 300} {
+		for _, HS := range []int{16, 64} {
+			C := NH * HS
+			q, k, v := toBF16(testutil.RandN(r, B*T*C, 1)), toBF16(testutil.RandN(r, B*T*C, 1)), toBF16(testutil.RandN(r, B*T*C, 1))
+			dout := toBF16(testutil.RandN(r, B*T*C, 1))
+			for name, m := range flashMasks(T) {
+				t.Run(fmt.Sprintf("T%d_HS%d_%s", T, HS, name), func(t *testing.T) {
+					out, lse := make([]float32, B*T*C), make([]float32, B*NH*T)
+					FlashAttentionForward(out, lse, q, k, v, m.km, m.causal, Dropout{}, B, T, NH, HS)
+					grads := func(bf16 bool, drop Dropout) [3][]float32 {
+						g := [3][]float32{make([]float32, B*T*C), make([]float32, B*T*C), make([]float32, B*T*C)}
+						if bf16 {
+							FlashAttentionBackwardBF16(g[0], g[1], g[2], dout, q, k, v, out, lse, m.km, m.causal, drop, B, T, NH, HS)
+						} else {
+							FlashAttentionBackward(g[0], g[1], g[2], dout, q, k, v, out, lse, m.km, m.causal, drop, B, T, NH, HS)
+						}
+						return g
+					}
+					got, want := grads(true, Dropout{}), grads(false, Dropout{})
+					probs := make([]float32, B*NH*T*T)
+					flashForwardNaive(make([]float32, B*T*C), probs, make([]float64, B*NH*T), q, k, v, m.km, flashMask{causal: m.causal}, B, T, T, NH, HS)
+					bounds := [3][]float64{make([]float64, B*T*C), make([]float64, B*T*C), make([]float64, B*T*C)}
+					sq := math.Sqrt(float64(HS))
+					for b := 0; b < B; b++ {
+						for h := 0; h < NH; h++ {
+							for i := 0; i < T; i++ {
+								ri := (b*T+i)*C + h*HS
+								var D float64
+								for c := 0; c < HS; c++ {
+									D += float64(dout[ri+c]) * float64(out[ri+c])
+								}
+								for j := 0; j < T; j++ {
+									p := float64(probs[((b*NH+h)*T+i)*T+j])
+									if p == 0 {
+										continue
+									}
+									rj := (b*T+j)*C + h*HS
+									var dP float64
+									for c := 0; c < HS; c++ {
+										dP += float64(dout[ri+c]) * float64(v[rj+c])
+									}
+									ds := p * math.Abs(dP-D) / sq
+									for c := 0; c < HS; c++ {
+										bounds[0][ri+c] += ds * math.Abs(float64(k[rj+c]))
+										bounds[1][rj+c] += ds * math.Abs(float64(q[ri+c]))
+										bounds[2][rj+c] += p * math.Abs(float64(dout[ri+c]))
+									}
+								}
+							}
+						}
+					}
+					for gi, name := range []string{"dq", "dk", "dv"} {
+						for i := range got[gi] {
+							d := math.Abs(float64(got[gi][i]) - float64(want[gi][i]))
+							if bound := bounds[gi][i]/256*1.01 + 1e-5 + 1e-5*math.Abs(float64(want[gi][i])); !(d <= bound) {
+								t.Fatalf("%s[%d] = %v, float32 %v: |diff| %.3g > bound %.3g", name, i, got[gi][i], want[gi][i], d, bound)
+							}
+						}
+					}
+					if T < 7 {
+						return
+					}
+					if diff := maxAbsDiff(got[0], want[0]); diff == 0 {
+						t.Error("the bf16 dq equals the float32 one: its products did not round")
+					}
+					drop := Dropout{P: 0.2, Seed: 5}
+					FlashAttentionForward(out, lse, q, k, v, m.km, m.causal, drop, B, T, NH, HS)
+					got, want = grads(true, drop), grads(false, drop)
+					for gi, name := range []string{"dq", "dk", "dv"} {
+						var num, den float64
+						for i := range got[gi] {
+							e := float64(got[gi][i]) - float64(want[gi][i])
+							num += e * e
+							den += float64(want[gi][i]) * float64(want[gi][i])
+						}
+						if rel := math.Sqrt(num / den); !(rel <= 0.01) {
+							t.Errorf("dropout: %s relative error %.3g > 1%%", name, rel)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+func maxAbsDiff(a, b []float32) float64 {
+	d := 0.0
+	for i := range a {
+		d = max(d, math.Abs(float64(a[i]-b[i])))
+	}
+	return d
 }

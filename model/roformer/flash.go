@@ -26,7 +26,9 @@ var fusedTrainMinT = 1024
 // blocked one at 8×128 and faster from 512 on), its two products in
 // bfloat16 under PrecisionBF16 (kernels.FlashAttentionForwardBF16); training from
 // fusedTrainMinT tokens on, where the fused backward (which recomputes
-// q·kᵀ) catches up with the one that reads saved probabilities.
+// q·kᵀ) catches up with the one that reads saved probabilities, its
+// products in bfloat16 forward and backward under SetTrainingPrecision's
+// PrecisionBF16 (bf16Attention).
 func (m *Model) fusedAttention(s *State, l int, la *layerActs) bool {
 	cfg := &m.Config
 	B, T, NH := s.B, s.T, cfg.NumAttentionHeads
@@ -44,13 +46,12 @@ func (m *Model) fusedAttention(s *State, l int, la *layerActs) bool {
 		}
 		la.probs = nil
 	}
-	// bf16 inference takes the products of attention in bfloat16 too.
-	bf16 := !s.train && m.Precision() == PrecisionBF16
+	bf16 := m.bf16Attention(s)
 	if s.unilm != nil {
 		// ctx = softmax(q·kᵀ/√HS + mask)·v, key j hidden from query i
 		// where unilm[j] > unilm[i]
 		if bf16 {
-			kernels.FlashSegmentAttentionForwardBF16(la.ctx, la.lse, la.q, la.k, la.v, s.keyMask, s.unilm, B, T, NH, cfg.HeadSize())
+			kernels.FlashSegmentAttentionForwardBF16(la.ctx, la.lse, la.q, la.k, la.v, s.keyMask, s.unilm, kernels.Dropout{}, B, T, NH, cfg.HeadSize())
 		} else {
 			kernels.FlashSegmentAttentionForward(la.ctx, la.lse, la.q, la.k, la.v, s.keyMask, s.unilm, kernels.Dropout{}, B, T, NH, cfg.HeadSize())
 		}
@@ -58,7 +59,7 @@ func (m *Model) fusedAttention(s *State, l int, la *layerActs) bool {
 	}
 	// ctx = softmax(q·kᵀ/√HS + mask)·v, tile by tile
 	if bf16 {
-		kernels.FlashAttentionForwardBF16(la.ctx, la.lse, la.q, la.k, la.v, s.keyMask, s.causal, B, T, NH, cfg.HeadSize())
+		kernels.FlashAttentionForwardBF16(la.ctx, la.lse, la.q, la.k, la.v, s.keyMask, s.causal, drop, B, T, NH, cfg.HeadSize())
 	} else {
 		kernels.FlashAttentionForward(la.ctx, la.lse, la.q, la.k, la.v, s.keyMask, s.causal, drop, B, T, NH, cfg.HeadSize())
 	}
@@ -70,9 +71,24 @@ func (m *Model) fusedAttention(s *State, l int, la *layerActs) bool {
 // pass's dropout on the probabilities (none under the UniLM mask).
 func (m *Model) fusedAttentionBackward(s *State, la *layerActs, g *gradBuffers, drop kernels.Dropout) {
 	cfg := &m.Config
+	seg, full := kernels.FlashSegmentAttentionBackward, kernels.FlashAttentionBackward
+	if m.bf16Attention(s) {
+		seg, full = kernels.FlashSegmentAttentionBackwardBF16, kernels.FlashAttentionBackwardBF16
+	}
 	if s.unilm != nil {
-		kernels.FlashSegmentAttentionBackward(g.dq, g.dk, g.dv, g.dcx, la.q, la.k, la.v, la.ctx, la.lse, s.keyMask, s.unilm, drop, s.B, s.T, cfg.NumAttentionHeads, cfg.HeadSize())
+		seg(g.dq, g.dk, g.dv, g.dcx, la.q, la.k, la.v, la.ctx, la.lse, s.keyMask, s.unilm, drop, s.B, s.T, cfg.NumAttentionHeads, cfg.HeadSize())
 		return
 	}
-	kernels.FlashAttentionBackward(g.dq, g.dk, g.dv, g.dcx, la.q, la.k, la.v, la.ctx, la.lse, s.keyMask, s.causal, drop, s.B, s.T, cfg.NumAttentionHeads, cfg.HeadSize())
+	full(g.dq, g.dk, g.dv, g.dcx, la.q, la.k, la.v, la.ctx, la.lse, s.keyMask, s.causal, drop, s.B, s.T, cfg.NumAttentionHeads, cfg.HeadSize())
+}
+
+// bf16Attention says whether the fused attention of a pass with s takes
+// its tile products in bfloat16: in inference prepared in PrecisionBF16,
+// and under SetTrainingPrecision(PrecisionBF16) in training and in the
+// passes whose linear layers that setting runs (nothing prepared).
+func (m *Model) bf16Attention(s *State) bool {
+	if s.train || m.lowp == nil {
+		return m.trainBF16
+	}
+	return m.Precision() == PrecisionBF16
 }

@@ -44,21 +44,30 @@ func TestTrainingBF16AgainstFP32(t *testing.T) {
 		tok[i] = int32(i % 3)
 	}
 	cases := []struct {
-		name string
-		head Head
-		lab  *Labels
-		opts StepOptions
+		name  string
+		head  Head
+		lab   *Labels
+		opts  StepOptions
+		fused bool // the fused attention (from 1 token on), its products in bf16 too
 	}{
-		{"mlm", HeadMaskedLM, &Labels{IDs: mlm}, StepOptions{}},
-		{"mlm_dropout", HeadMaskedLM, &Labels{IDs: mlm}, StepOptions{Dropout: true, Seed: 3}},
-		{"causal", HeadCausalLM, &Labels{IDs: ids}, StepOptions{}},
-		{"seqcls", HeadSequenceCls, &Labels{IDs: []int32{2, 0}}, StepOptions{}},
-		{"tokencls", HeadTokenCls, &Labels{IDs: tok}, StepOptions{}},
-		{"qa", HeadQA, &Labels{StartPositions: []int32{1, 5}, EndPositions: []int32{3, 9}}, StepOptions{}},
-		{"multiple_choice", HeadMultipleChoice, &Labels{IDs: []int32{1}}, StepOptions{NumChoices: 2}},
+		{"mlm", HeadMaskedLM, &Labels{IDs: mlm}, StepOptions{}, false},
+		{"mlm_dropout", HeadMaskedLM, &Labels{IDs: mlm}, StepOptions{Dropout: true, Seed: 3}, false},
+		{"causal", HeadCausalLM, &Labels{IDs: ids}, StepOptions{}, false},
+		{"seqcls", HeadSequenceCls, &Labels{IDs: []int32{2, 0}}, StepOptions{}, false},
+		{"tokencls", HeadTokenCls, &Labels{IDs: tok}, StepOptions{}, false},
+		{"qa", HeadQA, &Labels{StartPositions: []int32{1, 5}, EndPositions: []int32{3, 9}}, StepOptions{}, false},
+		{"multiple_choice", HeadMultipleChoice, &Labels{IDs: []int32{1}}, StepOptions{NumChoices: 2}, false},
+		{"mlm_fused", HeadMaskedLM, &Labels{IDs: mlm}, StepOptions{}, true},
+		{"mlm_fused_dropout", HeadMaskedLM, &Labels{IDs: mlm}, StepOptions{Dropout: true, Seed: 3}, true},
+		{"causal_fused", HeadCausalLM, &Labels{IDs: ids}, StepOptions{}, true},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			if c.fused {
+				old := fusedTrainMinT
+				fusedTrainMinT = 1
+				defer func() { fusedTrainMinT = old }()
+			}
 			cfg := tinyConfig(func(cf *Config) {
 				cf.VocabSize, cf.HiddenSize, cf.EmbeddingSize, cf.NumAttentionHeads = 48, 64, 64, 4
 				cf.IntermediateSize, cf.MaxPositionEmbeddings = 128, 32
