@@ -31,6 +31,16 @@ func WeightedFuse(k float64, depth int, weights []float64, lists ...[]Hit) ([]Hi
 	if k < 0 || depth < 1 {
 		return nil, fmt.Errorf("retrieval: fusion k %g must not be negative and depth %d must be at least 1", k, depth)
 	}
+	return sumLists(depth, weights, lists, func([]Hit) (func(r int) float64, error) {
+		return func(r int) float64 { return 1 / (k + float64(r+1)) }, nil
+	})
+}
+
+// sumLists gives each document of the lists' first depth hits the sum over
+// the lists of weights[l]·part(l)(its rank there, from 0), best first;
+// equal scores keep the order of first appearance (list by list, rank by
+// rank).
+func sumLists(depth int, weights []float64, lists [][]Hit, part func(l []Hit) (func(r int) float64, error)) ([]Hit, error) {
 	if err := checkWeights(weights, len(lists)); err != nil {
 		return nil, err
 	}
@@ -41,14 +51,19 @@ func WeightedFuse(k float64, depth int, weights []float64, lists ...[]Hit) ([]Hi
 		if weights != nil {
 			w = weights[li]
 		}
-		for r, h := range l[:min(depth, len(l))] {
+		l = l[:min(depth, len(l))]
+		f, err := part(l)
+		if err != nil {
+			return nil, err
+		}
+		for r, h := range l {
 			i, ok := pos[h.ID]
 			if !ok {
 				i = len(out)
 				pos[h.ID] = i
 				out = append(out, Hit{ID: h.ID})
 			}
-			out[i].Score += w / (k + float64(r+1))
+			out[i].Score += w * f(r)
 		}
 	}
 	slices.SortStableFunc(out, byScore)
@@ -76,20 +91,7 @@ func ConvexFuse(depth int, weights []float64, lists ...[]Hit) ([]Hit, error) {
 	if depth < 1 {
 		return nil, fmt.Errorf("retrieval: fusion depth %d must be at least 1", depth)
 	}
-	if err := checkWeights(weights, len(lists)); err != nil {
-		return nil, err
-	}
-	pos := map[string]int{}
-	var out []Hit
-	for li, l := range lists {
-		w := 1.0
-		if weights != nil {
-			w = weights[li]
-		}
-		l = l[:min(depth, len(l))]
-		if len(l) == 0 {
-			continue
-		}
+	return sumLists(depth, weights, lists, func(l []Hit) (func(r int) float64, error) {
 		lo, hi := math.Inf(1), math.Inf(-1)
 		for _, h := range l {
 			if math.IsNaN(h.Score) || math.IsInf(h.Score, 0) {
@@ -97,22 +99,13 @@ func ConvexFuse(depth int, weights []float64, lists ...[]Hit) ([]Hit, error) {
 			}
 			lo, hi = min(lo, h.Score), max(hi, h.Score)
 		}
-		for _, h := range l {
-			i, ok := pos[h.ID]
-			if !ok {
-				i = len(out)
-				pos[h.ID] = i
-				out = append(out, Hit{ID: h.ID})
-			}
-			n := 1.0
+		return func(r int) float64 {
 			if hi > lo {
-				n = (h.Score - lo) / (hi - lo)
+				return (l[r].Score - lo) / (hi - lo)
 			}
-			out[i].Score += w * n
-		}
-	}
-	slices.SortStableFunc(out, byScore)
-	return out, nil
+			return 1
+		}, nil
+	})
 }
 
 // checkWeights checks fusion weights for n lists: nil, or n finite
