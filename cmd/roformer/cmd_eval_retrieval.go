@@ -242,13 +242,13 @@ func runEvalRetrieval(ctx context.Context, o evalRetrievalOptions, pool pipeline
 	}
 	fmt.Fprintf(stdout, "%s: %d queries (%d with a relevant document), %d documents\n", name, len(sp.Queries), out[0].Queries, len(sp.Corpus))
 	first := []string{"mrr@10", "ndcg@10", "recall@1", "recall@10", "recall@100", "map@100"}
+	conv := "" // the fusion, named on the hybrid lines when not rrf
+	if o.fusion != "rrf" {
+		conv = o.fusion + ", "
+	}
 	for _, m := range out {
 		var b strings.Builder
 		fmt.Fprintf(&b, "%-6s", m.Method)
-		conv := ""
-		if o.fusion != "rrf" {
-			conv = o.fusion + ", "
-		}
 		switch {
 		case m.Method == "hybrid-tuned":
 			fmt.Fprintf(&b, " (%sdense weight %.2f, tuned on %s)", conv, tuned.Weight, o.tuneSplit)

@@ -229,8 +229,8 @@ func TestEvalRetrievalTuneFusion(t *testing.T) {
 		}
 		return ids, bm25, dense
 	}
-	ids, bm25, dense := rank(split)
-	tuned, err := retrieval.TuneFusion(ids, bm25, dense, qrels, retrieval.DefaultCutoffs, retrieval.RRF(60, 100), "mrr@10", nil)
+	dids, dbm25, ddense := rank(split)
+	tuned, err := retrieval.TuneFusion(dids, dbm25, ddense, qrels, retrieval.DefaultCutoffs, retrieval.RRF(60, 100), "mrr@10", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestEvalRetrievalTuneFusion(t *testing.T) {
 	if got.Tuned.Weight != tuned.Weight || got.Tuned.Score != tuned.Score {
 		t.Errorf("tuned %+v, the package gives %+v", got.Tuned, tuned)
 	}
-	ids, bm25, dense = rank(test)
+	ids, bm25, dense := rank(test)
 	// Tuned on test, the weight differs (0.7 against dev's 0.3 with this
 	// model and seed), so the test tells the two splits apart.
 	if onTest, _ := retrieval.TuneFusion(ids, bm25, dense, qrels, retrieval.DefaultCutoffs, retrieval.RRF(60, 100), "mrr@10", nil); onTest.Weight == tuned.Weight {
@@ -277,7 +277,6 @@ func TestEvalRetrievalTuneFusion(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &conv); code != 0 || err != nil || len(conv.Methods) != 4 || conv.Fusion != "convex" {
 		t.Fatalf("convex: exit %d, %v\n%s\n%s", code, err, stdout, stderr)
 	}
-	dids, dbm25, ddense := rank(split)
 	ctuned, err := retrieval.TuneFusion(dids, dbm25, ddense, qrels, retrieval.DefaultCutoffs, retrieval.Convex(100), "mrr@10", nil)
 	if err != nil {
 		t.Fatal(err)
