@@ -208,7 +208,7 @@ func newGemmPlan(d *dnnlMatmul, key gemmKey) (p *gemmPlan, err error) {
 	if st := d.call(d.matmulDescInit, uintptr(unsafe.Pointer(&op)), uintptr(unsafe.Pointer(&p.a16MD)), uintptr(unsafe.Pointer(&anyMD)), 0, uintptr(unsafe.Pointer(&p.cMD))); st != dnnlSuccess {
 		return nil, dnnlError("dnnl_matmul_desc_init", st)
 	}
-	attr, err := d.matmulAttr(key.beta)
+	attr, _, err := d.matmulAttr(key.beta, epilogue{}, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -32,6 +32,8 @@ const (
 	dnnlTagBA     = 22 // dnnl_format_tag_t dnnl_ba: column-major 2-D
 
 	dnnlArgSrc        = 1  // DNNL_ARG_SRC (also DNNL_ARG_FROM)
+	dnnlArgSrc1       = 2  // DNNL_ARG_SRC_1: a binary post-op's second input
+	dnnlArgBias       = 41 // DNNL_ARG_BIAS
 	dnnlArgDst        = 17 // DNNL_ARG_DST (also DNNL_ARG_TO)
 	dnnlArgWeights    = 33 // DNNL_ARG_WEIGHTS
 	dnnlArgScratchpad = 80 // DNNL_ARG_SCRATCHPAD
@@ -42,7 +44,20 @@ const (
 	dnnlQueryScratchMD = 136 // dnnl_query_t dnnl_query_scratchpad_md
 
 	dnnlStreamDefault = 1 // dnnl_stream_flags_t dnnl_stream_default_flags
+
+	dnnlArgPostOpBase = 16384   // DNNL_ARG_ATTR_MULTIPLE_POST_OP_BASE: post-op i's arguments are (i+1)·base | arg
+	dnnlBinaryAdd     = 0x1fff0 // dnnl_alg_kind_t dnnl_binary_add
 )
+
+// dnnlEltwiseAlg maps an Eltwise to its dnnl_alg_kind_t (0: none).
+var dnnlEltwiseAlg = [...]int32{
+	EltwiseNone:     0,
+	EltwiseGELUErf:  0x30, // dnnl_eltwise_gelu_erf
+	EltwiseGELUTanh: 0xcf, // dnnl_eltwise_gelu_tanh
+	EltwiseReLU:     0x1f, // dnnl_eltwise_relu
+	EltwiseSwish:    0xdf, // dnnl_eltwise_swish (alpha 1: x·σ(x))
+	EltwiseTanh:     0x2f, // dnnl_eltwise_tanh
+}
 
 // dnnlMemDesc holds a dnnl_memory_desc_t (696 bytes in oneDNN 2.6 on
 // x86-64; 8-byte aligned since it starts with int64 fields).
@@ -83,8 +98,9 @@ type dnnlMatmul struct {
 	matmulDescInit, pdCreate, pdQuery, pdQueryMD, pdDestroy    uintptr
 	reorderPDCreate, primCreate, primExecute, primDestroy      uintptr
 	attrCreate, attrSetScratchpad, attrSetPostOps, attrDestroy uintptr
-	postOpsCreate, postOpsDestroy                              uintptr
+	postOpsCreate, postOpsDestroy, postOpsAppendBinary         uintptr
 	postOpsAppendSum                                           func(po uintptr, scale float32) int32
+	postOpsAppendEltwise                                       func(po uintptr, scale float32, alg int32, alpha, beta float32) int32
 	isa                                                        string
 }
 
@@ -140,6 +156,7 @@ var loadDNNLMatmul = sync.OnceValues(func() (d *dnnlMatmul, err error) {
 		{&d.attrDestroy, "dnnl_primitive_attr_destroy"},
 		{&d.postOpsCreate, "dnnl_post_ops_create"},
 		{&d.postOpsDestroy, "dnnl_post_ops_destroy"},
+		{&d.postOpsAppendBinary, "dnnl_post_ops_append_binary"},
 	} {
 		sym, err := purego.Dlsym(lib.lib, s.name)
 		if err != nil {
@@ -147,12 +164,20 @@ var loadDNNLMatmul = sync.OnceValues(func() (d *dnnlMatmul, err error) {
 		}
 		*s.fn = sym
 	}
-	sym, err := purego.Dlsym(lib.lib, "dnnl_post_ops_append_sum")
-	if err != nil {
-		return nil, fmt.Errorf("blas: oneDNN has no dnnl_post_ops_append_sum: %w", err)
+	// These take floats, passed in vector registers: SyscallN cannot.
+	for _, f := range []struct {
+		fn   any
+		name string
+	}{
+		{&d.postOpsAppendSum, "dnnl_post_ops_append_sum"},
+		{&d.postOpsAppendEltwise, "dnnl_post_ops_append_eltwise"},
+	} {
+		sym, err := purego.Dlsym(lib.lib, f.name)
+		if err != nil {
+			return nil, fmt.Errorf("blas: oneDNN has no %s: %w", f.name, err)
+		}
+		purego.RegisterFunc(f.fn, sym)
 	}
-	// The scale is a float, passed in a vector register: SyscallN cannot.
-	purego.RegisterFunc(&d.postOpsAppendSum, sym)
 	if st := d.call(d.engineCreate, uintptr(unsafe.Pointer(&d.engine)), dnnlCPU, 0); st != dnnlSuccess {
 		return nil, dnnlError("dnnl_engine_create", st)
 	}
@@ -204,10 +229,19 @@ type PackedMatmul struct {
 	nplans atomic.Int32   // how many plans hold
 }
 
-// planKey identifies a primitive: the number of rows and the sum scale.
+// planKey identifies a primitive: the number of rows, the sum scale and
+// the epilogue of Run.
 type planKey struct {
 	m    int
 	beta float32
+	ep   epilogue
+}
+
+// epilogue is what a primitive does besides the product: the data types of
+// its input and output, a bias, an eltwise and a residual post-op.
+type epilogue struct {
+	in16, out16, bias, res bool
+	act                    Eltwise
 }
 
 // matmulResources owns the C objects of one PackedMatmul; a cleanup destroys
@@ -229,12 +263,16 @@ type packedWeights struct {
 // matmulPlan is one matmul primitive and a free list of execution contexts
 // (oneDNN memory objects, stream, scratch buffers) for concurrent calls.
 type matmulPlan struct {
-	f32     bool // a float32 or int8 layer: no input conversion
+	convert bool // a bfloat16 layer given float32: the input is rounded first
+	ep      epilogue
 	pd      uintptr
 	prim    uintptr
 	srcMD   dnnlMemDesc
 	dstMD   dnnlMemDesc
 	scrMD   dnnlMemDesc
+	biasMD  dnnlMemDesc // [1, n] f32, with ep.bias
+	resMD   dnnlMemDesc // [m, n] f32, with ep.res
+	resArg  int32       // the residual's argument: its binary post-op's SRC_1
 	scrSize int
 	w       *packedWeights
 	m       int
@@ -251,16 +289,19 @@ type matmulPlan struct {
 type matmulExec struct {
 	dnnlStream
 	src, wei, dst, s uintptr // memory objects; s is 0 without scratchpad
+	bias, res        uintptr // memory objects of Run's bias and residual, or 0
 	srcBuf           []uint16
 	scrBuf           []byte
-	args             [4]dnnlExecArg
+	args             [6]dnnlExecArg
 	nargs            int
 	f32              uintptr // memory object for the float32 input
 	cvtArgs          [2]dnnlExecArg
 
 	// During Forward: the slices whose addresses were passed to oneDNN.
 	inp, out        []float32
-	keepIn, keepOut unsafe.Pointer // ForwardU8's operands
+	keepIn, keepOut unsafe.Pointer // the other operands (ForwardU8, Run)
+	keepBias        unsafe.Pointer
+	keepRes         unsafe.Pointer
 }
 
 // NewBF16Matmul rounds w, a weight matrix [n, k] in row-major order (n
@@ -374,8 +415,11 @@ func (l *PackedMatmul) Forward(out, inp []float32, m int, beta float32) {
 	if len(out) < m*l.n {
 		panic(fmt.Sprintf("blas: PackedMatmul.Forward: len(out) = %d < m·n = %d·%d", len(out), m, l.n))
 	}
+	if beta == 0 {
+		beta = 0 // -0 → 0, one primitive for both
+	}
 	for done := 0; done < m; {
-		r := l.rowsFor(m-done, beta)
+		r := l.rowsFor(m-done, planKey{beta: beta})
 		l.forward(out[done*l.n:], inp[done*l.k:], r, beta)
 		done += r
 	}
@@ -383,17 +427,17 @@ func (l *PackedMatmul) Forward(out, inp []float32, m int, beta float32) {
 
 // forward is Forward for m > 0 rows with one primitive.
 func (l *PackedMatmul) forward(out, inp []float32, m int, beta float32) {
-	p, e := l.context(m, beta)
+	p, e := l.context(planKey{m: m, beta: beta})
 	d := l.d
 	// inp and out go to oneDNN as uintptrs through e.sys (a fresh variadic
 	// argument list for SyscallN would be allocated on every call). Storing
 	// them in e, which is on the heap, moves them to the heap too if the
 	// caller had them on its stack, which could move during the calls.
 	e.inp, e.out = inp, out
-	if l.dt == dnnlF32 {
-		e.setHandle(d, e.src, unsafe.Pointer(&e.inp[0]))
-	} else {
+	if p.convert {
 		l.convertInput(p, e)
+	} else {
+		e.setHandle(d, e.src, unsafe.Pointer(&e.inp[0]))
 	}
 	e.setHandle(d, e.dst, unsafe.Pointer(&e.out[0]))
 	e.execute(d, p.prim, e.args[:e.nargs], "matmul", true, m, l.n, l.k)
@@ -403,6 +447,101 @@ func (l *PackedMatmul) forward(out, inp []float32, m int, beta float32) {
 	// l owns the primitives (its cleanup destroys them): keep it alive
 	// until they have run.
 	runtime.KeepAlive(l)
+}
+
+// Run computes a.Out (or a.Out16) = a.Act(in·Wᵀ + a.Bias) + a.Res for m
+// rows in one oneDNN matmul, the bias, the activation and the residual
+// fused into its kernel as post-ops (see MatmulArgs), so that the result
+// is written once. On a bfloat16 layer the input may be given in bfloat16
+// (In16) and the result stored in bfloat16 (Out16), so that activations
+// can stay bfloat16 from one product to the next. It is safe to call from
+// several goroutines at once with different outputs.
+//
+// Run panics if the operands are not as MatmulArgs says (one input, one
+// output, lengths for m rows, bfloat16 operands only on a bfloat16 layer,
+// an Eltwise it does not know) or if oneDNN fails, which after
+// construction indicates a bug. An int8 layer has ForwardU8 instead.
+func (l *PackedMatmul) Run(m int, a *MatmulArgs) {
+	if err := l.checkArgs(m, a); err != nil {
+		panic("blas: PackedMatmul.Run: " + err.Error())
+	}
+	if m == 0 {
+		return
+	}
+	ep := epilogue{in16: a.In16 != nil, out16: a.Out16 != nil, bias: a.Bias != nil, res: a.Res != nil, act: a.Act}
+	beta := float32(0)
+	if a.Res != nil && a.Out != nil && &a.Res[0] == &a.Out[0] {
+		// In place: oneDNN's sum post-op adds what dst holds.
+		ep.res, beta = false, 1
+	}
+	for done := 0; done < m; {
+		r := l.rowsFor(m-done, planKey{beta: beta, ep: ep})
+		p, e := l.context(planKey{m: r, beta: beta, ep: ep})
+		d := l.d
+		// As in forward: the operands are kept in e (on the heap) while
+		// oneDNN holds their addresses.
+		if ep.in16 {
+			e.keepIn = unsafe.Pointer(&a.In16[done*l.k])
+			e.setHandle(d, e.src, e.keepIn)
+		} else {
+			e.inp = a.In[done*l.k:]
+			if p.convert {
+				l.convertInput(p, e)
+			} else {
+				e.setHandle(d, e.src, unsafe.Pointer(&e.inp[0]))
+			}
+		}
+		if ep.out16 {
+			e.keepOut = unsafe.Pointer(&a.Out16[done*l.n])
+		} else {
+			e.keepOut = unsafe.Pointer(&a.Out[done*l.n])
+		}
+		e.setHandle(d, e.dst, e.keepOut)
+		if ep.bias {
+			e.keepBias = unsafe.Pointer(&a.Bias[0])
+			e.setHandle(d, e.bias, e.keepBias)
+		}
+		if ep.res {
+			e.keepRes = unsafe.Pointer(&a.Res[done*l.n])
+			e.setHandle(d, e.res, e.keepRes)
+		}
+		e.execute(d, p.prim, e.args[:e.nargs], "matmul"+ep.String(), true, r, l.n, l.k)
+		e.sys = [4]uintptr{}
+		e.inp = nil
+		e.keepIn, e.keepOut, e.keepBias, e.keepRes = nil, nil, nil, nil
+		p.put(e)
+		done += r
+	}
+	runtime.KeepAlive(a)
+	runtime.KeepAlive(l)
+}
+
+// checkArgs checks Run's operands for m rows.
+func (l *PackedMatmul) checkArgs(m int, a *MatmulArgs) error {
+	k, n := l.k, l.n
+	switch {
+	case l.dt == dnnlS8:
+		return errors.New("an int8 layer: use ForwardU8")
+	case m < 0:
+		return fmt.Errorf("negative m = %d", m)
+	case (a.In == nil) == (a.In16 == nil):
+		return errors.New("want exactly one of In and In16")
+	case (a.Out == nil) == (a.Out16 == nil):
+		return errors.New("want exactly one of Out and Out16")
+	case (a.In16 != nil || a.Out16 != nil) && l.dt != dnnlBF16:
+		return fmt.Errorf("bfloat16 operands on a %s layer", dtName(l.dt))
+	case a.In != nil && len(a.In) < m*k, a.In16 != nil && len(a.In16) < m*k:
+		return fmt.Errorf("input of %d elements < m·k = %d·%d", max(len(a.In), len(a.In16)), m, k)
+	case a.Out != nil && len(a.Out) < m*n, a.Out16 != nil && len(a.Out16) < m*n:
+		return fmt.Errorf("output of %d elements < m·n = %d·%d", max(len(a.Out), len(a.Out16)), m, n)
+	case a.Bias != nil && len(a.Bias) < n:
+		return fmt.Errorf("bias of %d elements < n = %d", len(a.Bias), n)
+	case a.Res != nil && len(a.Res) < m*n:
+		return fmt.Errorf("residual of %d elements < m·n = %d·%d", len(a.Res), m, n)
+	case a.Act < 0 || int(a.Act) >= len(dnnlEltwiseAlg):
+		return fmt.Errorf("unknown %v", a.Act)
+	}
+	return nil
 }
 
 // maxExactPlans bounds the row counts a PackedMatmul makes a primitive of
@@ -415,14 +554,12 @@ const maxExactPlans = 32
 
 var chunkRows = [...]int{1024, 256, 64, 16, 4, 1}
 
-// rowsFor returns how many of m remaining rows the next call does: all of
-// them when they have or may still get a primitive of their own, else the
-// largest chunk size that fits.
-func (l *PackedMatmul) rowsFor(m int, beta float32) int {
-	if beta == 0 {
-		beta = 0 // -0 → 0, as plan does
-	}
-	if _, ok := l.plans.Load(planKey{m, beta}); ok || l.nplans.Load() < maxExactPlans {
+// rowsFor returns how many of m remaining rows the next call with the
+// primitive key (its m aside) does: all of them when they have or may still
+// get a primitive of their own, else the largest chunk size that fits.
+func (l *PackedMatmul) rowsFor(m int, key planKey) int {
+	key.m = m
+	if _, ok := l.plans.Load(key); ok || l.nplans.Load() < maxExactPlans {
 		return m
 	}
 	for _, c := range chunkRows {
@@ -433,11 +570,10 @@ func (l *PackedMatmul) rowsFor(m int, beta float32) int {
 	return m
 }
 
-// context returns the primitive for m rows and beta and an execution
-// context of it; it panics where oneDNN fails, which after construction is
-// a bug.
-func (l *PackedMatmul) context(m int, beta float32) (*matmulPlan, *matmulExec) {
-	p, err := l.plan(m, beta)
+// context returns the primitive for key and an execution context of it;
+// it panics where oneDNN fails, which after construction is a bug.
+func (l *PackedMatmul) context(key planKey) (*matmulPlan, *matmulExec) {
+	p, err := l.plan(key)
 	if err != nil {
 		panic(err.Error())
 	}
@@ -471,7 +607,7 @@ func (l *PackedMatmul) ForwardU8(out []int32, inp []uint8, m int) {
 		panic(fmt.Sprintf("blas: ForwardU8: m = %d, len(inp) = %d, len(out) = %d for k = %d, n = %d", m, len(inp), len(out), l.k, l.n))
 	}
 	for done := 0; done < m; {
-		r := l.rowsFor(m-done, 0)
+		r := l.rowsFor(m-done, planKey{})
 		l.forwardU8(out[done*l.n:], inp[done*l.k:], r)
 		done += r
 	}
@@ -479,7 +615,7 @@ func (l *PackedMatmul) ForwardU8(out []int32, inp []uint8, m int) {
 
 // forwardU8 is ForwardU8 for m > 0 rows with one primitive.
 func (l *PackedMatmul) forwardU8(out []int32, inp []uint8, m int) {
-	p, e := l.context(m, 0)
+	p, e := l.context(planKey{m: m})
 	d := l.d
 	e.keepIn, e.keepOut = unsafe.Pointer(&inp[0]), unsafe.Pointer(&out[0])
 	e.setHandle(d, e.src, e.keepIn)
@@ -568,12 +704,9 @@ func (e *dnnlStream) execute(d *dnnlMatmul, prim uintptr, args []dnnlExecArg, wh
 	}
 }
 
-// plan returns the primitive for m rows and beta, creating it if needed.
-func (l *PackedMatmul) plan(m int, beta float32) (*matmulPlan, error) {
-	if beta == 0 {
-		beta = 0 // -0 → 0
-	}
-	key := planKey{m, beta}
+// plan returns the primitive for key, creating it if needed; a beta of
+// -0 must have been made 0.
+func (l *PackedMatmul) plan(key planKey) (*matmulPlan, error) {
 	if p, ok := l.plans.Load(key); ok {
 		return p.(*matmulPlan), nil
 	}
@@ -585,10 +718,6 @@ func (l *PackedMatmul) plan(m int, beta float32) (*matmulPlan, error) {
 	return l.newPlan(key)
 }
 
-// newPlan creates the matmul primitive src [m, k] bf16 · wei [k, n] bf16 →
-// dst [m, n] f32, with a sum post-op scaled by beta when beta ≠ 0, and
-// reorders the weights into the layout it asks for if no earlier primitive
-// did. l.mu is held.
 // dtName names a weight data type of PackedMatmul for error messages.
 func dtName(dt uintptr) string {
 	switch dt {
@@ -602,14 +731,24 @@ func dtName(dt uintptr) string {
 	return fmt.Sprintf("data type %d", dt)
 }
 
+// newPlan creates the matmul primitive for key: src [m, k] · wei [k, n] →
+// dst [m, n] in the layer's data types (bf16 · bf16 → f32 or bf16,
+// f32 · f32 → f32, u8 · s8 → s32), with the bias and post-ops key asks
+// for, and reorders the weights into the layout it asks for if no earlier
+// primitive did. l.mu is held.
 func (l *PackedMatmul) newPlan(key planKey) (p *matmulPlan, err error) {
 	d := l.d
-	m, beta := key.m, key.beta
-	p = &matmulPlan{m: m, f32: l.dt != dnnlBF16}
+	m, beta, ep := key.m, key.beta, key.ep
+	p = &matmulPlan{m: m, ep: ep, convert: l.dt == dnnlBF16 && !ep.in16}
+	dstDT := l.dstDT()
+	if ep.out16 {
+		dstDT = dnnlBF16
+	}
 	var weiMD, anyMD dnnlMemDesc
 	src := [2]int64{int64(m), int64(l.k)}
 	wei := [2]int64{int64(l.k), int64(l.n)}
 	dst := [2]int64{int64(m), int64(l.n)}
+	bias := [2]int64{1, int64(l.n)}
 	for _, md := range []struct {
 		md   *dnnlMemDesc
 		dims *[2]int64
@@ -619,17 +758,24 @@ func (l *PackedMatmul) newPlan(key planKey) (p *matmulPlan, err error) {
 		{&p.srcMD, &src, l.srcDT(), dnnlTagAB},
 		{&p.f32MD, &src, dnnlF32, dnnlTagAB},
 		{&anyMD, &wei, l.dt, dnnlFormatAny},
-		{&p.dstMD, &dst, l.dstDT(), dnnlTagAB},
+		{&p.dstMD, &dst, dstDT, dnnlTagAB},
+		{&p.biasMD, &bias, dnnlF32, dnnlTagAB},
+		{&p.resMD, &dst, dnnlF32, dnnlTagAB},
 	} {
 		if st := d.call(d.memDescByTag, uintptr(unsafe.Pointer(md.md)), 2, uintptr(unsafe.Pointer(md.dims)), md.dt, md.tag); st != dnnlSuccess {
 			return nil, dnnlError("dnnl_memory_desc_init_by_tag", st)
 		}
 	}
 	var op dnnlMatmulDesc
-	if st := d.call(d.matmulDescInit, uintptr(unsafe.Pointer(&op)), uintptr(unsafe.Pointer(&p.srcMD)), uintptr(unsafe.Pointer(&anyMD)), 0, uintptr(unsafe.Pointer(&p.dstMD))); st != dnnlSuccess {
+	var biasMD uintptr
+	if ep.bias {
+		biasMD = uintptr(unsafe.Pointer(&p.biasMD))
+	}
+	if st := d.call(d.matmulDescInit, uintptr(unsafe.Pointer(&op)), uintptr(unsafe.Pointer(&p.srcMD)), uintptr(unsafe.Pointer(&anyMD)), biasMD, uintptr(unsafe.Pointer(&p.dstMD))); st != dnnlSuccess {
 		return nil, dnnlError("dnnl_matmul_desc_init", st)
 	}
-	attr, err := d.matmulAttr(beta)
+	attr, resIdx, err := d.matmulAttr(beta, ep, &p.resMD)
+	p.resArg = int32((resIdx+1)*dnnlArgPostOpBase | dnnlArgSrc1)
 	if err != nil {
 		return nil, err
 	}
@@ -640,7 +786,7 @@ func (l *PackedMatmul) newPlan(key planKey) (p *matmulPlan, err error) {
 		}
 	}()
 	if st := d.call(d.pdCreate, uintptr(unsafe.Pointer(&p.pd)), uintptr(unsafe.Pointer(&op)), attr, d.engine, 0); st != dnnlSuccess {
-		return nil, fmt.Errorf("%w (matmul, %s weights, m=%d, n=%d, k=%d)", dnnlError("dnnl_primitive_desc_create", st), dtName(l.dt), m, l.n, l.k)
+		return nil, fmt.Errorf("%w (matmul, %s weights, m=%d, n=%d, k=%d%s)", dnnlError("dnnl_primitive_desc_create", st), dtName(l.dt), m, l.n, l.k, ep)
 	}
 	if err := copyMD(&weiMD, d, p.pd, dnnlQueryWeightsMD); err != nil {
 		return nil, err
@@ -654,7 +800,7 @@ func (l *PackedMatmul) newPlan(key planKey) (p *matmulPlan, err error) {
 	if p.w, err = l.weights(&weiMD); err != nil {
 		return nil, err
 	}
-	if l.dt == dnnlBF16 {
+	if p.convert {
 		if st := d.call(d.reorderPDCreate, uintptr(unsafe.Pointer(&p.cvtPD)), uintptr(unsafe.Pointer(&p.f32MD)), d.engine, uintptr(unsafe.Pointer(&p.srcMD)), d.engine, 0); st != dnnlSuccess {
 			return nil, dnnlError("dnnl_reorder_primitive_desc_create (f32 to bf16)", st)
 		}
@@ -686,12 +832,13 @@ func (d *dnnlMatmul) call64(fn uintptr, args ...uintptr) uint64 {
 
 // matmulAttr returns the attributes of a matmul primitive: a scratchpad
 // the caller passes (the library's own is not safe for concurrent
-// executions; each execution context brings its own) and, when beta ≠ 0,
-// a sum post-op scaled by beta. The caller destroys it (attrDestroy) once
-// the primitive descriptor is made.
-func (d *dnnlMatmul) matmulAttr(beta float32) (attr uintptr, err error) {
+// executions; each execution context brings its own) and the post-ops, in
+// this order: ep's eltwise, ep's residual (a binary add of resMD, at the
+// post-op index resIdx) and, when beta ≠ 0, a sum scaled by beta. The
+// caller destroys it (attrDestroy) once the primitive descriptor is made.
+func (d *dnnlMatmul) matmulAttr(beta float32, ep epilogue, resMD *dnnlMemDesc) (attr uintptr, resIdx int, err error) {
 	if st := d.call(d.attrCreate, uintptr(unsafe.Pointer(&attr))); st != dnnlSuccess {
-		return 0, dnnlError("dnnl_primitive_attr_create", st)
+		return 0, 0, dnnlError("dnnl_primitive_attr_create", st)
 	}
 	defer func() {
 		if err != nil {
@@ -699,23 +846,58 @@ func (d *dnnlMatmul) matmulAttr(beta float32) (attr uintptr, err error) {
 		}
 	}()
 	if st := d.call(d.attrSetScratchpad, attr, dnnlScratchpadUser); st != dnnlSuccess {
-		return 0, dnnlError("dnnl_primitive_attr_set_scratchpad_mode", st)
+		return 0, 0, dnnlError("dnnl_primitive_attr_set_scratchpad_mode", st)
 	}
-	if beta == 0 {
-		return attr, nil
+	if beta == 0 && ep.act == EltwiseNone && !ep.res {
+		return attr, 0, nil
 	}
 	var po uintptr
 	if st := d.call(d.postOpsCreate, uintptr(unsafe.Pointer(&po))); st != dnnlSuccess {
-		return 0, dnnlError("dnnl_post_ops_create", st)
+		return 0, 0, dnnlError("dnnl_post_ops_create", st)
 	}
 	defer d.call(d.postOpsDestroy, po) // the attributes keep their own copy
-	if st := d.postOpsAppendSum(po, beta); st != dnnlSuccess {
-		return 0, dnnlError("dnnl_post_ops_append_sum", st)
+	n := 0
+	if ep.act != EltwiseNone {
+		alpha := float32(0)
+		if ep.act == EltwiseSwish {
+			alpha = 1 // x·σ(alpha·x)
+		}
+		if st := d.postOpsAppendEltwise(po, 1, dnnlEltwiseAlg[ep.act], alpha, 0); st != dnnlSuccess {
+			return 0, 0, dnnlError("dnnl_post_ops_append_eltwise ("+ep.act.String()+")", st)
+		}
+		n++
+	}
+	if ep.res {
+		if st := d.call(d.postOpsAppendBinary, po, dnnlBinaryAdd, uintptr(unsafe.Pointer(resMD))); st != dnnlSuccess {
+			return 0, 0, dnnlError("dnnl_post_ops_append_binary (add)", st)
+		}
+		resIdx = n
+		n++
+	}
+	if beta != 0 {
+		if st := d.postOpsAppendSum(po, beta); st != dnnlSuccess {
+			return 0, 0, dnnlError("dnnl_post_ops_append_sum", st)
+		}
 	}
 	if st := d.call(d.attrSetPostOps, attr, po); st != dnnlSuccess {
-		return 0, dnnlError("dnnl_primitive_attr_set_post_ops", st)
+		return 0, 0, dnnlError("dnnl_primitive_attr_set_post_ops", st)
 	}
-	return attr, nil
+	return attr, resIdx, nil
+}
+
+// String describes an epilogue for error messages: "" when there is none,
+// else ", " and its parts.
+func (ep epilogue) String() string {
+	s := ""
+	for _, x := range []struct {
+		on   bool
+		what string
+	}{{ep.in16, "bf16 input"}, {ep.out16, "bf16 output"}, {ep.bias, "bias"}, {ep.act != EltwiseNone, ep.act.String()}, {ep.res, "residual"}} {
+		if x.on {
+			s += ", " + x.what
+		}
+	}
+	return s
 }
 
 // copyMD copies the memory descriptor that pd reports for what into md.
@@ -820,8 +1002,8 @@ func (p *matmulPlan) get(d *dnnlMatmul, k int) (*matmulExec, error) {
 		return e, nil
 	}
 	e := &matmulExec{}
-	var srcBuf unsafe.Pointer // float32: set by Forward to the input
-	if !p.f32 {
+	var srcBuf unsafe.Pointer // set by Forward to the input, unless converted
+	if p.convert {
 		e.srcBuf = unsafe.Slice((*uint16)(unsafe.Pointer(&alignedBytes(2 * p.m * k)[0])), p.m*k)
 		srcBuf = unsafe.Pointer(&e.srcBuf[0])
 	}
@@ -841,8 +1023,10 @@ func (p *matmulPlan) get(d *dnnlMatmul, k int) (*matmulExec, error) {
 		{&e.wei, &p.w.md, dnnlArgWeights, unsafe.Pointer(&p.w.buf[0])},
 		{&e.dst, &p.dstMD, dnnlArgDst, nil}, // set by Forward
 		{&e.s, &p.scrMD, dnnlArgScratchpad, ptr(e.scrBuf)},
+		{&e.bias, &p.biasMD, dnnlArgBias, nil}, // set by Run
+		{&e.res, &p.resMD, p.resArg, nil},      // set by Run
 	} {
-		if m.arg == dnnlArgScratchpad && p.scrSize == 0 {
+		if m.arg == dnnlArgScratchpad && p.scrSize == 0 || m.mem == &e.bias && !p.ep.bias || m.mem == &e.res && !p.ep.res {
 			continue
 		}
 		// The buffers belong to e and p, which keep them alive; Go's heap
@@ -854,7 +1038,7 @@ func (p *matmulPlan) get(d *dnnlMatmul, k int) (*matmulExec, error) {
 		e.args[e.nargs] = dnnlExecArg{arg: m.arg, mem: *m.mem}
 		e.nargs++
 	}
-	if !p.f32 {
+	if p.convert {
 		if st := d.call(d.memCreate, uintptr(unsafe.Pointer(&e.f32)), uintptr(unsafe.Pointer(&p.f32MD)), d.engine, 0); st != dnnlSuccess {
 			e.destroy(d)
 			return nil, dnnlError("dnnl_memory_create", st)
@@ -869,7 +1053,7 @@ func (p *matmulPlan) get(d *dnnlMatmul, k int) (*matmulExec, error) {
 func (p *matmulPlan) put(e *matmulExec) { p.ctxs.put(e) }
 
 func (e *matmulExec) destroy(d *dnnlMatmul) {
-	e.release(d, e.src, e.wei, e.dst, e.s, e.f32)
+	e.release(d, e.src, e.wei, e.dst, e.s, e.f32, e.bias, e.res)
 }
 
 // destroy frees the C objects of p.
@@ -906,7 +1090,10 @@ func (l *PackedMatmul) Impl(m int) string { return l.impl(m, 0) }
 // impl returns the name of the implementation oneDNN chose for m rows and
 // beta, e.g. "brg:avx512_core_bf16", for tests and benchmarks.
 func (l *PackedMatmul) impl(m int, beta float32) string {
-	p, err := l.plan(m, beta)
+	if beta == 0 {
+		beta = 0
+	}
+	p, err := l.plan(planKey{m: m, beta: beta})
 	if err != nil {
 		return err.Error()
 	}

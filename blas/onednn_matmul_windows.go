@@ -60,3 +60,6 @@ func SgemmBF16(transA, transB bool, m, n, k int, a []float32, lda int, b []float
 
 // gemmImpl names oneDNN's implementation; see the other platforms.
 func gemmImpl(transA, transB bool, m, n, k, lda, ldb, ldc int, beta float32) string { return "none" }
+
+// Run is never reached on Windows, where no PackedMatmul is made.
+func (l *PackedMatmul) Run(m int, a *MatmulArgs) { panic(errMatmulWindows.Error()) }

@@ -417,20 +417,19 @@ func (m *Model) encode(ctx context.Context, s *State, hook func(layer int, hidde
 		}
 		L.AttnLN.Forward(la.a, la.ln1Mean, la.ln1Rstd, la.res1, eps, BT, H)
 		// out = LayerNorm(a + dropout(dense(act(dense(a)))))
-		m.matmul(la.pre, la.a, L.FFIn.W.Data, L.FFIn.Bias(), BT, H, I)
-		post := la.pre // inference: the activation in place
-		if la.dact != nil {
-			post = la.post
-			kernels.ActivationForwardSaveGrad(post, la.dact, la.pre, m.act, BT*I)
+		d := s.dropAt(l, siteFFNOut, cfg.HiddenDropoutProb, T*H)
+		if la.dact == nil && !d.Active() && m.fusedFeedForward(L, la, BT) {
+			// done: inference on prepared layers
 		} else {
-			kernels.ActivationForward(post, la.pre, m.act, BT*I)
-		}
-		if d := s.dropAt(l, siteFFNOut, cfg.HiddenDropoutProb, T*H); d.Active() {
-			m.matmul(la.res2, post, L.FFOut.W.Data, L.FFOut.Bias(), BT, I, H)
-			kernels.DropoutForward(la.res2, d, BT*H)
-			kernels.AddForward(la.res2, la.res2, la.a, BT*H)
-		} else {
-			m.matmulResidual(la.res2, post, L.FFOut.W.Data, L.FFOut.Bias(), la.a, BT, I, H)
+			m.matmul(la.pre, la.a, L.FFIn.W.Data, L.FFIn.Bias(), BT, H, I)
+			post := la.pre // inference: the activation in place
+			if la.dact != nil {
+				post = la.post
+				kernels.ActivationForwardSaveGrad(post, la.dact, la.pre, m.act, BT*I)
+			} else {
+				kernels.ActivationForward(post, la.pre, m.act, BT*I)
+			}
+			m.feedForwardOut(L, la, post, d, BT)
 		}
 		L.OutputLN.Forward(la.out, la.ln2Mean, la.ln2Rstd, la.res2, eps, BT, H)
 		x = la.out

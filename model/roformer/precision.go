@@ -282,3 +282,41 @@ func (m *Model) lowLinear(w []float32, OC, C int) lowLinear {
 	}
 	return l
 }
+
+// feedForwardOut is the feed-forward block's second product,
+// res2 = a + dropout(FFOut(post)).
+func (m *Model) feedForwardOut(L *Layer, la *layerActs, post []float32, d kernels.Dropout, BT int) {
+	H, I := m.Config.HiddenSize, m.Config.IntermediateSize
+	if d.Active() {
+		m.matmul(la.res2, post, L.FFOut.W.Data, L.FFOut.Bias(), BT, I, H)
+		kernels.DropoutForward(la.res2, d, BT*H)
+		kernels.AddForward(la.res2, la.res2, la.a, BT*H)
+		return
+	}
+	m.matmulResidual(la.res2, post, L.FFOut.W.Data, L.FFOut.Bias(), la.a, BT, I, H)
+}
+
+// fusedFeedForward runs the feed-forward block of an inference pass,
+// res2 = a + FFOut(act(FFIn(a))), with the activation inside the first
+// product's kernel, when SetPrecision prepared both layers for oneDNN's
+// matmul (fp32 or bf16). In bf16 the intermediate [BT, I] stays bfloat16
+// between the two products (written by the first, read by the second, in
+// the first half of la.pre), which the second product would round it to
+// anyway. It reports false, having done nothing, for the other layers.
+func (m *Model) fusedFeedForward(L *Layer, la *layerActs, BT int) bool {
+	H, I := m.Config.HiddenSize, m.Config.IntermediateSize
+	in, ok1 := m.lowLinear(L.FFIn.W.Data, I, H).(*kernels.PackedLinear)
+	out, ok2 := m.lowLinear(L.FFOut.W.Data, H, I).(*kernels.PackedLinear)
+	if !ok1 || !ok2 {
+		return false
+	}
+	if in.BF16() && out.BF16() {
+		pre16 := kernels.BF16Buffer(la.pre[:BT*I])[:BT*I]
+		in.ForwardActBF16(pre16, la.a, L.FFIn.Bias(), m.act, BT)
+		out.ForwardBF16(la.res2, pre16, L.FFOut.Bias(), la.a, BT)
+		return true
+	}
+	in.ForwardAct(la.pre, la.a, L.FFIn.Bias(), m.act, BT)
+	out.Forward(la.res2, la.pre, L.FFOut.Bias(), la.a, BT)
+	return true
+}

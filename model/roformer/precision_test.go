@@ -130,3 +130,57 @@ func TestPackedFP32(t *testing.T) {
 		}
 	}
 }
+
+// The feed-forward block of a prepared model runs fused (the activation in
+// the first product; in bf16 a bfloat16 intermediate) and gives what the
+// unfused products and ActivationForward give, within oneDNN's activation
+// approximations (fp32) and the intermediate's bfloat16 rounding, which
+// the unfused second product also does (bf16).
+func TestFusedFeedForward(t *testing.T) {
+	const BT = 37
+	ran := 0
+	for _, p := range []Precision{PrecisionFP32, PrecisionBF16, PrecisionInt8} {
+		for _, act := range []string{"gelu", "gelu_new", "relu", "silu"} {
+			cfg := tinyConfig(func(c *Config) { c.HiddenAct, c.IntermediateSize = act, 24 })
+			m := randomModel(t, cfg, HeadMaskedLM, 35)
+			if err := m.SetPrecision(p); err != nil || m.lowp == nil {
+				continue // not on this machine (or fp32 not on oneDNN)
+			}
+			L := &m.Encoder.Layers[0]
+			s := m.NewState(1, BT, false)
+			la := &s.layers[0]
+			for i := range la.a[:BT*cfg.HiddenSize] {
+				la.a[i] = float32(math.Sin(float64(i)))
+			}
+			H, I := cfg.HiddenSize, cfg.IntermediateSize
+			want := make([]float32, BT*H)
+			pre := make([]float32, BT*I)
+			m.matmul(pre, la.a, L.FFIn.W.Data, L.FFIn.Bias(), BT, H, I)
+			kernels.ActivationForward(pre, pre, m.act, BT*I)
+			m.matmulResidual(want, pre, L.FFOut.W.Data, L.FFOut.Bias(), la.a, BT, I, H)
+			fused := m.fusedFeedForward(L, la, BT)
+			if fused != (p != PrecisionInt8) {
+				t.Fatalf("%s %s: fused = %v", p, act, fused)
+			}
+			if !fused {
+				continue
+			}
+			ran++
+			tol := 1e-5
+			if p == PrecisionBF16 {
+				// Where the fused activation and ours differ by an ulp, the
+				// bfloat16 roundings of the intermediate may differ by one
+				// bfloat16 step (2⁻⁸ relative) in a few of the I terms.
+				tol = 2e-3
+			}
+			for i := range want {
+				if d := math.Abs(float64(la.res2[i] - want[i])); d > tol*(1+math.Abs(float64(want[i]))) {
+					t.Fatalf("%s %s: element %d is %v, unfused %v", p, act, i, la.res2[i], want[i])
+				}
+			}
+		}
+	}
+	if ran == 0 {
+		t.Skip("no prepared precision runs on oneDNN here")
+	}
+}
