@@ -11,8 +11,8 @@ import (
 )
 
 // Precision is the number format of the inference products of the linear
-// layers. Attention, softmax, LayerNorm, activations and embeddings stay in
-// float32 whatever it is.
+// layers. Softmax, LayerNorm, the rotary and embeddings stay in float32
+// whatever it is; bf16 also runs attention's products in bfloat16.
 type Precision string
 
 const (
@@ -25,7 +25,11 @@ const (
 	// model has, and what training uses.
 	PrecisionFP32 Precision = "fp32"
 	// PrecisionBF16 keeps the weights in bfloat16 and accumulates in
-	// float32 (oneDNN's matmul; needs AVX512_BF16 or AMX-BF16).
+	// float32 (oneDNN's matmul; needs AVX512_BF16 or AMX-BF16). The
+	// feed-forward block's intermediate is stored in bfloat16 by its
+	// first product (bias and activation fused into it) and read so by
+	// the second, which would round it to bfloat16 anyway; the other
+	// activations between products stay float32.
 	PrecisionBF16 Precision = "bf16"
 	// PrecisionInt8 is dynamic quantization: int8 weights per output
 	// channel, quantized once; activations quantized per row at run time;
