@@ -108,6 +108,49 @@ func ConvexFuse(depth int, weights []float64, lists ...[]Hit) ([]Hit, error) {
 	})
 }
 
+// ZScoreFuse merges rankings by a weighted sum of their scores, each list's
+// scores standardised over its first depth hits and shifted so that its
+// last hit scores 0: a document's score is
+//
+//	Σ_lists weights[l] · (s − min_l) / σ_l
+//
+// where σ_l is the standard deviation of list l's scores over those hits
+// (a list that does not hold a document adds 0, as its last hit does; a
+// list whose hits all score alike gives each of them 1). It is ConvexFuse
+// with σ in place of the range max − min: a list whose best hit stands out
+// from the rest by many deviations weighs more than one whose scores are
+// spread evenly, where min-max normalisation gives every list's best hit
+// the same 1 (the z-score normalisation of Montague and Aslam 2001; Qdrant's
+// distribution-based score fusion standardises likewise). weights, the
+// result and the scores' requirements are as ConvexFuse's.
+func ZScoreFuse(depth int, weights []float64, lists ...[]Hit) ([]Hit, error) {
+	if depth < 1 {
+		return nil, fmt.Errorf("retrieval: fusion depth %d must be at least 1", depth)
+	}
+	return sumLists(depth, weights, lists, func(l []Hit) (func(r int) float64, error) {
+		lo, mean := math.Inf(1), 0.0
+		for _, h := range l {
+			if math.IsNaN(h.Score) || math.IsInf(h.Score, 0) {
+				return nil, fmt.Errorf("retrieval: document %q has score %g: z-score fusion needs finite scores", h.ID, h.Score)
+			}
+			lo = min(lo, h.Score)
+			mean += h.Score
+		}
+		mean /= float64(len(l))
+		var ss float64
+		for _, h := range l {
+			ss += (h.Score - mean) * (h.Score - mean)
+		}
+		sd := math.Sqrt(ss / float64(len(l)))
+		return func(r int) float64 {
+			if sd > 0 {
+				return (l[r].Score - lo) / sd
+			}
+			return 1
+		}, nil
+	})
+}
+
 // checkWeights checks fusion weights for n lists: nil, or n finite
 // non-negative values.
 func checkWeights(weights []float64, n int) error {
@@ -123,7 +166,7 @@ func checkWeights(weights []float64, n int) error {
 }
 
 // A Fuser merges one query's rankings with a weight per ranking (nil for 1
-// each): RRF and Convex make the two of this package.
+// each): RRF, Convex and ZScore make the three of this package.
 type Fuser func(weights []float64, lists ...[]Hit) ([]Hit, error)
 
 // RRF is WeightedFuse with k and depth as a Fuser.
@@ -137,6 +180,13 @@ func RRF(k float64, depth int) Fuser {
 func Convex(depth int) Fuser {
 	return func(weights []float64, lists ...[]Hit) ([]Hit, error) {
 		return ConvexFuse(depth, weights, lists...)
+	}
+}
+
+// ZScore is ZScoreFuse with depth as a Fuser.
+func ZScore(depth int) Fuser {
+	return func(weights []float64, lists ...[]Hit) ([]Hit, error) {
+		return ZScoreFuse(depth, weights, lists...)
 	}
 }
 

@@ -2,6 +2,7 @@ package retrieval
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -431,6 +432,67 @@ func TestConvexFuseByHand(t *testing.T) {
 	}
 	if f, _ := RRF(60, 100)([]float64{.3, .7}, a, b); !reflect.DeepEqual(f, mustHits(WeightedFuse(60, 100, []float64{.3, .7}, a, b))) {
 		t.Errorf("RRF(60, 100) gave %v", f)
+	}
+}
+
+func TestZScoreFuseByHand(t *testing.T) {
+	// a's scores 9, 8, 7: mean 8, σ √(2/3); shifted by the last, d1 2/σ,
+	// d2 1/σ, d3 0. b's 0.9, 0.8: σ 0.05, d3 2, d4 0.
+	a := []Hit{{"d1", 9}, {"d2", 8}, {"d3", 7}}
+	b := []Hit{{"d3", .9}, {"d4", .8}}
+	sa := math.Sqrt(2.0 / 3)
+	got, err := ZScoreFuse(100, []float64{0.25, 0.75}, a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Hit{{"d3", 1.5}, {"d1", 0.5 / sa}, {"d2", 0.25 / sa}, {"d4", 0}}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range got {
+		if got[i].ID != want[i].ID || !near(got[i].Score, want[i].Score) {
+			t.Errorf("got %v, want %v", got, want)
+		}
+	}
+	// A runaway first hit counts by how far it stands out: the lexical
+	// list's x is 4.1 deviations above its 15 tied followers, the dense
+	// list's y, first of 16 evenly spaced scores, 3.3 above its last, x
+	// (and y is the lexical list's last, x the dense list's), so x leads
+	// by z-scores, where min-max normalisation gives both 1 and ties them.
+	lex := []Hit{{"x", 20}}
+	den := []Hit{{"y", .9}}
+	for i := 1; i < 15; i++ {
+		lex = append(lex, Hit{fmt.Sprint("t", i), 1})
+		den = append(den, Hit{fmt.Sprint("t", i), .9 - .05*float64(i)})
+	}
+	lex, den = append(lex, Hit{"y", 1}), append(den, Hit{"x", .15})
+	if got, _ := ZScoreFuse(100, nil, lex, den); got[0].ID != "x" || got[1].ID != "y" {
+		t.Errorf("z-score: got %v, want x first, then y", got[:2])
+	}
+	if got, _ := ConvexFuse(100, nil, lex, den); !near(got[0].Score, got[1].Score) {
+		t.Errorf("convex: got %v, want x and y tied", got[:2])
+	}
+	// Depth, equal scores, empty lists and bad input as ConvexFuse.
+	got, _ = ZScoreFuse(2, nil, a, []Hit{{"d2", .5}, {"d5", .5}})
+	if ids := hitIDs(got); !reflect.DeepEqual(ids, []string{"d1", "d2", "d5"}) || !near(got[0].Score, 2) || !near(got[1].Score, 1) || !near(got[2].Score, 1) {
+		t.Errorf("depth 2, equal scores: got %v, want d1 2, d2 1, d5 1", got)
+	}
+	if e, _ := ZScoreFuse(100, nil, a, nil); !reflect.DeepEqual(hitIDs(e), []string{"d1", "d2", "d3"}) {
+		t.Errorf("with an empty list: got %v", e)
+	}
+	if _, err := ZScoreFuse(0, nil, a); err == nil {
+		t.Error("depth 0 was accepted")
+	}
+	if _, err := ZScoreFuse(100, []float64{1}, a, b); err == nil {
+		t.Error("one weight for two lists was accepted")
+	}
+	for _, s := range []float64{math.NaN(), math.Inf(1)} {
+		if _, err := ZScoreFuse(100, nil, []Hit{{"d1", 1}, {"d2", s}}); err == nil {
+			t.Errorf("score %g was accepted", s)
+		}
+	}
+	if f, _ := ZScore(100)([]float64{.3, .7}, a, b); !reflect.DeepEqual(f, mustHits(ZScoreFuse(100, []float64{.3, .7}, a, b))) {
+		t.Errorf("ZScore(100) gave %v", f)
 	}
 }
 

@@ -60,7 +60,7 @@ func cmdEvalRetrieval(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs.IntVar(&o.maxLength, "max-length", 0, "tokens per input with [CLS] and [SEP]; longer ones are cut (default: the config's max_position_embeddings)")
 	fs.IntVar(&o.batch, "batch", pipeline.DefaultMaxBatch, "inputs per forward pass")
 	fs.IntVar(&o.block, "block", 4096, "corpus documents embedded and scored at a time (memory: block vectors plus 100 hits per query)")
-	fs.StringVar(&o.fusion, "fusion", "rrf", `how the hybrid lines fuse BM25 and dense: "rrf" (reciprocal ranks, 1/(k + rank)) or "convex" (each ranking's scores min-max normalised over its first --rrf-depth hits, then summed with the weights)`)
+	fs.StringVar(&o.fusion, "fusion", "rrf", `how the hybrid lines fuse BM25 and dense: "rrf" (reciprocal ranks, 1/(k + rank)), "convex" (each ranking's scores min-max normalised over its first --rrf-depth hits, then summed with the weights) or "zscore" (the same with each ranking's standard deviation in place of its range)`)
 	fs.Float64Var(&o.rrfK, "rrf-k", 60, "the k of reciprocal-rank fusion, 1/(k + rank)")
 	fs.IntVar(&o.depth, "rrf-depth", 100, "hits of each ranking fused")
 	fs.StringVar(&o.tuneSplit, "tune-fusion", "", "with --name and --model: also a hybrid-tuned line, the dense ranking's weight w (BM25's 1−w) in the --fusion sum chosen from 0, 0.05, …, 1 on this other split (e.g. dev)")
@@ -84,8 +84,8 @@ func cmdEvalRetrieval(ctx context.Context, args []string, stdout, stderr io.Writ
 		return usagef("--queries, --corpus and --qrels go together")
 	case o.batch < 1 || o.block < 1 || o.depth < 1 || o.maxLength < 0 || o.rrfK < 0:
 		return usagef("--batch %d, --block %d and --rrf-depth %d must be at least 1, --max-length %d and --rrf-k %g not negative", o.batch, o.block, o.depth, o.maxLength, o.rrfK)
-	case o.fusion != "rrf" && o.fusion != "convex":
-		return usagef(`--fusion %q: want "rrf" or "convex"`, o.fusion)
+	case o.fusion != "rrf" && o.fusion != "convex" && o.fusion != "zscore":
+		return usagef(`--fusion %q: want "rrf", "convex" or "zscore"`, o.fusion)
 	case o.tuneSplit != "" && (o.name == "" || o.model == ""):
 		return usagef("--tune-fusion needs a built-in task (--name) and a --model: it tunes the fusion on another split of the task")
 	case o.tuneSplit != "" && o.tuneSplit == o.split:
@@ -292,8 +292,11 @@ func rankRetrieval(ctx context.Context, o evalRetrievalOptions, sp *tasks.Retrie
 
 // fuser is the fusion --fusion names.
 func (o evalRetrievalOptions) fuser() retrieval.Fuser {
-	if o.fusion == "convex" {
+	switch o.fusion {
+	case "convex":
 		return retrieval.Convex(o.depth)
+	case "zscore":
+		return retrieval.ZScore(o.depth)
 	}
 	return retrieval.RRF(o.rrfK, o.depth)
 }

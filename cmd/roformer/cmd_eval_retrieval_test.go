@@ -263,38 +263,44 @@ func TestEvalRetrievalTuneFusion(t *testing.T) {
 		!strings.HasPrefix(lines[4], fmt.Sprintf("hybrid-tuned (dense weight %.2f, tuned on dev) mrr@10 ", tuned.Weight)) {
 		t.Errorf("exit %d\n%s", code, stdout)
 	}
-	// --fusion convex: both hybrid lines by ConvexFuse, tuned by TuneFusion
-	// with Convex, as the package gives.
-	code, stdout, stderr = runCLI(t, "eval", "--task", "retrieval", "--name", "test-tune", "--model", model, "--tune-fusion", "dev",
-		"--fusion", "convex", "--json", "--quiet", "--threads", "1")
-	var conv struct {
-		retrievalJSON
-		Fusion string `json:"fusion"`
-		Tuned  struct {
-			Weight float64 `json:"dense_weight"`
-		} `json:"fusion_tuned"`
-	}
-	if err := json.Unmarshal([]byte(stdout), &conv); code != 0 || err != nil || len(conv.Methods) != 4 || conv.Fusion != "convex" {
-		t.Fatalf("convex: exit %d, %v\n%s\n%s", code, err, stdout, stderr)
-	}
-	ctuned, err := retrieval.TuneFusion(dids, dbm25, ddense, qrels, retrieval.DefaultCutoffs, retrieval.Convex(100), "mrr@10", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("convex, tuned on dev: %+v", ctuned)
-	if conv.Tuned.Weight != ctuned.Weight {
-		t.Errorf("convex: tuned weight %g, the package gives %g", conv.Tuned.Weight, ctuned.Weight)
-	}
-	for i, w := range [][]float64{nil, {1 - ctuned.Weight, ctuned.Weight}} {
-		fused := map[string][]retrieval.Hit{}
-		for _, q := range ids {
-			fused[q], _ = retrieval.ConvexFuse(100, w, bm25[q], dense[q])
+	// --fusion convex and zscore: both hybrid lines by ConvexFuse or
+	// ZScoreFuse, tuned by TuneFusion with that Fuser, as the package gives.
+	for _, fc := range []struct {
+		name  string
+		fuser retrieval.Fuser
+		fuse  func(depth int, weights []float64, lists ...[]retrieval.Hit) ([]retrieval.Hit, error)
+	}{{"convex", retrieval.Convex(100), retrieval.ConvexFuse}, {"zscore", retrieval.ZScore(100), retrieval.ZScoreFuse}} {
+		code, stdout, stderr = runCLI(t, "eval", "--task", "retrieval", "--name", "test-tune", "--model", model, "--tune-fusion", "dev",
+			"--fusion", fc.name, "--json", "--quiet", "--threads", "1")
+		var conv struct {
+			retrievalJSON
+			Fusion string `json:"fusion"`
+			Tuned  struct {
+				Weight float64 `json:"dense_weight"`
+			} `json:"fusion_tuned"`
 		}
-		want, _ := retrieval.Evaluate(ids, fused, qrels, retrieval.DefaultCutoffs)
-		g := conv.Methods[2+i]
-		for n, v := range want.Metrics {
-			if g.Metrics[n] != v {
-				t.Errorf("convex %s %s = %v, the package gives %v", g.Method, n, g.Metrics[n], v)
+		if err := json.Unmarshal([]byte(stdout), &conv); code != 0 || err != nil || len(conv.Methods) != 4 || conv.Fusion != fc.name {
+			t.Fatalf("%s: exit %d, %v\n%s\n%s", fc.name, code, err, stdout, stderr)
+		}
+		ctuned, err := retrieval.TuneFusion(dids, dbm25, ddense, qrels, retrieval.DefaultCutoffs, fc.fuser, "mrr@10", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s, tuned on dev: %+v", fc.name, ctuned)
+		if conv.Tuned.Weight != ctuned.Weight {
+			t.Errorf("%s: tuned weight %g, the package gives %g", fc.name, conv.Tuned.Weight, ctuned.Weight)
+		}
+		for i, w := range [][]float64{nil, {1 - ctuned.Weight, ctuned.Weight}} {
+			fused := map[string][]retrieval.Hit{}
+			for _, q := range ids {
+				fused[q], _ = fc.fuse(100, w, bm25[q], dense[q])
+			}
+			want, _ := retrieval.Evaluate(ids, fused, qrels, retrieval.DefaultCutoffs)
+			g := conv.Methods[2+i]
+			for n, v := range want.Metrics {
+				if g.Metrics[n] != v {
+					t.Errorf("%s %s %s = %v, the package gives %v", fc.name, g.Method, n, g.Metrics[n], v)
+				}
 			}
 		}
 	}
@@ -321,7 +327,7 @@ func TestEvalRetrievalCLIErrors(t *testing.T) {
 		{[]string{"--queries", qf, "--corpus", cf, "--qrels", bad}, 1, bad + ":2: 2 tab-separated fields, want 3"},
 		{[]string{"--queries", qf, "--corpus", cf, "--qrels", rf, "--rrf-depth", "0"}, 2, "--rrf-depth 0 must be at least 1"},
 		{[]string{"--queries", qf, "--corpus", cf, "--qrels", rf, "--tune-fusion", "dev"}, 2, "--tune-fusion needs a built-in task (--name) and a --model"},
-		{[]string{"--queries", qf, "--corpus", cf, "--qrels", rf, "--fusion", "max"}, 2, `--fusion "max": want "rrf" or "convex"`},
+		{[]string{"--queries", qf, "--corpus", cf, "--qrels", rf, "--fusion", "max"}, 2, `--fusion "max": want "rrf", "convex" or "zscore"`},
 	} {
 		code, _, stderr := runCLI(t, append([]string{"eval", "--task", "retrieval"}, c.args...)...)
 		if code != c.code || !strings.Contains(stderr, c.want) {

@@ -13,7 +13,8 @@
 # schedule again: files mnrl48k-e2-*; run the same way, seeds 1 and 2 side by side, then 3).
 # With CONVEX=1 (after the runs above, models kept in WORK) it trains nothing new and scores
 # every model again with --fusion convex (both hybrid lines a convex combination of min-max
-# normalised scores), into full-48k/convex.
+# normalised scores), into full-48k/convex; FUSION=zscore does the same with --fusion zscore
+# (scores standardised by each ranking's deviation), into full-48k/zscore.
 # Run from the repository root.
 set -eu
 work=$1
@@ -54,9 +55,10 @@ if [ "${E2:-0}" = 1 ]; then
   done
 fi
 
-fusion=rrf
-if [ "${CONVEX:-0}" = 1 ]; then
-  fusion=convex out=$out/convex
+fusion=${FUSION:-rrf}
+[ "${CONVEX:-0}" = 1 ] && fusion=convex
+if [ "$fusion" != rrf ]; then
+  out=$out/$fusion
   mkdir -p "$out"
 fi
 ev() { # split model-folder file [flags]
@@ -74,8 +76,10 @@ for run in mnrl48k-seed1 mnrl48k-seed2 mnrl48k-seed3 mnrl48k-e2-seed1 mnrl48k-e2
   ev dev "$work/$run" $run
   ev test "$work/$run" $run --tune-fusion dev
 done
-if [ "$fusion" = convex ]; then
-  (cd "$out" && go run ../../summarize.go -script "run-full.sh, CONVEX=1: --fusion convex" -runs "mnrl48k:MNRL 1 epoch,mnrl48k-e2:MNRL 2 epochs (restart)") \
+if [ "$fusion" != rrf ]; then
+  label="FUSION=$fusion"
+  [ "$fusion" = convex ] && label="CONVEX=1"
+  (cd "$out" && go run ../../summarize.go -script "run-full.sh, $label: --fusion $fusion" -runs "mnrl48k:MNRL 1 epoch,mnrl48k-e2:MNRL 2 epochs (restart)") \
     > "$out/summary.md"
   exit
 fi
