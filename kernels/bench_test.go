@@ -148,3 +148,50 @@ func BenchmarkCrossEntropy(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFeedForward times a layer's feed-forward block on packed layers,
+// res + FFOut(GELU(FFIn(x))): "unfused" as three passes (the first
+// product, GELU, the second product with the residual), "fused" with GELU
+// in the first product's kernel and, in bf16, a bfloat16 intermediate.
+func BenchmarkFeedForward(b *testing.B) {
+	r := testutil.Rand(1)
+	for _, s := range benchShapes[:1] {
+		BT, C, I := s.B*s.T, s.C, s.I
+		x, res := testutil.RandN(r, BT*C, 1), testutil.RandN(r, BT*C, 1)
+		w1, b1 := testutil.RandN(r, I*C, 0.02), testutil.RandN(r, I, 0.02)
+		w2, b2 := testutil.RandN(r, C*I, 0.02), testutil.RandN(r, C, 0.02)
+		pre, out := make([]float32, BT*I), make([]float32, BT*C)
+		for _, mk := range []struct {
+			name string
+			new  func([]float32, int, int) (*PackedLinear, error)
+		}{{"fp32", NewPackedLinear}, {"bf16", NewBF16Linear}} {
+			in, err := mk.new(w1, I, C)
+			if err != nil {
+				continue
+			}
+			o, _ := mk.new(w2, C, I)
+			flop := 2 * 2 * float64(BT) * float64(C) * float64(I)
+			b.Run(fmt.Sprintf("%s/%s/unfused", s.name, mk.name), func(b *testing.B) {
+				for b.Loop() {
+					in.Forward(pre, x, b1, nil, BT)
+					ActivationForward(pre, pre, GELU, BT*I)
+					o.Forward(out, pre, b2, res, BT)
+				}
+				gflops(b, flop)
+			})
+			b.Run(fmt.Sprintf("%s/%s/fused", s.name, mk.name), func(b *testing.B) {
+				for b.Loop() {
+					if in.BF16() {
+						pre16 := BF16Buffer(pre)[:BT*I]
+						in.ForwardActBF16(pre16, x, b1, GELU, BT)
+						o.ForwardBF16(out, pre16, b2, res, BT)
+					} else {
+						in.ForwardAct(pre, x, b1, GELU, BT)
+						o.Forward(out, pre, b2, res, BT)
+					}
+				}
+				gflops(b, flop)
+			})
+		}
+	}
+}
