@@ -58,6 +58,22 @@ func ExampleConvexFuse() {
 	// d4 0.000
 }
 
+func ExampleZScoreFuse() {
+	// The rankings of ExampleConvexFuse: standardised, BM25's runaway
+	// first hit counts by how many deviations it stands above the rest.
+	lexical := []retrieval.Hit{{ID: "d1", Score: 7.1}, {ID: "d2", Score: 3.0}, {ID: "d3", Score: 1.2}}
+	dense := []retrieval.Hit{{ID: "d3", Score: 0.91}, {ID: "d1", Score: 0.89}, {ID: "d4", Score: 0.30}}
+	fused, _ := retrieval.ZScoreFuse(100, []float64{0.5, 0.5}, lexical, dense)
+	for _, h := range fused {
+		fmt.Printf("%s %.3f\n", h.ID, h.Score)
+	}
+	// Output:
+	// d1 2.237
+	// d3 1.078
+	// d2 0.365
+	// d4 0.000
+}
+
 func ExampleLuceneLength() {
 	for _, n := range []int{10, 23, 24, 40, 41, 100} {
 		fmt.Print(retrieval.LuceneLength(n), " ")
