@@ -110,8 +110,12 @@ func (m *Model) lmLogits(logits, x []float32, N int, acts *lmActs) {
 	if a == nil {
 		a = newLMActs(N, E)
 	}
-	m.matmul(a.pre, x, m.LM.Transform.W.Data, m.LM.Transform.Bias(), N, H, E)
-	kernels.ActivationForward(a.post, a.pre, m.act, N*E)
+	if acts == nil { // inference: pre is not kept
+		m.matmulAct(a.post, x, m.LM.Transform.W.Data, m.LM.Transform.Bias(), m.act, N, H, E)
+	} else {
+		m.matmul(a.pre, x, m.LM.Transform.W.Data, m.LM.Transform.Bias(), N, H, E)
+		kernels.ActivationForward(a.post, a.pre, m.act, N*E)
+	}
 	m.LM.LN.Forward(a.ln, a.mean, a.rstd, a.post, float32(cfg.LayerNormEps), N, E)
 	m.matmul(logits, a.ln, m.Encoder.Embeddings.Word.Data, m.LM.Bias.Data, N, E, V)
 }

@@ -85,9 +85,8 @@ func (m *Model) poolerForward(x []float32, B, T int) *tensor.Tensor {
 	for r := 0; r < B; r++ {
 		copy(first[r*H:r*H+H], x[r*T*H:r*T*H+H])
 	}
-	m.matmul(out, first, p.W.Data, p.Bias(), B, H, H)
 	act, _ := kernels.ParseActivation(m.Config.PoolerActivationName())
-	kernels.ActivationForward(out, out, act, B*H)
+	m.matmulAct(out, first, p.W.Data, p.Bias(), act, B, H, H)
 	return &tensor.Tensor{Shape: []int{B, H}, Data: out}
 }
 

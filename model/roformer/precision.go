@@ -240,6 +240,19 @@ func (m *Model) matmul(out, inp, w, b []float32, BT, C, OC int) {
 	kernels.MatmulForward(out, inp, w, b, BT, C, OC)
 }
 
+// matmulAct is matmul followed by act: out = act(inp·Wᵀ + b), the
+// activation inside the product's kernel on a layer SetPrecision prepared
+// for oneDNN's matmul (kernels.PackedLinear.ForwardAct), else as a pass of
+// its own. For inference: training keeps the pre-activation for backward.
+func (m *Model) matmulAct(out, inp, w, b []float32, act kernels.Activation, BT, C, OC int) {
+	if l, ok := m.lowLinear(w, OC, C).(*kernels.PackedLinear); ok {
+		l.ForwardAct(out, inp, b, act, BT)
+		return
+	}
+	m.matmul(out, inp, w, b, BT, C, OC)
+	kernels.ActivationForward(out, out, act, BT*OC)
+}
+
 // matmulResidual is matmul added to a residual stream: out = res + inp·Wᵀ + b.
 func (m *Model) matmulResidual(out, inp, w, b, res []float32, BT, C, OC int) {
 	if l := m.lowLinear(w, OC, C); l != nil {
