@@ -242,10 +242,10 @@ func (m *Model) matmul(out, inp, w, b []float32, BT, C, OC int) {
 
 // matmulAct is matmul followed by act: out = act(inp·Wᵀ + b), the
 // activation inside the product's kernel on a layer SetPrecision prepared
-// for oneDNN's matmul (kernels.PackedLinear.ForwardAct), else as a pass of
-// its own. For inference: training keeps the pre-activation for backward.
+// in bf16 (kernels.PackedLinear.ForwardAct), else as a pass of its own
+// (fp32 keeps this package's activation, as fusedFeedForward says). For inference: training keeps the pre-activation for backward.
 func (m *Model) matmulAct(out, inp, w, b []float32, act kernels.Activation, BT, C, OC int) {
-	if l, ok := m.lowLinear(w, OC, C).(*kernels.PackedLinear); ok {
+	if l, ok := m.lowLinear(w, OC, C).(*kernels.PackedLinear); ok && l.BF16() {
 		l.ForwardAct(out, inp, b, act, BT)
 		return
 	}
@@ -315,25 +315,22 @@ func (m *Model) feedForwardOut(L *Layer, la *layerActs, post []float32, d kernel
 
 // fusedFeedForward runs the feed-forward block of an inference pass,
 // res2 = a + FFOut(act(FFIn(a))), with the activation inside the first
-// product's kernel, when SetPrecision prepared both layers for oneDNN's
-// matmul (fp32 or bf16). In bf16 the intermediate [BT, I] stays bfloat16
-// between the two products (written by the first, read by the second, in
-// the first half of la.pre), which the second product would round it to
-// anyway. It reports false, having done nothing, for the other layers.
+// product's kernel, when SetPrecision prepared both layers in bf16: the
+// intermediate [BT, I] stays bfloat16 between the two products (written by
+// the first, read by the second, in the first half of la.pre), which the
+// second product would round it to anyway. It reports false, having done
+// nothing, for the other layers: fp32 keeps this package's activation
+// (oneDNN's differs by float32 ulps), so that a prepared fp32 model gives
+// what training's evaluation gives to the last bits the products allow.
 func (m *Model) fusedFeedForward(L *Layer, la *layerActs, BT int) bool {
 	H, I := m.Config.HiddenSize, m.Config.IntermediateSize
 	in, ok1 := m.lowLinear(L.FFIn.W.Data, I, H).(*kernels.PackedLinear)
 	out, ok2 := m.lowLinear(L.FFOut.W.Data, H, I).(*kernels.PackedLinear)
-	if !ok1 || !ok2 {
+	if !ok1 || !ok2 || !in.BF16() || !out.BF16() {
 		return false
 	}
-	if in.BF16() && out.BF16() {
-		pre16 := kernels.BF16Buffer(la.pre[:BT*I])[:BT*I]
-		in.ForwardActBF16(pre16, la.a, L.FFIn.Bias(), m.act, BT)
-		out.ForwardBF16(la.res2, pre16, L.FFOut.Bias(), la.a, BT)
-		return true
-	}
-	in.ForwardAct(la.pre, la.a, L.FFIn.Bias(), m.act, BT)
-	out.Forward(la.res2, la.pre, L.FFOut.Bias(), la.a, BT)
+	pre16 := kernels.BF16Buffer(la.pre[:BT*I])[:BT*I]
+	in.ForwardActBF16(pre16, la.a, L.FFIn.Bias(), m.act, BT)
+	out.ForwardBF16(la.res2, pre16, L.FFOut.Bias(), la.a, BT)
 	return true
 }
