@@ -265,6 +265,7 @@ type packedWeights struct {
 type matmulPlan struct {
 	convert bool // a bfloat16 layer given float32: the input is rounded first
 	ep      epilogue
+	what    string // names the primitive in a failure: "matmul" and ep
 	pd      uintptr
 	prim    uintptr
 	srcMD   dnnlMemDesc
@@ -298,8 +299,8 @@ type matmulExec struct {
 	cvtArgs          [2]dnnlExecArg
 
 	// During Forward: the slices whose addresses were passed to oneDNN.
-	inp, out        []float32
-	keepIn, keepOut unsafe.Pointer // the other operands (ForwardU8, Run)
+	inp             []float32      // a float32 input
+	keepIn, keepOut unsafe.Pointer // the other operands
 	keepBias        unsafe.Pointer
 	keepRes         unsafe.Pointer
 }
@@ -400,53 +401,14 @@ func (l *PackedMatmul) K() int { return l.k }
 // Forward panics if a slice is too short for m, if beta is NaN, or if
 // oneDNN fails, which after construction indicates a bug.
 func (l *PackedMatmul) Forward(out, inp []float32, m int, beta float32) {
-	if m < 0 {
-		panic(fmt.Sprintf("blas: PackedMatmul.Forward: negative m = %d", m))
-	}
 	if beta != beta {
 		panic("blas: PackedMatmul.Forward: beta is NaN")
 	}
-	if l.dt == dnnlS8 {
-		panic("blas: Forward on an int8 layer: use ForwardU8")
+	a := MatmulArgs{In: inp, Out: out}
+	if err := l.checkArgs(m, &a); err != nil {
+		panic("blas: PackedMatmul.Forward: " + err.Error())
 	}
-	if len(inp) < m*l.k {
-		panic(fmt.Sprintf("blas: PackedMatmul.Forward: len(inp) = %d < m·k = %d·%d", len(inp), m, l.k))
-	}
-	if len(out) < m*l.n {
-		panic(fmt.Sprintf("blas: PackedMatmul.Forward: len(out) = %d < m·n = %d·%d", len(out), m, l.n))
-	}
-	if beta == 0 {
-		beta = 0 // -0 → 0, one primitive for both
-	}
-	for done := 0; done < m; {
-		r := l.rowsFor(m-done, planKey{beta: beta})
-		l.forward(out[done*l.n:], inp[done*l.k:], r, beta)
-		done += r
-	}
-}
-
-// forward is Forward for m > 0 rows with one primitive.
-func (l *PackedMatmul) forward(out, inp []float32, m int, beta float32) {
-	p, e := l.context(planKey{m: m, beta: beta})
-	d := l.d
-	// inp and out go to oneDNN as uintptrs through e.sys (a fresh variadic
-	// argument list for SyscallN would be allocated on every call). Storing
-	// them in e, which is on the heap, moves them to the heap too if the
-	// caller had them on its stack, which could move during the calls.
-	e.inp, e.out = inp, out
-	if p.convert {
-		l.convertInput(p, e)
-	} else {
-		e.setHandle(d, e.src, unsafe.Pointer(&e.inp[0]))
-	}
-	e.setHandle(d, e.dst, unsafe.Pointer(&e.out[0]))
-	e.execute(d, p.prim, e.args[:e.nargs], "matmul", true, m, l.n, l.k)
-	e.sys = [4]uintptr{}
-	e.inp, e.out = nil, nil
-	p.put(e)
-	// l owns the primitives (its cleanup destroys them): keep it alive
-	// until they have run.
-	runtime.KeepAlive(l)
+	l.run(m, &a, beta)
 }
 
 // Run computes a.Out (or a.Out16) = a.Act(in·Wᵀ + a.Bias) + a.Res for m
@@ -465,21 +427,32 @@ func (l *PackedMatmul) Run(m int, a *MatmulArgs) {
 	if err := l.checkArgs(m, a); err != nil {
 		panic("blas: PackedMatmul.Run: " + err.Error())
 	}
+	l.run(m, a, 0)
+}
+
+// run is Forward and Run on checked operands: out = Act(in·Wᵀ + Bias) +
+// Res + beta·out, in chunks of rows that have a primitive (rowsFor).
+func (l *PackedMatmul) run(m int, a *MatmulArgs, beta float32) {
 	if m == 0 {
 		return
 	}
 	ep := epilogue{in16: a.In16 != nil, out16: a.Out16 != nil, bias: a.Bias != nil, res: a.Res != nil, act: a.Act}
-	beta := float32(0)
-	if a.Res != nil && a.Out != nil && &a.Res[0] == &a.Out[0] {
+	if beta == 0 {
+		beta = 0 // -0 → 0, one primitive for both
+	}
+	if beta == 0 && a.Res != nil && a.Out != nil && &a.Res[0] == &a.Out[0] {
 		// In place: oneDNN's sum post-op adds what dst holds.
 		ep.res, beta = false, 1
 	}
+	d := l.d
 	for done := 0; done < m; {
 		r := l.rowsFor(m-done, planKey{beta: beta, ep: ep})
 		p, e := l.context(planKey{m: r, beta: beta, ep: ep})
-		d := l.d
-		// As in forward: the operands are kept in e (on the heap) while
-		// oneDNN holds their addresses.
+		// The operands go to oneDNN as uintptrs through e.sys (a fresh
+		// variadic argument list for SyscallN would be allocated on every
+		// call). Storing them in e, which is on the heap, moves them to the
+		// heap too if the caller had them on its stack, which could move
+		// during the calls.
 		if ep.in16 {
 			e.keepIn = unsafe.Pointer(&a.In16[done*l.k])
 			e.setHandle(d, e.src, e.keepIn)
@@ -505,14 +478,15 @@ func (l *PackedMatmul) Run(m int, a *MatmulArgs) {
 			e.keepRes = unsafe.Pointer(&a.Res[done*l.n])
 			e.setHandle(d, e.res, e.keepRes)
 		}
-		e.execute(d, p.prim, e.args[:e.nargs], "matmul"+ep.String(), true, r, l.n, l.k)
+		e.execute(d, p.prim, e.args[:e.nargs], p.what, true, r, l.n, l.k)
 		e.sys = [4]uintptr{}
 		e.inp = nil
 		e.keepIn, e.keepOut, e.keepBias, e.keepRes = nil, nil, nil, nil
 		p.put(e)
 		done += r
 	}
-	runtime.KeepAlive(a)
+	// l owns the primitives (its cleanup destroys them): keep it alive
+	// until they have run.
 	runtime.KeepAlive(l)
 }
 
@@ -739,7 +713,7 @@ func dtName(dt uintptr) string {
 func (l *PackedMatmul) newPlan(key planKey) (p *matmulPlan, err error) {
 	d := l.d
 	m, beta, ep := key.m, key.beta, key.ep
-	p = &matmulPlan{m: m, ep: ep, convert: l.dt == dnnlBF16 && !ep.in16}
+	p = &matmulPlan{m: m, ep: ep, convert: l.dt == dnnlBF16 && !ep.in16, what: "matmul" + ep.String()}
 	dstDT := l.dstDT()
 	if ep.out16 {
 		dstDT = dnnlBF16

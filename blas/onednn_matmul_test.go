@@ -257,6 +257,19 @@ func TestBF16LinearAllocs(t *testing.T) {
 	if a := testing.AllocsPerRun(100, func() { l.Forward(out, inp, m, 1) }); a > 0 {
 		t.Errorf("Forward allocates %v times per call", a)
 	}
+	// Run with an epilogue, float32 and bfloat16 out, neither.
+	bias, res := make([]float32, n), make([]float32, m*n)
+	in16, out16 := make([]uint16, m*k), make([]uint16, m*n)
+	for _, c := range []MatmulArgs{
+		{In: inp, Out: out, Bias: bias, Res: res},
+		{In: inp, Out16: out16, Bias: bias, Act: EltwiseGELUErf},
+		{In16: in16, Out: out, Res: out},
+	} {
+		l.Run(m, &c)
+		if a := testing.AllocsPerRun(100, func() { l.Run(m, &c) }); a > 0 {
+			t.Errorf("Run(%v) allocates %v times per call", epilogue{in16: c.In16 != nil, out16: c.Out16 != nil, bias: c.Bias != nil, res: c.Res != nil, act: c.Act}, a)
+		}
+	}
 }
 
 // TestBF16LinearCleanup drops layers while others run, so that their
