@@ -20,6 +20,7 @@ type gemmKey struct {
 	m, n, k        int
 	lda, ldb, ldc  int
 	beta           float32
+	in16           bool // GemmBF16: A and B are bfloat16 already
 }
 
 // gemmPlan is a bfloat16 matmul primitive with the reorders that round its
@@ -55,6 +56,8 @@ type gemmExec struct {
 	a32 []float32 // the operands during a call
 	b32 []float32
 	c32 []float32
+
+	a16in, b16in []uint16 // GemmBF16's operands during a call
 }
 
 var gemmPlans struct {
@@ -107,7 +110,7 @@ func SgemmBF16(transA, transB bool, m, n, k int, a []float32, lda int, b []float
 	if beta == 0 {
 		beta = 0 // -0 → 0
 	}
-	key := gemmKey{transA, transB, m, n, k, lda, ldb, ldc, beta}
+	key := gemmKey{transA, transB, m, n, k, lda, ldb, ldc, beta, false}
 	p, transient, err := gemmPlanFor(d, key)
 	if err != nil {
 		panic(err.Error())
@@ -125,6 +128,63 @@ func SgemmBF16(transA, transB bool, m, n, k int, a []float32, lda int, b []float
 	e.execute(d, p.prim, e.mmArgs[:e.nmm], "bf16 matmul", true, key.m, key.n, key.k)
 	e.sys = [4]uintptr{}
 	e.a32, e.b32, e.c32 = nil, nil, nil
+	p.done(d, e, transient)
+}
+
+// GemmBF16 is SgemmBF16 on operands that are bfloat16 already (the bits
+// tensor.F32ToBF16 gives, stored as Sgemm's operands are, op(A) [m, k]
+// and op(B) [k, n] with leading dimensions lda and ldb), with C float32:
+// C = beta·C + op(A)·op(B) accumulated in float32. No reorder runs: a
+// caller that rounds an operand once uses it in several products (a
+// layer's input in its forward product and its weight gradient, the
+// output gradient in both backward products), and oneDNN's kernels copy
+// B into their blocked layout tile by tile as they go.
+//
+// Its primitives are cached as SgemmBF16's are, within the same bound; it
+// panics as SgemmBF16 does.
+func GemmBF16(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int) {
+	checkGemm(transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
+	if beta != beta {
+		panic("blas: GemmBF16: beta is NaN")
+	}
+	if m == 0 || n == 0 {
+		return
+	}
+	if k == 0 {
+		scaleC(m, n, beta, c, ldc)
+		return
+	}
+	if err := BF16Supported(); err != nil {
+		panic("blas: GemmBF16: " + err.Error())
+	}
+	d, err := loadDNNLMatmul()
+	if err != nil {
+		panic("blas: GemmBF16: " + err.Error())
+	}
+	if beta == 0 {
+		beta = 0 // -0 → 0
+	}
+	key := gemmKey{transA, transB, m, n, k, lda, ldb, ldc, beta, true}
+	p, transient, err := gemmPlanFor(d, key)
+	if err != nil {
+		panic(err.Error())
+	}
+	e, err := p.get(d)
+	if err != nil {
+		panic(err.Error())
+	}
+	e.a16in, e.b16in, e.c32 = a, b, c
+	e.setHandle(d, e.a, unsafe.Pointer(&e.a16in[0]))
+	e.setHandle(d, e.b, unsafe.Pointer(&e.b16in[0]))
+	e.setHandle(d, e.c, unsafe.Pointer(&e.c32[0]))
+	e.execute(d, p.prim, e.mmArgs[:e.nmm], "bf16 matmul", true, key.m, key.n, key.k)
+	e.sys = [4]uintptr{}
+	e.a16in, e.b16in, e.c32 = nil, nil, nil
+	p.done(d, e, transient)
+}
+
+// done returns e to p after a call, or destroys a transient p.
+func (p *gemmPlan) done(d *dnnlMatmul, e *gemmExec, transient bool) {
 	if transient {
 		p.destroy(d)
 		return
@@ -192,6 +252,9 @@ func newGemmPlan(d *dnnlMatmul, key gemmKey) (p *gemmPlan, err error) {
 			p = nil
 		}
 	}()
+	if key.in16 {
+		return newGemmPlan16(d, p)
+	}
 	var anyMD dnnlMemDesc
 	for _, e := range []error{
 		d.mdStrided(&p.aMD, m, k, dnnlF32, key.transA, key.lda),
@@ -251,10 +314,53 @@ func newGemmPlan(d *dnnlMatmul, key gemmKey) (p *gemmPlan, err error) {
 	return p, nil
 }
 
+// newGemmPlan16 creates GemmBF16's primitive for p.key: the matmul of
+// strided bfloat16 A [m, k] and B [k, n] into float32 C [m, n], with a sum
+// post-op scaled by beta when beta ≠ 0; no reorders.
+func newGemmPlan16(d *dnnlMatmul, p *gemmPlan) (*gemmPlan, error) {
+	key := p.key
+	for _, e := range []error{
+		d.mdStrided(&p.aMD, key.m, key.k, dnnlBF16, key.transA, key.lda),
+		d.mdStrided(&p.bMD, key.k, key.n, dnnlBF16, key.transB, key.ldb),
+		d.mdStrided(&p.cMD, key.m, key.n, dnnlF32, false, key.ldc),
+	} {
+		if e != nil {
+			return nil, e
+		}
+	}
+	var op dnnlMatmulDesc
+	if st := d.call(d.matmulDescInit, uintptr(unsafe.Pointer(&op)), uintptr(unsafe.Pointer(&p.aMD)), uintptr(unsafe.Pointer(&p.bMD)), 0, uintptr(unsafe.Pointer(&p.cMD))); st != dnnlSuccess {
+		return nil, dnnlError("dnnl_matmul_desc_init", st)
+	}
+	attr, _, err := d.matmulAttr(key.beta, epilogue{}, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer d.call(d.attrDestroy, attr)
+	if st := d.call(d.pdCreate, uintptr(unsafe.Pointer(&p.pd)), uintptr(unsafe.Pointer(&op)), attr, d.engine, 0); st != dnnlSuccess {
+		return nil, fmt.Errorf("%w (bf16 gemm of bf16 operands m=%d, n=%d, k=%d)", dnnlError("dnnl_primitive_desc_create", st), key.m, key.n, key.k)
+	}
+	if err := copyMD(&p.scrMD, d, p.pd, dnnlQueryScratchMD); err == nil {
+		p.scrSize = int(d.call64(d.memDescGetSize, uintptr(unsafe.Pointer(&p.scrMD))))
+	}
+	if st := d.call(d.primCreate, uintptr(unsafe.Pointer(&p.prim)), p.pd); st != dnnlSuccess {
+		return nil, dnnlError("dnnl_primitive_create (bf16 gemm of bf16 operands)", st)
+	}
+	e, err := p.get(d)
+	if err != nil {
+		return nil, err
+	}
+	p.put(e)
+	return p, nil
+}
+
 // get takes an execution context from the free list or makes one.
 func (p *gemmPlan) get(d *dnnlMatmul) (*gemmExec, error) {
 	if e, ok := p.ctxs.take(); ok {
 		return e, nil
+	}
+	if p.key.in16 {
+		return p.get16(d)
 	}
 	e := &gemmExec{a16Buf: alignedBytes(p.a16Size), b16Buf: alignedBytes(p.b16Size)}
 	if p.scrSize > 0 {
@@ -297,6 +403,45 @@ func (p *gemmPlan) get(d *dnnlMatmul) (*gemmExec, error) {
 	return e, nil
 }
 
+// get16 makes a context for a GemmBF16 plan: A, B and C set per call.
+func (p *gemmPlan) get16(d *dnnlMatmul) (*gemmExec, error) {
+	e := &gemmExec{}
+	if p.scrSize > 0 {
+		e.scrBuf = alignedBytes(p.scrSize)
+	}
+	if st := d.call(d.streamCreate, uintptr(unsafe.Pointer(&e.stream)), d.engine, dnnlStreamDefault); st != dnnlSuccess {
+		return nil, dnnlError("dnnl_stream_create", st)
+	}
+	for _, m := range []struct {
+		mem *uintptr
+		md  *dnnlMemDesc
+		buf unsafe.Pointer
+	}{
+		{&e.a, &p.aMD, nil},
+		{&e.b, &p.bMD, nil},
+		{&e.c, &p.cMD, nil},
+		{&e.s, &p.scrMD, ptr(e.scrBuf)},
+	} {
+		if m.mem == &e.s && p.scrSize == 0 {
+			continue
+		}
+		if st := d.call(d.memCreate, uintptr(unsafe.Pointer(m.mem)), uintptr(unsafe.Pointer(m.md)), d.engine, uintptr(m.buf)); st != dnnlSuccess {
+			e.destroy(d)
+			return nil, dnnlError("dnnl_memory_create", st)
+		}
+	}
+	e.mmArgs[0] = dnnlExecArg{arg: dnnlArgSrc, mem: e.a}
+	e.mmArgs[1] = dnnlExecArg{arg: dnnlArgWeights, mem: e.b}
+	e.mmArgs[2] = dnnlExecArg{arg: dnnlArgDst, mem: e.c}
+	e.nmm = 3
+	if e.s != 0 {
+		e.mmArgs[3] = dnnlExecArg{arg: dnnlArgScratchpad, mem: e.s}
+		e.nmm = 4
+	}
+	p.ctxs.add(e)
+	return e, nil
+}
+
 func (p *gemmPlan) put(e *gemmExec) { p.ctxs.put(e) }
 
 func (e *gemmExec) destroy(d *dnnlMatmul) {
@@ -322,12 +467,12 @@ func (p *gemmPlan) destroy(d *dnnlMatmul) {
 
 // gemmImpl names the implementation oneDNN chose for a SgemmBF16 shape,
 // e.g. "brg:avx512_core_bf16", for tests and benchmarks.
-func gemmImpl(transA, transB bool, m, n, k, lda, ldb, ldc int, beta float32) string {
+func gemmImpl(key gemmKey) string {
 	d, err := loadDNNLMatmul()
 	if err != nil {
 		return err.Error()
 	}
-	p, transient, err := gemmPlanFor(d, gemmKey{transA, transB, m, n, k, lda, ldb, ldc, beta})
+	p, transient, err := gemmPlanFor(d, key)
 	if err != nil {
 		return err.Error()
 	}

@@ -78,23 +78,40 @@ func TestSgemmBF16AgainstReference(t *testing.T) {
 					got := append([]float32(nil), c...)
 					SgemmBF16(ta, tb, m, n, k, a, lda, b, ldb, beta, got, ldc)
 					name := fmt.Sprintf("%dx%dx%d trans %v/%v beta %g pad %d", m, n, k, ta, tb, beta, pad)
-					for i := range m {
-						for j := range n {
-							// float32 accumulation of exact bf16 products: a few
-							// float32 ulps of Σ|a·b| per addition.
-							tol := 4e-7*float64(k+1)*scale[i*n+j] + 1e-30
-							if d := math.Abs(float64(got[i*ldc+j]) - want[i*n+j]); d > tol {
-								t.Fatalf("%s: C[%d,%d] = %g, want %g (|diff| %.3g > %.3g); impl %s", name, i, j, got[i*ldc+j], want[i*n+j], d, tol, gemmImpl(ta, tb, m, n, k, lda, ldb, ldc, beta))
-							}
-						}
-						// The padding of C is not written.
-						for j := n; j < ldc && i*ldc+j < len(c); j++ {
-							if got[i*ldc+j] != c[i*ldc+j] {
-								t.Fatalf("%s: C[%d,%d] (padding) changed", name, i, j)
-							}
-						}
-					}
+					check(t, name, got, want, scale, m, n, k, c, ldc, gemmKey{ta, tb, m, n, k, lda, ldb, ldc, beta, false})
+					// GemmBF16 on the rounded operands gives the same sums.
+					got16 := append([]float32(nil), c...)
+					GemmBF16(ta, tb, m, n, k, toBF16(a), lda, toBF16(b), ldb, beta, got16, ldc)
+					check(t, name+" (GemmBF16)", got16, want, scale, m, n, k, c, ldc, gemmKey{ta, tb, m, n, k, lda, ldb, ldc, beta, true})
 				}
+			}
+		}
+	}
+	for _, ta := range []bool{false, true} {
+		for _, tb := range []bool{false, true} {
+			key := gemmKey{ta, tb, 64, 64, 64, 64, 64, 64, 0, true}
+			if impl := gemmImpl(key); strings.HasPrefix(impl, "ref") {
+				t.Errorf("GemmBF16 trans %v/%v runs oneDNN's reference code: %s", ta, tb, impl)
+			}
+		}
+	}
+}
+
+// check compares a bf16 product with its float64 reference: float32
+// accumulation of exact bf16 products, a few float32 ulps of Σ|a·b| per
+// addition; the padding of C (c before the call) must be unchanged.
+func check(t *testing.T, name string, got []float32, want, scale []float64, m, n, k int, c []float32, ldc int, key gemmKey) {
+	t.Helper()
+	for i := range m {
+		for j := range n {
+			tol := 4e-7*float64(k+1)*scale[i*n+j] + 1e-30
+			if d := math.Abs(float64(got[i*ldc+j]) - want[i*n+j]); d > tol {
+				t.Fatalf("%s: C[%d,%d] = %g, want %g (|diff| %.3g > %.3g); impl %s", name, i, j, got[i*ldc+j], want[i*n+j], d, tol, gemmImpl(key))
+			}
+		}
+		for j := n; j < ldc && i*ldc+j < len(c); j++ {
+			if got[i*ldc+j] != c[i*ldc+j] {
+				t.Fatalf("%s: C[%d,%d] (padding) changed", name, i, j)
 			}
 		}
 	}
@@ -113,7 +130,7 @@ func TestSgemmBF16RoundsOperands(t *testing.T) {
 	if c[0] != 1 {
 		t.Fatalf("1+2⁻¹⁰ times 1 = %g, want 1 (rounded to bfloat16)", c[0])
 	}
-	if impl := gemmImpl(false, false, 64, 64, 64, 64, 64, 64, 0); !strings.Contains(impl, "bf16") && !strings.Contains(impl, "amx") {
+	if impl := gemmImpl(gemmKey{false, false, 64, 64, 64, 64, 64, 64, 0, false}); !strings.Contains(impl, "bf16") && !strings.Contains(impl, "amx") {
 		t.Logf("oneDNN implementation for 64³: %s", impl)
 	}
 }

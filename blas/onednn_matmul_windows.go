@@ -59,7 +59,21 @@ func SgemmBF16(transA, transB bool, m, n, k int, a []float32, lda int, b []float
 }
 
 // gemmImpl names oneDNN's implementation; see the other platforms.
-func gemmImpl(transA, transB bool, m, n, k, lda, ldb, ldc int, beta float32) string { return "none" }
+func gemmImpl(key gemmKey) string { return "none" }
+
+// gemmKey is the other platforms' primitive key, for gemmImpl's tests.
+type gemmKey struct {
+	transA, transB bool
+	m, n, k        int
+	lda, ldb, ldc  int
+	beta           float32
+	in16           bool
+}
+
+// GemmBF16 panics on Windows, as SgemmBF16 does.
+func GemmBF16(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int) {
+	panic("blas: GemmBF16: " + errBF16Windows.Error())
+}
 
 // Run is never reached on Windows, where no PackedMatmul is made.
 func (l *PackedMatmul) Run(m int, a *MatmulArgs) { panic(errMatmulWindows.Error()) }

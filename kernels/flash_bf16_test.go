@@ -11,7 +11,7 @@ import (
 
 // checkBF16Attention compares the bf16 fused pass got (and its lse) with
 // the naive twin on the operands rounded to bfloat16 (want, probs, wl from
-// flashForwardNaive on toBF16(q), toBF16(k), toBF16(v)). What is left
+// flashForwardNaive on roundBF16(q), roundBF16(k), roundBF16(v)). What is left
 // between them is the rounding of each tile's probabilities to bfloat16
 // (relative 2⁻⁸ each) and float32 sums, so every output element must lie
 // within 2⁻⁸·Σ_j p_ij·|v_jc| (+1e-5) of want: a bound derived, not fitted.
@@ -56,7 +56,7 @@ func TestFlashAttentionBF16(t *testing.T) {
 		for _, HS := range []int{16, 64} {
 			C := NH * HS
 			q, k, v := testutil.RandN(r, B*T*C, 1), testutil.RandN(r, B*T*C, 1), testutil.RandN(r, B*T*C, 1)
-			rq, rk, rv := toBF16(q), toBF16(k), toBF16(v)
+			rq, rk, rv := roundBF16(q), roundBF16(k), roundBF16(v)
 			for name, m := range flashMasks(T) {
 				t.Run(fmt.Sprintf("T%d_HS%d_%s", T, HS, name), func(t *testing.T) {
 					got, lse := make([]float32, B*T*C), make([]float32, B*NH*T)
@@ -101,7 +101,7 @@ func TestFlashSegmentAttentionBF16(t *testing.T) {
 		HS := 32
 		C := NH * HS
 		q, k, v := testutil.RandN(r, B*T*C, 1), testutil.RandN(r, B*T*C, 1), testutil.RandN(r, B*T*C, 1)
-		rq, rk, rv := toBF16(q), toBF16(k), toBF16(v)
+		rq, rk, rv := roundBF16(q), roundBF16(k), roundBF16(v)
 		for sname, seg := range segments(T) {
 			for kname, km := range keyMasks(T) {
 				t.Run(fmt.Sprintf("T%d_%s_%s", T, sname, kname), func(t *testing.T) {
@@ -135,8 +135,8 @@ func TestFlashAttentionBackwardBF16(t *testing.T) {
 	for _, T := range []int{1, 7, 130, 300} {
 		for _, HS := range []int{16, 64} {
 			C := NH * HS
-			q, k, v := toBF16(testutil.RandN(r, B*T*C, 1)), toBF16(testutil.RandN(r, B*T*C, 1)), toBF16(testutil.RandN(r, B*T*C, 1))
-			dout := toBF16(testutil.RandN(r, B*T*C, 1))
+			q, k, v := roundBF16(testutil.RandN(r, B*T*C, 1)), roundBF16(testutil.RandN(r, B*T*C, 1)), roundBF16(testutil.RandN(r, B*T*C, 1))
+			dout := roundBF16(testutil.RandN(r, B*T*C, 1))
 			for name, m := range flashMasks(T) {
 				t.Run(fmt.Sprintf("T%d_HS%d_%s", T, HS, name), func(t *testing.T) {
 					out, lse := make([]float32, B*T*C), make([]float32, B*NH*T)

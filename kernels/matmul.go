@@ -16,41 +16,74 @@ import "github.com/roformer-go/roformer/blas"
 // in sched_yield unless OPENBLAS_THREAD_TIMEOUT is lowered; see
 // docs/performance.md.)
 func MatmulForward(out, inp, weight, bias []float32, BT, C, OC int) {
-	matmulForward(blas.Sgemm, out, inp, weight, bias, BT, C, OC)
+	matmulForward(out, inp, weight, bias, nil, BT, C, OC)
 }
 
-// gemm is a matrix product with blas.Sgemm's contract for alpha = 1:
-// blas.Sgemm itself, or bf16Gemm.
-type gemm func(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)
-
-// bf16Gemm is blas.SgemmBF16 in the shape of gemm (alpha is always 1).
-func bf16Gemm(transA, transB bool, m, n, k int, _ float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	blas.SgemmBF16(transA, transB, m, n, k, a, lda, b, ldb, beta, c, ldc)
-}
-
-func matmulForward(g gemm, out, inp, weight, bias []float32, BT, C, OC int) {
+func matmulForward(out, inp, weight, bias, res []float32, BT, C, OC int) {
 	parallelFor(BT, 16, func(lo, hi int) {
 		o := out[lo*OC : hi*OC]
-		if bias != nil {
-			for r := 0; r < hi-lo; r++ {
-				copy(o[r*OC:r*OC+OC], bias[:OC])
-			}
-		}
-		beta := float32(0)
-		if bias != nil {
-			beta = 1
-		}
-		g(false, true, hi-lo, OC, C, 1, inp[lo*C:hi*C], C, weight[:OC*C], C, beta, o, OC)
+		beta := startRows(o, bias, res, lo, hi, OC)
+		blas.Sgemm(false, true, hi-lo, OC, C, 1, inp[lo*C:hi*C], C, weight[:OC*C], C, beta, o, OC)
 	})
 }
 
+// startRows sets o, rows lo..hi of a layer's output, to res + bias (each
+// may be nil; rows of res are the output's) before a product accumulates
+// onto it, and returns the beta it accumulates with: 0 when o is left
+// unset.
+func startRows(o, bias, res []float32, lo, hi, OC int) float32 {
+	switch {
+	case res != nil && bias != nil:
+		for r := lo; r < hi; r++ {
+			addVec(o[(r-lo)*OC:(r-lo)*OC+OC], res[r*OC:r*OC+OC], bias[:OC])
+		}
+	case res != nil:
+		copy(o, res[lo*OC:hi*OC])
+	case bias != nil:
+		for r := 0; r < hi-lo; r++ {
+			copy(o[r*OC:r*OC+OC], bias[:OC])
+		}
+	default:
+		return 0
+	}
+	return 1
+}
+
 // MatmulForwardBF16 is MatmulForward with the product's operands rounded
-// to bfloat16 and accumulated in float32 (blas.SgemmBF16): the forward
-// pass of a linear layer in mixed-precision training, where the weights
-// stay float32 (the master copy) and are rounded at every use. The bias is
-// added in float32. blas.BF16Supported must be nil.
+// to bfloat16 and accumulated in float32: the forward pass of a linear
+// layer in mixed-precision training, where the weights stay float32 (the
+// master copy) and are rounded at every use. The input and the weights are
+// each rounded once, split over the workers, into scratch buffers for
+// blas.GemmBF16; the bias is added in float32. blas.BF16Supported must be
+// nil.
 func MatmulForwardBF16(out, inp, weight, bias []float32, BT, C, OC int) {
-	matmulForward(bf16Gemm, out, inp, weight, bias, BT, C, OC)
+	matmulForwardBF16(out, inp, weight, bias, nil, BT, C, OC)
+}
+
+func matmulForwardBF16(out, inp, weight, bias, res []float32, BT, C, OC int) {
+	px, x16 := bf16Operand(inp, BT, C)
+	pw, w16 := bf16Operand(weight, OC, C)
+	parallelFor(BT, 16, func(lo, hi int) {
+		o := out[lo*OC : hi*OC]
+		beta := startRows(o, bias, res, lo, hi, OC)
+		blas.GemmBF16(false, true, hi-lo, OC, C, x16[lo*C:hi*C], C, w16, C, beta, o, OC)
+	})
+	putScratch(px)
+	putScratch(pw)
+}
+
+// bf16Operand rounds x [rows, cols] to bfloat16 (toBF16), rows split over
+// the workers, into a scratch buffer: the buffer to give back with
+// putScratch, and the rows·cols values in it.
+func bf16Operand(x []float32, rows, cols int) (*[]float32, []uint16) {
+	n := rows * cols
+	p := getScratch((n + 1) / 2)
+	h := BF16Buffer(*p)[:n]
+	x = x[:n]
+	parallelFor(rows, 64, func(lo, hi int) {
+		toBF16(h[lo*cols:hi*cols], x[lo*cols:hi*cols])
+	})
+	return p, h
 }
 
 // MatmulResidualForward is a linear layer added to a residual stream,
@@ -66,28 +99,14 @@ func MatmulForwardBF16(out, inp, weight, bias []float32, BT, C, OC int) {
 //	bias   [OC] or nil
 //	res    [BT, OC]
 func MatmulResidualForward(out, inp, weight, bias, res []float32, BT, C, OC int) {
-	matmulResidualForward(blas.Sgemm, out, inp, weight, bias, res, BT, C, OC)
+	matmulForward(out, inp, weight, bias, res, BT, C, OC)
 }
 
 // MatmulResidualForwardBF16 is MatmulResidualForward with the product in
 // bfloat16, as MatmulForwardBF16; the residual and bias are added in
 // float32.
 func MatmulResidualForwardBF16(out, inp, weight, bias, res []float32, BT, C, OC int) {
-	matmulResidualForward(bf16Gemm, out, inp, weight, bias, res, BT, C, OC)
-}
-
-func matmulResidualForward(g gemm, out, inp, weight, bias, res []float32, BT, C, OC int) {
-	parallelFor(BT, 16, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			o := out[r*OC : r*OC+OC]
-			if bias != nil {
-				addVec(o, res[r*OC:r*OC+OC], bias[:OC])
-			} else {
-				copy(o, res[r*OC:r*OC+OC])
-			}
-		}
-		g(false, true, hi-lo, OC, C, 1, inp[lo*C:hi*C], C, weight[:OC*C], C, 1, out[lo*OC:hi*OC], OC)
-	})
+	matmulForwardBF16(out, inp, weight, bias, res, BT, C, OC)
 }
 
 // MatmulBackward differentiates MatmulForward.
@@ -99,30 +118,41 @@ func matmulResidualForward(g gemm, out, inp, weight, bias, res []float32, BT, C,
 //	inp     [BT, C]
 //	weight  [OC, C]
 func MatmulBackward(dinp, dweight, dbias, dout, inp, weight []float32, BT, C, OC int) {
-	matmulBackward(blas.Sgemm, dinp, dweight, dbias, dout, inp, weight, BT, C, OC)
+	// out = inp·Wᵀ + b  ⇒  dinp = dout·W
+	if dinp != nil {
+		parallelFor(BT, 16, func(lo, hi int) {
+			blas.Sgemm(false, false, hi-lo, C, OC, 1, dout[lo*OC:hi*OC], OC, weight[:OC*C], C, 0, dinp[lo*C:hi*C], C)
+		})
+	}
+	// ⇒ dW += doutᵀ·inp, split over output rows of dW.
+	parallelFor(OC, 16, func(lo, hi int) {
+		blas.Sgemm(true, false, hi-lo, C, BT, 1, dout[lo:], OC, inp[:BT*C], C, 1, dweight[lo*C:hi*C], C)
+	})
+	// ⇒ db += Σ_rows dout
+	biasBackward(dbias, dout, BT, OC)
 }
 
 // MatmulBackwardBF16 differentiates MatmulForwardBF16: both products (the
 // input gradient dout·W and the weight gradient doutᵀ·inp) take bfloat16
 // operands and accumulate in float32, and the gradients stay float32
 // (the weight gradient is added to the float32 dweight, the bias
-// gradient summed in float32), as mixed-precision training does.
+// gradient summed in float32), as mixed-precision training does. dout is
+// rounded once for both products, inp and weight once each.
 func MatmulBackwardBF16(dinp, dweight, dbias, dout, inp, weight []float32, BT, C, OC int) {
-	matmulBackward(bf16Gemm, dinp, dweight, dbias, dout, inp, weight, BT, C, OC)
-}
-
-func matmulBackward(g gemm, dinp, dweight, dbias, dout, inp, weight []float32, BT, C, OC int) {
-	// out = inp·Wᵀ + b  ⇒  dinp = dout·W
+	pd, d16 := bf16Operand(dout, BT, OC)
 	if dinp != nil {
+		pw, w16 := bf16Operand(weight, OC, C)
 		parallelFor(BT, 16, func(lo, hi int) {
-			g(false, false, hi-lo, C, OC, 1, dout[lo*OC:hi*OC], OC, weight[:OC*C], C, 0, dinp[lo*C:hi*C], C)
+			blas.GemmBF16(false, false, hi-lo, C, OC, d16[lo*OC:hi*OC], OC, w16, C, 0, dinp[lo*C:hi*C], C)
 		})
+		putScratch(pw)
 	}
-	// ⇒ dW += doutᵀ·inp, split over output rows of dW.
+	px, x16 := bf16Operand(inp, BT, C)
 	parallelFor(OC, 16, func(lo, hi int) {
-		g(true, false, hi-lo, C, BT, 1, dout[lo:], OC, inp[:BT*C], C, 1, dweight[lo*C:hi*C], C)
+		blas.GemmBF16(true, false, hi-lo, C, BT, d16[lo:], OC, x16, C, 1, dweight[lo*C:hi*C], C)
 	})
-	// ⇒ db += Σ_rows dout
+	putScratch(px)
+	putScratch(pd)
 	biasBackward(dbias, dout, BT, OC)
 }
 

@@ -9,8 +9,8 @@ import (
 	"github.com/roformer-go/roformer/internal/testutil"
 )
 
-// toBF16 rounds every entry of x to bfloat16 (to nearest, ties to even).
-func toBF16(x []float32) []float32 {
+// roundBF16 rounds every entry of x to bfloat16 (to nearest, ties to even).
+func roundBF16(x []float32) []float32 {
 	out := make([]float32, len(x))
 	for i, v := range x {
 		u := math.Float32bits(v)
@@ -33,7 +33,7 @@ func TestMatmulBF16AgainstFP32(t *testing.T) {
 		t.Run(fmt.Sprintf("BT%d_C%d_OC%d", BT, C, OC), func(t *testing.T) {
 			inp, w, b := testutil.RandN(r, BT*C, 1), testutil.RandN(r, OC*C, 1), testutil.RandN(r, OC, 1)
 			res, dout := testutil.RandN(r, BT*OC, 1), testutil.RandN(r, BT*OC, 1)
-			ri, rw, rd := toBF16(inp), toBF16(w), toBF16(dout)
+			ri, rw, rd := roundBF16(inp), roundBF16(w), roundBF16(dout)
 			got, want := make([]float32, BT*OC), make([]float32, BT*OC)
 			MatmulForwardBF16(got, ri, rw, b, BT, C, OC)
 			MatmulForward(want, ri, rw, b, BT, C, OC)

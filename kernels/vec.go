@@ -464,3 +464,30 @@ func VectorPath() string {
 	}
 	return "scalar"
 }
+
+// toBF16 rounds src to bfloat16 into dst[:len(src)]: round to nearest,
+// ties to even, NaN kept NaN (its quiet bit set), as tensor.F32ToBF16 and
+// oneDNN's reorders do; subnormals are rounded, not flushed.
+func toBF16(dst []uint16, src []float32) {
+	dst = dst[:len(src)]
+	n := 0
+	if useAVX2 {
+		n = len(src) &^ 15
+		if n > 0 {
+			toBF16AVX2(&dst[0], &src[0], n)
+		}
+	}
+	for i := n; i < len(src); i++ {
+		dst[i] = f32ToBF16(src[i])
+	}
+}
+
+// f32ToBF16 is toBF16 for one value, the twin of the assembly.
+func f32ToBF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	if b&0x7fffffff > 0x7f800000 {
+		return uint16(b>>16) | 0x40
+	}
+	b += 0x7fff + (b>>16)&1
+	return uint16(b >> 16)
+}

@@ -78,6 +78,9 @@ func adamWAVX2(p, grad, m, v *float32, n int, k *AdamWScalars)
 //go:noescape
 func rotatePairsAVX2(x, cos2, sin2 *float32, n int)
 
+//go:noescape
+func toBF16AVX2(dst *uint16, src *float32, n int)
+
 // useAVX512 selects the sixteen-lane kernels of vec512_amd64.s for exp and
 // GELU where the CPU has AVX-512F (with AVX2 and FMA for the rest).
 var useAVX512 = useAVX2 && cpu.X86.HasAVX512F

@@ -614,3 +614,55 @@ rploop:
 	JNZ       rploop
 	VZEROUPPER
 	RET
+
+// BF16RNE sets X to the bfloat16 bits of its float32 lanes in the low 16
+// bits of each dword (tensor.F32ToBF16: round to nearest even, NaN kept NaN
+// by setting the quiet bit), with T1, T2 clobbered; Y15 = 0x7fff, Y14 = 1,
+// Y13 = 0x7fffffff, Y12 = 0x7f800000, Y11 = 0x40 in every dword.
+#define BF16RNE(X, T1, T2) \
+	VPSRLD    $16, X, T1;     \
+	VPAND     Y14, T1, T2;    \
+	VPADDD    Y15, T2, T2;    \
+	VPADDD    X, T2, T2;      \
+	VPSRLD    $16, T2, T2;    \
+	VPOR      Y11, T1, T1;    \
+	VPAND     Y13, X, X;      \
+	VPCMPGTD  Y12, X, X;      \
+	VPBLENDVB X, T1, T2, X
+
+// func toBF16AVX2(dst *uint16, src *float32, n int)
+// n is a positive multiple of 16.
+TEXT ·toBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         n+16(FP), CX
+	MOVL         $0x7fff, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $1, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x7fffffff, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+	MOVL         $0x7f800000, AX
+	VMOVD        AX, X12
+	VPBROADCASTD X12, Y12
+	MOVL         $0x40, AX
+	VMOVD        AX, X11
+	VPBROADCASTD X11, Y11
+
+bfloop:
+	VMOVDQU (SI), Y0
+	VMOVDQU 32(SI), Y1
+	BF16RNE(Y0, Y2, Y3)
+	BF16RNE(Y1, Y4, Y5)
+	VPACKUSDW Y1, Y0, Y0
+	VPERMQ    $0xd8, Y0, Y0
+	VMOVDQU   Y0, (DI)
+	ADDQ      $64, SI
+	ADDQ      $32, DI
+	SUBQ      $16, CX
+	JNZ       bfloop
+	VZEROUPPER
+	RET

@@ -42,6 +42,7 @@ func addVecAVX2(out, a, b *float32, n int)                     { panic("kernels:
 func adamWAVX2(p, grad, m, v *float32, n int, k *AdamWScalars) { panic("kernels: no AVX2") }
 
 func rotatePairsAVX2(x, cos2, sin2 *float32, n int) { panic("kernels: no AVX2") }
+func toBF16AVX2(dst *uint16, src *float32, n int)   { panic("kernels: no AVX2") }
 
 const hasAVX512DQ = false
 

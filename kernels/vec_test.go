@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/roformer-go/roformer/internal/testutil"
+	"github.com/roformer-go/roformer/tensor"
 )
 
 // paths runs f on every kernel level: AVX2 with AVX-512 exp and GELU, AVX2,
@@ -427,4 +428,59 @@ func TestScratchClasses(t *testing.T) {
 	if cap(*b) < 3000 {
 		t.Fatalf("getScratch(3000) has capacity %d", cap(*b))
 	}
+}
+
+// toBF16 gives tensor.F32ToBF16's bits on every path and length: edges
+// (±0, subnormals, the largest finite values that round to ±Inf, ±Inf,
+// NaNs of both signs and payloads, exact ties both ways) and random bit
+// patterns; each finite result is also the nearer of the two bfloat16
+// neighbours, the even one on a tie.
+func TestToBF16(t *testing.T) {
+	edges := []uint32{0, 0x80000000, 1, 0x80000001, 0x007fffff, 0x00008000, 0x00018000, 0x3f808000, 0x3f818000,
+		0x3f807fff, 0x3f808001, 0x7f7fffff, 0xff7fffff, 0x7f7f8000, 0x7f800000, 0xff800000, 0x7f800001,
+		0xffc00000, 0x7fffffff, 0xff800001, 0x7fbfffff}
+	r := testutil.Rand(5)
+	paths(t, func(t *testing.T) {
+		for _, n := range []int{0, 1, 15, 16, 17, 33, 64, 1000} {
+			src := make([]float32, n)
+			for i := range src {
+				b := uint32(r.Uint64())
+				if i < len(edges) && n > len(edges) {
+					b = edges[i]
+				}
+				src[i] = math.Float32frombits(b)
+			}
+			dst := make([]uint16, n+1)
+			dst[n] = 0xbeef
+			toBF16(dst, src)
+			if dst[n] != 0xbeef {
+				t.Fatalf("n %d: wrote past len(src)", n)
+			}
+			for i, f := range src {
+				if want := tensor.F32ToBF16(f); dst[i] != want {
+					t.Fatalf("n %d: [%d] %#08x → %#04x, want %#04x", n, i, math.Float32bits(f), dst[i], want)
+				}
+				if f != f || math.IsInf(float64(f), 0) {
+					continue
+				}
+				lo := math.Float32bits(f) &^ 0xffff
+				down := float64(math.Float32frombits(lo)) // toward zero
+				e := max(int(lo>>23&0xff), 1)
+				up := down + math.Copysign(math.Ldexp(1, e-127-7), float64(f)) // one bfloat16 step away from zero
+				got := float64(math.Float32frombits(uint32(dst[i]) << 16))
+				x := float64(f)
+				dd, du := math.Abs(x-down), math.Abs(up-x)
+				want := down
+				if du < dd || du == dd && (lo>>16)&1 == 1 {
+					want = up
+				}
+				if math.Abs(want) >= math.Ldexp(1, 128) {
+					want = math.Copysign(math.Inf(1), want)
+				}
+				if got != want {
+					t.Fatalf("n %d: [%d] %v → %v, nearest bfloat16 is %v", n, i, f, got, want)
+				}
+			}
+		}
+	})
 }
