@@ -54,29 +54,85 @@ type flashMask struct {
 // Rows, heads and query tiles are split over the workers; each writes only
 // its own rows of out and lse. AttentionForward is the reference twin.
 func FlashAttentionForward(out, lse, q, k, v, keyMask []float32, causal bool, drop Dropout, B, T, NH, HS int) {
-	flashForward(out, lse, q, k, v, keyMask, flashMask{causal: causal}, drop, fp32Heads, B, T, T, NH, HS)
+	flashForward(out, lse, q, k, v, keyMask, flashMask{causal: causal}, drop, tileMath{}, B, T, T, NH, HS)
 }
 
 // FlashAttentionForwardBF16 is FlashAttentionForward with the two products
-// of every tile, q·kᵀ and P·v, in bfloat16 (blas.SgemmBF16: q, k, the
-// tile's unnormalised probabilities
-// and v rounded to bfloat16, float32 accumulation); the softmax, its
+// of every tile, q·kᵀ and P·v, in bfloat16 (blas.GemmBF16: q, k, the
+// tile's unnormalised probabilities and v rounded to bfloat16, k and v
+// once for the whole call, float32 accumulation); the softmax, its
 // running maximum and sums, the masks and the output stay float32. Its
 // error against FlashAttentionForward is that of rounding those operands
 // (relative 2⁻⁸ each). It needs AVX512_BF16 or AMX-BF16 and oneDNN
 // (blas.BF16Supported) and panics without them.
 func FlashAttentionForwardBF16(out, lse, q, k, v, keyMask []float32, causal bool, drop Dropout, B, T, NH, HS int) {
-	flashForward(out, lse, q, k, v, keyMask, flashMask{causal: causal}, drop, blas.SgemmBF16, B, T, T, NH, HS)
+	flashForward(out, lse, q, k, v, keyMask, flashMask{causal: causal}, drop, tileMath{bf16: true}, B, T, T, NH, HS)
 }
 
-// fp32Heads is the float32 product of the fused attention's tiles.
-func fp32Heads(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	blas.HeadSgemm(transA, transB, m, n, k, 1, a, lda, b, ldb, beta, c, ldc)
+// tileMath is how the fused attention multiplies its tiles: in float32
+// (blas.HeadSgemm), or with bf16 in bfloat16 with float32 accumulation
+// (blas.GemmBF16) on operands rounded once each: the tensors that many
+// tiles read (k and v forward; q, k, v and dout backward) before the
+// first tile, a query tile when it starts, and each tile the kernel makes
+// in float32 (P, dS) after it is made, into the worker's scratch.
+type tileMath struct{ bf16 bool }
+
+// operand is one side of a tile product: float32 values with their
+// leading dimension and, in bfloat16, their rounding with its own.
+type operand struct {
+	f   []float32
+	ld  int
+	h   []uint16
+	hld int
 }
 
-// headProduct is c = a·b (a, b transposed as asked) + beta·c, the product
-// of one tile of the fused attention: fp32Heads or blas.SgemmBF16.
-type headProduct func(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)
+// span is the operand from offset off of a tensor f with leading
+// dimension ld and its rounding h (nil in float32).
+func span(f []float32, h []uint16, off, ld int) operand {
+	o := operand{f: f[off:], ld: ld, hld: ld}
+	if h != nil {
+		o.h = h[off:]
+	}
+	return o
+}
+
+// tile is a float32 tile f with leading dimension ld as an operand; in
+// bfloat16 it is rounded into h16 first.
+func (tm tileMath) tile(f []float32, ld int, h16 []uint16) operand {
+	o := operand{f: f, ld: ld}
+	if tm.bf16 {
+		o.h, o.hld = h16[:len(f)], ld
+		toBF16(o.h, f)
+	}
+	return o
+}
+
+// mul is c = op(a)·op(b) + beta·c for one tile.
+func (tm tileMath) mul(transA, transB bool, m, n, k int, a, b operand, beta float32, c []float32, ldc int) {
+	if tm.bf16 {
+		blas.GemmBF16(transA, transB, m, n, k, a.h, a.hld, b.h, b.hld, beta, c, ldc)
+		return
+	}
+	blas.HeadSgemm(transA, transB, m, n, k, 1, a.f, a.ld, b.f, b.ld, beta, c, ldc)
+}
+
+// rounded returns x [rows, cols] rounded to bfloat16 under tm.bf16 (and
+// the scratch to give back with release), nothing in float32.
+func (tm tileMath) rounded(x []float32, rows, cols int) (*[]float32, []uint16) {
+	if !tm.bf16 {
+		return nil, nil
+	}
+	return bf16Operand(x, rows, cols)
+}
+
+// release gives back what rounded took.
+func release(ps ...*[]float32) {
+	for _, p := range ps {
+		if p != nil {
+			putScratch(p)
+		}
+	}
+}
 
 // FlashCrossAttentionForward is CrossAttentionForward (Tq queries over Tk
 // keys and values of another sequence or of a key/value cache) computed as
@@ -95,7 +151,7 @@ type headProduct func(transA, transB bool, m, n, k int, a []float32, lda int, b 
 // CrossAttentionForward is the reference twin (AttentionForward under
 // causal with Tq = Tk).
 func FlashCrossAttentionForward(out, lse, q, k, v, keyMask []float32, causal bool, B, Tq, Tk, NH, HS int) {
-	flashForward(out, lse, q, k, v, keyMask, flashMask{causal: causal}, Dropout{}, fp32Heads, B, Tq, Tk, NH, HS)
+	flashForward(out, lse, q, k, v, keyMask, flashMask{causal: causal}, Dropout{}, tileMath{}, B, Tq, Tk, NH, HS)
 }
 
 // FlashSegmentAttentionForward is FlashAttentionForward under the UniLM
@@ -113,31 +169,41 @@ func FlashCrossAttentionForward(out, lse, q, k, v, keyMask []float32, causal boo
 //	keyMask [B, T] or nil
 //	seg     [B, T]
 func FlashSegmentAttentionForward(out, lse, q, k, v, keyMask []float32, seg []int32, drop Dropout, B, T, NH, HS int) {
-	flashForward(out, lse, q, k, v, keyMask, flashMask{seg: seg}, drop, fp32Heads, B, T, T, NH, HS)
+	flashForward(out, lse, q, k, v, keyMask, flashMask{seg: seg}, drop, tileMath{}, B, T, T, NH, HS)
 }
 
 // FlashSegmentAttentionForwardBF16 is FlashSegmentAttentionForward with
 // its products in bfloat16, as FlashAttentionForwardBF16.
 func FlashSegmentAttentionForwardBF16(out, lse, q, k, v, keyMask []float32, seg []int32, drop Dropout, B, T, NH, HS int) {
-	flashForward(out, lse, q, k, v, keyMask, flashMask{seg: seg}, drop, blas.SgemmBF16, B, T, T, NH, HS)
+	flashForward(out, lse, q, k, v, keyMask, flashMask{seg: seg}, drop, tileMath{bf16: true}, B, T, T, NH, HS)
 }
 
 // flashForward is the fused forward pass of Tq queries over Tk keys under
 // fm (Tq = Tk when fm.seg is set or drop is active); the exported forwards
 // document it. The dropout factor of P[b,h,i,j] is
 // drop.Scale(((b·NH+h)·Tq+i)·Tk+j).
-func flashForward(out, lse, q, k, v, keyMask []float32, fm flashMask, drop Dropout, prod headProduct, B, Tq, Tk, NH, HS int) {
+func flashForward(out, lse, q, k, v, keyMask []float32, fm flashMask, drop Dropout, tm tileMath, B, Tq, Tk, NH, HS int) {
 	C := NH * HS
 	dm := drop.mask()
 	scale := float32(math.Sqrt(float64(HS)))
 	nq := (Tq + flashQ - 1) / flashQ
 	shift := Tk - Tq // causal: query i sees keys up to i + shift
+	pk, k16 := tm.rounded(k, B*Tk, C)
+	pv, v16 := tm.rounded(v, B*Tk, C)
+	defer release(pk, pv)
 	parallelFor(B*NH*nq, 1, func(lo, hi int) {
 		ps := getScratch(flashQ*flashK + 2*flashQ)
 		defer putScratch(ps)
 		S := (*ps)[:flashQ*flashK]
 		mrow := (*ps)[flashQ*flashK : flashQ*flashK+flashQ]
 		var lrow [flashQ]float64
+		var p16, q16 []uint16 // bfloat16: the tile's P and queries
+		if tm.bf16 {
+			ph := getScratch((flashQ*flashK + flashQ*HS + 1) / 2)
+			defer putScratch(ph)
+			h := BF16Buffer(*ph)
+			p16, q16 = h[:flashQ*flashK], h[flashQ*flashK:flashQ*flashK+flashQ*HS]
+		}
 		for t := lo; t < hi; t++ {
 			bh, qt := t/nq, t%nq
 			b, h := bh/NH, bh%NH
@@ -157,6 +223,13 @@ func flashForward(out, lse, q, k, v, keyMask []float32, fm flashMask, drop Dropo
 				sg = fm.seg[b*Tk : b*Tk+Tk]
 				segMax = maxInt32(sg[i0 : i0+n])
 			}
+			qop := operand{f: q[qb+i0*C:], ld: C}
+			if tm.bf16 {
+				for r := 0; r < n; r++ {
+					toBF16(q16[r*HS:r*HS+HS], q[qb+(i0+r)*C:qb+(i0+r)*C+HS])
+				}
+				qop.h, qop.hld = q16, HS
+			}
 			jEnd := Tk
 			if fm.causal {
 				jEnd = max(0, min(Tk, i0+n+shift))
@@ -170,7 +243,7 @@ func flashForward(out, lse, q, k, v, keyMask []float32, fm flashMask, drop Dropo
 					continue // no query of the tile sees these keys
 				}
 				P := S[:n*nk]
-				prod(false, true, n, nk, HS, q[qb+i0*C:], C, k[kb+j0*C:], C, 0, P, nk)
+				tm.mul(false, true, n, nk, HS, qop, span(k, k16, kb+j0*C, C), 0, P, nk)
 				for r := 0; r < n; r++ {
 					row := P[r*nk : r*nk+nk]
 					lim := nk
@@ -216,7 +289,7 @@ func flashForward(out, lse, q, k, v, keyMask []float32, fm flashMask, drop Dropo
 						dm.mul(head, head, (bh*Tq+i0+r)*Tk+j0)
 					}
 				}
-				prod(false, false, n, HS, nk, P, nk, v[kb+j0*C:], C, 1, o, C)
+				tm.mul(false, false, n, HS, nk, tm.tile(P, nk, p16), span(v, v16, kb+j0*C, C), 1, o, C)
 			}
 			var ls []float32
 			if lse != nil {
@@ -309,7 +382,7 @@ func meanRows(o, x []float32, u float32, n, ld int, drop Dropout, dm dropMask, o
 // Rows and heads are split over the workers (a head's dq, dk and dv are
 // its own column blocks); the scratch is a few tiles per worker.
 func FlashAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, causal bool, drop Dropout, B, T, NH, HS int) {
-	flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask, flashMask{causal: causal}, drop, fp32Heads, B, T, T, NH, HS)
+	flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask, flashMask{causal: causal}, drop, tileMath{}, B, T, T, NH, HS)
 }
 
 // FlashCrossAttentionBackward differentiates FlashCrossAttentionForward
@@ -324,7 +397,7 @@ func FlashAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float
 //	lse     [B, NH, Tq] its saved log-sum-exp
 //	keyMask [B, Tk] or nil
 func FlashCrossAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, causal bool, B, Tq, Tk, NH, HS int) {
-	flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask, flashMask{causal: causal}, Dropout{}, fp32Heads, B, Tq, Tk, NH, HS)
+	flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask, flashMask{causal: causal}, Dropout{}, tileMath{}, B, Tq, Tk, NH, HS)
 }
 
 // FlashSegmentAttentionBackward differentiates
@@ -332,36 +405,49 @@ func FlashCrossAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []
 // FlashAttentionBackward does, from its out and lse; the shapes are
 // FlashAttentionBackward's.
 func FlashSegmentAttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, seg []int32, drop Dropout, B, T, NH, HS int) {
-	flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask, flashMask{seg: seg}, drop, fp32Heads, B, T, T, NH, HS)
+	flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask, flashMask{seg: seg}, drop, tileMath{}, B, T, T, NH, HS)
 }
 
 // FlashAttentionBackwardBF16 is FlashAttentionBackward with the five
 // products of every tile (q·kᵀ again, dout·vᵀ, Pᵀ·dout, dS·k, dSᵀ·q) in
-// bfloat16 with float32 accumulation (blas.SgemmBF16), for mixed-precision
+// bfloat16 with float32 accumulation (blas.GemmBF16; q, k, v and dout
+// rounded once for the whole call), for mixed-precision
 // training after FlashAttentionForwardBF16 (the same causal and drop); the
 // softmax's recomputation, dS and the sums over tiles stay float32. It
 // needs what FlashAttentionForwardBF16 needs.
 func FlashAttentionBackwardBF16(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, causal bool, drop Dropout, B, T, NH, HS int) {
-	flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask, flashMask{causal: causal}, drop, blas.SgemmBF16, B, T, T, NH, HS)
+	flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask, flashMask{causal: causal}, drop, tileMath{bf16: true}, B, T, T, NH, HS)
 }
 
 // FlashSegmentAttentionBackwardBF16 is FlashSegmentAttentionBackward with
 // the products in bfloat16, as FlashAttentionBackwardBF16.
 func FlashSegmentAttentionBackwardBF16(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, seg []int32, drop Dropout, B, T, NH, HS int) {
-	flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask, flashMask{seg: seg}, drop, blas.SgemmBF16, B, T, T, NH, HS)
+	flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask, flashMask{seg: seg}, drop, tileMath{bf16: true}, B, T, T, NH, HS)
 }
 
 // flashBackward is the fused backward pass of flashForward (the same fm,
-// drop and dims), its five tile products through prod.
-func flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, fm flashMask, drop Dropout, prod headProduct, B, Tq, Tk, NH, HS int) {
+// drop and dims), its five tile products through tm.
+func flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, fm flashMask, drop Dropout, tm tileMath, B, Tq, Tk, NH, HS int) {
 	C := NH * HS
 	dm := drop.mask()
 	scale := float32(math.Sqrt(float64(HS)))
 	bq, bk := 128, 128
 	shift := Tk - Tq
+	pq, q16 := tm.rounded(q, B*Tq, C)
+	pd, d16 := tm.rounded(dout, B*Tq, C)
+	pk, k16 := tm.rounded(k, B*Tk, C)
+	pv, v16 := tm.rounded(v, B*Tk, C)
+	defer release(pq, pd, pk, pv)
 	parallelFor(B*NH, 1, func(lo, hi int) {
 		ps := getScratch(2*bq*bk + 2*Tq + HS + bk)
 		defer putScratch(ps)
+		var p16, dp16 []uint16 // bfloat16: the tile's P and dS
+		if tm.bf16 {
+			ph := getScratch(bq * bk)
+			defer putScratch(ph)
+			h := BF16Buffer(*ph)
+			p16, dp16 = h[:bq*bk], h[bq*bk:]
+		}
 		mrow := (*ps)[2*bq*bk+2*Tq+HS : 2*bq*bk+2*Tq+HS+bk] // a row's dropout factors
 		P := (*ps)[:bq*bk]
 		dP := (*ps)[bq*bk : 2*bq*bk]
@@ -434,7 +520,8 @@ func flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, fm fl
 						continue // no query of the tile sees these keys
 					}
 					Pt, dPt := P[:n*nk], dP[:n*nk]
-					prod(false, true, n, nk, HS, q[qb+i0*C:], C, k[kb+j0*C:], C, 0, Pt, nk)
+					qop, dop := span(q, q16, qb+i0*C, C), span(dout, d16, qb+i0*C, C)
+					tm.mul(false, true, n, nk, HS, qop, span(k, k16, kb+j0*C, C), 0, Pt, nk)
 					for r := 0; r < n; r++ {
 						i := i0 + r
 						row := Pt[r*nk : r*nk+nk]
@@ -466,7 +553,7 @@ func flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, fm fl
 						expSubScale(head, ls[i], 1)
 						clear(row[lim:])
 					}
-					prod(false, true, n, nk, HS, dout[qb+i0*C:], C, v[kb+j0*C:], C, 0, dPt, nk)
+					tm.mul(false, true, n, nk, HS, dop, span(v, v16, kb+j0*C, C), 0, dPt, nk)
 					for r := 0; r < n; r++ {
 						d, p := dPt[r*nk:r*nk+nk], Pt[r*nk:r*nk+nk]
 						if drop.Active() {
@@ -493,9 +580,10 @@ func flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, fm fl
 							softmaxBackRow(d, p, D[i0+r], scale)
 						}
 					}
-					prod(true, false, nk, HS, n, Pt, nk, dout[qb+i0*C:], C, 1, dv[kb+j0*C:], C)
-					prod(false, false, n, HS, nk, dPt, nk, k[kb+j0*C:], C, 1, dq[qb+i0*C:], C)
-					prod(true, false, nk, HS, n, dPt, nk, q[qb+i0*C:], C, 1, dk[kb+j0*C:], C)
+					pt, ds := tm.tile(Pt, nk, p16), tm.tile(dPt, nk, dp16)
+					tm.mul(true, false, nk, HS, n, pt, dop, 1, dv[kb+j0*C:], C)
+					tm.mul(false, false, n, HS, nk, ds, span(k, k16, kb+j0*C, C), 1, dq[qb+i0*C:], C)
+					tm.mul(true, false, nk, HS, n, ds, qop, 1, dk[kb+j0*C:], C)
 				}
 			}
 		}
