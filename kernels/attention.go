@@ -1,10 +1,6 @@
 package kernels
 
-import (
-	"math"
-
-	"github.com/roformer-go/roformer/blas"
-)
+import "math"
 
 // AttentionForward is multi-head scaled dot-product attention over q, k, v
 // that are already projected (and rotated by RoPE):
@@ -30,7 +26,25 @@ import (
 // P[b,h,i,j] is drop.Scale(((b·NH+h)·T+i)·T+j), so rows r0… of a larger
 // batch draw their masks there with drop.Offset = r0·NH·T·T.
 func AttentionForward(out, probs, q, k, v, keyMask []float32, causal bool, drop Dropout, B, T, NH, HS int) {
+	attentionForward(tileMath{}, out, probs, q, k, v, keyMask, causal, drop, B, T, NH, HS)
+}
+
+// AttentionForwardBF16 is AttentionForward with its two products per head,
+// q·kᵀ and P·v, in bfloat16 with float32 accumulation (blas.GemmBF16: q,
+// k and v rounded once for the call, each head's P after its softmax), as
+// FlashAttentionForwardBF16 does; the softmax, the masks and probs stay
+// float32 (probs holds the float32 P, not its rounding). It needs what
+// FlashAttentionForwardBF16 needs.
+func AttentionForwardBF16(out, probs, q, k, v, keyMask []float32, causal bool, drop Dropout, B, T, NH, HS int) {
+	attentionForward(tileMath{bf16: true}, out, probs, q, k, v, keyMask, causal, drop, B, T, NH, HS)
+}
+
+func attentionForward(tm tileMath, out, probs, q, k, v, keyMask []float32, causal bool, drop Dropout, B, T, NH, HS int) {
 	C := NH * HS
+	pq, q16 := tm.rounded(q, B*T, C)
+	pk, k16 := tm.rounded(k, B*T, C)
+	pv, v16 := tm.rounded(v, B*T, C)
+	defer release(pq, pk, pv)
 	scale := float32(math.Sqrt(float64(HS)))
 	// Without saved probabilities (inference), queries are processed in
 	// blocks of attnBlock rows: each row's softmax needs only its own scores,
@@ -52,6 +66,12 @@ func AttentionForward(out, probs, q, k, v, keyMask []float32, causal bool, drop 
 			defer putScratch(p)
 			dropped = *p
 		}
+		var p16 []uint16 // bfloat16: the block's P
+		if tm.bf16 {
+			p := getScratch((rows*T + 1) / 2)
+			defer putScratch(p)
+			p16 = BF16Buffer(*p)
+		}
 		for bh := lo; bh < hi; bh++ {
 			b, h := bh/NH, bh%NH
 			base := b*T*C + h*HS
@@ -68,7 +88,7 @@ func AttentionForward(out, probs, q, k, v, keyMask []float32, causal bool, drop 
 					P = scratch[:n*T]
 				}
 				// S = q_h·k_hᵀ for queries i0 … i0+n−1, then /scale, mask and softmax row by row.
-				blas.HeadSgemm(false, true, n, T, HS, 1, q[base+i0*C:], C, k[base:], C, 0, P, T)
+				tm.mul(false, true, n, T, HS, span(q, q16, base+i0*C, C), span(k, k16, base, C), 0, P, T)
 				for i := 0; i < n; i++ {
 					maskedSoftmaxRow(P[i*T:i*T+T], scale, km, causal, i0+i)
 				}
@@ -76,7 +96,7 @@ func AttentionForward(out, probs, q, k, v, keyMask []float32, causal bool, drop 
 					applyDrop(dropped[:n*T], P, drop, bh*T*T+i0*T)
 					P = dropped[:n*T]
 				}
-				blas.HeadSgemm(false, false, n, HS, T, 1, P, T, v[base:], C, 0, out[base+i0*C:], C)
+				tm.mul(false, false, n, HS, T, tm.tile(P, T, p16), span(v, v16, base, C), 0, out[base+i0*C:], C)
 			}
 		}
 	})
@@ -131,8 +151,25 @@ func maskedSoftmaxRow(row []float32, scale float32, km []float32, causal bool, i
 //	keyMask    [B, T] or nil
 //	drop       the dropout of the forward pass
 func AttentionBackward(dq, dk, dv, dout, q, k, v, probs, keyMask []float32, causal bool, drop Dropout, B, T, NH, HS int) {
+	attentionBackward(tileMath{}, dq, dk, dv, dout, q, k, v, probs, keyMask, causal, drop, B, T, NH, HS)
+}
+
+// AttentionBackwardBF16 differentiates AttentionForwardBF16 (the same
+// causal and drop): its four products per head (dout·vᵀ, Pᵀ·dout, dS·k,
+// dSᵀ·q) in bfloat16 with float32 accumulation, q, k, v and dout rounded
+// once for the call, P and dS per head; dS and the gradients stay float32.
+func AttentionBackwardBF16(dq, dk, dv, dout, q, k, v, probs, keyMask []float32, causal bool, drop Dropout, B, T, NH, HS int) {
+	attentionBackward(tileMath{bf16: true}, dq, dk, dv, dout, q, k, v, probs, keyMask, causal, drop, B, T, NH, HS)
+}
+
+func attentionBackward(tm tileMath, dq, dk, dv, dout, q, k, v, probs, keyMask []float32, causal bool, drop Dropout, B, T, NH, HS int) {
 	C := NH * HS
 	scale := float32(math.Sqrt(float64(HS)))
+	pq, q16 := tm.rounded(q, B*T, C)
+	pk, k16 := tm.rounded(k, B*T, C)
+	pv, v16 := tm.rounded(v, B*T, C)
+	pd, d16 := tm.rounded(dout, B*T, C)
+	defer release(pq, pk, pv, pd)
 	parallelFor(B*NH, 1, func(lo, hi int) {
 		pdP := getScratch(T * T)
 		defer putScratch(pdP)
@@ -143,13 +180,20 @@ func AttentionBackward(dq, dk, dv, dout, q, k, v, probs, keyMask []float32, caus
 			defer putScratch(p)
 			dropped = *p
 		}
+		var h16 []uint16 // bfloat16: a head's P, then its dS
+		if tm.bf16 {
+			p := getScratch((T*T + 1) / 2)
+			defer putScratch(p)
+			h16 = BF16Buffer(*p)
+		}
 		for bh := lo; bh < hi; bh++ {
 			b, h := bh/NH, bh%NH
 			base := b*T*C + h*HS
-			probsBackward(dP, dropped, dv[base:], dout[base:], v[base:], probs[bh*T*T:(bh+1)*T*T], rowMask(keyMask, b, T), causal, drop, bh*T*T, T, HS, C, scale)
+			probsBackward(tm, dP, dropped, h16, dv[base:], span(dout, d16, base, C), span(v, v16, base, C), probs[bh*T*T:(bh+1)*T*T], rowMask(keyMask, b, T), causal, drop, bh*T*T, T, HS, C, scale)
 			// S = q_h·k_hᵀ  ⇒  dq_h = dS·k_h, dk_h = dSᵀ·q_h
-			blas.HeadSgemm(false, false, T, HS, T, 1, dP, T, k[base:], C, 0, dq[base:], C)
-			blas.HeadSgemm(true, false, T, HS, T, 1, dP, T, q[base:], C, 0, dk[base:], C)
+			ds := tm.tile(dP[:T*T], T, h16)
+			tm.mul(false, false, T, HS, T, ds, span(k, k16, base, C), 0, dq[base:], C)
+			tm.mul(true, false, T, HS, T, ds, span(q, q16, base, C), 0, dk[base:], C)
 		}
 	})
 }
@@ -164,9 +208,10 @@ func AttentionBackward(dq, dk, dv, dout, q, k, v, probs, keyMask []float32, caus
 // and leaves dS in dP ([T, T]); a row that sees no key is constant (uniform)
 // and gets 0. dropped is [T, T] scratch when drop is active; off is the flat
 // index of this block in [B, NH, T, T] (the dropout stream); dv, dout and v
-// start at the head's first column, with leading dimension C.
-func probsBackward(dP, dropped, dv, dout, v, P, km []float32, causal bool, drop Dropout, off, T, HS, C int, scale float32) {
-	blas.HeadSgemm(false, true, T, T, HS, 1, dout, C, v, C, 0, dP, T)
+// start at the head's first column, with leading dimension C. The two
+// products run through tm; h16 is [T, T] bfloat16 scratch when tm is bf16.
+func probsBackward(tm tileMath, dP, dropped []float32, h16 []uint16, dv []float32, dout, v operand, P, km []float32, causal bool, drop Dropout, off, T, HS, C int, scale float32) {
+	tm.mul(false, true, T, T, HS, dout, v, 0, dP, T)
 	Pd := P
 	if drop.Active() {
 		// One pass draws the mask once for both: Pd = P⊙mask, dP = dPd⊙mask.
@@ -178,7 +223,7 @@ func probsBackward(dP, dropped, dv, dout, v, P, km []float32, causal bool, drop 
 		}
 		Pd = dropped
 	}
-	blas.HeadSgemm(true, false, T, HS, T, 1, Pd, T, dout, C, 0, dv, C)
+	tm.mul(true, false, T, HS, T, tm.tile(Pd[:T*T], T, h16), dout, 0, dv, C)
 	for i := 0; i < T; i++ {
 		p := P[i*T : i*T+T]
 		d := dP[i*T : i*T+T]

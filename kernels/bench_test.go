@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/roformer-go/roformer/blas"
 	"github.com/roformer-go/roformer/internal/testutil"
 )
 
@@ -55,6 +56,23 @@ func BenchmarkMatmul(b *testing.B) {
 				}
 				gflops(b, 4*float64(BT*C*OC))
 			})
+			if blas.BF16Supported() != nil {
+				continue
+			}
+			b.Run(name+"/forward_bf16", func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					MatmulForwardBF16(out, inp, w, bias, BT, C, OC)
+				}
+				gflops(b, 2*float64(BT*C*OC))
+			})
+			b.Run(name+"/backward_bf16", func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					MatmulBackwardBF16(dinp, dw, db, out, inp, w, BT, C, OC)
+				}
+				gflops(b, 4*float64(BT*C*OC))
+			})
 		}
 	}
 }
@@ -87,6 +105,23 @@ func BenchmarkAttention(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
 				AttentionBackward(dq, dk, dv, out, q, k, v, probs, nil, false, Dropout{P: 0.1, Seed: 1}, B, T, NH, HS)
+			}
+			gflops(b, 2*flop)
+		})
+		if blas.BF16Supported() != nil {
+			continue
+		}
+		b.Run(s.name+"/forward_saved_bf16", func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				AttentionForwardBF16(out, probs, q, k, v, nil, false, Dropout{P: 0.1, Seed: 1}, B, T, NH, HS)
+			}
+			gflops(b, flop)
+		})
+		b.Run(s.name+"/backward_bf16", func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				AttentionBackwardBF16(dq, dk, dv, out, q, k, v, probs, nil, false, Dropout{P: 0.1, Seed: 1}, B, T, NH, HS)
 			}
 			gflops(b, 2*flop)
 		})

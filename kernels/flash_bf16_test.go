@@ -153,44 +153,7 @@ func TestFlashAttentionBackwardBF16(t *testing.T) {
 					got, want := grads(true, Dropout{}), grads(false, Dropout{})
 					probs := make([]float32, B*NH*T*T)
 					flashForwardNaive(make([]float32, B*T*C), probs, make([]float64, B*NH*T), q, k, v, m.km, flashMask{causal: m.causal}, B, T, T, NH, HS)
-					bounds := [3][]float64{make([]float64, B*T*C), make([]float64, B*T*C), make([]float64, B*T*C)}
-					sq := math.Sqrt(float64(HS))
-					for b := 0; b < B; b++ {
-						for h := 0; h < NH; h++ {
-							for i := 0; i < T; i++ {
-								ri := (b*T+i)*C + h*HS
-								var D float64
-								for c := 0; c < HS; c++ {
-									D += float64(dout[ri+c]) * float64(out[ri+c])
-								}
-								for j := 0; j < T; j++ {
-									p := float64(probs[((b*NH+h)*T+i)*T+j])
-									if p == 0 {
-										continue
-									}
-									rj := (b*T+j)*C + h*HS
-									var dP float64
-									for c := 0; c < HS; c++ {
-										dP += float64(dout[ri+c]) * float64(v[rj+c])
-									}
-									ds := p * math.Abs(dP-D) / sq
-									for c := 0; c < HS; c++ {
-										bounds[0][ri+c] += ds * math.Abs(float64(k[rj+c]))
-										bounds[1][rj+c] += ds * math.Abs(float64(q[ri+c]))
-										bounds[2][rj+c] += p * math.Abs(float64(dout[ri+c]))
-									}
-								}
-							}
-						}
-					}
-					for gi, name := range []string{"dq", "dk", "dv"} {
-						for i := range got[gi] {
-							d := math.Abs(float64(got[gi][i]) - float64(want[gi][i]))
-							if bound := bounds[gi][i]/256*1.01 + 1e-5 + 1e-5*math.Abs(float64(want[gi][i])); !(d <= bound) {
-								t.Fatalf("%s[%d] = %v, float32 %v: |diff| %.3g > bound %.3g", name, i, got[gi][i], want[gi][i], d, bound)
-							}
-						}
-					}
+					checkBF16Grads(t, got, want, gradBoundsBF16(dout, out, probs, q, k, v, B, T, NH, HS))
 					if T < 7 {
 						return
 					}
@@ -199,18 +162,149 @@ func TestFlashAttentionBackwardBF16(t *testing.T) {
 					}
 					drop := Dropout{P: 0.2, Seed: 5}
 					FlashAttentionForward(out, lse, q, k, v, m.km, m.causal, drop, B, T, NH, HS)
-					got, want = grads(true, drop), grads(false, drop)
-					for gi, name := range []string{"dq", "dk", "dv"} {
-						var num, den float64
-						for i := range got[gi] {
-							e := float64(got[gi][i]) - float64(want[gi][i])
-							num += e * e
-							den += float64(want[gi][i]) * float64(want[gi][i])
+					checkRelNorm(t, "dropout", grads(true, drop), grads(false, drop), 0.01)
+				})
+			}
+		}
+	}
+}
+
+// gradBoundsBF16 is the bound on |bf16 − float32| of each element of dq,
+// dk and dv for operands that bfloat16 holds exactly: 2⁻⁸ (the rounding
+// of P and dS, relative) times the sum of the magnitudes of its terms,
+// from the naive probabilities: Σ_j |dS_ij|·|k_j|, Σ_i |dS_ij|·|q_i| and
+// Σ_i p_ij·|dout_i|, with dS_ij = p_ij·|dP_ij − D_i|/√HS.
+func gradBoundsBF16(dout, out, probs, q, k, v []float32, B, T, NH, HS int) [3][]float64 {
+	C := NH * HS
+	bounds := [3][]float64{make([]float64, B*T*C), make([]float64, B*T*C), make([]float64, B*T*C)}
+	sq := math.Sqrt(float64(HS))
+	for b := 0; b < B; b++ {
+		for h := 0; h < NH; h++ {
+			for i := 0; i < T; i++ {
+				ri := (b*T+i)*C + h*HS
+				var D float64
+				for c := 0; c < HS; c++ {
+					D += float64(dout[ri+c]) * float64(out[ri+c])
+				}
+				for j := 0; j < T; j++ {
+					p := float64(probs[((b*NH+h)*T+i)*T+j])
+					if p == 0 {
+						continue
+					}
+					rj := (b*T+j)*C + h*HS
+					var dP float64
+					for c := 0; c < HS; c++ {
+						dP += float64(dout[ri+c]) * float64(v[rj+c])
+					}
+					ds := p * math.Abs(dP-D) / sq
+					for c := 0; c < HS; c++ {
+						bounds[0][ri+c] += ds * math.Abs(float64(k[rj+c]))
+						bounds[1][rj+c] += ds * math.Abs(float64(q[ri+c]))
+						bounds[2][rj+c] += p * math.Abs(float64(dout[ri+c]))
+					}
+				}
+			}
+		}
+	}
+	return bounds
+}
+
+// checkBF16Grads asserts every element of the bf16 gradients got within
+// bounds/256 (+1% of it, 1e-5 and 1e-5 relative for float32 sums) of the
+// float32 ones.
+func checkBF16Grads(t *testing.T, got, want [3][]float32, bounds [3][]float64) {
+	t.Helper()
+	for gi, name := range []string{"dq", "dk", "dv"} {
+		for i := range got[gi] {
+			d := math.Abs(float64(got[gi][i]) - float64(want[gi][i]))
+			if bound := bounds[gi][i]/256*1.01 + 1e-5 + 1e-5*math.Abs(float64(want[gi][i])); !(d <= bound) {
+				t.Fatalf("%s[%d] = %v, float32 %v: |diff| %.3g > bound %.3g", name, i, got[gi][i], want[gi][i], d, bound)
+			}
+		}
+	}
+}
+
+// checkRelNorm asserts ‖got − want‖/‖want‖ ≤ tol for each gradient.
+func checkRelNorm(t *testing.T, what string, got, want [3][]float32, tol float64) {
+	t.Helper()
+	for gi, name := range []string{"dq", "dk", "dv"} {
+		var num, den float64
+		for i := range got[gi] {
+			e := float64(got[gi][i]) - float64(want[gi][i])
+			num += e * e
+			den += float64(want[gi][i]) * float64(want[gi][i])
+		}
+		if rel := math.Sqrt(num / den); !(rel <= tol) {
+			t.Errorf("%s: %s relative error %.3g > %g", what, name, rel, tol)
+		}
+	}
+}
+
+// The per-head attention of training below the fused kernel's lengths, in
+// bfloat16: on operands bfloat16 holds exactly, the forward output within
+// checkBF16Attention's bound of the float32 kernel's (only P is rounded)
+// and the probabilities it saves equal to float32 rounding; the backward
+// within gradBoundsBF16's bound of AttentionBackward's; with dropout
+// within 1% (relative norm); and not the float32 results.
+func TestAttentionBF16(t *testing.T) {
+	if err := blas.BF16Supported(); err != nil {
+		t.Skip(err)
+	}
+	r := testutil.Rand(95)
+	B, NH := 2, 2
+	for _, T := range []int{1, 7, 70, 130} {
+		for _, HS := range []int{16, 64} {
+			C := NH * HS
+			q, k, v := roundBF16(testutil.RandN(r, B*T*C, 1)), roundBF16(testutil.RandN(r, B*T*C, 1)), roundBF16(testutil.RandN(r, B*T*C, 1))
+			dout := roundBF16(testutil.RandN(r, B*T*C, 1))
+			for name, m := range flashMasks(T) {
+				t.Run(fmt.Sprintf("T%d_HS%d_%s", T, HS, name), func(t *testing.T) {
+					fwd := func(bf16 bool, drop Dropout) (out, probs []float32) {
+						out, probs = make([]float32, B*T*C), make([]float32, B*NH*T*T)
+						if bf16 {
+							AttentionForwardBF16(out, probs, q, k, v, m.km, m.causal, drop, B, T, NH, HS)
+						} else {
+							AttentionForward(out, probs, q, k, v, m.km, m.causal, drop, B, T, NH, HS)
 						}
-						if rel := math.Sqrt(num / den); !(rel <= 0.01) {
-							t.Errorf("dropout: %s relative error %.3g > 1%%", name, rel)
+						return out, probs
+					}
+					got, gp := fwd(true, Dropout{})
+					want, wp := fwd(false, Dropout{})
+					testutil.AssertClose(t, "probs", gp, wp, 1e-5, 1e-5)
+					for i := range got {
+						b, c := i/(T*C), i%C
+						h, hc := c/HS, c%HS
+						ti := i / C % T
+						bound := 0.0
+						for j := 0; j < T; j++ {
+							bound += float64(wp[((b*NH+h)*T+ti)*T+j]) * math.Abs(float64(v[(b*T+j)*C+h*HS+hc]))
+						}
+						if d := math.Abs(float64(got[i]) - float64(want[i])); !(d <= bound/256*1.01+1e-5) {
+							t.Fatalf("out[%d] = %v, float32 %v: |diff| %.3g > %.3g", i, got[i], want[i], d, bound/256*1.01+1e-5)
 						}
 					}
+					grads := func(bf16 bool, probs []float32, drop Dropout) [3][]float32 {
+						g := [3][]float32{make([]float32, B*T*C), make([]float32, B*T*C), make([]float32, B*T*C)}
+						if bf16 {
+							AttentionBackwardBF16(g[0], g[1], g[2], dout, q, k, v, probs, m.km, m.causal, drop, B, T, NH, HS)
+						} else {
+							AttentionBackward(g[0], g[1], g[2], dout, q, k, v, probs, m.km, m.causal, drop, B, T, NH, HS)
+						}
+						return g
+					}
+					gg, wg := grads(true, wp, Dropout{}), grads(false, wp, Dropout{})
+					checkBF16Grads(t, gg, wg, gradBoundsBF16(dout, want, wp, q, k, v, B, T, NH, HS))
+					if T < 7 {
+						return
+					}
+					if maxAbsDiff(got, want) == 0 || maxAbsDiff(gg[0], wg[0]) == 0 {
+						t.Error("the bf16 pass equals the float32 one: its products did not round")
+					}
+					drop := Dropout{P: 0.2, Seed: 5}
+					gd, _ := fwd(true, drop)
+					wd, wdp := fwd(false, drop)
+					checkRelNorm(t, "dropout forward", [3][]float32{gd, gd, gd}, [3][]float32{wd, wd, wd}, 0.01)
+					checkRelNorm(t, "dropout", grads(true, wdp, drop), grads(false, wdp, drop), 0.01)
 				})
 			}
 		}

@@ -111,7 +111,7 @@ func RelativeAttentionBackward(dq, dk, dv, drelK, dout, q, k, v, relK, probs, ke
 		for bh := lo; bh < hi; bh++ {
 			b, h := bh/NH, bh%NH
 			base := b*T*C + h*HS
-			probsBackward(dP, dropped, dv[base:], dout[base:], v[base:], probs[bh*T*T:(bh+1)*T*T], rowMask(keyMask, b, T), causal, drop, bh*T*T, T, HS, C, scale)
+			probsBackward(tileMath{}, dP, dropped, nil, dv[base:], span(dout, nil, base, C), span(v, nil, base, C), probs[bh*T*T:(bh+1)*T*T], rowMask(keyMask, b, T), causal, drop, bh*T*T, T, HS, C, scale)
 			// S_ij gets R_i,clip(j−i) added  ⇒  G_i,r = Σ_{j: clip(j−i) = r} dS_ij
 			g := G[bh*T*W : (bh+1)*T*W]
 			for i := 0; i < T; i++ {

@@ -54,6 +54,10 @@ func (m *Model) attentionForward(s *State, l int, la *layerActs) {
 		return
 	}
 	// ctx = softmax(q·kᵀ/√HS + mask)·v
+	if m.bf16Attention(s) {
+		kernels.AttentionForwardBF16(la.ctx, la.probs, la.q, la.k, la.v, s.keyMask, s.causal, drop, B, T, NH, HS)
+		return
+	}
 	kernels.AttentionForward(la.ctx, la.probs, la.q, la.k, la.v, s.keyMask, s.causal, drop, B, T, NH, HS)
 }
 
@@ -81,6 +85,9 @@ func (m *Model) attentionBackward(s *State, l int, la *layerActs, g *gradBuffers
 	} else if cfg.PosEnc() == PosRelative {
 		L := &m.Encoder.Layers[l]
 		kernels.RelativeAttentionBackward(g.dq, g.dk, g.dv, L.RelKey.Grad, g.dcx, la.q, la.k, la.v, L.RelKey.Data, la.probs, s.keyMask, s.causal, drop, cfg.RelativeMaxDistance, B, T, NH, HS)
+	} else if m.bf16Attention(s) && s.unilm == nil {
+		// ctx = attention(q, k, v), its products in bfloat16 as forward
+		kernels.AttentionBackwardBF16(g.dq, g.dk, g.dv, g.dcx, la.q, la.k, la.v, la.probs, s.keyMask, s.causal, drop, B, T, NH, HS)
 	} else {
 		// ctx = attention(q, k, v)
 		kernels.AttentionBackward(g.dq, g.dk, g.dv, g.dcx, la.q, la.k, la.v, la.probs, s.keyMask, s.causal, drop, B, T, NH, HS)

@@ -105,12 +105,16 @@ func (m *Model) SetPrecision(p Precision) error {
 // products in training: PrecisionBF16 is mixed precision (Micikevicius et
 // al. 2018, in bfloat16 as Kalamkar et al. 2019): every product of a
 // linear layer, forward and backward (input and weight gradients), takes
-// its operands rounded to bfloat16 and accumulates in float32
-// (blas.SgemmBF16), and so do the tile products of the fused attention
-// (rows of fusedTrainMinT tokens or more: kernels.FlashAttentionForwardBF16,
-// FlashAttentionBackwardBF16), while the weights, their gradients, the
-// optimizer's state and everything else (embeddings, the other attention
-// kernels, softmax, LayerNorm, activations, losses) stay float32. bfloat16 keeps float32's exponent
+// its operands rounded to bfloat16 (each once per pass: the input, the
+// weights, the output gradient) and accumulates in float32
+// (kernels.MatmulForwardBF16, blas.GemmBF16), and so do the products of
+// softmax attention: the fused kernel's tiles from fusedTrainMinT tokens
+// (kernels.FlashAttentionForwardBF16, FlashAttentionBackwardBF16) and the
+// per-head kernel's below (kernels.AttentionForwardBF16,
+// AttentionBackwardBF16), while the weights, their gradients, the
+// optimizer's state and everything else (embeddings, relative-position and
+// UniLM-masked attention below fusedTrainMinT, softmax, LayerNorm,
+// activations, losses) stay float32. bfloat16 keeps float32's exponent
 // range, so no loss scaling is needed. It also applies to Forward for the
 // layers SetPrecision has not prepared, so evaluation during training
 // computes what training does. "" and PrecisionFP32 are float32; int8 is
