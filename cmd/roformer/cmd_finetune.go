@@ -164,7 +164,7 @@ func cmdFinetune(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&p.Patience, "patience", 0, "stop after this many epochs without a better evaluation (0: off; a built-in task may set its own unless this is given)")
 	fs.StringVar(&p.Truncation, "truncation", p.Truncation, "longest_first, only_first, only_second, or none (over-long inputs are then an error)")
 	fs.IntVar(&p.LogEvery, "log-every", p.LogEvery, "steps between progress lines")
-	fs.StringVar(&p.Precision, "precision", "fp32", "number format of the products in training: fp32, or bf16 (mixed precision: the linear layers' products and, from 1,024 tokens, attention's in bfloat16; float32 accumulation, weights and optimizer; needs AVX512_BF16 or AMX)")
+	fs.StringVar(&p.Precision, "precision", "fp32", "number format of the products in training: fp32, or bf16 (mixed precision: the linear layers' products and softmax attention's (relative-position and UniLM-masked attention from 1,024 tokens) in bfloat16; float32 accumulation, weights and optimizer; needs AVX512_BF16 or AMX)")
 	fs.BoolVar(&o.newHead, "new-head", false, "start a new head even if --model was fine-tuned with one")
 	fs.StringVar(&o.baseline, "baseline", "", "instead of the model, train a baseline on the same data: bow (bag-of-words logistic regression)")
 	fs.IntVar(&o.baselineEpochs, "baseline-epochs", 20, "epochs of the baseline")

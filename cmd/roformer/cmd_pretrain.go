@@ -68,7 +68,7 @@ func cmdPretrain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&p.CacheDir, "cache", defaultCacheDir(), "folder the built-in tasks are fetched into (--pairs bible)")
 	fs.Float64Var(&p.SimScale, "sim-scale", pretrain.DefaultSimScale, "sim: the scale of the in-batch cosine similarities")
 	fs.StringVar(&p.PoolerActivation, "pooler-activation", "", "sim: the activation of a pooler added to an --init folder without one (default: its config's pooler_activation, tanh; Su's scripts use linear)")
-	fs.StringVar(&p.Train.Precision, "precision", "fp32", "number format of the products in training: fp32, or bf16 (mixed precision: the linear layers' products and, from 1,024 tokens, attention's in bfloat16; float32 accumulation, weights and optimizer; needs AVX512_BF16 or AMX)")
+	fs.StringVar(&p.Train.Precision, "precision", "fp32", "number format of the products in training: fp32, or bf16 (mixed precision: the linear layers' products and softmax attention's (relative-position and UniLM-masked attention from 1,024 tokens) in bfloat16; float32 accumulation, weights and optimizer; needs AVX512_BF16 or AMX)")
 	fs.StringVar(&o.resume, "resume", "", "continue the run in this folder from its latest checkpoint")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress output")
 	th := threadsFlag(fs)
