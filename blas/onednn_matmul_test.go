@@ -270,6 +270,12 @@ func TestBF16LinearAllocs(t *testing.T) {
 			t.Errorf("Run(%v) allocates %v times per call", epilogue{in16: c.In16 != nil, out16: c.Out16 != nil, bias: c.Bias != nil, res: c.Res != nil, act: c.Act}, a)
 		}
 	}
+	// GemmBF16, the training product, neither (its plan warm).
+	b16 := make([]uint16, k*n)
+	GemmBF16(false, false, m, n, k, in16, k, b16, n, 1, out, n)
+	if a := testing.AllocsPerRun(100, func() { GemmBF16(false, false, m, n, k, in16, k, b16, n, 1, out, n) }); a > 0 {
+		t.Errorf("GemmBF16 allocates %v times per call", a)
+	}
 }
 
 // TestBF16LinearCleanup drops layers while others run, so that their
