@@ -90,35 +90,11 @@ var gemmPlans struct {
 // BF16Supported indicates a bug.
 func SgemmBF16(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	checkGemm(transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
-	if beta != beta {
-		panic("blas: SgemmBF16: beta is NaN")
-	}
-	if m == 0 || n == 0 {
+	d, p, e, transient := gemmStart("SgemmBF16", gemmKey{transA, transB, m, n, k, lda, ldb, ldc, beta, false}, c)
+	if e == nil {
 		return
 	}
-	if k == 0 {
-		scaleC(m, n, beta, c, ldc)
-		return
-	}
-	if err := BF16Supported(); err != nil {
-		panic("blas: SgemmBF16: " + err.Error())
-	}
-	d, err := loadDNNLMatmul()
-	if err != nil {
-		panic("blas: SgemmBF16: " + err.Error())
-	}
-	if beta == 0 {
-		beta = 0 // -0 → 0
-	}
-	key := gemmKey{transA, transB, m, n, k, lda, ldb, ldc, beta, false}
-	p, transient, err := gemmPlanFor(d, key)
-	if err != nil {
-		panic(err.Error())
-	}
-	e, err := p.get(d)
-	if err != nil {
-		panic(err.Error())
-	}
+	key := p.key
 	e.a32, e.b32, e.c32 = a, b, c
 	e.setHandle(d, e.a, unsafe.Pointer(&e.a32[0]))
 	e.setHandle(d, e.b, unsafe.Pointer(&e.b32[0]))
@@ -144,35 +120,11 @@ func SgemmBF16(transA, transB bool, m, n, k int, a []float32, lda int, b []float
 // panics as SgemmBF16 does.
 func GemmBF16(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int) {
 	checkGemm(transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
-	if beta != beta {
-		panic("blas: GemmBF16: beta is NaN")
-	}
-	if m == 0 || n == 0 {
+	d, p, e, transient := gemmStart("GemmBF16", gemmKey{transA, transB, m, n, k, lda, ldb, ldc, beta, true}, c)
+	if e == nil {
 		return
 	}
-	if k == 0 {
-		scaleC(m, n, beta, c, ldc)
-		return
-	}
-	if err := BF16Supported(); err != nil {
-		panic("blas: GemmBF16: " + err.Error())
-	}
-	d, err := loadDNNLMatmul()
-	if err != nil {
-		panic("blas: GemmBF16: " + err.Error())
-	}
-	if beta == 0 {
-		beta = 0 // -0 → 0
-	}
-	key := gemmKey{transA, transB, m, n, k, lda, ldb, ldc, beta, true}
-	p, transient, err := gemmPlanFor(d, key)
-	if err != nil {
-		panic(err.Error())
-	}
-	e, err := p.get(d)
-	if err != nil {
-		panic(err.Error())
-	}
+	key := p.key
 	e.a16in, e.b16in, e.c32 = a, b, c
 	e.setHandle(d, e.a, unsafe.Pointer(&e.a16in[0]))
 	e.setHandle(d, e.b, unsafe.Pointer(&e.b16in[0]))
@@ -181,6 +133,41 @@ func GemmBF16(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint16,
 	e.sys = [4]uintptr{}
 	e.a16in, e.b16in, e.c32 = nil, nil, nil
 	p.done(d, e, transient)
+}
+
+// gemmStart is what SgemmBF16 and GemmBF16 do before their products (the
+// operands' lengths checked): it refuses a NaN beta, handles m, n or k = 0
+// itself (e nil: nothing left to run), and otherwise returns key's plan
+// (beta −0 made 0) and an execution context. It panics as they do.
+func gemmStart(fn string, key gemmKey, c []float32) (d *dnnlMatmul, p *gemmPlan, e *gemmExec, transient bool) {
+	if key.beta != key.beta {
+		panic("blas: " + fn + ": beta is NaN")
+	}
+	if key.m == 0 || key.n == 0 {
+		return nil, nil, nil, false
+	}
+	if key.k == 0 {
+		scaleC(key.m, key.n, key.beta, c, key.ldc)
+		return nil, nil, nil, false
+	}
+	if err := BF16Supported(); err != nil {
+		panic("blas: " + fn + ": " + err.Error())
+	}
+	d, err := loadDNNLMatmul()
+	if err != nil {
+		panic("blas: " + fn + ": " + err.Error())
+	}
+	if key.beta == 0 {
+		key.beta = 0 // -0 → 0
+	}
+	p, transient, err = gemmPlanFor(d, key)
+	if err != nil {
+		panic(err.Error())
+	}
+	if e, err = p.get(d); err != nil {
+		panic(err.Error())
+	}
+	return d, p, e, transient
 }
 
 // done returns e to p after a call, or destroys a transient p.

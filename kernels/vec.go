@@ -1,6 +1,10 @@
 package kernels
 
-import "math"
+import (
+	"math"
+
+	"github.com/roformer-go/roformer/tensor"
+)
 
 //go:generate go run gen_erfc.go
 
@@ -478,16 +482,6 @@ func toBF16(dst []uint16, src []float32) {
 		}
 	}
 	for i := n; i < len(src); i++ {
-		dst[i] = f32ToBF16(src[i])
+		dst[i] = tensor.F32ToBF16(src[i]) // the assembly's twin
 	}
-}
-
-// f32ToBF16 is toBF16 for one value, the twin of the assembly.
-func f32ToBF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	if b&0x7fffffff > 0x7f800000 {
-		return uint16(b>>16) | 0x40
-	}
-	b += 0x7fff + (b>>16)&1
-	return uint16(b >> 16)
 }
