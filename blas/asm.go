@@ -138,6 +138,25 @@ func roundUp(n, unit int) int { return (n + unit - 1) / unit * unit }
 // short for its dimensions panics on a bounds check before any assembly
 // runs.
 func (g *goAsm) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	g.sgemm(m, n, k, alpha, side{f: a, ld: lda, trans: transA}, side{f: b, ld: ldb, trans: transB}, beta, c, ldc)
+}
+
+// side is one operand of goAsm's loops: a row-major matrix (f, leading
+// dimension ld, transposed if trans) packed block by block as the loops
+// reach it, or, with panels set, op(A) or op(B) already packed whole by
+// packA or packB with kc = pk (panel q at f[q·w·pk:], w = mr for A, nr
+// for B), so that block [pc, pc+kc) of panel q is f[q·w·pk + pc·w:][:kc·w]
+// for any product whose inner dimension is at most pk.
+type side struct {
+	f      []float32
+	ld     int
+	trans  bool
+	panels bool
+	pk     int
+}
+
+// sgemm is Sgemm on operands that may be packed already (see side).
+func (g *goAsm) sgemm(m, n, k int, alpha float32, a, b side, beta float32, c []float32, ldc int) {
 	if m <= 0 || n <= 0 {
 		return
 	}
@@ -157,10 +176,16 @@ func (g *goAsm) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float
 	fused := m <= mc
 	// One buffer: the packed A block, the packed B block (or panel) and
 	// the edge tile (a local array would escape through the kernel's func
-	// value).
+	// value). Operands packed already need no room.
 	na, nb := mc*kc, roundUp(min(nc, n), nr)*kc
-	if fused {
+	switch {
+	case b.panels:
+		nb = 0
+	case fused:
 		nb = nr * kc
+	}
+	if a.panels {
+		na = 0
 	}
 	buf := getBuf(na + nb + mr*nr)
 	defer putBuf(buf)
@@ -169,8 +194,8 @@ func (g *goAsm) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float
 		ncc := min(nc, n-jc)
 		for pc := 0; pc < k; pc += kc {
 			kcc := min(kc, k-pc)
-			if !fused {
-				g.packB(bp, b, ldb, transB, pc, jc, kcc, ncc)
+			if !fused && !b.panels {
+				g.packB(bp, b.f, b.ld, b.trans, pc, jc, kcc, ncc)
 			}
 			bt := beta
 			if pc > 0 {
@@ -178,17 +203,26 @@ func (g *goAsm) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float
 			}
 			for ic := 0; ic < m; ic += mc {
 				mcc := min(mc, m-ic)
-				g.packA(ap, a, lda, transA, ic, pc, mcc, kcc)
+				av, as := ap, mr*kcc // the A block and its panels' stride
+				if a.panels {
+					av, as = a.f[ic*a.pk+pc*mr:], mr*a.pk
+				} else {
+					g.packA(ap, a.f, a.ld, a.trans, ic, pc, mcc, kcc)
+				}
 				for jr := 0; jr < ncc; jr += nr {
 					cols := min(nr, ncc-jr)
 					var bpan []float32
-					if fused {
+					switch {
+					case b.panels:
+						o := (jc+jr)*b.pk + pc*nr
+						bpan = b.f[o : o+nr*kcc]
+					case fused:
 						bpan = bp[:nr*kcc]
-						g.packB(bpan, b, ldb, transB, pc, jc+jr, kcc, cols)
-					} else {
+						g.packB(bpan, b.f, b.ld, b.trans, pc, jc+jr, kcc, cols)
+					default:
 						bpan = bp[jr*kcc : (jr+nr)*kcc]
 					}
-					g.panel(kcc, ap, bpan, c, ic*ldc+jc+jr, mcc, cols, ldc, alpha, bt, edge)
+					g.panel(kcc, av, as, bpan, c, ic*ldc+jc+jr, mcc, cols, ldc, alpha, bt, edge)
 				}
 			}
 		}
@@ -196,12 +230,12 @@ func (g *goAsm) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float
 }
 
 // panel runs the microkernel down one packed B panel: the tiles of rows
-// [0, mc) of the packed A block against it, into C from c[off:]. cols
-// (≤ nr) columns of the panel are valid.
-func (g *goAsm) panel(kc int, ap, bpan, c []float32, off, mc, cols, ldc int, alpha, beta float32, edge []float32) {
+// [0, mc) of the packed A block (panel q of mr rows at ap[q·as:]) against
+// it, into C from c[off:]. cols (≤ nr) columns of the panel are valid.
+func (g *goAsm) panel(kc int, ap []float32, as int, bpan, c []float32, off, mc, cols, ldc int, alpha, beta float32, edge []float32) {
 	mr, nr := g.k.mr, g.k.nr
 	for ir := 0; ir < mc; ir += mr {
-		apan := ap[ir*kc : (ir+mr)*kc]
+		apan := ap[ir/mr*as : ir/mr*as+mr*kc]
 		rows := min(mr, mc-ir)
 		o := off + ir*ldc
 		if rows == mr && cols == nr {

@@ -37,17 +37,20 @@ func checkGemm(transA, transB bool, m, n, k, la, lda, lb, ldb, lc, ldc int) {
 	if transB {
 		br, bc = n, k
 	}
-	need := func(what string, rows, cols, ld, have int) {
-		if rows == 0 || cols == 0 {
-			return
-		}
-		if ld < cols || (rows-1)*ld+cols > have {
-			panic(fmt.Sprintf("blas: sgemm %s is %dx%d with leading dimension %d but has %d elements", what, rows, cols, ld, have))
-		}
+	checkOperand("sgemm", "A", ar, ac, lda, la)
+	checkOperand("sgemm", "B", br, bc, ldb, lb)
+	checkOperand("sgemm", "C", m, n, ldc, lc)
+}
+
+// checkOperand panics unless a slice of have values holds a rows×cols
+// row-major matrix with leading dimension ld.
+func checkOperand(fn, what string, rows, cols, ld, have int) {
+	if rows == 0 || cols == 0 {
+		return
 	}
-	need("A", ar, ac, lda, la)
-	need("B", br, bc, ldb, lb)
-	need("C", m, n, ldc, lc)
+	if ld < cols || (rows-1)*ld+cols > have {
+		panic(fmt.Sprintf("blas: %s: %s is %dx%d with leading dimension %d but has %d elements", fn, what, rows, cols, ld, have))
+	}
 }
 
 // goBackend is gonum's pure-Go BLAS: correct everywhere, and slower than

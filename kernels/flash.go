@@ -75,15 +75,25 @@ func FlashAttentionForwardBF16(out, lse, q, k, v, keyMask []float32, causal bool
 // tiles read (k and v forward; q, k, v and dout backward) before the
 // first tile, a query tile when it starts, and each tile the kernel makes
 // in float32 (P, dS) after it is made, into the worker's scratch.
-type tileMath struct{ bf16 bool }
+//
+// With hp set (the fused attention's float32 tiles on go-asm, headPanels)
+// an operand may be panels packed once (packed, p): the product takes
+// their leading part for its dimensions.
+type tileMath struct {
+	bf16 bool
+	hp   blas.HeadPacker
+}
 
 // operand is one side of a tile product: float32 values with their
-// leading dimension and, in bfloat16, their rounding with its own.
+// leading dimension and, in bfloat16, their rounding with its own; or,
+// with packed, float32 panels packed for go-asm.
 type operand struct {
-	f   []float32
-	ld  int
-	h   []uint16
-	hld int
+	f      []float32
+	ld     int
+	h      []uint16
+	hld    int
+	p      blas.Operand
+	packed bool
 }
 
 // span is the operand from offset off of a tensor f with leading
@@ -111,6 +121,17 @@ func (tm tileMath) tile(f []float32, ld int, h16 []uint16) operand {
 func (tm tileMath) mul(transA, transB bool, m, n, k int, a, b operand, beta float32, c []float32, ldc int) {
 	if tm.bf16 {
 		blas.GemmBF16(transA, transB, m, n, k, a.h, a.hld, b.h, b.hld, beta, c, ldc)
+		return
+	}
+	if a.packed || b.packed {
+		pa, pb := blas.Matrix(transA, a.f, a.ld), blas.Matrix(transB, b.f, b.ld)
+		if a.packed {
+			pa = a.p.Sub(m, k)
+		}
+		if b.packed {
+			pb = b.p.Sub(n, k)
+		}
+		tm.hp.Sgemm(m, n, k, 1, pa, pb, beta, c, ldc)
 		return
 	}
 	blas.HeadSgemm(transA, transB, m, n, k, 1, a.f, a.ld, b.f, b.ld, beta, c, ldc)
@@ -194,6 +215,12 @@ func flashForward(out, lse, q, k, v, keyMask []float32, fm flashMask, drop Dropo
 	parallelFor(B*NH*nq, 1, func(lo, hi int) {
 		ps := getScratch(flashQ*flashK + 2*flashQ)
 		defer putScratch(ps)
+		pan := newHeadPanels(tm, Tq, Tk, HS)
+		defer pan.release()
+		tm := tm
+		if pan != nil {
+			tm.hp = pan.hp
+		}
 		S := (*ps)[:flashQ*flashK]
 		mrow := (*ps)[flashQ*flashK : flashQ*flashK+flashQ]
 		var lrow [flashQ]float64
@@ -224,6 +251,9 @@ func flashForward(out, lse, q, k, v, keyMask []float32, fm flashMask, drop Dropo
 				segMax = maxInt32(sg[i0 : i0+n])
 			}
 			qop := operand{f: q[qb+i0*C:], ld: C}
+			if pan != nil {
+				qop = pan.queries(q[qb+i0*C:], n, HS, C)
+			}
 			if tm.bf16 {
 				for r := 0; r < n; r++ {
 					toBF16(q16[r*HS:r*HS+HS], q[qb+(i0+r)*C:qb+(i0+r)*C+HS])
@@ -243,7 +273,11 @@ func flashForward(out, lse, q, k, v, keyMask []float32, fm flashMask, drop Dropo
 					continue // no query of the tile sees these keys
 				}
 				P := S[:n*nk]
-				tm.mul(false, true, n, nk, HS, qop, span(k, k16, kb+j0*C, C), 0, P, nk)
+				kt, vt := span(k, k16, kb+j0*C, C), span(v, v16, kb+j0*C, C)
+				if pan != nil {
+					kt, vt = pan.keys(bh, j0/flashK, k, v, kb, C, Tk, HS)
+				}
+				tm.mul(false, true, n, nk, HS, qop, kt, 0, P, nk)
 				for r := 0; r < n; r++ {
 					row := P[r*nk : r*nk+nk]
 					lim := nk
@@ -289,7 +323,7 @@ func flashForward(out, lse, q, k, v, keyMask []float32, fm flashMask, drop Dropo
 						dm.mul(head, head, (bh*Tq+i0+r)*Tk+j0)
 					}
 				}
-				tm.mul(false, false, n, HS, nk, tm.tile(P, nk, p16), span(v, v16, kb+j0*C, C), 1, o, C)
+				tm.mul(false, false, n, HS, nk, tm.tile(P, nk, p16), vt, 1, o, C)
 			}
 			var ls []float32
 			if lse != nil {
