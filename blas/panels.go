@@ -14,11 +14,15 @@ import "fmt"
 // packed values, the blocks and the microkernel are those of Sgemm.
 type HeadPacker struct{ g *goAsm }
 
-// HeadPacking returns the packer for products of m×n×k when HeadSgemm
-// runs them on go-asm (the heads' backend for a dimension of at least 256,
-// or the layers' backend when that is go-asm), and false when HeadSgemm
-// would run them on a library, which packs its own operands (call
-// HeadSgemm then).
+// HeadPacking returns the packer for a product of m×n×k, and for the
+// tiles of one, when HeadSgemm runs it on go-asm (the heads' backend for
+// a dimension of at least 256, or the layers' backend when that is
+// go-asm), and false when HeadSgemm would run it on a library, which packs
+// its own operands (call HeadSgemm then). The fused attention asks with a
+// head's whole product (queries × keys × head size) and runs its tiles
+// through the packer: on go-asm with packed operands even its 128-wide
+// backward tiles ran 1.1–1.3 times faster than through oneDNN (Zen 4,
+// 4,096 tokens).
 func HeadPacking(m, n, k int) (HeadPacker, bool) {
 	be := Current()
 	if max(m, n, k) >= headLongDim {

@@ -217,10 +217,8 @@ func probsBackward(tm tileMath, dP, dropped []float32, h16 []uint16, dv []float3
 		// One pass draws the mask once for both: Pd = P⊙mask, dP = dPd⊙mask.
 		m := drop.mask()
 		m.mul(dropped[:T*T], nil, off)
-		for j, s := range dropped[:T*T] {
-			dropped[j] = P[j] * s
-			dP[j] *= s
-		}
+		mulVec(dP[:T*T], dP[:T*T], dropped[:T*T])
+		mulVec(dropped[:T*T], P[:T*T], dropped[:T*T])
 		Pd = dropped
 	}
 	tm.mul(true, false, T, HS, T, tm.tile(Pd[:T*T], T, h16), dout, 0, dv, C)

@@ -482,6 +482,12 @@ func flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, fm fl
 			h := BF16Buffer(*ph)
 			p16, dp16 = h[:bq*bk], h[bq*bk:]
 		}
+		pan := newBackPanels(tm, Tq, Tk, HS, bq, bk)
+		defer pan.release()
+		tm := tm
+		if pan != nil {
+			tm.hp = pan.hp
+		}
 		mrow := (*ps)[2*bq*bk+2*Tq+HS : 2*bq*bk+2*Tq+HS+bk] // a row's dropout factors
 		P := (*ps)[:bq*bk]
 		dP := (*ps)[bq*bk : 2*bq*bk]
@@ -535,10 +541,18 @@ func flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, fm fl
 			if total == 0 {
 				continue // no query sees any key
 			}
+			if pan != nil {
+				pan.head(q, dout, qb, C, Tq, HS)
+			}
 			for j0 := 0; j0 < Tk; j0 += bk {
 				nk := min(bk, Tk-j0)
 				if km != nil && !anyVisible(km[j0:j0+nk]) {
 					continue
+				}
+				kt, vt, kn := span(k, k16, kb+j0*C, C), span(v, v16, kb+j0*C, C), span(k, k16, kb+j0*C, C)
+				if pan != nil {
+					pan.keys(k, v, kb+j0*C, nk, C, HS)
+					kt, vt, kn = pan.kt, pan.vt, pan.kn
 				}
 				i1 := 0
 				if fm.causal {
@@ -555,7 +569,11 @@ func flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, fm fl
 					}
 					Pt, dPt := P[:n*nk], dP[:n*nk]
 					qop, dop := span(q, q16, qb+i0*C, C), span(dout, d16, qb+i0*C, C)
-					tm.mul(false, true, n, nk, HS, qop, span(k, k16, kb+j0*C, C), 0, Pt, nk)
+					qB, dB := qop, dop // as the B side of dv's and dk's products
+					if pan != nil {
+						qop, dop, qB, dB = pan.query(i0)
+					}
+					tm.mul(false, true, n, nk, HS, qop, kt, 0, Pt, nk)
 					for r := 0; r < n; r++ {
 						i := i0 + r
 						row := Pt[r*nk : r*nk+nk]
@@ -587,7 +605,7 @@ func flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, fm fl
 						expSubScale(head, ls[i], 1)
 						clear(row[lim:])
 					}
-					tm.mul(false, true, n, nk, HS, dop, span(v, v16, kb+j0*C, C), 0, dPt, nk)
+					tm.mul(false, true, n, nk, HS, dop, vt, 0, dPt, nk)
 					for r := 0; r < n; r++ {
 						d, p := dPt[r*nk:r*nk+nk], Pt[r*nk:r*nk+nk]
 						if drop.Active() {
@@ -595,17 +613,13 @@ func flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, fm fl
 							mk := mrow[:nk]
 							off := (bh*Tq+i0+r)*Tk + j0
 							dm.mul(mk, nil, off)
-							for j, x := range mk {
-								d[j] *= x
-							}
+							mulVec(d, d, mk)
 							if seen[i0+r] <= 1 {
 								clear(d)
 							} else {
 								softmaxBackRow(d, p, D[i0+r], scale)
 							}
-							for j, x := range mk {
-								p[j] *= x
-							}
+							mulVec(p, p, mk)
 							continue
 						}
 						if seen[i0+r] <= 1 {
@@ -615,9 +629,9 @@ func flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, fm fl
 						}
 					}
 					pt, ds := tm.tile(Pt, nk, p16), tm.tile(dPt, nk, dp16)
-					tm.mul(true, false, nk, HS, n, pt, dop, 1, dv[kb+j0*C:], C)
-					tm.mul(false, false, n, HS, nk, ds, span(k, k16, kb+j0*C, C), 1, dq[qb+i0*C:], C)
-					tm.mul(true, false, nk, HS, n, ds, qop, 1, dk[kb+j0*C:], C)
+					tm.mul(true, false, nk, HS, n, pt, dB, 1, dv[kb+j0*C:], C)
+					tm.mul(false, false, n, HS, nk, ds, kn, 1, dq[qb+i0*C:], C)
+					tm.mul(true, false, nk, HS, n, ds, qB, 1, dk[kb+j0*C:], C)
 				}
 			}
 		}

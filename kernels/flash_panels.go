@@ -20,14 +20,15 @@ type headPanels struct {
 	bh, ready  int            // the head packed, and its key tiles [0, ready)
 }
 
-// newHeadPanels returns a worker's panels for a call over Tk keys of head
-// size HS, or nil when its products do not run on go-asm (a library packs
-// its own operands) or run in bfloat16. Release it with release.
+// newHeadPanels returns a worker's panels for a call of Tq queries over Tk
+// keys of head size HS, or nil when its products run in bfloat16 or do
+// not run on go-asm (HeadSgemm's rule for a head's Tq×Tk×HS product:
+// a library packs its own operands). Release it with release.
 func newHeadPanels(tm tileMath, Tq, Tk, HS int) *headPanels {
 	if tm.bf16 {
 		return nil
 	}
-	hp, ok := blas.HeadPacking(min(flashQ, Tq), min(flashK, Tk), HS)
+	hp, ok := blas.HeadPacking(Tq, Tk, HS)
 	if !ok {
 		return nil
 	}
@@ -67,4 +68,77 @@ func (p *headPanels) keys(bh, jt int, k, v []float32, kb, C, Tk, HS int) (kt, vt
 func (p *headPanels) queries(q []float32, n, HS, C int) operand {
 	o := len(p.ops) / 2 * (p.kLen + p.vLen)
 	return operand{p: p.hp.PackA((*p.buf)[o:], false, n, HS, q, C), packed: true}
+}
+
+// backPanels are one worker's packed operands of the fused backward's
+// float32 tile products on go-asm, as headPanels are the forward's: the
+// queries and output gradients of its current head in both forms the
+// products read them (the A side of q·kᵀ and dout·vᵀ, the B side of
+// dv += Pᵀ·dout and dk += dSᵀ·q), packed once per head for every tile
+// of keys, and the current key tile's kᵀ, vᵀ and k, packed once for every
+// tile of queries.
+type backPanels struct {
+	hp     blas.HeadPacker
+	buf    *[]float32
+	ops    []blas.Operand // per query tile: q and dout as A, then as B
+	bq, bk int
+	qLen   int // a query tile's four forms
+	kt, vt operand
+	kn     operand
+}
+
+// newBackPanels returns a worker's panels for a backward pass of Tq
+// queries over Tk keys in tiles of bq × bk, or nil where
+// newHeadPanels returns nil.
+func newBackPanels(tm tileMath, Tq, Tk, HS, bq, bk int) *backPanels {
+	if tm.bf16 {
+		return nil
+	}
+	hp, ok := blas.HeadPacking(Tq, Tk, HS)
+	if !ok {
+		return nil
+	}
+	nq := (Tq + bq - 1) / bq
+	p := &backPanels{hp: hp, bq: bq, bk: bk, qLen: 2*hp.LenA(bq, HS) + 2*hp.LenB(bq, HS)}
+	p.buf = getScratch(nq*p.qLen + 2*hp.LenB(HS, bk) + hp.LenB(bk, HS))
+	p.ops = make([]blas.Operand, 4*nq)
+	return p
+}
+
+func (p *backPanels) release() {
+	if p != nil {
+		putScratch(p.buf)
+	}
+}
+
+// head packs the query tiles of one head: q and dout [B, Tq, C] from
+// offset qb (the head's first query).
+func (p *backPanels) head(q, dout []float32, qb, C, Tq, HS int) {
+	la, lb := p.hp.LenA(p.bq, HS), p.hp.LenB(p.bq, HS)
+	for t := 0; t*p.bq < Tq; t++ {
+		i0 := t * p.bq
+		n := min(p.bq, Tq-i0)
+		b := (*p.buf)[t*p.qLen:]
+		qs, ds := q[qb+i0*C:], dout[qb+i0*C:]
+		p.ops[4*t] = p.hp.PackA(b[:la], false, n, HS, qs, C)
+		p.ops[4*t+1] = p.hp.PackA(b[la:2*la], false, n, HS, ds, C)
+		p.ops[4*t+2] = p.hp.PackB(b[2*la:2*la+lb], false, n, HS, qs, C)
+		p.ops[4*t+3] = p.hp.PackB(b[2*la+lb:2*la+2*lb], false, n, HS, ds, C)
+	}
+}
+
+// query returns query tile i0/bq's q and dout as A and as B operands.
+func (p *backPanels) query(i0 int) (qa, da, qb, db operand) {
+	o := p.ops[4*(i0/p.bq):]
+	return operand{p: o[0], packed: true}, operand{p: o[1], packed: true}, operand{p: o[2], packed: true}, operand{p: o[3], packed: true}
+}
+
+// keys packs nk keys and values of the current key tile (rows of k and
+// v [B, Tk, C] from offset off) as kᵀ, vᵀ and k.
+func (p *backPanels) keys(k, v []float32, off, nk, C, HS int) {
+	b := (*p.buf)[len(p.ops)/4*p.qLen:]
+	lt, ln := p.hp.LenB(HS, p.bk), p.hp.LenB(p.bk, HS)
+	p.kt = operand{p: p.hp.PackB(b[:lt], true, HS, nk, k[off:], C), packed: true}
+	p.vt = operand{p: p.hp.PackB(b[lt:2*lt], true, HS, nk, v[off:], C), packed: true}
+	p.kn = operand{p: p.hp.PackB(b[2*lt:2*lt+ln], false, nk, HS, k[off:], C), packed: true}
 }

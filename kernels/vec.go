@@ -456,6 +456,21 @@ func addVec(out, a, b []float32) {
 	}
 }
 
+// mulVec sets out[i] = a[i]·b[i]; out may alias a or b.
+func mulVec(out, a, b []float32) {
+	a, b = a[:len(out)], b[:len(out)]
+	n := 0
+	if useAVX2 {
+		n = len(out) &^ 7
+		if n > 0 {
+			mulVecAVX2(&out[0], &a[0], &b[0], n)
+		}
+	}
+	for i := n; i < len(out); i++ {
+		out[i] = a[i] * b[i]
+	}
+}
+
 // VectorPath names the element-wise kernels in use: "avx512" (exp and GELU
 // in 16 lanes, the rest in AVX2), "avx2" (AVX2 and FMA assembly) or "scalar"
 // (the pure-Go twins: another CPU or architecture, or a purego build).

@@ -73,6 +73,9 @@ func lnBackParamAVX2(dw, db, d, x *float32, n int, m, rs float32)
 func addVecAVX2(out, a, b *float32, n int)
 
 //go:noescape
+func mulVecAVX2(out, a, b *float32, n int)
+
+//go:noescape
 func adamWAVX2(p, grad, m, v *float32, n int, k *AdamWScalars)
 
 //go:noescape

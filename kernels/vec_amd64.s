@@ -544,6 +544,25 @@ avloop:
 	VZEROUPPER
 	RET
 
+// func mulVecAVX2(out, a, b *float32, n int)
+TEXT ·mulVecAVX2(SB), NOSPLIT, $0-32
+	MOVQ out+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+
+mvloop:
+	VMOVUPS (SI), Y0
+	VMULPS  (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	SUBQ    $8, CX
+	JNZ     mvloop
+	VZEROUPPER
+	RET
+
 // func adamWAVX2(p, grad, m, v *float32, n int, k *AdamWScalars)
 // k: decay, b1, omb1, b2, omb2, stepSize, bc2sqrt, eps (float32 each).
 // The operations and their order are those of the scalar loop, without

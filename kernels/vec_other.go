@@ -39,6 +39,7 @@ func lnBackApplyAVX2(di, d, w, x *float32, n int, m, rs, m1, m2 float32) { panic
 func lnBackParamAVX2(dw, db, d, x *float32, n int, m, rs float32)        { panic("kernels: no AVX2") }
 
 func addVecAVX2(out, a, b *float32, n int)                     { panic("kernels: no AVX2") }
+func mulVecAVX2(out, a, b *float32, n int)                     { panic("kernels: no AVX2") }
 func adamWAVX2(p, grad, m, v *float32, n int, k *AdamWScalars) { panic("kernels: no AVX2") }
 
 func rotatePairsAVX2(x, cos2, sin2 *float32, n int) { panic("kernels: no AVX2") }

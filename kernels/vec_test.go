@@ -332,8 +332,8 @@ func TestDropoutMaskEqualsScale(t *testing.T) {
 	}
 }
 
-// AdamWUpdate's vector path gives the scalar twin's bits, and addVec equals
-// a plain loop.
+// AdamWUpdate's vector path gives the scalar twin's bits, and addVec and
+// mulVec equal plain loops.
 func TestAdamWAndAddVec(t *testing.T) {
 	for _, n := range []int{1, 7, 8, 9, 64, 1001} {
 		r := testutil.Rand(uint64(n))
@@ -357,6 +357,19 @@ func TestAdamWAndAddVec(t *testing.T) {
 		for i := range sum {
 			if sum[i] != p[i]+g[i] {
 				t.Fatalf("n %d: addVec [%d] = %v, want %v", n, i, sum[i], p[i]+g[i])
+			}
+		}
+		prod := make([]float32, n)
+		mulVec(prod, p, g)
+		for i := range prod {
+			if prod[i] != p[i]*g[i] {
+				t.Fatalf("n %d: mulVec [%d] = %v, want %v", n, i, prod[i], p[i]*g[i])
+			}
+		}
+		mulVec(p2, p2, p2) // in place
+		for i := range p2 {
+			if p2[i] != p[i]*p[i] {
+				t.Fatalf("n %d: mulVec in place [%d] = %v, want %v", n, i, p2[i], p[i]*p[i])
 			}
 		}
 	}
