@@ -77,40 +77,39 @@ func (p HeadPacker) LenB(k, n int) int { return roundUp(n, p.g.k.nr) * k }
 // values, and returns it as an operand of p's products. dst is the
 // operand's storage: it must not change while the operand is used.
 func (p HeadPacker) PackA(dst []float32, trans bool, m, k int, a []float32, lda int) Operand {
-	ar, ac := m, k
-	if trans {
-		ar, ac = k, m
-	}
-	checkOperand("PackA", "A", ar, ac, lda, len(a))
-	need := p.LenA(m, k)
-	if len(dst) < need {
-		panic(fmt.Sprintf("blas: PackA of %dx%d needs %d values, dst has %d", m, k, need, len(dst)))
-	}
-	dst = dst[:need]
-	if m > 0 && k > 0 {
-		p.g.packA(dst, a, lda, trans, 0, 0, m, k)
-	}
-	return Operand{s: side{f: dst, panels: true, pk: k}, rows: m, k: k, w: p.g.k.mr, owner: p.g}
+	return p.pack("PackA", false, dst, trans, m, k, a, lda)
 }
 
 // PackB packs op(B) [k, n] (B row-major with leading dimension ldb,
 // transposed when trans is set) into dst, which must hold LenB(k, n)
 // values, and returns it as an operand of p's products, as PackA.
 func (p HeadPacker) PackB(dst []float32, trans bool, k, n int, b []float32, ldb int) Operand {
-	br, bc := k, n
-	if trans {
-		br, bc = n, k
+	return p.pack("PackB", true, dst, trans, n, k, b, ldb)
+}
+
+// pack is PackA (b false: op(x) is rows×k) and PackB (b set: op(x) is
+// k×rows).
+func (p HeadPacker) pack(fn string, b bool, dst []float32, trans bool, rows, k int, x []float32, ld int) Operand {
+	r, c, w, need := rows, k, p.g.k.mr, p.LenA(rows, k)
+	if b {
+		r, c, w, need = k, rows, p.g.k.nr, p.LenB(k, rows)
 	}
-	checkOperand("PackB", "B", br, bc, ldb, len(b))
-	need := p.LenB(k, n)
+	if trans {
+		r, c = c, r
+	}
+	checkOperand(fn, "the matrix", r, c, ld, len(x))
 	if len(dst) < need {
-		panic(fmt.Sprintf("blas: PackB of %dx%d needs %d values, dst has %d", k, n, need, len(dst)))
+		panic(fmt.Sprintf("blas: %s of %d×%d needs %d values, dst has %d", fn, r, c, need, len(dst)))
 	}
 	dst = dst[:need]
-	if n > 0 && k > 0 {
-		p.g.packB(dst, b, ldb, trans, 0, 0, k, n)
+	switch {
+	case rows == 0 || k == 0:
+	case b:
+		p.g.packB(dst, x, ld, trans, 0, 0, k, rows)
+	default:
+		p.g.packA(dst, x, ld, trans, 0, 0, rows, k)
 	}
-	return Operand{s: side{f: dst, panels: true, pk: k}, rows: n, k: k, w: p.g.k.nr, b: true, owner: p.g}
+	return Operand{s: side{f: dst, panels: true, pk: k}, rows: rows, k: k, w: w, b: b, owner: p.g}
 }
 
 // Sgemm computes C = alpha·op(A)·op(B) + beta·C (row-major) on go-asm

@@ -25,10 +25,7 @@ type headPanels struct {
 // not run on go-asm (HeadSgemm's rule for a head's Tq×Tk×HS product:
 // a library packs its own operands). Release it with release.
 func newHeadPanels(tm tileMath, Tq, Tk, HS int) *headPanels {
-	if tm.bf16 {
-		return nil
-	}
-	hp, ok := blas.HeadPacking(Tq, Tk, HS)
+	hp, ok := headPacker(tm, Tq, Tk, HS)
 	if !ok {
 		return nil
 	}
@@ -37,6 +34,15 @@ func newHeadPanels(tm tileMath, Tq, Tk, HS int) *headPanels {
 	p.buf = getScratch(nt*(p.kLen+p.vLen) + hp.LenA(flashQ, HS))
 	p.ops = make([]blas.Operand, 2*nt)
 	return p
+}
+
+// headPacker returns the packer of a fused pass's float32 products where
+// they run on go-asm (blas.HeadPacking of a head's Tq×Tk×HS product).
+func headPacker(tm tileMath, Tq, Tk, HS int) (blas.HeadPacker, bool) {
+	if tm.bf16 {
+		return blas.HeadPacker{}, false
+	}
+	return blas.HeadPacking(Tq, Tk, HS)
 }
 
 func (p *headPanels) release() {
@@ -91,10 +97,7 @@ type backPanels struct {
 // queries over Tk keys in tiles of bq × bk, or nil where
 // newHeadPanels returns nil.
 func newBackPanels(tm tileMath, Tq, Tk, HS, bq, bk int) *backPanels {
-	if tm.bf16 {
-		return nil
-	}
-	hp, ok := blas.HeadPacking(Tq, Tk, HS)
+	hp, ok := headPacker(tm, Tq, Tk, HS)
 	if !ok {
 		return nil
 	}
