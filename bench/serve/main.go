@@ -942,13 +942,6 @@ func forwardTimes(batch, seq, threads, steps int) (median, fastest time.Duration
 	return msd(res.MsPerStep), msd(res.MsMin), res.Flops, nil
 }
 
-// cpuSelf is this process's user+system CPU time.
-func cpuSelf() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // profile prints where the time of a one-text /embed request goes with 1
 // and with 64 clients, and the bare forward at the batch sizes the
 // scheduler forms: what bounds the ratio of their throughputs.
