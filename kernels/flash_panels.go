@@ -39,11 +39,15 @@ func newHeadPanels(tm tileMath, Tq, Tk, HS int) *headPanels {
 // headPacker returns the packer of a fused pass's float32 products where
 // they run on go-asm (blas.HeadPacking of a head's Tq×Tk×HS product).
 func headPacker(tm tileMath, Tq, Tk, HS int) (blas.HeadPacker, bool) {
-	if tm.bf16 {
+	if tm.bf16 || !packHeads {
 		return blas.HeadPacker{}, false
 	}
 	return blas.HeadPacking(Tq, Tk, HS)
 }
+
+// packHeads lets the fused passes pack their operands (headPanels,
+// backPanels); tests turn it off to compare the passes with and without.
+var packHeads = true
 
 func (p *headPanels) release() {
 	if p != nil {
