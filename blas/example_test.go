@@ -40,7 +40,7 @@ func ExampleHeadPacker() {
 	p, ok := blas.HeadPacking(T, T, HS)
 	if ok {
 		keys := p.PackB(make([]float32, p.LenB(HS, T)), true, HS, T, k, HS) // kᵀ [HS, T]
-		for _, i0 := range []int{0, 1} {                                    // query tiles of one row
+		for _, i0 := range []int{0, 1} {                                    // two tiles of one query each
 			p.Sgemm(1, T, HS, 1, blas.Matrix(false, q[i0*HS:], HS), keys, 0, s[i0*T:], T)
 		}
 	} else {
