@@ -465,7 +465,11 @@ func flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, fm fl
 	C := NH * HS
 	dm := drop.mask()
 	scale := float32(math.Sqrt(float64(HS)))
-	bq, bk := 128, 128
+	// Tiles of 192 × 192: against 128 × 128, BenchmarkFlashAttention's
+	// 1x4096 backward ran 0.41–0.45 s against 0.43–0.47 in float32 and
+	// 0.31–0.37 against 0.37–0.42 in bfloat16 (Zen 4, 2 cores, three
+	// alternating rounds; 256 × 256 between the two).
+	bq, bk := 192, 192
 	shift := Tk - Tq
 	pq, q16 := tm.rounded(q, B*Tq, C)
 	pd, d16 := tm.rounded(dout, B*Tq, C)
