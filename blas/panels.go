@@ -20,8 +20,8 @@ type HeadPacker struct{ g *goAsm }
 // go-asm), and false when HeadSgemm would run it on a library, which packs
 // its own operands (call HeadSgemm then). The fused attention asks with a
 // head's whole product (queries × keys × head size) and runs its tiles
-// through the packer: on go-asm with packed operands even its 128-wide
-// backward tiles ran 1.1–1.3 times faster than through oneDNN (Zen 4,
+// through the packer: on go-asm with packed operands even its backward's
+// 128-wide tiles ran 1.1–1.3 times faster than through oneDNN (Zen 4,
 // 4,096 tokens).
 func HeadPacking(m, n, k int) (HeadPacker, bool) {
 	be := Current()
