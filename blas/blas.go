@@ -29,17 +29,25 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 }
 
 func checkGemm(transA, transB bool, m, n, k, la, lda, lb, ldb, lc, ldc int) {
-	ar, ac := m, k
-	if transA {
-		ar, ac = k, m
-	}
-	br, bc := k, n
-	if transB {
-		br, bc = n, k
-	}
+	ar, ac := stored(false, transA, m, k)
+	br, bc := stored(true, transB, n, k)
 	checkOperand("sgemm", "A", ar, ac, lda, la)
 	checkOperand("sgemm", "B", br, bc, ldb, lb)
 	checkOperand("sgemm", "C", m, n, ldc, lc)
+}
+
+// stored returns the shape of the row-major matrix behind one side of a
+// product with inner dimension k: op(A) is rows×k (b false), op(B) is
+// k×rows (b set), and the matrix is their transpose under trans.
+func stored(b, trans bool, rows, k int) (r, c int) {
+	r, c = rows, k
+	if b {
+		r, c = k, rows
+	}
+	if trans {
+		r, c = c, r
+	}
+	return r, c
 }
 
 // checkOperand panics unless a slice of have values holds a rows×cols

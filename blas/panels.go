@@ -38,7 +38,6 @@ type Operand struct {
 	s     side
 	rows  int  // panels: op(A)'s rows or op(B)'s columns
 	k     int  // panels: the inner dimension
-	w     int  // panels: their width (the packer's mr or nr)
 	b     bool // panels of op(B) (else of op(A))
 	owner *goAsm
 }
@@ -90,12 +89,10 @@ func (p HeadPacker) PackB(dst []float32, trans bool, k, n int, b []float32, ldb 
 // pack is PackA (b false: op(x) is rows×k) and PackB (b set: op(x) is
 // k×rows).
 func (p HeadPacker) pack(fn string, b bool, dst []float32, trans bool, rows, k int, x []float32, ld int) Operand {
-	r, c, w, need := rows, k, p.g.k.mr, p.LenA(rows, k)
+	r, c := stored(b, trans, rows, k)
+	need := p.LenA(rows, k)
 	if b {
-		r, c, w, need = k, rows, p.g.k.nr, p.LenB(k, rows)
-	}
-	if trans {
-		r, c = c, r
+		need = p.LenB(k, rows)
 	}
 	checkOperand(fn, "the matrix", r, c, ld, len(x))
 	if len(dst) < need {
@@ -109,7 +106,7 @@ func (p HeadPacker) pack(fn string, b bool, dst []float32, trans bool, rows, k i
 	default:
 		p.g.packA(dst, x, ld, trans, 0, 0, rows, k)
 	}
-	return Operand{s: side{f: dst, panels: true, pk: k}, rows: rows, k: k, w: w, b: b, owner: p.g}
+	return Operand{s: side{f: dst, panels: true, pk: k}, rows: rows, k: k, b: b, owner: p.g}
 }
 
 // Sgemm computes C = alpha·op(A)·op(B) + beta·C (row-major) on go-asm
@@ -132,13 +129,7 @@ func (p HeadPacker) check(x Operand, b bool, rows, k int) {
 		what = "B"
 	}
 	if !x.s.panels {
-		r, c := rows, k
-		if b {
-			r, c = k, rows
-		}
-		if x.s.trans {
-			r, c = c, r
-		}
+		r, c := stored(b, x.s.trans, rows, k)
 		checkOperand("Sgemm", what, r, c, x.s.ld, len(x.s.f))
 		return
 	}
