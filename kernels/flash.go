@@ -553,7 +553,8 @@ func flashBackward(dq, dk, dv, dout, q, k, v, out, lse, keyMask []float32, fm fl
 				if km != nil && !anyVisible(km[j0:j0+nk]) {
 					continue
 				}
-				kt, vt, kn := span(k, k16, kb+j0*C, C), span(v, v16, kb+j0*C, C), span(k, k16, kb+j0*C, C)
+				kt, vt := span(k, k16, kb+j0*C, C), span(v, v16, kb+j0*C, C)
+				kn := kt // k as the B side of dq's product
 				if pan != nil {
 					pan.keys(k, v, kb+j0*C, nk, C, HS)
 					kt, vt, kn = pan.kt, pan.vt, pan.kn

@@ -1,6 +1,10 @@
 package kernels
 
-import "github.com/roformer-go/roformer/blas"
+import (
+	"sync"
+
+	"github.com/roformer-go/roformer/blas"
+)
 
 // headPanels are one worker's operands of the fused attention's float32
 // tile products packed once for go-asm (blas.HeadPacker) instead of by
@@ -13,11 +17,37 @@ import "github.com/roformer-go/roformer/blas"
 // Zen 4 cores (docs/performance.md). The panels of a head cost 2·Tk·HS
 // values a worker (8 MiB at 16,384 tokens, HS 64).
 type headPanels struct {
+	panelStore // buf: nt·(kLen + vLen) + qLen values; ops: per key tile kᵀ [HS, nk], v [nk, HS]
 	hp         blas.HeadPacker
-	buf        *[]float32     // nt·(kLen + vLen) + qLen values
-	ops        []blas.Operand // per key tile: kᵀ [HS, nk] panels, v [nk, HS] panels
-	kLen, vLen int            // a whole key tile's panels
-	bh, ready  int            // the head packed, and its key tiles [0, ready)
+	kLen, vLen int // a whole key tile's panels
+	bh, ready  int // the head packed, and its key tiles [0, ready)
+}
+
+// panelStore is the storage of a worker's packed operands: a scratch
+// buffer and the operands that point into it. The structs holding it
+// come from pools (headPanelsFree, backPanelsFree), so a warm call
+// allocates neither the struct nor its operands.
+type panelStore struct {
+	buf *[]float32
+	ops []blas.Operand
+}
+
+var headPanelsFree, backPanelsFree sync.Pool
+
+// take gives the store n values of scratch and nops operands.
+func (s *panelStore) take(n, nops int) {
+	s.buf = getScratch(n)
+	if cap(s.ops) < nops {
+		s.ops = make([]blas.Operand, nops)
+	}
+	s.ops = s.ops[:nops]
+}
+
+// give returns the scratch and forgets the operands pointing into it.
+func (s *panelStore) give() {
+	putScratch(s.buf)
+	s.buf = nil
+	clear(s.ops)
 }
 
 // newHeadPanels returns a worker's panels for a call of Tq queries over Tk
@@ -30,9 +60,12 @@ func newHeadPanels(tm tileMath, Tq, Tk, HS int) *headPanels {
 		return nil
 	}
 	nt := (Tk + flashK - 1) / flashK
-	p := &headPanels{hp: hp, kLen: hp.LenB(HS, flashK), vLen: hp.LenB(flashK, HS), bh: -1}
-	p.buf = getScratch(nt*(p.kLen+p.vLen) + hp.LenA(flashQ, HS))
-	p.ops = make([]blas.Operand, 2*nt)
+	p, _ := headPanelsFree.Get().(*headPanels)
+	if p == nil {
+		p = new(headPanels)
+	}
+	*p = headPanels{panelStore: p.panelStore, hp: hp, kLen: hp.LenB(HS, flashK), vLen: hp.LenB(flashK, HS), bh: -1}
+	p.take(nt*(p.kLen+p.vLen)+hp.LenA(flashQ, HS), 2*nt)
 	return p
 }
 
@@ -51,7 +84,8 @@ var packHeads = true
 
 func (p *headPanels) release() {
 	if p != nil {
-		putScratch(p.buf)
+		p.give()
+		headPanelsFree.Put(p)
 	}
 }
 
@@ -88,13 +122,12 @@ func (p *headPanels) queries(q []float32, n, HS, C int) operand {
 // of keys, and the current key tile's kᵀ, vᵀ and k, packed once for every
 // tile of queries.
 type backPanels struct {
-	hp     blas.HeadPacker
-	buf    *[]float32
-	ops    []blas.Operand // per query tile: q and dout as A, then as B
-	bq, bk int
-	qLen   int // a query tile's four forms
-	kt, vt operand
-	kn     operand
+	panelStore // ops: per query tile q and dout as A, then as B
+	hp         blas.HeadPacker
+	bq, bk     int
+	qLen       int // a query tile's four forms
+	kt, vt     operand
+	kn         operand
 }
 
 // newBackPanels returns a worker's panels for a backward pass of Tq
@@ -106,15 +139,19 @@ func newBackPanels(tm tileMath, Tq, Tk, HS, bq, bk int) *backPanels {
 		return nil
 	}
 	nq := (Tq + bq - 1) / bq
-	p := &backPanels{hp: hp, bq: bq, bk: bk, qLen: 2*hp.LenA(bq, HS) + 2*hp.LenB(bq, HS)}
-	p.buf = getScratch(nq*p.qLen + 2*hp.LenB(HS, bk) + hp.LenB(bk, HS))
-	p.ops = make([]blas.Operand, 4*nq)
+	p, _ := backPanelsFree.Get().(*backPanels)
+	if p == nil {
+		p = new(backPanels)
+	}
+	*p = backPanels{panelStore: p.panelStore, hp: hp, bq: bq, bk: bk, qLen: 2*hp.LenA(bq, HS) + 2*hp.LenB(bq, HS)}
+	p.take(nq*p.qLen+2*hp.LenB(HS, bk)+hp.LenB(bk, HS), 4*nq)
 	return p
 }
 
 func (p *backPanels) release() {
 	if p != nil {
-		putScratch(p.buf)
+		p.give()
+		backPanelsFree.Put(p)
 	}
 }
 
