@@ -286,7 +286,9 @@ func (t *embedTrainer) encode(ps *PairSet) ([]pairFeature, int, error) {
 			inputs = append(inputs, tokenizer.Input{Text: s})
 		}
 	}
-	encs, err := t.j.Tokenizer.EncodeBatch(inputs, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
+	// Cut as the embedding route cuts (HF's longest_first: the start kept).
+	L := t.o.MaxLength
+	encs, err := t.j.Tokenizer.EncodeBatch(inputs, tokenizer.EncodeOptions{MaxLength: L, Truncation: tokenizer.TruncateLongestFirst})
 	if err != nil {
 		var be *tokenizer.BatchError
 		if errors.As(err, &be) {
@@ -294,18 +296,13 @@ func (t *embedTrainer) encode(ps *PairSet) ([]pairFeature, int, error) {
 		}
 		return nil, 0, fmt.Errorf("finetune: %s: %w", ps.File, err)
 	}
-	L := t.o.MaxLength
 	feats := make([]pairFeature, len(ps.Rows))
 	cut := 0
 	for i, r := range ps.Rows {
 		f := pairFeature{score: r.Score, ids: make([][]int32, t.cols)}
 		for c := range t.cols {
 			enc := encs[i*t.cols+c]
-			if enc.Len() > L {
-				// Cut as the embedding route cuts (HF's longest_first: the start kept).
-				if enc, err = t.j.Tokenizer.Encode(inputs[i*t.cols+c].Text, tokenizer.EncodeOptions{MaxLength: L, Truncation: tokenizer.TruncateLongestFirst}); err != nil {
-					return nil, 0, &labelled.InputError{File: ps.File, Line: r.Line, Err: err}
-				}
+			if enc.Truncated {
 				cut++
 			}
 			f.ids[c] = make([]int32, enc.Len())

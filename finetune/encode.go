@@ -48,10 +48,17 @@ func encodeAll(tok *tokenizer.Tokenizer, spec *labelled.Spec, ds *labelled.Datas
 		trunc = tokenizer.TruncateOnlyFirst
 	}
 	opts := tokenizer.EncodeOptions{MaxLength: eo.maxLen, Truncation: trunc}
+	if trunc == tokenizer.TruncateNone {
+		opts.Limit = eo.maxLen // counted past the limit, not kept
+	}
 	encs, err := tok.EncodeBatch(inputs, opts)
 	if err != nil {
 		var be *tokenizer.BatchError
 		if errors.As(err, &be) {
+			var le *tokenizer.LengthError
+			if errors.As(be.Err, &le) {
+				be.Err = fmt.Errorf("the input has %d tokens, more than the maximum length %d (truncation is off)", le.Tokens, eo.maxLen)
+			}
 			return nil, 0, &labelled.InputError{File: ds.File, Line: ds.Examples[be.Index].Line, Err: be.Err}
 		}
 		return nil, 0, fmt.Errorf("finetune: %s: %w", ds.File, err)
@@ -65,16 +72,9 @@ func encodeAll(tok *tokenizer.Tokenizer, spec *labelled.Spec, ds *labelled.Datas
 		for j := range enc.IDs {
 			f.ids[j], f.types[j] = int32(enc.IDs[j]), int32(enc.TypeIDs[j])
 		}
-		switch {
-		case trunc == tokenizer.TruncateNone && enc.Len() > eo.maxLen:
-			return nil, 0, &labelled.InputError{File: ds.File, Line: ex.Line, Err: fmt.Errorf("the input has %d tokens, more than the maximum length %d (truncation is off)", enc.Len(), eo.maxLen)}
-		case enc.Len() == eo.maxLen:
-			// At the limit: see whether anything was cut.
-			full, err := tok.EncodeBatch(inputs[i:i+1], tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
-			if err == nil && full[0].Len() > eo.maxLen {
-				f.truncated = true
-				nTrunc++
-			}
+		if enc.Truncated {
+			f.truncated = true
+			nTrunc++
 		}
 		if spec.Problem == labelled.TokenTags {
 			alignWords(f, enc, ex)

@@ -108,16 +108,12 @@ func choiceFeatures(tok *tokenizer.Tokenizer, exs []ChoiceExample, o Options, fi
 		f := choiceFeature{label: int32(ex.Label)}
 		for c := range ex.Choices {
 			a, b := ChoicePair(ex, c)
-			full, err := tok.EncodePair(a, b, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
+			enc, err := tok.EncodePair(a, b, tokenizer.EncodeOptions{MaxLength: o.MaxLength, Truncation: tr})
 			if err != nil {
-				return nil, 0, &labelled.InputError{File: file, Line: ex.Line, Err: err}
+				return nil, 0, &labelled.InputError{File: file, Line: ex.Line, Err: fmt.Errorf("choice %d: %w", c, err)}
 			}
-			enc := full
-			if full.Len() > o.MaxLength {
+			if enc.Truncated {
 				truncated++
-				if enc, err = tok.EncodePair(a, b, tokenizer.EncodeOptions{MaxLength: o.MaxLength, Truncation: tr}); err != nil {
-					return nil, 0, &labelled.InputError{File: file, Line: ex.Line, Err: fmt.Errorf("choice %d: %w", c, err)}
-				}
 			}
 			f.ids, f.types = append(f.ids, int32s(enc.IDs)), append(f.types, int32s(enc.TypeIDs))
 		}

@@ -308,10 +308,12 @@ func (e *TooLongError) Error() string {
 // EncodeEmbedInput encodes in for Embed: its text as o.Text prepares it
 // (a pair's second text as o.PairText does; a pair with a prompt is
 // ErrPromptPair; a prompt that leaves no room for a token is an error),
-// whole, and again with HF's
-// longest_first truncation to o.MaxLength when it is longer and o.Truncate
-// is set; a longer input without o.Truncate is a *TooLongError. o must
-// have its defaults (EmbedOptions.WithDefaults).
+// with HF's longest_first truncation to o.MaxLength when o.Truncate is
+// set; a longer input without o.Truncate is a *TooLongError with its
+// length. Either way the tokenizer reads the text only as far as the row
+// needs (tokenizer.EncodeOptions.Limit), so the memory is bounded by
+// o.MaxLength whatever the text's length. o must have its defaults
+// (EmbedOptions.WithDefaults).
 func EncodeEmbedInput(tok *tokenizer.Tokenizer, in EmbedInput, o EmbedOptions) (EmbedRow, error) {
 	if in.TextPair != nil {
 		if o.promptText != "" {
@@ -325,20 +327,20 @@ func EncodeEmbedInput(tok *tokenizer.Tokenizer, in EmbedInput, o EmbedOptions) (
 		return EmbedRow{}, err
 	}
 	in.Text = o.Text(in.Text)
-	enc, err := encodeInput(tok, in, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
+	// The tokenizer reads no further than the row needs: the kept tokens
+	// with truncation, a count past the limit without.
+	opts := tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone, Limit: o.MaxLength}
+	if o.Truncate {
+		opts = tokenizer.EncodeOptions{MaxLength: o.MaxLength, Truncation: tokenizer.TruncateLongestFirst}
+	}
+	enc, err := encodeInput(tok, in, opts)
+	if le := (*tokenizer.LengthError)(nil); errors.As(err, &le) {
+		return EmbedRow{}, &TooLongError{Tokens: le.Tokens, Limit: o.MaxLength}
+	}
 	if err != nil {
 		return EmbedRow{}, err
 	}
-	truncated := false
-	if n := len(enc.IDs); n > o.MaxLength {
-		if !o.Truncate {
-			return EmbedRow{}, &TooLongError{Tokens: n, Limit: o.MaxLength}
-		}
-		if enc, err = encodeInput(tok, in, tokenizer.EncodeOptions{MaxLength: o.MaxLength, Truncation: tokenizer.TruncateLongestFirst}); err != nil {
-			return EmbedRow{}, err
-		}
-		truncated = true
-	}
+	truncated := enc.Truncated
 	return EmbedRow{IDs: int32s(enc.IDs), TypeIDs: int32s(enc.TypeIDs), Truncated: truncated, Skip: skip}, nil
 }
 

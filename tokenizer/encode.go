@@ -108,6 +108,22 @@ type EncodeOptions struct {
 	PadLeft         bool // put padding first (padding_side="left")
 	// NoSpecialTokens leaves out [CLS] and [SEP] (add_special_tokens=False).
 	NoSpecialTokens bool
+	// Limit, when > 0, refuses with a *LengthError an encoding of more than
+	// Limit positions before padding (after truncation, when it is asked
+	// for). The tokens past the limit are counted, not kept, so the error
+	// gives the input's length in memory bounded by the limit. Not HF's: HF
+	// returns the sequence, with a warning.
+	Limit int
+}
+
+// LengthError is the error of an encoding longer than EncodeOptions.Limit.
+type LengthError struct {
+	Tokens int // positions of the whole encoding, special tokens included
+	Limit  int
+}
+
+func (e *LengthError) Error() string {
+	return fmt.Sprintf("tokenizer: the input has %d tokens; the limit is %d", e.Tokens, e.Limit)
 }
 
 // ErrTruncation is wrapped when a sequence cannot be truncated to the
@@ -132,6 +148,8 @@ type Encoding struct {
 	// SequenceIDs is 0 for tokens of the first text, 1 for the second, −1
 	// for added special tokens and padding.
 	SequenceIDs []int
+	// Truncated reports that truncation removed tokens.
+	Truncated bool
 }
 
 // Len returns the number of positions.
@@ -158,22 +176,60 @@ func (t *Tokenizer) EncodePair(a, b string, opts EncodeOptions) (*Encoding, erro
 	return t.encodeOne(PairInput(a, b), opts, true)
 }
 
+// encodeOne encodes in. With truncation to a length, or a Limit, it
+// tokenizes only as far as the result needs (tokenizeN): a sequence keeps
+// no more than the length less the special tokens (truncation outcomes
+// depend on a sequence's length only up to that: TestTruncationCap), past
+// a Limit the tokens are counted, not kept. The work and memory are then
+// bounded by the length asked for, whatever the text's length.
 func (t *Tokenizer) encodeOne(in Input, opts EncodeOptions, pad bool) (*Encoding, error) {
 	maxLen, trunc, err := t.resolve(opts)
 	if err != nil {
 		return nil, err
 	}
+	if opts.Limit < 0 {
+		return nil, fmt.Errorf("tokenizer: limit %d is negative", opts.Limit)
+	}
+	nSpecial := 0
+	if !opts.NoSpecialTokens {
+		nSpecial = 2
+		if in.TextPair != nil {
+			nSpecial = 3
+		}
+	}
+	keep, count := -1, false
+	switch {
+	case trunc != TruncateNone && maxLen > 0:
+		keep = max(maxLen-nSpecial, 0) + 1
+	case opts.Limit > 0:
+		keep, count = opts.Limit+1, true
+	}
 	sc := getScratch()
 	defer putScratch(sc)
-	t.tokenize(in.Text, sc, &sc.out)
+	la, doneA := t.tokenizeN(in.Text, sc, &sc.out, keep, count)
 	var b *seq
+	lb, doneB := 0, true
 	if in.TextPair != nil {
-		t.tokenize(*in.TextPair, sc, &sc.out2)
+		lb, doneB = t.tokenizeN(*in.TextPair, sc, &sc.out2, keep, count)
 		b = &sc.out2
 	}
-	enc, err := t.build(&sc.out, b, opts, maxLen, trunc)
+	if count && la+lb+nSpecial > opts.Limit {
+		return nil, &LengthError{Tokens: la + lb + nSpecial, Limit: opts.Limit}
+	}
+	enc, err := t.build(&sc.out, b, la, lb, opts, maxLen, trunc)
+	if errors.Is(err, ErrTruncation) && !(doneA && doneB) {
+		// The error gives the sequences' lengths: count them.
+		la, _ = t.tokenizeN(in.Text, sc, &sc.out, 0, true)
+		if b != nil {
+			lb, _ = t.tokenizeN(*in.TextPair, sc, b, 0, true)
+		}
+		_, err = t.build(&sc.out, b, la, lb, opts, maxLen, trunc)
+	}
 	if err != nil {
 		return nil, err
+	}
+	if opts.Limit > 0 && enc.Len() > opts.Limit {
+		return nil, &LengthError{Tokens: enc.Len(), Limit: opts.Limit}
 	}
 	if pad {
 		if err := t.pad(enc, opts, maxLen, enc.Len()); err != nil {
@@ -213,12 +269,11 @@ func (t *Tokenizer) resolve(opts EncodeOptions) (maxLen int, trunc Truncation, e
 	return maxLen, trunc, nil
 }
 
-// build truncates a and b and adds the special tokens.
-func (t *Tokenizer) build(a, b *seq, opts EncodeOptions, maxLen int, trunc Truncation) (*Encoding, error) {
-	la, lb := len(a.ids), 0
-	if b != nil {
-		lb = len(b.ids)
-	}
+// build truncates a and b, of la and lb tokens, and adds the special
+// tokens. a and b may hold fewer tokens than they have, but no fewer than
+// the truncation keeps.
+func (t *Tokenizer) build(a, b *seq, la, lb int, opts EncodeOptions, maxLen int, trunc Truncation) (*Encoding, error) {
+	la0, lb0 := la, lb
 	nSpecial := 0
 	if !opts.NoSpecialTokens {
 		nSpecial = 2
@@ -257,11 +312,15 @@ func (t *Tokenizer) build(a, b *seq, opts EncodeOptions, maxLen int, trunc Trunc
 		}
 	}
 	n := la + lb + nSpecial
+	if la > len(a.ids) || b != nil && lb > len(b.ids) {
+		panic(fmt.Sprintf("tokenizer: build of %d and %d tokens from %d and %d held", la, lb, len(a.ids), b.len()))
+	}
 	ints := make([]int, 5*n) // one allocation for the five int rows
 	enc := &Encoding{
 		IDs: ints[0:0:n], TypeIDs: ints[n : n : 2*n], AttentionMask: ints[2*n : 2*n : 3*n],
 		SpecialTokensMask: ints[3*n : 3*n : 4*n], SequenceIDs: ints[4*n : 4*n : 5*n],
 		Tokens: make([]string, 0, n), Offsets: make([][2]int, 0, n),
+		Truncated: la < la0 || lb < lb0,
 	}
 	special := func(id int, tok string, typ int) {
 		enc.IDs = append(enc.IDs, id)
@@ -427,4 +486,11 @@ func (t *Tokenizer) EncodeBatch(inputs []Input, opts EncodeOptions) ([]*Encoding
 		}
 	}
 	return out, nil
+}
+
+func (s *seq) len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.ids)
 }

@@ -350,8 +350,10 @@ func (tj *hfTokenizerJSON) apply(cfg *Config, path string) error {
 	if tj.Model.UnkToken != "" {
 		cfg.UnkToken = tj.Model.UnkToken
 	}
-	if tj.Model.MaxInputCharsPerWord > 0 {
-		cfg.MaxInputCharsPerWord = tj.Model.MaxInputCharsPerWord
+	if n := tj.Model.MaxInputCharsPerWord; n > MaxWordChars {
+		return fmt.Errorf("tokenizer: %s: model.max_input_chars_per_word %d is more than the limit of %d", path, n, MaxWordChars)
+	} else if n > 0 {
+		cfg.MaxInputCharsPerWord = n
 	}
 	if p := tj.Model.ContinuingSubwordPrefix; p != nil && *p != continuationPrefix {
 		return fmt.Errorf("%w: %s: continuing_subword_prefix %q (only %q)", ErrUnsupported, path, *p, continuationPrefix)

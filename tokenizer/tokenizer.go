@@ -122,11 +122,13 @@ type Tokenizer struct {
 
 	unkID, sepID, padID, clsID, maskID int
 
-	specials     [][]rune       // special tokens, longest first
+	// match finds the special tokens in a text; specialFirst holds their
+	// first runes and specialSpan bounds, in bytes of the original text, how
+	// far before a position a match that reaches it can start (see cutAt).
+	match        *specialMatcher
+	specialFirst map[rune]bool
+	specialSpan  int
 	specialIDs   map[int]bool   // ids of the special tokens present in the vocabulary
-	specialFirst map[rune]bool  // first runes of the special tokens
-	specialASCII [128]bool      // specialFirst for ASCII runes
-	specialWide  bool           // some special token starts with a non-ASCII rune
 	neverSplit   map[string]int // 1: configured never_split (kept as is); 2: special token only
 }
 
@@ -144,6 +146,9 @@ func New(v *Vocab, cfg Config) (*Tokenizer, error) {
 	}
 	if cfg.MaxInputCharsPerWord <= 0 {
 		cfg.MaxInputCharsPerWord = 100
+	}
+	if cfg.MaxInputCharsPerWord > MaxWordChars {
+		return nil, fmt.Errorf("tokenizer: max_input_chars_per_word %d is more than the limit of %d", cfg.MaxInputCharsPerWord, MaxWordChars)
 	}
 	if cfg.ModelMaxLength < 0 {
 		return nil, fmt.Errorf("tokenizer: model_max_length %d is negative", cfg.ModelMaxLength)
@@ -180,17 +185,14 @@ func New(v *Vocab, cfg Config) (*Tokenizer, error) {
 		}
 	}
 	t.specialIDs = map[int]bool{}
-	t.specialFirst = map[rune]bool{}
 	t.neverSplit = map[string]int{}
 	for _, s := range t.SpecialTokens() {
-		t.specials = append(t.specials, []rune(s))
-		t.specialFirst[[]rune(s)[0]] = true
 		t.neverSplit[s] = 2
 		if id, ok := v.ID(s); ok {
 			t.specialIDs[id] = true
 		}
 	}
-	t.indexSpecials()
+	t.indexSpecials(t.SpecialTokens())
 	for _, s := range t.cfg.NeverSplit {
 		t.neverSplit[s] = 1
 	}
@@ -207,36 +209,41 @@ func New(v *Vocab, cfg Config) (*Tokenizer, error) {
 	return t, nil
 }
 
-// indexSpecials sorts the special tokens longest first and fills the
-// first-rune tables.
-func (t *Tokenizer) indexSpecials() {
-	slices.SortStableFunc(t.specials, func(a, b []rune) int { return len(b) - len(a) })
-	for r := range t.specialFirst {
-		if r < 128 {
-			t.specialASCII[r] = true
-		} else {
-			t.specialWide = true
-		}
+// indexSpecials builds the matcher of the special tokens (non-empty,
+// distinct) and the tables of cutAt.
+func (t *Tokenizer) indexSpecials(specials []string) {
+	t.match = newSpecialMatcher(specials)
+	t.specialFirst = map[rune]bool{}
+	t.specialSpan = 0
+	for _, s := range specials {
+		r, _ := utf8.DecodeRuneInString(s)
+		t.specialFirst[r] = true
+		// A match in the original text spans len(s) bytes; one in the
+		// lower-cased runes spans as many original runes as s has runes at
+		// most, each of at most utf8.UTFMax bytes.
+		t.specialSpan = max(t.specialSpan, len(s), utf8.UTFMax*utf8.RuneCountInString(s))
 	}
-}
-
-// isSpecialFirst reports whether some special token starts with r.
-func (t *Tokenizer) isSpecialFirst(r rune) bool {
-	if r < 128 {
-		return r >= 0 && t.specialASCII[r]
-	}
-	return t.specialWide && t.specialFirst[r]
 }
 
 // Limits of the special tokens a configuration may add
-// (additional_special_tokens): each is matched at every position of a
-// text that starts as one does, so their number bounds the cost of
-// tokenizing. Real tokenizers add at most a few hundred (T5's 100
-// sentinels), of a few bytes each.
+// (additional_special_tokens). They are matched in time linear in the text
+// whatever they are (specialMatcher); the limits bound the matcher's
+// memory (16 bytes a rune of the tokens: 16 MiB at most). Real tokenizers
+// add at most a few hundred (T5's 100 sentinels), of a few bytes each.
 const (
 	MaxSpecialTokens     = 4096
 	MaxSpecialTokenBytes = 256
 )
+
+// MaxWordChars bounds MaxInputCharsPerWord (tokenizer.json's
+// max_input_chars_per_word; HF's default is 100). WordPiece's greedy longest match tries up to
+// n lengths at each of a word's n characters, each looked up by its bytes,
+// so a word costs up to n³ byte reads: with this limit at most 512² per
+// character (measured: 16 KB of 512-character words beside a vocabulary
+// built to defeat the match, about 80 ms on one Zen 4 core, against 1 ms for
+// English text). A larger value is refused, not clamped, because words
+// between the two would become [UNK] where HF splits them.
+const MaxWordChars = 512
 
 // SpecialTokens returns the distinct non-empty special tokens: unk, sep,
 // pad, cls, mask, then the additional ones (HF's all_special_tokens).
@@ -381,9 +388,14 @@ type scratch struct {
 	hb   []byte  // "##" + piece scratch
 	rb   []int32 // rune index → byte offset in b
 	ends []int   // jieba word ends
-	it   norm.Iter
-	out  seq
-	out2 seq
+	// src and srcOff are a chunk's runes and their byte offsets (one more:
+	// the end); at is specialMatcher.longest of src, then of r.
+	src    []rune
+	srcOff []int32
+	at     []int32
+	it     norm.Iter
+	out    seq
+	out2   seq
 	// collect, when set, receives each word that would go to WordPiece
 	// (vocabulary training uses the Bert rules without a vocabulary).
 	collect func(word []rune)
@@ -414,48 +426,154 @@ func putScratch(sc *scratch) {
 	scratchPool.Put(sc)
 }
 
-// tokenize runs PreTrainedTokenizer.tokenize: lower-case outside special
-// tokens, split on the special tokens (stripping the whitespace next to
-// them), and tokenize each remaining piece. Results go to out (reset first).
+// tokenize runs PreTrainedTokenizer.tokenize on the whole text into out
+// (reset first).
 func (t *Tokenizer) tokenize(text string, sc *scratch, out *seq) {
+	t.tokenizeN(text, sc, out, -1, false)
+}
+
+// chunkBytes is the length from which a text is tokenized a chunk at a
+// time (tokenizeN): the scratch of a chunk is about 130 bytes a byte. A
+// variable for the tests.
+var chunkBytes = 64 << 10
+
+// tokenizeN tokenizes text into out (reset first) as tokenize does, but a
+// chunk at a time, and with keep ≥ 0 holds no more than it must: once out
+// has more than keep tokens it stops (count false) or goes on counting
+// the tokens past keep without keeping them (count true). It returns the
+// tokens counted (all of them when complete) and whether the whole text
+// was read; out holds at least min(n, keep+1) tokens, the first ones.
+//
+// The chunks are cut where no token, word or special token can cross
+// (cutAt), so the tokens are those of the whole text. A text with no such
+// place for long (one word of megabytes, a run of Chinese characters that
+// jieba cuts as one block) is held whole up to the next one.
+func (t *Tokenizer) tokenizeN(text string, sc *scratch, out *seq, keep int, count bool) (n int, complete bool) {
 	out.reset()
-	sc.r, sc.s, sc.e = sc.r[:0], sc.s[:0], sc.e[:0]
-	lower := t.cfg.DoLowerCase
-	for i := 0; i < len(text); {
-		if lower {
-			if n := t.specialAtString(text, i); n > 0 {
-				for j := i; j < i+n; {
-					r, size := utf8.DecodeRuneInString(text[j:])
-					sc.push(r, j, j+size)
-					j += size
-				}
-				i += n
-				continue
-			}
+	dropped := 0
+	for pos := 0; pos < len(text); {
+		end := len(text)
+		if end-pos > chunkBytes && keep >= 0 {
+			end = t.cutAt(text, pos+chunkBytes)
 		}
+		t.tokenizeChunk(text[pos:end], pos, sc, out)
+		pos = end
+		if keep >= 0 && len(out.ids) > keep {
+			if !count {
+				return dropped + len(out.ids), pos == len(text)
+			}
+			dropped += len(out.ids) - keep - 1
+			out.truncate(keep + 1)
+		}
+	}
+	return dropped + len(out.ids), true
+}
+
+// cjkStops are the Chinese punctuation marks after which a text may be cut
+// for RoFormer's jieba: each is a word of its own there and has no case.
+var cjkStops = map[rune]bool{'，': true, '。': true, '、': true, '！': true, '？': true, '；': true, '：': true}
+
+// cutAt returns the first byte offset c ≥ from (or len(text)) at which
+// tokenizing text[:c] and text[c:] apart gives the tokens of the whole:
+//   - the rune before c ends a word and the one at c starts one: it is
+//     ASCII whitespace (BasicTokenizer splits there; jieba makes each
+//     whitespace character a word), or a Chinese character for Bert's rules
+//     with TokenizeChineseChars (a word of its own), or one of cjkStops for
+//     RoFormer; and the rune at c is not whitespace (so the stripping of
+//     whitespace next to special tokens is the same);
+//   - no special token can match across or at c: no rune within
+//     specialSpan bytes before c, nor the one at c, is (or lower-cases to)
+//     the first rune of one.
+func (t *Tokenizer) cutAt(text string, from int) int {
+	lastFirst := -1 << 62 // offset of the last rune that may start a special token
+	prev := rune(-1)
+	for i := max(0, from-t.specialSpan); i < len(text); {
 		r, size := utf8.DecodeRuneInString(text[i:])
-		if lower {
-			r1, r2 := pyLower(r)
-			sc.push(r1, i, i+size)
-			if r2 >= 0 {
-				sc.push(r2, i, i+size)
-			}
-		} else {
-			sc.push(r, i, i+size)
+		if i >= from && i-lastFirst > t.specialSpan && !isPySpace(r) && !isBertWhitespace(r) && t.cutAfter(prev) && !t.mayStartSpecial(r) {
+			return i
 		}
+		if t.mayStartSpecial(r) {
+			lastFirst = i
+		}
+		prev = r
 		i += size
 	}
+	return len(text)
+}
+
+// cutAfter reports whether a word ends after r whatever follows (cutAt).
+func (t *Tokenizer) cutAfter(r rune) bool {
+	switch {
+	case r == ' ' || r == '\t' || r == '\n' || r == '\r':
+		return true
+	case t.cfg.Kind == Bert:
+		return t.cfg.TokenizeChineseChars && isChineseChar(r)
+	}
+	return cjkStops[r]
+}
+
+// mayStartSpecial reports whether r, or r lower-cased, is the first rune of
+// a special token.
+func (t *Tokenizer) mayStartSpecial(r rune) bool {
+	if t.specialFirst[r] {
+		return true
+	}
+	if !t.cfg.DoLowerCase {
+		return false
+	}
+	r1, r2 := pyLower(r)
+	return t.specialFirst[r1] || r2 >= 0 && t.specialFirst[r2]
+}
+
+// tokenizeChunk runs PreTrainedTokenizer.tokenize on text, which starts at
+// byte base of the whole, appending to out: lower-case outside special
+// tokens, split on the special tokens (leftmost, longest; stripping the
+// whitespace next to them), and tokenize each remaining piece.
+func (t *Tokenizer) tokenizeChunk(text string, base int, sc *scratch, out *seq) {
+	sc.r, sc.s, sc.e = sc.r[:0], sc.s[:0], sc.e[:0]
+	if t.cfg.DoLowerCase {
+		// Special tokens written in the original text are kept as they are.
+		sc.src, sc.srcOff = sc.src[:0], sc.srcOff[:0]
+		for i, r := range text {
+			sc.src = append(sc.src, r)
+			sc.srcOff = append(sc.srcOff, int32(i))
+		}
+		sc.srcOff = append(sc.srcOff, int32(len(text)))
+		sc.at = t.match.longest(sc.at, sc.src)
+		for i := 0; i < len(sc.src); {
+			if k := sc.at[i]; k > 0 {
+				for j := i + int(t.match.runes[k-1]); i < j; i++ {
+					sc.push(sc.src[i], base+int(sc.srcOff[i]), base+int(sc.srcOff[i+1]))
+				}
+				continue
+			}
+			s, e := base+int(sc.srcOff[i]), base+int(sc.srcOff[i+1])
+			r1, r2 := pyLower(sc.src[i])
+			sc.push(r1, s, e)
+			if r2 >= 0 {
+				sc.push(r2, s, e)
+			}
+			i++
+		}
+	} else {
+		for i := 0; i < len(text); {
+			r, size := utf8.DecodeRuneInString(text[i:])
+			sc.push(r, base+i, base+i+size)
+			i += size
+		}
+	}
 	// Split on special tokens (leftmost, longest) in the lower-cased text.
+	sc.at = t.match.longest(sc.at, sc.r)
 	n := len(sc.r)
 	pieceStart, afterSpecial := 0, false
 	for j := 0; j <= n; {
 		k := 0
 		if j < n {
-			k = t.specialAtRunes(sc.r[j:])
-			if k == 0 {
+			if sc.at[j] == 0 {
 				j++
 				continue
 			}
+			k = int(t.match.runes[sc.at[j]-1])
 		}
 		// The piece sc.r[pieceStart:j] ends at a special token (k > 0) or at
 		// the end of the text.
@@ -503,37 +621,8 @@ func (o *seq) emit(id int, tok string, s, e int32) {
 	o.offs = append(o.offs, [2]int{int(s), int(e)})
 }
 
-// specialAtString returns the byte length of the longest special token that
-// starts at text[i:], or 0.
-func (t *Tokenizer) specialAtString(text string, i int) int {
-	if c := text[i]; c < utf8.RuneSelf {
-		if !t.specialASCII[c] {
-			return 0
-		}
-	} else if r, _ := utf8.DecodeRuneInString(text[i:]); !t.isSpecialFirst(r) {
-		return 0
-	}
-	for _, sp := range t.specials { // longest first
-		if s := string(sp); strings.HasPrefix(text[i:], s) {
-			return len(s)
-		}
-	}
-	return 0
-}
-
-// specialAtRunes returns the rune length of the longest special token that
-// starts at rs[0], or 0.
-func (t *Tokenizer) specialAtRunes(rs []rune) int {
-	if !t.isSpecialFirst(rs[0]) {
-		return 0
-	}
-	for _, sp := range t.specials {
-		if len(sp) <= len(rs) && slices.Equal(sp, rs[:len(sp)]) {
-			return len(sp)
-		}
-	}
-	return 0
-}
+// truncate keeps the first n tokens.
+func (o *seq) truncate(n int) { o.ids, o.toks, o.offs = o.ids[:n], o.toks[:n], o.offs[:n] }
 
 // piece tokenizes sc.r[a:b], a stretch of text between special tokens:
 // RoFormerTokenizer._tokenize or BertTokenizer._tokenize.

@@ -130,15 +130,16 @@ func countTexts(texts iter.Seq[string], workers, tables int, fn func(sc *scratch
 func wordSplitter(lower bool, strip *bool, chinese bool, specials []string) *Tokenizer {
 	cfg := DefaultConfig(Bert)
 	cfg.DoLowerCase, cfg.StripAccents, cfg.TokenizeChineseChars = lower, strip, chinese
-	t := &Tokenizer{cfg: cfg, strip: cfg.stripAccents(), vocab: &Vocab{ids: map[string]int{}},
-		specialFirst: map[rune]bool{}, neverSplit: map[string]int{}}
+	t := &Tokenizer{cfg: cfg, strip: cfg.stripAccents(), vocab: &Vocab{ids: map[string]int{}}, neverSplit: map[string]int{}}
+	var distinct []string
+	seen := map[string]bool{}
 	for _, s := range specials {
-		if s != "" {
-			t.specials = append(t.specials, []rune(s))
-			t.specialFirst[[]rune(s)[0]] = true
+		if s != "" && !seen[s] {
+			seen[s] = true
+			distinct = append(distinct, s)
 		}
 	}
-	t.indexSpecials()
+	t.indexSpecials(distinct)
 	return t
 }
 
