@@ -4,17 +4,22 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/roformer-go/roformer/blas"
 	"github.com/roformer-go/roformer/internal/testutil"
 )
 
 func TestMatmulAgainstNaive(t *testing.T) {
 	r := testutil.Rand(1)
-	for _, s := range [][3]int{{1, 1, 1}, {7, 13, 5}, {37, 33, 65}, {130, 17, 9}} {
+	// {5, 19, 300} and {31, 40, 777} split their columns over the workers.
+	defer SetThreads(Threads())
+	SetThreads(2)
+	for _, s := range [][3]int{{1, 1, 1}, {7, 13, 5}, {37, 33, 65}, {130, 17, 9}, {5, 19, 300}, {31, 40, 777}} {
 		BT, C, OC := s[0], s[1], s[2]
 		t.Run(fmt.Sprintf("BT%d_C%d_OC%d", BT, C, OC), func(t *testing.T) {
 			inp, w, b := testutil.RandN(r, BT*C, 1), testutil.RandN(r, OC*C, 1), testutil.RandN(r, OC, 1)
@@ -38,6 +43,39 @@ func TestMatmulAgainstNaive(t *testing.T) {
 				testutil.AssertClose(t, "residual in place", inPlace, want, 1e-5, 1e-5)
 			}
 		})
+	}
+}
+
+// The column split of few rows gives the bits of the row split (one
+// worker), residual and bias included: each element's sum runs in the same
+// order, on go-asm (whose sums do not depend on the block around an
+// element; gonum's and the libraries' may).
+func TestMatmulColumnSplitSameBits(t *testing.T) {
+	if n := blas.Name(); !strings.HasPrefix(n, "go-asm") {
+		t.Skipf("backend %s: its sums may depend on the block's width", n)
+	}
+	defer SetThreads(Threads())
+	r := testutil.Rand(2)
+	for _, BT := range []int{1, 2, 5, 16, 31} {
+		C, OC := 72, 2*colChunk+40
+		inp, w, b, res := testutil.RandN(r, BT*C, 1), testutil.RandN(r, OC*C, 1), testutil.RandN(r, OC, 1), testutil.RandN(r, BT*OC, 1)
+		for _, bias := range [][]float32{b, nil} {
+			for _, rs := range [][]float32{res, nil} {
+				one, two := make([]float32, BT*OC), make([]float32, BT*OC)
+				SetThreads(1)
+				matmulForward(one, inp, w, bias, rs, BT, C, OC)
+				SetThreads(2)
+				if !splitColumns(BT, OC) {
+					t.Fatalf("BT %d, OC %d: no column split", BT, OC)
+				}
+				matmulForward(two, inp, w, bias, rs, BT, C, OC)
+				for i := range one {
+					if math.Float32bits(one[i]) != math.Float32bits(two[i]) {
+						t.Fatalf("BT %d bias %v res %v: element %d is %g split, %g whole", BT, bias != nil, rs != nil, i, two[i], one[i])
+					}
+				}
+			}
+		}
 	}
 }
 

@@ -20,11 +20,57 @@ func MatmulForward(out, inp, weight, bias []float32, BT, C, OC int) {
 }
 
 func matmulForward(out, inp, weight, bias, res []float32, BT, C, OC int) {
+	if splitColumns(BT, OC) {
+		// Few rows: each worker takes a block of output columns, so it
+		// reads (and packs) only its share of the weights, which is what a
+		// product of few rows costs. The sums are those of the row split:
+		// each element's inner loop is the same.
+		parallelFor(OC, colChunk, func(lo, hi int) {
+			beta := startCols(out, bias, res, lo, hi, BT, OC)
+			blas.Sgemm(false, true, BT, hi-lo, C, 1, inp[:BT*C], C, weight[lo*C:hi*C], C, beta, out[lo:], OC)
+		})
+		return
+	}
 	parallelFor(BT, 16, func(lo, hi int) {
 		o := out[lo*OC : hi*OC]
 		beta := startRows(o, bias, res, lo, hi, OC)
 		blas.Sgemm(false, true, hi-lo, OC, C, 1, inp[lo*C:hi*C], C, weight[:OC*C], C, beta, o, OC)
 	})
+}
+
+// colChunk is the fewest output columns a worker takes in the column
+// split: a few of go-asm's 32-wide panels.
+const colChunk = 128
+
+// splitColumns reports whether a product of BT rows and OC output columns
+// splits its columns over the workers rather than its rows: below 64 rows
+// a worker (the row split then leaves workers idle below 16 rows a worker,
+// and every busy one reads and packs the whole weight matrix), when there
+// are columns enough. Measured on the base model (Zen 4, 2 threads,
+// docs/performance.md): 1×16 52–58 → 29–33 ms, 1×32 50–59 → 43–48 ms,
+// 1×64 87–90 → 73–75 ms; at 1×128 (64 rows a worker) the two splits level.
+func splitColumns(BT, OC int) bool {
+	w := Threads()
+	return w > 1 && BT < 64*w && OC >= 2*colChunk
+}
+
+// startCols is startRows for columns lo..hi of every row of out [BT, OC].
+func startCols(out, bias, res []float32, lo, hi, BT, OC int) float32 {
+	if bias == nil && res == nil {
+		return 0
+	}
+	for r := 0; r < BT; r++ {
+		o := out[r*OC+lo : r*OC+hi]
+		switch {
+		case res != nil && bias != nil:
+			addVec(o, res[r*OC+lo:r*OC+hi], bias[lo:hi])
+		case res != nil:
+			copy(o, res[r*OC+lo:r*OC+hi])
+		default:
+			copy(o, bias[lo:hi])
+		}
+	}
+	return 1
 }
 
 // startRows sets o, rows lo..hi of a layer's output, to res + bias (each
