@@ -24,6 +24,8 @@ type Prediction struct {
 // text has one mask, and with them (so the other masks, [CLS] and [SEP]
 // show) when it has several.
 // The model must have the masked-LM head. Text without a mask is an error.
+// The head runs at the masks' positions only (roformer.Model.LMLogits), so
+// a request holds masks × vocabulary logits, not tokens × vocabulary.
 func FillMask(ctx context.Context, m *roformer.Model, tok *tokenizer.Tokenizer, text string, topK int) ([][]Prediction, error) {
 	if m.LM == nil {
 		return nil, fmt.Errorf("pipeline: fill-mask needs the masked-lm head, the model has %s", m.Head)
@@ -53,14 +55,23 @@ func FillMask(ctx context.Context, m *roformer.Model, tok *tokenizer.Tokenizer, 
 	if V := m.Config.VocabSize; tok.VocabSize() > V {
 		return nil, fmt.Errorf("pipeline: the tokenizer has %d tokens, the model only %d", tok.VocabSize(), V)
 	}
-	out, err := m.Forward(ctx, &roformer.Batch{InputIDs: ids, B: 1, T: T}, nil, roformer.Options{})
+	// The encoder over the text, and the LM head at the masks only: masks
+	// × vocabulary logits, not tokens × vocabulary (the same values).
+	out, err := m.Forward(ctx, &roformer.Batch{InputIDs: ids, B: 1, T: T}, nil, roformer.Options{SkipHead: true})
 	if err != nil {
 		return nil, err
 	}
-	V := m.Config.VocabSize
+	H, V := m.Config.HiddenSize, m.Config.VocabSize
+	hidden, all := make([]float32, len(masks)*H), make([]float32, len(masks)*V)
+	for k, pos := range masks {
+		copy(hidden[k*H:(k+1)*H], out.LastHiddenState.Data[pos*H:(pos+1)*H])
+	}
+	if err := m.LMLogits(all, hidden, len(masks)); err != nil {
+		return nil, err
+	}
 	res := make([][]Prediction, len(masks))
 	for k, pos := range masks {
-		logits := out.Logits.Data[pos*V : pos*V+V]
+		logits := all[k*V : (k+1)*V]
 		probs := kernels.Softmax64(logits)
 		order := make([]int, V)
 		for i := range order {

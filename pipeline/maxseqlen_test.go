@@ -10,9 +10,10 @@ import (
 // A sentence-transformers folder that leaves max_seq_length out (null, or no
 // sentence_bert_config.json) takes min(max_position_embeddings,
 // model_max_length), as sentence-transformers' Transformer module does; a
-// given max_seq_length is kept. The fixture cls has max_seq_length null,
-// max_position_embeddings 64 and model_max_length int(1e30); maxlen_lower
-// has max_seq_length 10.
+// given max_seq_length is kept up to max_position_embeddings, and clamped
+// to it above (rotary positions would not stop a longer text). The fixture
+// cls has max_seq_length null, max_position_embeddings 64 and
+// model_max_length int(1e30); maxlen_lower has max_seq_length 10.
 func TestOpenInfersMaxSeqLength(t *testing.T) {
 	const positions = 64
 	modelMaxLength := regexp.MustCompile(`"model_max_length": *[0-9.e+]+`)
@@ -21,12 +22,16 @@ func TestOpenInfersMaxSeqLength(t *testing.T) {
 		modelMax      string // "" keeps the fixture's tokenizer_config.json
 		noBertConfig  bool
 		want          int
+		maxSeq        string // when not "", sentence_bert_config.json's max_seq_length
 	}{
-		{"null, no limit", "cls", "", false, positions},
-		{"null, model_max_length 12", "cls", "12", false, 12},
-		{"null, model_max_length above the positions", "cls", "100", false, positions},
-		{"no sentence_bert_config.json, model_max_length 9", "cls", "9", true, 9},
-		{"given 10, model_max_length 5", "maxlen_lower", "5", false, 10},
+		{"given 1,048,576: clamped", "maxlen_lower", "", false, positions, "1048576"},
+		{"given 65: clamped", "maxlen_lower", "", false, positions, "65"},
+		{"given 64", "maxlen_lower", "", false, positions, "64"},
+		{"null, no limit", "cls", "", false, positions, ""},
+		{"null, model_max_length 12", "cls", "12", false, 12, ""},
+		{"null, model_max_length above the positions", "cls", "100", false, positions, ""},
+		{"no sentence_bert_config.json, model_max_length 9", "cls", "9", true, 9, ""},
+		{"given 10, model_max_length 5", "maxlen_lower", "5", false, 10, ""},
 	} {
 		dir := filepath.Join(t.TempDir(), c.fixture)
 		if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "sentence", "testdata", "st", c.fixture))); err != nil {
@@ -46,6 +51,11 @@ func TestOpenInfersMaxSeqLength(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		if c.maxSeq != "" {
+			if err := os.WriteFile(filepath.Join(dir, "sentence_bert_config.json"), []byte(`{"max_seq_length": `+c.maxSeq+`, "do_lower_case": true}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if c.noBertConfig {
 			if err := os.Remove(filepath.Join(dir, "sentence_bert_config.json")); err != nil {
 				t.Fatal(err)
@@ -60,6 +70,11 @@ func TestOpenInfersMaxSeqLength(t *testing.T) {
 		}
 		if got := m.Sentence.MaxSeqLength; got != c.want {
 			t.Errorf("%s: Sentence.MaxSeqLength %d, want %d", c.name, got, c.want)
+		}
+		if c.maxSeq != "" { // the clamp does not need the tokenizer
+			if n, err := Open(dir, OpenOptions{NoTokenizer: true}); err != nil || n.Sentence.MaxSeqLength != c.want {
+				t.Errorf("%s, without the tokenizer: %v, %v", c.name, n, err)
+			}
 		}
 		o, err := EmbedOptions{Sentence: m.Sentence}.WithDefaults(m.Model)
 		if err != nil {

@@ -50,6 +50,17 @@ type Model struct {
 // max_seq_length it leaves out is inferred from the config and the
 // tokenizer, as sentence-transformers does: Folder.InferMaxSeqLength).
 //
+// A folder's max_seq_length is clamped to the config's
+// max_position_embeddings, the length the model was trained for.
+// sentence-transformers takes max_seq_length as it is and truncates texts
+// to it, so a longer one reaches the model, where Hugging Face fails on
+// positions past the table (absolute position embeddings, and RoFormer's
+// sinusoidal table too, have max_position_embeddings rows). This toolkit's
+// rotary positions have no table, so nothing else would stop a
+// sentence_bert_config.json of 1,048,576 from letting one text run the
+// quadratic attention over a million tokens; the plain folder's limit is
+// max_position_embeddings, and so is the sentence-transformers folder's.
+//
 // The errors are roformer.Load's (a folder without the head's weights wraps
 // roformer.ErrHeadMissing) and tokenizer.Load's, as a *TokenizerError.
 func Open(dir string, opts OpenOptions) (*Model, error) {
@@ -81,6 +92,9 @@ func Open(dir string, opts OpenOptions) (*Model, error) {
 			// min(max_position_embeddings, model_max_length).
 			st.InferMaxSeqLength(l.Model.Config.MaxPositionEmbeddings, m.Tokenizer.Config().ModelMaxLength)
 		}
+	}
+	if p := l.Model.Config.MaxPositionEmbeddings; st != nil && p > 0 && st.MaxSeqLength > p {
+		st.MaxSeqLength = p
 	}
 	return m, nil
 }

@@ -38,7 +38,7 @@ const (
 	poolVector pooling = iota // the row's pipeline.Vectorizer: a pooling, then a sentence-transformers folder's modules
 	poolLogits                // the sequence-classification head's logits (tei.go)
 	poolTokens                // every kept position's last hidden state, one after the other (tei_tokens.go)
-	poolSparse                // pipeline.SparsePool over the masked-LM head's logits (tei_tokens.go)
+	poolSparse                // pipeline.SparsePool: the masked-LM head's logits, in chunks (tei_tokens.go)
 )
 
 // embedRow is one input of an embedding request: its tokens and, once its
@@ -262,25 +262,14 @@ func (s *Server) dropGone(pending []pendingRow) []pendingRow {
 // pick chooses the next batch from the pending rows (oldest first): the
 // oldest row, then its neighbours in length order (shorter ones first:
 // they add no padding) while the batch keeps within MaxBatchRequests rows
-// and MaxBatchTokens padded tokens (sparse rows apart: see below). It returns the batch, sorted by length,
+// and MaxBatchTokens padded tokens. It returns the batch, sorted by length,
 // and the rows left, still oldest first.
 func (s *Server) pick(pending []pendingRow) (batch, rest []pendingRow) {
-	// Rows pooled from the masked-LM head's logits (/embed_sparse) run
-	// only with their own kind, within a token budget that bounds the
-	// batch's logits (tokens × vocabulary ≤ MaxSparseBatchLogits); the
-	// other rows never pay for the head.
-	sparse := pending[0].j.rows[pending[0].i].pool == poolSparse
 	budget := s.opts.MaxBatchTokens
-	if sparse {
-		budget = min(budget, s.opts.MaxSparseBatchLogits/max(1, s.model.Config.VocabSize))
+	order := make([]int, len(pending))
+	for k := range order {
+		order[k] = k
 	}
-	var cand []int
-	for k, p := range pending {
-		if (p.j.rows[p.i].pool == poolSparse) == sparse {
-			cand = append(cand, k)
-		}
-	}
-	order := slices.Clone(cand)
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(pending[a].len(), pending[b].len()) })
 	anchor := slices.Index(order, 0)
 	lo, hi, longest := anchor, anchor, pending[0].len()
@@ -334,7 +323,10 @@ func (s *Server) runBatch(batch []pendingRow) {
 				err = fmt.Errorf("panic in the forward pass: %v", v)
 			}
 		}()
-		return s.model.Forward(context.Background(), b, nil, roformer.Options{SkipHead: !wantsLogits(batch)})
+		if out, err = s.model.Forward(context.Background(), b, nil, roformer.Options{SkipHead: !wantsLogits(batch)}); err == nil {
+			err = s.poolSparse(out, b, batch) // the masked-LM head in chunks, while the batch holds the gate
+		}
+		return out, err
 	}()
 	took := time.Since(start)
 	for i, p := range batch {
@@ -378,9 +370,33 @@ func (s *Server) runBatch(batch []pendingRow) {
 	}
 }
 
+// poolSparse sets the vectors of the batch's poolSparse rows
+// (pipeline.SparsePool): the masked-LM head (the only head /embed_sparse is
+// served with) runs on MaxSparseBatchLogits / vocabulary positions at a
+// time, so the batch holds that many logits, not its tokens × vocabulary.
+func (s *Server) poolSparse(out *roformer.Output, b *roformer.Batch, batch []pendingRow) error {
+	var rows []int
+	for i, p := range batch {
+		if p.j.rows[p.i].pool == poolSparse {
+			rows = append(rows, i)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	vecs, err := pipeline.SparsePool(s.model, out, b.AttentionMask, rows, s.opts.MaxSparseBatchLogits/max(1, s.model.Config.VocabSize))
+	if err != nil {
+		return err
+	}
+	for k, i := range rows {
+		batch[i].j.rows[batch[i].i].vec = vecs[k]
+	}
+	return nil
+}
+
 // poolRow reads row i's vector from a forward pass over T positions: the
 // head's logits for poolLogits, the hidden states for poolTokens, the
-// sparse vector for poolSparse, else the row's vectorizer's vector (sums in
+// sparse vector poolSparse has set for poolSparse, else the row's vectorizer's vector (sums in
 // float64 over the positions in order, so padding changes nothing).
 // runBatch has checked that a row pooled by the pooler has one.
 func poolRow(out *roformer.Output, mask []int32, i, T, H int, r *embedRow) ([]float32, error) {
@@ -391,7 +407,7 @@ func poolRow(out *roformer.Output, mask []int32, i, T, H int, r *embedRow) ([]fl
 	case poolTokens:
 		return tokenVectors(out.LastHiddenState.Data, mask, i, T, H), nil
 	case poolSparse:
-		return pipeline.SparsePool(out, mask, i) // /embed_sparse is served only with the masked-LM head
+		return r.vec, nil // runBatch's poolSparse
 	}
 	return r.vz.Vector(out, mask, i, r.skip) // runBatch has checked the pooler; every row has a token
 }

@@ -32,8 +32,10 @@
 // 400/404/408/413/422/424/429/503 and TEI's error_type values, /v1/embeddings OpenAI's {"error":
 // {"message", "type", "param", "code"}}. Limits (body size, inputs per
 // request, tokens per input, top_k, masks, beams, new tokens, a
-// generation's memory, the queue, the bytes of the bodies being read) are
-// Options; each is checked before anything is allocated for the request.
+// generation's memory, the queue, the bytes of the bodies being read and
+// of the answers being written, one input's attention work) are Options;
+// each is checked before anything is allocated for the request (the
+// answers' bytes as they are encoded: answer.go).
 //
 // Only the caller meant (guard.go): a POST body must be application/json
 // (415), a request must carry Options.APIKey when one is set (401, TEI's

@@ -69,11 +69,12 @@ func (sh errShape) write(w http.ResponseWriter, e *apiError) {
 type reqState struct {
 	timing
 	body     []byte
-	reserved int64 // bytes of Options.MaxReadingBytes held by the body
-	slot     bool  // holds an admission slot
-	batched  bool  // ... counted in preparing (batch.go) until it is queued
-	handed   bool  // the slot went to the scheduler with the request's rows
-	cpu      bool  // holds a CPU token
+	reserved int64    // bytes of Options.MaxReadingBytes held by the body
+	shape    errShape // how the route writes its errors (a 429 for an answer past Options.MaxWritingBytes: answer.go)
+	slot     bool     // holds an admission slot
+	batched  bool     // ... counted in preparing (batch.go) until it is queued
+	handed   bool     // the slot went to the scheduler with the request's rows
+	cpu      bool     // holds a CPU token
 }
 
 type stateKey struct{}
@@ -89,7 +90,12 @@ func stateOf(ctx context.Context) *reqState {
 // holds once it returns.
 func (s *Server) handle(e route) http.HandlerFunc {
 	if e.method != http.MethodPost {
-		return e.h
+		return func(w http.ResponseWriter, r *http.Request) {
+			if st := stateOf(r.Context()); st != nil {
+				st.shape = e.shape
+			}
+			e.h(w, r)
+		}
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		st := stateOf(r.Context())
@@ -97,6 +103,7 @@ func (s *Server) handle(e route) http.HandlerFunc {
 			st = &reqState{}
 			r = r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
 		}
+		st.shape = e.shape
 		if err := jsonContentType(r.Header.Get("Content-Type")); err != nil {
 			e.shape.write(w, errorf(http.StatusUnsupportedMediaType, "Validation", "", "%v", err))
 			return

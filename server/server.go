@@ -10,6 +10,7 @@ import (
 	"io"
 	"log"
 	"math"
+	"math/bits"
 	"net/http"
 	"path/filepath"
 	"reflect"
@@ -33,10 +34,21 @@ type Options struct {
 	MaxInputs int
 	// MaxLength is the most tokens an input may have, [CLS] and [SEP]
 	// included: embed truncates longer inputs (HF's longest_first),
-	// fill-mask refuses them (truncation could drop the mask). Default: the
-	// model's max_position_embeddings (with rotary positions not a limit of
-	// the model, but of what one request may cost).
+	// fill-mask refuses them (truncation could drop the mask). Default: a
+	// sentence-transformers folder's max_seq_length, else the model's
+	// max_position_embeddings, and at most that in either case (with rotary
+	// positions not a limit of the model, but of what one request may
+	// cost; sentence-transformers takes max_seq_length as it is, and HF's
+	// models fail on positions past their table); a default is lowered to
+	// what MaxAttentionWork allows.
 	MaxLength int
+	// MaxAttentionWork bounds MaxLength² × num_hidden_layers, the
+	// attention's work for one input of MaxLength tokens, which holds the
+	// forward pass (one at a time) while it runs: a default MaxLength is
+	// lowered to the longest that fits, and New refuses a MaxLength given
+	// that does not. Default 2^28 (DefaultMaxAttentionWork): 4,096 tokens
+	// on 16 layers, 4,729 on 12 (512 on 12 layers is 3.1 M).
+	MaxAttentionWork int64
 	// MaxTopK bounds fill-mask's and question answering's top_k. Default
 	// 100.
 	MaxTopK int
@@ -123,12 +135,15 @@ type Options struct {
 	// request gets 413. Default 2^21 (DefaultMaxEmbedAllValues): 8 MiB of
 	// float32, some 20 MB of JSON.
 	MaxEmbedAllValues int
-	// MaxSparseBatchLogits bounds the logits (padded tokens × vocabulary)
-	// of one batched forward pass of POST /embed_sparse, whose rows need
-	// the masked-LM head at every position: its rows run in batches of
-	// their own, of at most MaxSparseBatchLogits / vocabulary padded
-	// tokens (a longer row runs alone: at most MaxLength × vocabulary).
-	// Default 2^25 (DefaultMaxSparseBatchLogits): 128 MiB of float32.
+	// MaxSparseBatchLogits bounds the logits (positions × vocabulary) that
+	// a batched forward pass holds at once for POST /embed_sparse, whose
+	// rows need the masked-LM head at every position: the head runs on
+	// MaxSparseBatchLogits / vocabulary of the batch's positions at a time
+	// (at least one), each chunk folded into the rows' maxima before the
+	// next (pipeline.SparsePool), and the rows batch with the others by
+	// MaxBatchTokens. Default 2^21 (DefaultMaxSparseBatchLogits): 8 MiB of
+	// float32, 69 positions of a 30,000-piece vocabulary (before the head
+	// ran in chunks, 2^25 bounded a pass's whole logits).
 	MaxSparseBatchLogits int
 	// MaxBatchTokens bounds the padded tokens (rows × the longest row) of
 	// one batched forward pass of the embedding endpoints; a longer row runs
@@ -157,6 +172,16 @@ type Options struct {
 	// this; the connection is then closed. Waiting for the model is not
 	// bounded by it. Default 30 s (DefaultWriteTimeout).
 	WriteTimeout time.Duration
+	// MaxWritingBytes bounds the bytes that the answers being written hold
+	// at once, over all requests (answer.go): an answer is encoded whole,
+	// then written to a client that may read it slowly or not at all (for
+	// up to WriteTimeout); an answer over SmallAnswerBytes is charged as it
+	// is encoded, and one that would pass the budget gets 429 instead
+	// (Overloaded, Retry-After), as a body past MaxReadingBytes does. An answer larger than the whole budget is
+	// written only while no other holds any of it. Default 64 MiB
+	// (DefaultMaxWritingBytes): three /embed_all answers of 2^21 values
+	// (some 21 MB of JSON each).
+	MaxWritingBytes int64
 	// Log receives one line per request that failed on the server's side
 	// (a panic, a forward pass error); nil discards them.
 	Log *log.Logger
@@ -179,6 +204,8 @@ const (
 	DefaultMaxGenerateBytes  = 256 << 20
 	DefaultMaxBeamWork       = 1 << 24
 	DefaultMaxReadingBytes   = 64 << 20
+	DefaultMaxWritingBytes   = 64 << 20
+	DefaultMaxAttentionWork  = 1 << 28
 	DefaultMaxTopK           = 100
 )
 
@@ -186,7 +213,7 @@ const (
 const (
 	DefaultMaxBatchTokens        = 16384
 	DefaultMaxEmbedAllValues     = 1 << 21
-	DefaultMaxSparseBatchLogits  = 1 << 25
+	DefaultMaxSparseBatchLogits  = 1 << 21
 	DefaultMaxBatchRequests      = 32
 	DefaultMaxBatchWait          = 2 * time.Millisecond
 	DefaultMaxConcurrentRequests = 512
@@ -205,8 +232,11 @@ func (o *Options) defaults(cfg *roformer.Config) {
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = DefaultWriteTimeout
 	}
+	if o.MaxAttentionWork <= 0 {
+		o.MaxAttentionWork = DefaultMaxAttentionWork
+	}
 	if o.MaxLength <= 0 {
-		o.MaxLength = cfg.MaxPositionEmbeddings
+		o.MaxLength = min(cfg.MaxPositionEmbeddings, maxLengthFor(o.MaxAttentionWork, cfg.NumHiddenLayers))
 	}
 	if o.MaxTopK <= 0 {
 		o.MaxTopK = DefaultMaxTopK
@@ -230,6 +260,9 @@ func (o *Options) defaults(cfg *roformer.Config) {
 		o.MaxReadingBytes = DefaultMaxReadingBytes
 	}
 	o.MaxReadingBytes = max(o.MaxReadingBytes, o.MaxBodyBytes)
+	if o.MaxWritingBytes <= 0 {
+		o.MaxWritingBytes = DefaultMaxWritingBytes
+	}
 	if o.MaxSparseBatchLogits <= 0 {
 		o.MaxSparseBatchLogits = DefaultMaxSparseBatchLogits
 	}
@@ -272,6 +305,7 @@ type Server struct {
 	slots   chan struct{}
 	cpu     chan struct{}
 	reading atomic.Int64
+	writing atomic.Int64 // the bytes of the answers being written (answer.go)
 	key     []byte
 	// Batching (batch.go): the queue of tokenized embedding requests,
 	// how many are admitted but not yet queued.
@@ -303,13 +337,18 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 	if tok.VocabSize() > m.Config.VocabSize {
 		return nil, fmt.Errorf("server: the tokenizer has %d tokens, the model only %d", tok.VocabSize(), m.Config.VocabSize)
 	}
-	if st := opts.Sentence; st != nil && st.MaxSeqLength > 0 && opts.MaxLength == 0 {
-		opts.MaxLength = st.MaxSeqLength
-		if m.Config.PositionEmbeddingType == roformer.PosLearned {
-			opts.MaxLength = min(opts.MaxLength, m.Config.MaxPositionEmbeddings)
-		}
+	given := opts.MaxLength > 0
+	if st := opts.Sentence; st != nil && st.MaxSeqLength > 0 && !given {
+		opts.MaxLength = min(st.MaxSeqLength, m.Config.MaxPositionEmbeddings) // as pipeline.Open clamps it
 	}
 	opts.defaults(&m.Config)
+	if L, longest := m.Config.NumHiddenLayers, maxLengthFor(opts.MaxAttentionWork, m.Config.NumHiddenLayers); opts.MaxLength > longest {
+		if given {
+			return nil, fmt.Errorf("server: max length %d: %d² tokens × %d layers is past the bound on one input's attention work, %d (MaxAttentionWork, roformer serve's --max-attention-work); at most %d tokens on this model",
+				opts.MaxLength, opts.MaxLength, L, opts.MaxAttentionWork, longest)
+		}
+		opts.MaxLength = longest
+	}
 	if opts.MaxLength < 3 {
 		return nil, fmt.Errorf("server: max length %d leaves no room for a token between [CLS] and [SEP]", opts.MaxLength)
 	}
@@ -404,6 +443,23 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 		writeError(w, http.StatusNotFound, "no endpoint %s %s (see GET /v1/model)", r.Method, r.URL.Path)
 	})
 	return s, nil
+}
+
+// maxLengthFor is the longest T with T² × layers ≤ work (layers ≥ 1).
+func maxLengthFor(work int64, layers int) int {
+	layers = max(layers, 1)
+	fits := func(t int) bool {
+		hi, lo := bits.Mul64(uint64(t)*uint64(t), uint64(layers)) // t < 2^32: t² does not overflow
+		return hi == 0 && lo <= uint64(work)
+	}
+	t := int(math.Sqrt(float64(work) / float64(layers)))
+	for t > 0 && !fits(t) {
+		t--
+	}
+	for fits(t + 1) {
+		t++
+	}
+	return t
 }
 
 // Load serves the model folder dir: config.json, the weights and the
@@ -869,22 +925,6 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		return false
 	}
 	return true
-}
-
-// writeJSON encodes v before it writes the status, so a value JSON cannot
-// hold (a NaN from a broken model) becomes a 500, not a 200 with no body.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		status = http.StatusInternalServerError
-		buf.Reset()
-		_ = enc.Encode(map[string]string{"error": fmt.Sprintf("encoding the answer: %v", err)})
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes()) // the client may be gone; nothing to do then
 }
 
 func writeError(w http.ResponseWriter, status int, format string, args ...any) {

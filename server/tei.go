@@ -554,10 +554,11 @@ func (s *Server) teiDecode(w http.ResponseWriter, r *http.Request) {
 }
 
 // wantsLogits says whether a row of the batch asks for the head's logits;
-// otherwise the batch runs the encoder alone.
+// otherwise the batch runs the encoder alone (sparse rows run the head
+// themselves, in chunks: runBatch's poolSparse).
 func wantsLogits(batch []pendingRow) bool {
 	for _, p := range batch {
-		if pool := p.j.rows[p.i].pool; pool == poolLogits || pool == poolSparse {
+		if p.j.rows[p.i].pool == poolLogits {
 			return true
 		}
 	}

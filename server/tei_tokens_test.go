@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/roformer-go/roformer/blas"
+	"github.com/roformer-go/roformer/internal/testmodel"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/tokenizer"
 )
@@ -214,49 +218,102 @@ func TestTruncationAdvice(t *testing.T) {
 // Sparse rows run in batches of their own whose logits (rows × padded
 // tokens × vocabulary) stay within MaxSparseBatchLogits, and give the
 // vectors they give in one batch; the answer's inputs × vocabulary is
-// bounded by MaxEmbedAllValues.
+// Sparse rows run the masked-LM head MaxSparseBatchLogits / vocabulary
+// positions at a time: with a chunk of 2 positions the vectors are those of
+// the default chunk (bit for bit on go-asm and gonum, whose product of a
+// row does not depend on the rows beside it; within rounding on OpenBLAS
+// and oneDNN), and the forward passes are those of any other rows
+// (MaxBatchTokens); the answer's inputs × vocabulary is bounded by
+// MaxEmbedAllValues.
 func TestTEIEmbedSparseBatches(t *testing.T) {
 	texts := []string{"the whale", "a ship . the sea . good", "bad", "the sea"}
 	body, _ := json.Marshal(map[string]any{"inputs": texts})
-	wide, _, _ := newServer(t, roformer.HeadMaskedLM, nil, Options{})
-	var want, got [][]TEISparseValue
-	if code, kind := teiCall(t, wide, "/embed_sparse", string(body), &want); code != 200 {
-		t.Fatalf("status %d %s", code, kind)
-	}
-	s, m, _ := newServer(t, roformer.HeadMaskedLM, nil, Options{MaxSparseBatchLogits: 10 * 14})
-	if m.Config.VocabSize != 14 {
-		t.Fatalf("vocabulary %d, the test assumes 14", m.Config.VocabSize)
-	}
-	var passes [][2]int
-	s.afterForward = func(rows, tokens int) { passes = append(passes, [2]int{rows, tokens}) }
-	if code, kind := teiCall(t, s, "/embed_sparse", string(body), &got); code != 200 {
-		t.Fatalf("status %d %s", code, kind)
-	}
-	for _, p := range passes {
-		if p[0] > 1 && p[0]*p[1] > 10 {
-			t.Errorf("a pass of %d rows × %d tokens: over the budget of 10 tokens", p[0], p[1])
-		}
-	}
-	if len(passes) < 3 {
-		t.Errorf("passes %v: the budget of 10 tokens should split 4 rows of 4, 9, 3 and 4 tokens", passes)
-	}
-	if len(got) != len(want) {
-		t.Fatalf("%d answers, want %d", len(got), len(want))
-	}
-	for i := range want {
-		if len(got[i]) != len(want[i]) {
-			t.Fatalf("input %d: %d entries, %d in one batch", i, len(got[i]), len(want[i]))
-		}
-		for k := range want[i] {
-			if got[i][k].Index != want[i][k].Index || math.Abs(float64(got[i][k].Value-want[i][k].Value)) > 1e-5 {
-				t.Errorf("input %d entry %d: %+v, in one batch %+v", i, k, got[i][k], want[i][k])
+	for _, be := range blas.Available() {
+		t.Run(strings.Fields(be.Name())[0], func(t *testing.T) {
+			prev := blas.Set(be)
+			defer blas.Set(prev)
+			exact := blas.Chosen().Kind == blas.KindGo || blas.Chosen().Kind == blas.KindGoAsm
+			wide, _, _ := newServer(t, roformer.HeadMaskedLM, nil, Options{})
+			var want, got [][]TEISparseValue
+			if code, kind := teiCall(t, wide, "/embed_sparse", string(body), &want); code != 200 {
+				t.Fatalf("status %d %s", code, kind)
 			}
-		}
+			s, m, _ := newServer(t, roformer.HeadMaskedLM, nil, Options{MaxSparseBatchLogits: 2 * 14})
+			if m.Config.VocabSize != 14 {
+				t.Fatalf("vocabulary %d, the test assumes 14", m.Config.VocabSize)
+			}
+			var passes [][2]int
+			s.afterForward = func(rows, tokens int) { passes = append(passes, [2]int{rows, tokens}) }
+			if code, kind := teiCall(t, s, "/embed_sparse", string(body), &got); code != 200 {
+				t.Fatalf("status %d %s", code, kind)
+			}
+			if len(passes) != 1 || passes[0][0] != 4 {
+				t.Errorf("passes %v: 4 rows within MaxBatchTokens make one", passes)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%d answers, want %d", len(got), len(want))
+			}
+			for i := range want {
+				if len(got[i]) != len(want[i]) {
+					t.Fatalf("input %d: %d entries, %d with the default chunk", i, len(got[i]), len(want[i]))
+				}
+				for k, w := range want[i] {
+					g := got[i][k]
+					if g.Index != w.Index || exact && g.Value != w.Value || math.Abs(float64(g.Value-w.Value)) > 1e-5*max(1, float64(w.Value)) {
+						t.Errorf("input %d entry %d: %+v in chunks of 2 positions, %+v with the default chunk", i, k, g, w)
+					}
+				}
+			}
+		})
 	}
 	// 4 inputs × 14 = 56 values.
 	small, _, _ := newServer(t, roformer.HeadMaskedLM, nil, Options{MaxEmbedAllValues: 55})
 	if code, kind := teiCall(t, small, "/embed_sparse", string(body), nil); code != 413 || kind != "Validation" {
 		t.Errorf("56 values over a limit of 55: status %d %s, want 413 Validation", code, kind)
+	}
+}
+
+// POST /embed_sparse holds one chunk of logits, not its tokens ×
+// vocabulary: 2 inputs of 480 tokens over 4,005 entries are 15 MB of
+// logits; the request allocates (TotalAlloc, the encoder's pass and the
+// answer included) less than a third of that. Before the head ran in
+// chunks it allocated them all.
+func TestTEIEmbedSparseHoldsOneChunk(t *testing.T) {
+	ws := slices.Clone(words)
+	for i := range 4000 - len(ws) + 5 {
+		ws = append(ws, fmt.Sprintf("w%d", i))
+	}
+	m, tok := testmodel.Tiny{Words: ws, Seed: 5, MaxPositions: 512, Scale: 3}.Build(t)
+	s, err := New(m, tok, Options{MaxSparseBatchLogits: 64 * len(ws)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := make([]string, 2)
+	for i := range texts {
+		var x []string
+		for j := range 478 {
+			x = append(x, fmt.Sprintf("w%d", (i*131+j*17)%3000))
+		}
+		texts[i] = strings.Join(x, " ")
+	}
+	body, _ := json.Marshal(map[string]any{"inputs": texts})
+	var got [][]TEISparseValue
+	if code, kind := teiCall(t, s, "/embed_sparse", string(body), &got); code != 200 { // warm: the kernels' pools
+		t.Fatalf("status %d %s", code, kind)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, jsonRequest("POST", "/embed_sparse", strings.NewReader(string(body))))
+	runtime.ReadMemStats(&after)
+	if rec.Code != 200 {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	logits := int64(2*480*len(ws)) * 4
+	alloc := int64(after.TotalAlloc - before.TotalAlloc)
+	t.Logf("allocated %.1f MB (answer %.1f MB); the logits of its tokens are %.1f MB", float64(alloc)/1e6, float64(rec.Body.Len())/1e6, float64(logits)/1e6)
+	if alloc > logits/3 {
+		t.Errorf("/embed_sparse allocated %d bytes; its 960 tokens × %d logits are %d", alloc, len(ws), logits)
 	}
 }
 

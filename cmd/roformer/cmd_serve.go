@@ -34,7 +34,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.model, "model", "", "model folder with config.json, weights and tokenizer files (required)")
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on (\":8080\" for every interface)")
 	fs.IntVar(&o.srv.MaxInputs, "max-inputs", server.DefaultMaxInputs, "texts per request")
-	fs.IntVar(&o.srv.MaxLength, "max-length", 0, "tokens per input with [CLS] and [SEP] (default: the config's max_position_embeddings)")
+	fs.IntVar(&o.srv.MaxLength, "max-length", 0, "tokens per input with [CLS] and [SEP] (default: a sentence-transformers folder's max_seq_length, else the config's max_position_embeddings, at most that, and lowered to what --max-attention-work allows)")
+	fs.Int64Var(&o.srv.MaxAttentionWork, "max-attention-work", server.DefaultMaxAttentionWork, "most max-length² × layers, the attention's work for one input, which holds the forward pass while it runs; a --max-length past it is refused")
 	fs.Int64Var(&o.srv.MaxBodyBytes, "max-body", server.DefaultMaxBodyBytes, "bytes per request body")
 	fs.DurationVar(&o.srv.BodyTimeout, "body-timeout", server.DefaultBodyTimeout, "time a client has to send a request's body once its headers are in; beyond: 408")
 	fs.DurationVar(&o.srv.WriteTimeout, "write-timeout", server.DefaultWriteTimeout, "time each write of an answer may take (a client that does not read it is cut off then); waiting for the model is not counted")
@@ -43,7 +44,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Func("default-prompt", `the text to put before each text of the embedding routes when a request names no prompt, instead of a named one ("" for none, which turns a folder's default_prompt_name off)`, func(v string) error { o.srv.DefaultPrompt = &v; return nil })
 	fs.BoolVar(&o.srv.AutoTruncate, "auto-truncate", false, "truncate embedding inputs longer than --max-length instead of refusing them, also on routes whose requests cannot ask for it (POST /v1/embeddings)")
 	fs.IntVar(&o.srv.MaxEmbedAllValues, "max-embed-all-values", server.DefaultMaxEmbedAllValues, "most values (tokens × hidden size) of one POST /embed_all answer; beyond: 413")
-	fs.IntVar(&o.srv.MaxSparseBatchLogits, "max-sparse-batch-logits", server.DefaultMaxSparseBatchLogits, "most logits (padded tokens × vocabulary) of one batched forward pass of POST /embed_sparse")
+	fs.IntVar(&o.srv.MaxSparseBatchLogits, "max-sparse-batch-logits", server.DefaultMaxSparseBatchLogits, "most logits (positions × vocabulary) a forward pass of POST /embed_sparse holds at once: the masked-LM head runs on this / vocabulary positions at a time")
 	fs.IntVar(&o.srv.MaxBatchTokens, "max-batch-tokens", server.DefaultMaxBatchTokens, "padded tokens (rows × longest row) per batched forward pass of the embedding endpoints")
 	fs.IntVar(&o.srv.MaxBatchRequests, "max-batch-requests", server.DefaultMaxBatchRequests, "inputs per batched forward pass")
 	fs.DurationVar(&o.srv.MaxBatchWait, "max-batch-wait", server.DefaultMaxBatchWait, "longest wait for requests on their way to join a batch (0: none)")
@@ -55,6 +56,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.srv.MaxMasks, "max-masks", server.DefaultMaxMasks, "most [MASK] tokens of one fill-mask request")
 	fs.IntVar(&o.srv.MaxTopK, "max-top-k", server.DefaultMaxTopK, "most top_k of fill-mask and question answering")
 	fs.Int64Var(&o.srv.MaxReadingBytes, "max-reading-bytes", server.DefaultMaxReadingBytes, "bytes the request bodies being read may hold at once, over all clients; beyond: 429")
+	fs.Int64Var(&o.srv.MaxWritingBytes, "max-writing-bytes", server.DefaultMaxWritingBytes, "bytes the answers being written may hold at once, over all clients (each over 64 KiB is charged until its write ends, within --write-timeout); beyond: 429")
 	fs.StringVar(&o.srv.Name, "served-model-name", "", "the model's name in the answers (/info, /v1/model, /v1/models, and \"model\" of /v1/embeddings and /v1/rerank; a request's \"model\" is not checked) (default: the model folder's name)")
 	fs.StringVar(&o.srv.APIKey, "api-key", "", "require \"Authorization: Bearer KEY\" on every route but GET /health and /healthz (default: $ROFORMER_API_KEY; none when unset). The environment variable keeps the key out of the process list")
 	cors := fs.String("cors-allow-origin", "", "comma-separated origins (scheme://host[:port]) whose web pages may call the server, or \"*\" for any (default: none, no CORS headers)")
@@ -81,6 +83,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef("--max-batch-tokens, --max-batch-requests, --max-concurrent-requests, --max-embed-all-values and --max-sparse-batch-logits must be at least 1")
 	case o.srv.MaxBeams < 1 || o.srv.MaxNewTokens < 1 || o.srv.MaxGenerateBytes < 1 || o.srv.MaxBeamWork < 1 || o.srv.MaxMasks < 1 || o.srv.MaxTopK < 1:
 		return usagef("--max-beams, --max-new-tokens, --max-generate-bytes, --max-beam-work, --max-masks and --max-top-k must be at least 1")
+	case o.srv.MaxWritingBytes < 1 || o.srv.MaxAttentionWork < 1:
+		return usagef("--max-writing-bytes and --max-attention-work must be at least 1")
 	case o.srv.MaxReadingBytes < o.srv.MaxBodyBytes:
 		return usagef("--max-reading-bytes %d must be at least --max-body %d", o.srv.MaxReadingBytes, o.srv.MaxBodyBytes)
 	case o.srv.MaxBatchWait < 0:

@@ -96,6 +96,29 @@ func lmTrain(m *Model, dx, x []float32, s *State, b *Batch, labels *Labels, opts
 	return m.lmBackward(s, dx, x, targets, H), nil
 }
 
+// LMLogits runs the language-model head (cls.predictions) on N rows of last
+// hidden states: logits [N, V] from hidden [N, H], rows of
+// Output.LastHiddenState (a forward pass with Options.SkipHead) at the
+// positions wanted. The head works row by row with Forward's products, so
+// each row's logits are those Forward's masked- or causal-LM head gives at
+// that position: bit for bit where a product's row does not depend on the
+// rows computed beside it (go-asm and gonum), within rounding on OpenBLAS
+// and oneDNN, which choose their kernels by the number of rows. A caller that
+// needs a few positions (fill-mask's masks) or a reduction over positions
+// (SPLADE's max) thus holds N × V logits instead of B × T × V. It fails
+// when the model has no LM head or the slices are shorter than N rows.
+func (m *Model) LMLogits(logits, hidden []float32, N int) error {
+	H, V := m.Config.HiddenSize, m.Config.VocabSize
+	switch {
+	case m.LM == nil:
+		return fmt.Errorf("roformer: the %s head has no LM head", m.Head)
+	case N < 0 || len(hidden) < N*H || len(logits) < N*V:
+		return fmt.Errorf("roformer: LM logits of %d rows need %d hidden values and room for %d logits; got %d and %d", N, N*H, N*V, len(hidden), len(logits))
+	}
+	m.lmLogits(logits[:N*V], hidden[:N*H], N, nil)
+	return nil
+}
+
 // lmLogits runs cls.predictions on rows of x [BT, H]: transform.dense → act →
 // transform.LayerNorm → decoder tied to the word embeddings + bias. When
 // acts is not nil the intermediate values are kept for backward.
