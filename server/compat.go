@@ -219,7 +219,22 @@ func (s *Server) prepareRows(r *http.Request, in []embedInput, o embedOptions, f
 			}
 		} else {
 			noteChars(r.Context(), x.text)
-			enc, err := s.tok.Encode(eo.Text(x.text), tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
+			// Without truncation the tokens past the limit are counted, not
+			// kept; cut at the end, the tokenizer stops once it has the kept
+			// ones; cut at the start (left), it needs them all (the body's
+			// limit bounds them).
+			opts := tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone, Limit: s.opts.MaxLength}
+			if o.truncate {
+				opts.Limit = 0
+				if !o.left {
+					opts = tokenizer.EncodeOptions{MaxLength: s.opts.MaxLength, Truncation: tokenizer.TruncateLongestFirst}
+				}
+			}
+			enc, err := s.tok.Encode(eo.Text(x.text), opts)
+			if n, ok := tooLong(err); ok {
+				return nil, 0, errorf(http.StatusRequestEntityTooLarge, "Validation", field,
+					"input %d has %d tokens; the limit is %d (max_input_length); %s", i, n, s.opts.MaxLength, advice)
+			}
 			if err != nil {
 				return nil, 0, errorf(http.StatusUnprocessableEntity, "Tokenizer", field, "input %d: %v", i, err)
 			}

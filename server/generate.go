@@ -313,7 +313,12 @@ func outputOptions(p *GenerateParameters, job *genJob) *apiError {
 // generatePrompt encodes the inputs and checks the generation's length, work
 // and memory against the server's limits.
 func (s *Server) generatePrompt(inputs string, unilm bool, o *generate.Options) ([]int32, *apiError) {
-	enc, err := s.tok.Encode(inputs, tokenizer.EncodeOptions{NoSpecialTokens: !unilm, Truncation: tokenizer.TruncateNone})
+	// The tokens past the limit are counted, not kept.
+	enc, err := s.tok.Encode(inputs, tokenizer.EncodeOptions{NoSpecialTokens: !unilm, Truncation: tokenizer.TruncateNone, Limit: s.opts.MaxLength})
+	if n, ok := tooLong(err); ok {
+		return nil, errorf(http.StatusUnprocessableEntity, "Validation", "inputs",
+			"`inputs` tokens + `max_new_tokens` must be <= %d. Given: %d `inputs` tokens and %d `max_new_tokens`", s.opts.MaxLength, n, o.MaxNewTokens)
+	}
 	if err != nil {
 		return nil, errorf(http.StatusUnprocessableEntity, "Tokenizer", "inputs", "%v", err)
 	}

@@ -668,7 +668,11 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 	out := make([]TokenizeResult, len(req.Inputs))
 	tokens := 0
 	for i, x := range req.Inputs {
-		enc, err := s.encode(x, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
+		// The tokens past the answer's limit are counted, not kept.
+		enc, err := s.encode(x, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone, Limit: max(s.maxAnswerTokens()-tokens, 1)})
+		if n, ok := tooLong(err); ok {
+			enc, err = &tokenizer.Encoding{IDs: make([]int, n)}, nil
+		}
 		if err != nil {
 			writeError(w, http.StatusBadRequest, "input %d: %v", i, err)
 			return
@@ -690,6 +694,18 @@ func (s *Server) maxAnswerTokens() int {
 		return math.MaxInt
 	}
 	return s.opts.MaxInputs * s.opts.MaxLength
+}
+
+// tooLong returns the length of the input that err refuses for passing
+// tokenizer.EncodeOptions.Limit: the routes ask the tokenizer to count the
+// tokens past their limit rather than keep them, so a long text costs the
+// limit's memory, not its own.
+func tooLong(err error) (int, bool) {
+	var le *tokenizer.LengthError
+	if errors.As(err, &le) {
+		return le.Tokens, true
+	}
+	return 0, false
 }
 
 func (s *Server) encode(x Input, opts tokenizer.EncodeOptions) (*tokenizer.Encoding, error) {
@@ -769,10 +785,9 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request) {
 			x.TextPair = &p
 		}
 		x.Text = eo.Text(x.Text)
-		enc, err := s.encode(x, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
-		if err == nil && len(enc.IDs) > s.opts.MaxLength {
+		enc, err := s.encode(x, tokenizer.EncodeOptions{MaxLength: s.opts.MaxLength, Truncation: tokenizer.TruncateLongestFirst})
+		if err == nil && enc.Truncated {
 			truncated++
-			enc, err = s.encode(x, tokenizer.EncodeOptions{MaxLength: s.opts.MaxLength, Truncation: tokenizer.TruncateLongestFirst})
 		}
 		if err != nil {
 			writeError(w, http.StatusBadRequest, "input %d: %v", i, err)
@@ -844,13 +859,13 @@ func (s *Server) fillMask(w http.ResponseWriter, r *http.Request) {
 	}
 	masks := 0
 	for i, x := range req.Inputs {
-		enc, err := s.tok.Encode(x.Text, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
-		if err != nil {
-			writeError(w, http.StatusBadRequest, "input %d: %v", i, err)
+		enc, err := s.tok.Encode(x.Text, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone, Limit: s.opts.MaxLength})
+		if n, ok := tooLong(err); ok {
+			writeError(w, http.StatusBadRequest, "input %d has %d tokens; the limit is %d", i, n, s.opts.MaxLength)
 			return
 		}
-		if len(enc.IDs) > s.opts.MaxLength {
-			writeError(w, http.StatusBadRequest, "input %d has %d tokens; the limit is %d", i, len(enc.IDs), s.opts.MaxLength)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "input %d: %v", i, err)
 			return
 		}
 		n := 0

@@ -91,12 +91,12 @@ func (s *Server) serveTokenClassification(w http.ResponseWriter, r *http.Request
 		opts.IgnoreLabels = append([]string{}, *req.IgnoreLabels...)
 	}
 	for i, x := range in {
-		enc, err := s.tok.Encode(x, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
+		_, err := s.tok.Encode(x, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone, Limit: s.opts.MaxLength})
+		if n, ok := tooLong(err); ok {
+			return errorf(http.StatusRequestEntityTooLarge, "Validation", "inputs", "input %d has %d tokens; the limit is %d (max_input_length)", i, n, s.opts.MaxLength)
+		}
 		if err != nil {
 			return errorf(http.StatusUnprocessableEntity, "Tokenizer", "inputs", "input %d: %v", i, err)
-		}
-		if n := len(enc.IDs); n > s.opts.MaxLength {
-			return errorf(http.StatusRequestEntityTooLarge, "Validation", "inputs", "input %d has %d tokens; the limit is %d (max_input_length)", i, n, s.opts.MaxLength)
 		}
 	}
 	out := make([][]pipeline.Entity, len(in))

@@ -109,8 +109,16 @@ func fit(enc *tokenizer.Encoding, n int, left bool) (ids, types []int32, ok bool
 // the classification head, truncated when asked to.
 func (s *Server) classifyRows(in []Input, truncate, left bool, field string) ([]embedRow, *apiError) {
 	rows := make([]embedRow, len(in))
+	opts := tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone}
+	if !truncate {
+		opts.Limit = s.opts.MaxLength // counted past it, not kept
+	}
 	for i, x := range in {
-		enc, err := s.encode(x, tokenizer.EncodeOptions{Truncation: tokenizer.TruncateNone})
+		enc, err := s.encode(x, opts)
+		if n, ok := tooLong(err); ok {
+			return nil, errorf(http.StatusRequestEntityTooLarge, "Validation", field,
+				"input %d has %d tokens; the limit is %d (max_input_length); ask for truncation with \"truncate\": true", i, n, s.opts.MaxLength)
+		}
 		if err != nil {
 			return nil, errorf(http.StatusUnprocessableEntity, "Tokenizer", field, "input %d: %v", i, err)
 		}
@@ -475,7 +483,11 @@ func (s *Server) teiTokenize(w http.ResponseWriter, r *http.Request) {
 	tokens := 0
 	for i, text := range in {
 		text = prompt + text
+		opts.Limit = max(s.maxAnswerTokens()-tokens, 1) // the tokens past it counted, not kept
 		enc, err := s.tok.Encode(text, opts)
+		if n, ok := tooLong(err); ok {
+			enc, err = &tokenizer.Encoding{IDs: make([]int, n)}, nil
+		}
 		if err != nil {
 			writeTEIError(w, errorf(http.StatusUnprocessableEntity, "Tokenizer", "inputs", "input %d: %v", i, err))
 			return
