@@ -203,9 +203,13 @@ func (o EmbedOptions) WithDefaults(m *roformer.Model) (EmbedOptions, error) {
 			o.Pooling = Pooling(st.Pooling.Modes())
 		}
 		if o.MaxLength == 0 && st.MaxSeqLength > 0 {
+			// Clamped as Open clamps it: rotary positions run past the
+			// table, but nothing was trained there and the cost of a row
+			// grows with its square (a folder saying 1,048,576 let one
+			// request hold the forward pass for long).
 			o.MaxLength = st.MaxSeqLength
-			if m.Config.PositionEmbeddingType == roformer.PosLearned {
-				o.MaxLength = min(o.MaxLength, m.Config.MaxPositionEmbeddings)
+			if p := m.Config.MaxPositionEmbeddings; p > 0 {
+				o.MaxLength = min(o.MaxLength, p)
 			}
 		}
 	}

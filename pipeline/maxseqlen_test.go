@@ -83,5 +83,14 @@ func TestOpenInfersMaxSeqLength(t *testing.T) {
 		if o.MaxLength != c.want {
 			t.Errorf("%s: EmbedOptions.MaxLength %d, want %d", c.name, o.MaxLength, c.want)
 		}
+		// A caller's own Folder, not clamped by Open, is clamped by
+		// WithDefaults (the fixtures' positions are rotary).
+		if c.maxSeq != "" {
+			own := *m.Sentence
+			own.MaxSeqLength = 1 << 20
+			if o, err := (EmbedOptions{Sentence: &own}).WithDefaults(m.Model); err != nil || o.MaxLength != positions {
+				t.Errorf("%s: a Folder of max_seq_length 2^20: MaxLength %d, %v; want %d", c.name, o.MaxLength, err, positions)
+			}
+		}
 	}
 }
