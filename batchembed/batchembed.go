@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/roformer-go/roformer/internal/atomicfile"
+	"github.com/roformer-go/roformer/internal/lines"
 	"github.com/roformer-go/roformer/model/roformer"
 	"github.com/roformer-go/roformer/pipeline"
 	"github.com/roformer-go/roformer/tokenizer"
@@ -76,6 +77,11 @@ type Options struct {
 	// WorkDir is the folder of the parts (default: the output path with
 	// ".parts" appended).
 	WorkDir string
+	// MaxLineBytes bounds a line of the input, its end of line not counted
+	// (default 1 MiB, the toolkit's default for every line reader): a
+	// longer line is refused as soon as the limit is passed, naming the
+	// file and the line, without reading the rest of it.
+	MaxLineBytes int
 	// Group shards the run over its ranks (nil: this process alone).
 	Group Group
 	// Progress, when not nil, is called on each rank after each part it
@@ -281,6 +287,9 @@ const manifestName = "manifest.json"
 
 func (j *job) work(ctx context.Context) (Stats, error) {
 	o := &j.o
+	if err := lines.CheckOutput(j.output, j.input); err != nil {
+		return Stats{}, fmt.Errorf("batchembed: %w", err)
+	}
 	var err error
 	if o.EmbedOptions, err = o.EmbedOptions.WithDefaults(j.m); err != nil {
 		return Stats{}, fmt.Errorf("batchembed: %w", err)
@@ -298,7 +307,7 @@ func (j *job) work(ctx context.Context) (Stats, error) {
 	if j.tok.VocabSize() > j.m.Config.VocabSize {
 		return Stats{}, fmt.Errorf("batchembed: the tokenizer has %d tokens, the model only %d", j.tok.VocabSize(), j.m.Config.VocabSize)
 	}
-	if j.info, err = scan(j.input, j.tok, o.EmbedOptions, o.Window); err != nil {
+	if j.info, err = scan(j.input, j.tok, o.EmbedOptions, o.Window, o.MaxLineBytes); err != nil {
 		return Stats{}, err
 	}
 	st := Stats{Lines: j.info.lines, Tokens: j.info.tokens, Truncated: j.info.truncated, Parts: len(j.info.starts), Ranks: j.ranks}
@@ -466,7 +475,7 @@ func (j *job) partLines(p int) int {
 
 // part embeds part p and writes it.
 func (j *job) part(ctx context.Context, p int) (pipeline.EmbedStats, error) {
-	ins, err := readPart(j.input, j.info.starts[p], j.partLines(p))
+	ins, err := readPart(j.input, j.info.starts[p], j.partLines(p), j.o.MaxLineBytes)
 	if err != nil {
 		return pipeline.EmbedStats{}, err
 	}

@@ -267,6 +267,68 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// The line reader's bounds: a line that is not valid UTF-8 (encoding/json
+// would embed U+FFFD in place of its bytes) and a line over
+// Options.MaxLineBytes are refused naming the line, before anything is
+// written.
+func TestBadInputBounds(t *testing.T) {
+	m, tok := tinyModel(t)
+	for _, c := range []struct {
+		name, input, want string
+		max               int
+	}{
+		{"invalid utf-8", "\"the sea\"\n\"a ship\"\n\"the whale\"\n\"the s\xffa\"\n", `in.jsonl:4: the line is not valid UTF-8 (at byte 7)`, 0},
+		{"over the limit", "\"the sea\"\n\"" + strings.Repeat("whale ", 20) + "\"\n", `in.jsonl:2: the line has more than 64 bytes (the limit; raise it with --max-line-bytes)`, 64},
+		{"over the default", "\"the sea\"\n\"" + strings.Repeat("whale ", 200_000) + "\"\n", `in.jsonl:2: the line has more than 1048576 bytes`, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			in := filepath.Join(dir, "in.jsonl")
+			if err := os.WriteFile(in, []byte(c.input), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Run(context.Background(), m, tok, in, filepath.Join(dir, "out.jsonl"), Options{NoSync: true, MaxLineBytes: c.max})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want one containing %q", err, c.want)
+			}
+			if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+				t.Errorf("a failed check left %d files", len(ents)-1)
+			}
+		})
+	}
+}
+
+// An output that is the input, by its path, a symlink or a hard link, is
+// refused before anything is written: the input stays as it was.
+func TestOutputIsInput(t *testing.T) {
+	m, tok := tinyModel(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	content := []byte("\"the sea\"\n\"a ship\"\n")
+	if err := os.WriteFile(in, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link, hard := filepath.Join(dir, "link.jsonl"), filepath.Join(dir, "hard.jsonl")
+	if err := os.Symlink(in, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(in, hard); err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{in, link, hard} {
+		_, err := Run(context.Background(), m, tok, in, out, Options{NoSync: true})
+		if err == nil || !strings.Contains(err.Error(), "replace the input") {
+			t.Errorf("--output %s: error %v, want a refusal", filepath.Base(out), err)
+		}
+		if b, _ := os.ReadFile(in); !bytes.Equal(b, content) {
+			t.Fatalf("--output %s: the input now holds %q", filepath.Base(out), b)
+		}
+		if _, err := os.Stat(out + ".parts"); err == nil {
+			t.Errorf("--output %s: a work folder was made", filepath.Base(out))
+		}
+	}
+}
+
 func TestEmptyInput(t *testing.T) {
 	m, tok := tinyModel(t)
 	dir := t.TempDir()

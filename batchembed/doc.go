@@ -9,6 +9,14 @@
 // text). Other keys are ignored. A line that is none of these, or empty,
 // is an error that names the file and the line number (from 1).
 //
+// Bounds. The input is read through the toolkit's one line reader
+// (internal/lines): a line is at most Options.MaxLineBytes (1 MiB by
+// default), refused as soon as the limit is passed without reading the
+// rest of it, and a line that is not valid UTF-8 is refused; both errors
+// name the file and the line. An output that is the input (the same file,
+// through a symlink or a hard link too) is refused before anything is
+// read or written.
+//
 // Output. Line i of the output (from 0) is
 //
 //	{"index": i, "id": …, "embedding": [v_0, …, v_{H-1}]}

@@ -1,7 +1,6 @@
 package batchembed
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,6 +10,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/roformer-go/roformer/internal/lines"
 	"github.com/roformer-go/roformer/pipeline"
 	"github.com/roformer-go/roformer/tokenizer"
 )
@@ -87,28 +87,6 @@ func kind(raw json.RawMessage) string {
 	return "a number"
 }
 
-// lineReader reads the lines of a file, counting them from 1.
-type lineReader struct {
-	r    *bufio.Reader
-	n    int   // lines read
-	off  int64 // bytes read
-	path string
-}
-
-// next returns the next line without its end of line, or io.EOF.
-func (lr *lineReader) next() ([]byte, error) {
-	b, err := lr.r.ReadBytes('\n')
-	if len(b) == 0 && err == io.EOF {
-		return nil, io.EOF
-	}
-	if err != nil && err != io.EOF {
-		return nil, fmt.Errorf("batchembed: reading %s after line %d: %w", lr.path, lr.n, err)
-	}
-	lr.n++
-	lr.off += int64(len(b))
-	return bytes.TrimSuffix(b, []byte("\n")), nil
-}
-
 // inputInfo is what a pass over the input found.
 type inputInfo struct {
 	bytes     int64
@@ -121,24 +99,25 @@ type inputInfo struct {
 
 // scan reads the whole input: it checks every line (it parses and encodes
 // each, so an input too long for o is found before any work), hashes the
-// bytes and notes where each part of window lines starts.
-func scan(path string, tok *tokenizer.Tokenizer, o pipeline.EmbedOptions, window int) (inputInfo, error) {
+// bytes and notes where each part of window lines starts. A line is at
+// most maxLineBytes (see Options.MaxLineBytes) and valid UTF-8.
+func scan(path string, tok *tokenizer.Tokenizer, o pipeline.EmbedOptions, window, maxLineBytes int) (inputInfo, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return inputInfo{}, fmt.Errorf("batchembed: %w", err)
 	}
 	defer f.Close()
 	h := sha256.New()
-	lr := &lineReader{r: bufio.NewReaderSize(io.TeeReader(f, h), 1<<20), path: path}
+	lr := lines.NewReader(io.TeeReader(f, h), path, maxLineBytes)
 	var info inputInfo
 	for {
-		start := lr.off
-		line, err := lr.next()
+		start := lr.Offset()
+		line, err := lr.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return inputInfo{}, err
+			return inputInfo{}, fmt.Errorf("batchembed: %w", err)
 		}
 		if info.lines%window == 0 {
 			info.starts = append(info.starts, start)
@@ -153,11 +132,11 @@ func scan(path string, tok *tokenizer.Tokenizer, o pipeline.EmbedOptions, window
 			}
 		}
 		if err != nil {
-			return inputInfo{}, fmt.Errorf("batchembed: %s:%d: %w", path, lr.n, err)
+			return inputInfo{}, fmt.Errorf("batchembed: %s:%d: %w", path, lr.Line(), err)
 		}
 		info.lines++
 	}
-	info.bytes = lr.off
+	info.bytes = lr.Offset()
 	info.sha256 = hex.EncodeToString(h.Sum(nil))
 	return info, nil
 }
@@ -192,7 +171,7 @@ func countLines(path string) (int, error) {
 }
 
 // readPart returns the n lines of the input that start at byte off, parsed.
-func readPart(path string, off int64, n int) ([]Input, error) {
+func readPart(path string, off int64, n, maxLineBytes int) ([]Input, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("batchembed: %w", err)
@@ -201,15 +180,15 @@ func readPart(path string, off int64, n int) ([]Input, error) {
 	if _, err := f.Seek(off, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("batchembed: %s: %w", path, err)
 	}
-	lr := &lineReader{r: bufio.NewReader(f), path: path}
+	lr := lines.NewReader(f, path, maxLineBytes)
 	ins := make([]Input, n)
 	for i := range ins {
-		line, err := lr.next()
+		line, err := lr.Next()
 		if err == io.EOF {
 			return nil, fmt.Errorf("batchembed: %s ended %d lines into the part at byte %d, before its %d lines: did the file change during the run?", path, i, off, n)
 		}
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("batchembed: the part at byte %d: %w (did the file change during the run?)", off, err)
 		}
 		if ins[i], err = ParseLine(line); err != nil {
 			return nil, fmt.Errorf("batchembed: %s, the part at byte %d, its line %d: %w (did the file change during the run?)", path, off, i+1, err)

@@ -34,30 +34,9 @@ const binaryInvalidRatio = 0.01
 // first. A corpus without any non-blank text is an error wrapping
 // ErrEmptyCorpus.
 func ReadCorpus(path string) ([]Document, error) {
-	info, err := os.Stat(path)
+	files, err := CorpusFiles(path)
 	if err != nil {
-		return nil, fmt.Errorf("data: corpus: %w", err)
-	}
-	var files []string
-	if info.IsDir() {
-		err := filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if !d.IsDir() && strings.EqualFold(filepath.Ext(p), ".txt") {
-				files = append(files, p)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("data: corpus folder %s: %w", path, err)
-		}
-		if len(files) == 0 {
-			return nil, fmt.Errorf("%w: no .txt files in folder %s", ErrEmptyCorpus, path)
-		}
-		sort.Strings(files)
-	} else {
-		files = []string{path}
+		return nil, err
 	}
 	var docs []Document
 	blank := true
@@ -82,6 +61,38 @@ func ReadCorpus(path string) ([]Document, error) {
 		return nil, fmt.Errorf("%w: the %d .txt files in %s have no text", ErrEmptyCorpus, len(files), path)
 	}
 	return docs, nil
+}
+
+// CorpusFiles returns the files of the corpus at path, as ReadCorpus reads
+// them: the file itself, or a folder's .txt files, searched recursively, in
+// lexical path order. A folder without any is an error wrapping
+// ErrEmptyCorpus.
+func CorpusFiles(path string) ([]string, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("data: corpus: %w", err)
+	}
+	if !info.IsDir() {
+		return []string{path}, nil
+	}
+	var files []string
+	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.EqualFold(filepath.Ext(p), ".txt") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("data: corpus folder %s: %w", path, err)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%w: no .txt files in folder %s", ErrEmptyCorpus, path)
+	}
+	sort.Strings(files)
+	return files, nil
 }
 
 // CheckText validates b as the UTF-8 text of the file name and returns it

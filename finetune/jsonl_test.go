@@ -111,3 +111,30 @@ func TestJSONLineBOM(t *testing.T) {
 		}
 	}
 }
+
+// The JSONL readers refuse a line that is not valid UTF-8, naming it
+// (encoding/json would read its bytes as U+FFFD and train on them).
+func TestJSONLineUTF8(t *testing.T) {
+	rows := map[string]string{
+		"choices": `{"question": "q", "choices": ["a", "b"], "label": 1}`,
+		"qa":      `{"question": "q", "context": "ab", "answers": {"text": ["a"], "answer_start": [0]}}`,
+		"pairs":   `{"anchor": "a", "positive": "b"}`,
+	}
+	bad := map[string]string{
+		"choices": "{\"question\": \"q\xff\", \"choices\": [\"a\", \"b\"], \"label\": 1}",
+		"qa":      "{\"question\": \"q\xff\", \"context\": \"ab\", \"answers\": {\"text\": [\"a\"], \"answer_start\": [0]}}",
+		"pairs":   "{\"anchor\": \"a\", \"positive\": \"b\xfe\"}",
+	}
+	read := map[string]func(in string) error{
+		"choices": func(in string) error { _, err := readChoices(strings.NewReader(in), "x.jsonl", 0); return err },
+		"qa":      func(in string) error { _, err := readQAJSONL(strings.NewReader(in), "x.jsonl", 0); return err },
+		"pairs":   func(in string) error { _, err := readPairs(strings.NewReader(in), "x.jsonl", 0); return err },
+	}
+	for name, f := range read {
+		err := f(rows[name] + "\n" + rows[name] + "\n" + bad[name] + "\n")
+		var ie *labelled.InputError
+		if !errors.As(err, &ie) || ie.Line != 3 || !strings.Contains(err.Error(), "x.jsonl:3: the line is not valid UTF-8") {
+			t.Errorf("%s: got %v, want an error naming line 3 and UTF-8", name, err)
+		}
+	}
+}

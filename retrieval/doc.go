@@ -29,5 +29,9 @@
 //
 // The input files are BEIR's (Thakur et al. 2021): JSONL documents
 // {"_id", "text"} with an optional "title", and a qrels TSV "query-id
-// corpus-id score" with a header line.
+// corpus-id score" with a header line. ReadDocs and ReadQrels read them a
+// line at a time, each line at most a limit (DefaultMaxLineBytes, 1 MiB,
+// unless the caller gives another) and valid UTF-8, refused with the file
+// and the line as soon as the limit is passed; Qrels.Check refuses qrels
+// that pair no query with a document of the corpus.
 package retrieval

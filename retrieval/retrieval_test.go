@@ -247,14 +247,14 @@ func TestDenseSearch(t *testing.T) {
 }
 
 func TestReadBEIR(t *testing.T) {
-	docs, err := ReadDocs(strings.NewReader(`{"_id":"d1","title":"T","text":"x","extra":1}`+"\n\n"+`{"_id":"d2","text":"y"}`), "c.jsonl")
+	docs, err := ReadDocs(strings.NewReader(`{"_id":"d1","title":"T","text":"x","extra":1}`+"\n\n"+`{"_id":"d2","text":"y"}`), "c.jsonl", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []Doc{{"d1", "T", "x"}, {"d2", "", "y"}}; !reflect.DeepEqual(docs, want) || docs[0].Content() != "T x" {
 		t.Errorf("got %v, want %v", docs, want)
 	}
-	qr, err := ReadQrels(strings.NewReader("query-id\tcorpus-id\tscore\nq1\td1\t1\r\nq1\td2\t0\n"), "q.tsv")
+	qr, err := ReadQrels(strings.NewReader("query-id\tcorpus-id\tscore\nq1\td1\t1\r\nq1\td2\t0\n"), "q.tsv", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,8 +265,10 @@ func TestReadBEIR(t *testing.T) {
 		{`{"_id":"a","text":"x"}` + "\n" + `{"_id":"a","text":"y"}`, `c.jsonl:2: id "a" was already given on line 1`},
 		{`{"text":"x"}`, `c.jsonl:1: no "_id"`},
 		{`[1]`, `c.jsonl:1: json`},
+		{`{"_id":"a","text":"x"}` + "\n" + `{"_id":"b","text":"` + strings.Repeat("y", 100) + `"}`, `c.jsonl:2: the line has more than 64 bytes (the limit`},
+		{`{"_id":"a","text":"x"}` + "\n" + "{\"_id\":\"b\",\"text\":\"\xff\"}", `c.jsonl:2: the line is not valid UTF-8`},
 	} {
-		if _, err := ReadDocs(strings.NewReader(tc.in), "c.jsonl"); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := ReadDocs(strings.NewReader(tc.in), "c.jsonl", 64); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: error %v, want one with %q", tc.in, err, tc.want)
 		}
 	}
@@ -274,9 +276,36 @@ func TestReadBEIR(t *testing.T) {
 		{"h\nq1\td1\n", "q.tsv:2: 2 tab-separated fields"},
 		{"h\nq1\td1\tx\n", `q.tsv:2: score "x"`},
 		{"h\nq1\td1\t1\nq1\td1\t1\n", `q.tsv:3: query "q1" and document "d1" were already judged`},
+		{"h\nq1\t" + strings.Repeat("d", 100) + "\t1\n", `q.tsv:2: the line has more than 64 bytes`},
+		{"h\nq1\td\xe9\t1\n", `q.tsv:2: the line is not valid UTF-8`},
 	} {
-		if _, err := ReadQrels(strings.NewReader(tc.in), "q.tsv"); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := ReadQrels(strings.NewReader(tc.in), "q.tsv", 64); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: error %v, want one with %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+// Qrels that pair no query with a document are refused, naming the ids
+// that are not there; a partial match passes, as the evaluator takes it.
+func TestQrelsCheck(t *testing.T) {
+	queries := []Doc{{ID: "q1"}, {ID: "q2"}}
+	corpus := []Doc{{ID: "d1"}, {ID: "d2"}}
+	for _, tc := range []struct {
+		name string
+		qr   Qrels
+		want string // "" for no error
+	}{
+		{"match", Qrels{"q1": {"d1": 1}}, ""},
+		{"partial", Qrels{"q1": {"d1": 1, "d9": 1}, "x": {"d1": 1}}, ""},
+		{"no query", Qrels{"x1": {"d1": 1}, "x2": {"d2": 1}}, `2 of its 2 query ids are not queries ("x1", "x2")`},
+		{"no document", Qrels{"q1": {"e1": 1, "e2": 1}, "q2": {"e3": 2}}, `3 document ids are not in the corpus ("e1", "e2", "e3")`},
+		{"many", Qrels{"a": {"d1": 1}, "b": {"d1": 1}, "c": {"d1": 1}, "d": {"d1": 1}, "e": {"d1": 1}, "f": {"d1": 1}}, `6 of its 6 query ids are not queries ("a", "b", "c", "d", "e", …)`},
+		{"nothing relevant", Qrels{"q1": {"d1": 0}}, "every judgement of a query and a document has score 0"},
+		{"empty", Qrels{}, "no relevant judgement"},
+	} {
+		err := tc.qr.Check(queries, corpus)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}
 }

@@ -48,6 +48,7 @@ func embedFlags(fs *flag.FlagSet, o *embedOptions) {
 	fs.IntVar(&o.run.MaxBatchTokens, "batch-tokens", pipeline.DefaultMaxBatchTokens, "padded tokens (inputs × the longest) per forward pass; a longer input runs alone")
 	fs.IntVar(&o.run.Window, "window", 0, "lines sorted by length together and written as one part, the unit of resuming and of sharding (default: 1024, or fewer to make at least 16 parts, but at least 256)")
 	fs.StringVar(&o.run.WorkDir, "work", "", "folder of the finished parts, for resuming (default: OUT.jsonl.parts)")
+	maxLineBytesFlag(fs, &o.run.MaxLineBytes)
 	computeFlags(fs, &o.precision, &o.threads)
 }
 
@@ -142,8 +143,10 @@ func runEmbed(ctx context.Context, o embedOptions, g distributed.Comm, stderr io
 		return err
 	}
 	sec := st.Embedding.Seconds()
-	fmt.Fprintf(stderr, "embed: %d lines, %d tokens (%d padded) in %.2f s: %.1f lines/s, %.0f tokens/s", st.Embedded.Rows,
-		st.Embedded.Tokens, st.Embedded.PaddedTokens, sec, float64(st.Embedded.Rows)/sec, float64(st.Embedded.Tokens)/sec)
+	fmt.Fprintf(stderr, "embed: %d lines, %d tokens (%d padded) in %.2f s", st.Embedded.Rows, st.Embedded.Tokens, st.Embedded.PaddedTokens, sec)
+	if st.Embedded.Rows > 0 && sec > 0 { // rates only when there is something to rate
+		fmt.Fprintf(stderr, ": %.1f lines/s, %.0f tokens/s", float64(st.Embedded.Rows)/sec, float64(st.Embedded.Tokens)/sec)
+	}
 	if st.Ranks > 1 {
 		fmt.Fprintf(stderr, " on %d ranks", st.Ranks)
 	}

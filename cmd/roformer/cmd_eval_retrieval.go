@@ -36,6 +36,7 @@ type evalRetrievalOptions struct {
 	name, split, cache                  string
 	pooling, precision                  string
 	threads, maxLength, batch, block    int
+	maxLineBytes                        int
 	rrfK                                float64
 	depth                               int
 	tuneSplit, tuneMetric, fusion       string
@@ -68,6 +69,7 @@ func cmdEvalRetrieval(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs.BoolVar(&o.exactLengths, "bm25-exact-lengths", false, "BM25 with exact document lengths (default: lengths rounded as Lucene 8+ stores them)")
 	fs.BoolVar(&o.json, "json", false, "print the scores as JSON")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress output")
+	maxLineBytesFlag(fs, &o.maxLineBytes)
 	computeFlags(fs, &o.precision, &o.threads)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -140,13 +142,19 @@ func loadRetrieval(ctx context.Context, o evalRetrievalOptions, stderr io.Writer
 		defer fh.Close()
 		return f(fh, path)
 	}
+	limit := o.maxLineBytes
 	sp = &tasks.RetrievalSplit{}
-	err = read(o.queries, func(r io.Reader, n string) (err error) { sp.Queries, err = retrieval.ReadDocs(r, n); return })
+	err = read(o.queries, func(r io.Reader, n string) (err error) { sp.Queries, err = retrieval.ReadDocs(r, n, limit); return })
 	if err == nil {
-		err = read(o.corpus, func(r io.Reader, n string) (err error) { sp.Corpus, err = retrieval.ReadDocs(r, n); return })
+		err = read(o.corpus, func(r io.Reader, n string) (err error) { sp.Corpus, err = retrieval.ReadDocs(r, n, limit); return })
 	}
 	if err == nil {
-		err = read(o.qrels, func(r io.Reader, n string) (err error) { sp.Qrels, err = retrieval.ReadQrels(r, n); return })
+		err = read(o.qrels, func(r io.Reader, n string) (err error) { sp.Qrels, err = retrieval.ReadQrels(r, n, limit); return })
+	}
+	if err == nil {
+		if err = sp.Qrels.Check(sp.Queries, sp.Corpus); err != nil {
+			err = fmt.Errorf("%s against %s and %s: %w", o.qrels, o.queries, o.corpus, err)
+		}
 	}
 	return o.queries, sp, nil, err
 }

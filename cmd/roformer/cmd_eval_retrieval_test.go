@@ -55,7 +55,7 @@ func readRetrievalDocs(t *testing.T, p string) []retrieval.Doc {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	d, err := retrieval.ReadDocs(f, p)
+	d, err := retrieval.ReadDocs(f, p, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func readRetrievalQrels(t *testing.T, p string) retrieval.Qrels {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	q, err := retrieval.ReadQrels(f, p)
+	q, err := retrieval.ReadQrels(f, p, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,10 +46,16 @@ func (d *dataFlags) register(fs *flag.FlagSet, withProblem bool) {
 		def("(default label, or tags)", "(default: as the model was fine-tuned, else label or tags)"))
 	fs.StringVar(&d.labelSep, "label-sep", ",", "separator of the labels of a multi-label CSV/TSV cell")
 	fs.BoolVar(&d.noHeader, "no-header", false, "CSV/TSV files have no header row; name columns by 0-based index (GLUE's CoLA layout)")
-	fs.IntVar(&d.maxLineBytes, "max-line-bytes", labelled.DefaultMaxLineBytes, "longest input line accepted")
+	maxLineBytesFlag(fs, &d.maxLineBytes)
 	if withProblem {
 		fs.StringVar(&d.problem, "problem", "single-label", "single-label, multi-label, regression or token (token classification)")
 	}
+}
+
+// maxLineBytesFlag registers --max-line-bytes, the one flag of every verb
+// that reads a data file a line at a time.
+func maxLineBytesFlag(fs *flag.FlagSet, v *int) {
+	fs.IntVar(v, "max-line-bytes", labelled.DefaultMaxLineBytes, "longest line of an input file in bytes, its end of line not counted; a longer line is refused, naming the file and the line, as soon as the limit is passed")
 }
 
 // set reports whether any column flag was given.

@@ -156,7 +156,7 @@ func cmdEvalSpan(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&task, "task", "", "qa or multiple-choice")
 	fs.StringVar(&file, "eval", "", "questions to score: SQuAD JSON/JSONL (qa) or {question, choices, label} JSONL (multiple-choice)")
 	fs.BoolVar(&asJSON, "json", false, "print the metrics as JSON")
-	fs.IntVar(&maxLineBytes, "max-line-bytes", 0, "longest line of a JSONL file (0: the default)")
+	maxLineBytesFlag(fs, &maxLineBytes)
 	th := threadsFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -222,7 +222,7 @@ func TestFinetuneCLIBadInput(t *testing.T) {
 		{"label_not_in_given_set", []string{"--train", good, "--labels", "negative,neutral"}, `good.jsonl:2: label "positive" is not in the label set [negative, neutral] (--labels)`},
 		{"empty_file", []string{"--train", write("e.tsv", "")}, "e.tsv: no examples: the file is empty"},
 		{"over_long_line", []string{"--train", write("l.jsonl", "{\"text\":\"a\",\"label\":\"x\"}\n{\"text\":\""+strings.Repeat("a", 100)+"\",\"label\":\"y\"}\n"), "--max-line-bytes", "64"},
-			"l.jsonl:2: line is longer than 64 bytes"},
+			"l.jsonl:2: the line has more than 64 bytes"},
 		{"no_truncation", []string{"--train", good, "--truncation", "none", "--max-length", "4"}, "good.jsonl:1: the input has"},
 		{"missing_model", []string{"--train", good, "--model", filepath.Join(dir, "nope")}, "nope/config.json: no such file or directory"},
 	} {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/roformer-go/roformer/data/labelled"
 	"github.com/roformer-go/roformer/finetune"
+	"github.com/roformer-go/roformer/internal/lines"
 )
 
 func init() {
@@ -43,6 +44,11 @@ func cmdPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if o.output != "" {
+		if o.input != "-" {
+			if err := lines.CheckOutput(o.output, o.input); err != nil {
+				return err
+			}
+		}
 		return writeFileVia(o.output, func(w io.Writer) error { return runPredict(ctx, o, w) })
 	}
 	return runPredict(ctx, o, stdout)

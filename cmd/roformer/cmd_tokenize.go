@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/roformer-go/roformer/internal/lines"
 	"github.com/roformer-go/roformer/tokenizer"
 )
 
@@ -27,6 +29,7 @@ type tokenizeOptions struct {
 	texts                []string
 	stdin                io.Reader // JSON lines when neither input nor texts are given
 	batchLines           int       // lines encoded together (parallel); 0: 1024
+	maxLineBytes         int       // longest line of the input (0: the default)
 }
 
 func cmdTokenize(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -40,6 +43,7 @@ func cmdTokenize(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&o.truncation, "truncation", "auto", "longest_first, only_first, only_second or do_not_truncate (auto: longest_first when --max-length is set and there is no padding)")
 	fs.StringVar(&o.padding, "padding", "do_not_pad", "do_not_pad, longest (over all inputs) or max_length")
 	fs.BoolVar(&o.noSpecialTokens, "no-special-tokens", false, "leave out [CLS] and [SEP]")
+	maxLineBytesFlag(fs, &o.maxLineBytes)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -66,6 +70,11 @@ func cmdTokenize(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	o.stdin = os.Stdin
 	if o.output != "" {
+		if o.input != "" && o.input != "-" {
+			if err := lines.CheckOutput(o.output, o.input); err != nil {
+				return err
+			}
+		}
 		return writeFileVia(o.output, func(w io.Writer) error { return runTokenize(ctx, o, w) })
 	}
 	return runTokenize(ctx, o, stdout)
@@ -140,7 +149,7 @@ func runTokenize(ctx context.Context, o tokenizeOptions, w io.Writer) error {
 	if r == nil {
 		return usagef("no input: give TEXT arguments, --input or JSON lines on stdin")
 	}
-	if err := readInputLines(r, name, batchLines, flush); err != nil {
+	if err := readInputLines(r, name, o.maxLineBytes, batchLines, flush); err != nil {
 		return err
 	}
 	return bw.Flush()
@@ -179,55 +188,39 @@ func tokenizeSetup(o tokenizeOptions) (*tokenizer.Tokenizer, tokenizer.EncodeOpt
 }
 
 // readInputLines reads JSON lines ({"text": …, "text_pair": …}; blank
-// lines skipped) from r and hands them to flush in batches of batchLines,
-// with the index of each batch's first input.
-func readInputLines(r io.Reader, name string, batchLines int, flush func(inputs []tokenizer.Input, first int) error) error {
-	br := bufio.NewReaderSize(r, 1<<20)
+// lines skipped) from r, each at most maxLineBytes and valid UTF-8
+// (internal/lines), and hands them to flush in batches of batchLines, with
+// the index of each batch's first input.
+func readInputLines(r io.Reader, name string, maxLineBytes, batchLines int, flush func(inputs []tokenizer.Input, first int) error) error {
 	var inputs []tokenizer.Input
-	first, lineNo := 0, 0
-	for {
-		raw, readErr := br.ReadBytes('\n')
-		if len(raw) > 0 {
-			lineNo++
-			if len(trimSpaceBytes(raw)) > 0 {
-				var in tokenizeInputLine
-				if err := json.Unmarshal(raw, &in); err != nil {
-					return fmt.Errorf("%s line %d: %w", name, lineNo, err)
-				}
-				if in.Text == nil {
-					return fmt.Errorf(`%s line %d: no "text" field`, name, lineNo)
-				}
-				inputs = append(inputs, tokenizer.Input{Text: *in.Text, TextPair: in.TextPair})
-				if len(inputs) == batchLines {
-					if err := flush(inputs, first); err != nil {
-						return err
-					}
-					first += len(inputs)
-					inputs = inputs[:0]
-				}
-			}
+	first := 0
+	err := lines.Each(r, name, maxLineBytes, func(line int, raw []byte) error {
+		if len(bytes.TrimSpace(raw)) == 0 {
+			return nil
 		}
-		if readErr == io.EOF {
-			break
+		var in tokenizeInputLine
+		if err := json.Unmarshal(raw, &in); err != nil {
+			return fmt.Errorf("%s line %d: %w", name, line, err)
 		}
-		if readErr != nil {
-			return fmt.Errorf("%s: %w", name, readErr)
+		if in.Text == nil {
+			return fmt.Errorf(`%s line %d: no "text" field`, name, line)
 		}
+		inputs = append(inputs, tokenizer.Input{Text: *in.Text, TextPair: in.TextPair})
+		if len(inputs) < batchLines {
+			return nil
+		}
+		err := flush(inputs, first)
+		first += len(inputs)
+		inputs = inputs[:0]
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	if len(inputs) > 0 {
 		return flush(inputs, first)
 	}
 	return nil
-}
-
-func trimSpaceBytes(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\r' || b[0] == '\n') {
-		b = b[1:]
-	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t' || b[len(b)-1] == '\r' || b[len(b)-1] == '\n') {
-		b = b[:len(b)-1]
-	}
-	return b
 }
 
 // appendEncodingJSON writes one output line without reflection.

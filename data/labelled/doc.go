@@ -12,5 +12,11 @@
 //
 // A reader is bounded by its input: a line is at most
 // ReadOptions.MaxLineBytes (DefaultMaxLineBytes, 1 MiB), and a longer one is
-// an error naming the file, the line and the limit.
+// an error naming the file, the line and the limit, given as soon as the
+// limit is passed (the rest of the line is never read); a line that is not
+// valid UTF-8 is an error naming it; and a file holds at most
+// ReadOptions.MaxLabels distinct labels (DefaultMaxLabels, 2²⁰, the most
+// num_labels a model may have), the first one past it refused as it is
+// read. The lines come through internal/lines, the toolkit's one line
+// reader.
 package labelled

@@ -1,7 +1,6 @@
 package labelled
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
@@ -14,7 +13,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/roformer-go/roformer/internal/lines"
 )
 
 // Problem is what a model learns from the labels.
@@ -116,8 +116,13 @@ func DetectFormat(path string) (Format, error) {
 	return f, nil
 }
 
-// DefaultMaxLineBytes is the longest line a reader accepts unless told otherwise.
-const DefaultMaxLineBytes = 1 << 20
+// DefaultMaxLineBytes is the longest line a reader accepts unless told
+// otherwise (1 MiB): the default of every line reader of the toolkit.
+const DefaultMaxLineBytes = lines.DefaultMaxBytes
+
+// DefaultMaxLabels is the most distinct labels a file may hold unless told
+// otherwise: 2²⁰, model/roformer's MaxLabels, the bound on num_labels.
+const DefaultMaxLabels = 1 << 20
 
 // ReadOptions say how to read a data file.
 type ReadOptions struct {
@@ -133,8 +138,14 @@ type ReadOptions struct {
 	// Unlabelled reads input for prediction: the label column may be absent;
 	// when present it is read and checked.
 	Unlabelled bool
-	// MaxLineBytes bounds the length of a line (default DefaultMaxLineBytes).
+	// MaxLineBytes bounds the length of a physical line, its end of line
+	// not counted (DefaultMaxLineBytes when ≤ 0). A longer line is refused
+	// as soon as the limit is passed, without reading the rest of it.
 	MaxLineBytes int
+	// MaxLabels bounds the distinct labels (classes, or tags) of the file
+	// (DefaultMaxLabels when ≤ 0): the first label past it is refused as
+	// it is read, before the rows after it.
+	MaxLabels int
 }
 
 // InputError is a problem with a data file; Line is 1-based (0: the file as
@@ -175,7 +186,10 @@ func ReadFile(path string, opts ReadOptions) (*Dataset, error) {
 	return Read(f, path, opts)
 }
 
-// Read reads examples from r; name is the file name used in errors.
+// Read reads examples from r; name is the file name used in errors. Lines
+// are read through one bounded reader (see ReadOptions.MaxLineBytes) that
+// refuses invalid UTF-8 and drops a leading byte-order mark; every error is
+// an *InputError naming the file and, where it has one, the line.
 func Read(r io.Reader, name string, opts ReadOptions) (*Dataset, error) {
 	if opts.Problem == "" {
 		opts.Problem = SingleLabel
@@ -193,17 +207,26 @@ func Read(r io.Reader, name string, opts ReadOptions) (*Dataset, error) {
 	if opts.LabelSep == "" {
 		opts.LabelSep = ","
 	}
-	if opts.MaxLineBytes <= 0 {
-		opts.MaxLineBytes = DefaultMaxLineBytes
+	if opts.MaxLabels <= 0 {
+		opts.MaxLabels = DefaultMaxLabels
 	}
-	lr := &lineReader{r: bufio.NewReaderSize(r, 64<<10), max: opts.MaxLineBytes}
+	lr := lines.NewReader(r, name, opts.MaxLineBytes)
 	ds := &Dataset{File: name}
+	labels := labelSet{seen: map[string]struct{}{}, max: opts.MaxLabels}
+	keep := func(ex Example) error {
+		if err := labels.add(&ex); err != nil {
+			return err
+		}
+		ds.Examples = append(ds.Examples, ex)
+		return nil
+	}
 	var err error
+	headed := false // a CSV or TSV header was read
 	switch opts.Format {
 	case JSONL:
-		err = readJSONL(lr, ds, &opts)
+		err = readJSONL(lr, keep, &opts)
 	case CSV, TSV:
-		err = readTable(lr, ds, &opts)
+		headed, err = readTable(lr, keep, &opts)
 	default:
 		return nil, fmt.Errorf("labelled: %s: unknown format %q", name, opts.Format)
 	}
@@ -213,15 +236,11 @@ func Read(r io.Reader, name string, opts ReadOptions) (*Dataset, error) {
 			ie.File = name
 			return nil, ie
 		}
-		var tl *lineTooLong
-		if errors.As(err, &tl) {
-			return nil, &InputError{File: name, Line: tl.line, Err: tl}
-		}
-		return nil, &InputError{File: name, Err: err}
+		return nil, lineError(err, name)
 	}
 	if len(ds.Examples) == 0 {
 		what := "the file is empty"
-		if lr.sawData && opts.Format != JSONL && !opts.NoHeader {
+		if headed {
 			what = "the file has a header but no rows"
 		}
 		return nil, &InputError{File: name, Err: fmt.Errorf("%w: %s", ErrEmpty, what)}
@@ -229,115 +248,80 @@ func Read(r io.Reader, name string, opts ReadOptions) (*Dataset, error) {
 	return ds, nil
 }
 
-// lineTooLong reports a physical line longer than the limit.
-type lineTooLong struct{ line, max int }
-
-func (e *lineTooLong) Error() string {
-	return fmt.Sprintf("line is longer than %d bytes (raise the limit on line length if this is intended)", e.max)
-}
-
-// lineReader hands out physical lines (without the end of line), counting
-// them, refusing over-long ones and dropping a leading UTF-8 byte-order
-// mark. As an io.Reader it passes the same bytes through with the same
-// checks, for encoding/csv.
-type lineReader struct {
-	r       *bufio.Reader
-	max     int
-	line    int // lines started so far
-	run     int // bytes of the current line passed through Read
-	sawData bool
-	started bool
-	pending []byte // bytes of a line handed to Read in pieces
-}
-
-var bom = []byte{0xEF, 0xBB, 0xBF}
-
-func (l *lineReader) dropBOM() {
-	if !l.started {
-		l.started = true
-		if b, err := l.r.Peek(3); err == nil && bytes.Equal(b, bom) {
-			l.r.Discard(3)
-		}
+// lineError returns err as an *InputError of the file name, with its line
+// when the line reader refused one.
+func lineError(err error, name string) *InputError {
+	var le *lines.Error
+	if errors.As(err, &le) {
+		return &InputError{File: le.File, Line: le.Line, Err: le.Err}
 	}
+	return &InputError{File: name, Err: err}
 }
 
-// next returns the next line, its 1-based number, or io.EOF.
-func (l *lineReader) next() ([]byte, int, error) {
-	l.dropBOM()
-	var buf []byte
-	for {
-		frag, isPrefix, err := l.r.ReadLine()
+// labelSet counts the distinct labels of a file, up to max.
+type labelSet struct {
+	seen map[string]struct{}
+	max  int
+}
+
+// add counts the labels of ex, refusing the first one past the limit.
+func (s *labelSet) add(ex *Example) error {
+	if !ex.HasLabel {
+		return nil
+	}
+	labels := ex.Labels
+	switch {
+	case ex.Tags != nil:
+		labels = ex.Tags
+	case ex.Labels == nil && ex.Label != "":
+		labels = []string{ex.Label}
+	}
+	for _, l := range labels {
+		if _, ok := s.seen[l]; ok {
+			continue
+		}
+		if len(s.seen) == s.max {
+			return &InputError{Line: ex.Line, Err: fmt.Errorf("label %q is one more than the %d distinct labels a file may hold (the most num_labels a model may have)", l, s.max)}
+		}
+		s.seen[l] = struct{}{}
+	}
+	return nil
+}
+
+// csvSource hands encoding/csv the physical lines of a lines.Reader, each
+// with a "\n", so that a CSV file's lines are bounded and checked as every
+// other file's are.
+type csvSource struct {
+	lr      *lines.Reader
+	pending []byte
+}
+
+func (c *csvSource) Read(p []byte) (int, error) {
+	if len(c.pending) == 0 {
+		b, err := c.lr.Next()
 		if err != nil {
-			if err == io.EOF && buf != nil {
-				break
-			}
-			return nil, 0, err
+			return 0, err
 		}
-		if buf == nil {
-			l.line++
-			buf = []byte{}
-		}
-		if len(buf)+len(frag) > l.max {
-			return nil, 0, &lineTooLong{line: l.line, max: l.max}
-		}
-		buf = append(buf, frag...)
-		if !isPrefix {
-			break
-		}
+		c.pending = append(append(c.pending[:0], b...), '\n')
 	}
-	if len(bytes.TrimSpace(buf)) > 0 {
-		l.sawData = true
-	}
-	return buf, l.line, nil
-}
-
-// Read implements io.Reader for encoding/csv, line by line.
-func (l *lineReader) Read(p []byte) (int, error) {
-	l.dropBOM()
-	if len(l.pending) == 0 {
-		b, err := l.r.ReadSlice('\n')
-		if len(b) == 0 && err != nil {
-			if err == bufio.ErrBufferFull {
-				err = nil
-			} else {
-				return 0, err
-			}
-		}
-		if l.run == 0 && len(b) > 0 {
-			l.line++
-		}
-		l.run += len(b)
-		if l.run > l.max+2 {
-			return 0, &lineTooLong{line: l.line, max: l.max}
-		}
-		if len(bytes.TrimSpace(b)) > 0 {
-			l.sawData = true
-		}
-		if len(b) > 0 && b[len(b)-1] == '\n' {
-			l.run = 0
-		}
-		l.pending = append(l.pending[:0], b...)
-	}
-	n := copy(p, l.pending)
-	l.pending = l.pending[n:]
+	n := copy(p, c.pending)
+	c.pending = c.pending[n:]
 	return n, nil
 }
 
-func readJSONL(lr *lineReader, ds *Dataset, opts *ReadOptions) error {
+func readJSONL(lr *lines.Reader, keep func(Example) error, opts *ReadOptions) error {
 	for {
-		b, line, err := lr.next()
+		b, err := lr.Next()
 		if err == io.EOF {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
+		line := lr.Line()
 		b = bytes.TrimSpace(b)
 		if len(b) == 0 {
 			continue
-		}
-		if !utf8.Valid(b) {
-			return &InputError{Line: line, Err: errors.New("the line is not valid UTF-8")}
 		}
 		var rec map[string]json.RawMessage
 		d := json.NewDecoder(bytes.NewReader(b))
@@ -356,7 +340,9 @@ func readJSONL(lr *lineReader, ds *Dataset, opts *ReadOptions) error {
 			return &InputError{Line: line, Err: err}
 		}
 		ex.Line = line
-		ds.Examples = append(ds.Examples, ex)
+		if err := keep(ex); err != nil {
+			return err
+		}
 	}
 }
 
@@ -537,26 +523,30 @@ func checkExample(ex *Example, opts *ReadOptions) error {
 	return nil
 }
 
-// readTable reads the rows of a CSV or TSV table into ds, one example a row.
-func readTable(lr *lineReader, ds *Dataset, opts *ReadOptions) error {
+// readTable reads the rows of a CSV or TSV table, one example a row, and
+// hands each to keep; headed says that a header row was read.
+func readTable(lr *lines.Reader, keep func(Example) error, opts *ReadOptions) (headed bool, err error) {
 	next := tableRows(lr, opts.Format)
 	cols, ok, err := tableColumns(next, opts)
 	if err != nil || !ok {
-		return err
+		return false, err
 	}
+	headed = !opts.NoHeader
 	for {
 		rec, line, err := next()
 		if err == io.EOF {
-			return nil
+			return headed, nil
 		}
 		if err != nil {
-			return err
+			return headed, err
 		}
 		ex, err := tableExample(rec, line, cols, opts)
 		if err != nil {
-			return err
+			return headed, err
 		}
-		ds.Examples = append(ds.Examples, ex)
+		if err := keep(ex); err != nil {
+			return headed, err
+		}
 	}
 }
 
@@ -564,9 +554,9 @@ func readTable(lr *lineReader, ds *Dataset, opts *ReadOptions) error {
 // next row's fields and its line, io.EOF at the end. CSV is quoted as RFC
 // 4180 says; TSV is split at every tab, without quoting, blank lines
 // skipped.
-func tableRows(lr *lineReader, f Format) func() ([]string, int, error) {
+func tableRows(lr *lines.Reader, f Format) func() ([]string, int, error) {
 	if f == CSV {
-		cr := csv.NewReader(lr)
+		cr := csv.NewReader(&csvSource{lr: lr})
 		cr.FieldsPerRecord = -1
 		cr.ReuseRecord = false
 		return func() ([]string, int, error) {
@@ -584,15 +574,14 @@ func tableRows(lr *lineReader, f Format) func() ([]string, int, error) {
 	}
 	return func() ([]string, int, error) {
 		for {
-			b, line, err := lr.next()
+			b, err := lr.Next()
 			if err != nil {
 				return nil, 0, err
 			}
-			b = bytes.TrimRight(b, "\r")
 			if len(bytes.TrimSpace(b)) == 0 {
 				continue
 			}
-			return strings.Split(string(b), "\t"), line, nil
+			return strings.Split(string(b), "\t"), lr.Line(), nil
 		}
 	}
 }
@@ -664,11 +653,6 @@ func tableColumns(next func() ([]string, int, error), opts *ReadOptions) (cols t
 // tableExample makes the example of one row (its fields rec, read from
 // line) of a table with columns cols.
 func tableExample(rec []string, line int, cols tableCols, opts *ReadOptions) (Example, error) {
-	for _, f := range rec {
-		if !utf8.ValidString(f) {
-			return Example{}, &InputError{Line: line, Err: errors.New("the row is not valid UTF-8")}
-		}
-	}
 	width := len(rec)
 	if cols.width > 0 && width != cols.width {
 		return Example{}, &InputError{Line: line, Err: fmt.Errorf("the row has %d fields, the header %d", width, cols.width)}
