@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"sort"
 
+	"github.com/roformer-go/roformer/internal/boundedfile"
 	"github.com/roformer-go/roformer/tensor"
 )
 
@@ -342,16 +342,14 @@ func intShape(s []int64) []int {
 
 // readSized opens the file at path and parses it with parse, which reads
 // it in place through an io.ReaderAt of the file's size (never whole into
-// memory): the opening of ReadPyTorch and ReadSafetensors.
+// memory): the opening of ReadPyTorch and ReadSafetensors. A path that
+// is not a regular file (a named pipe, a device, a directory) is refused
+// before it is opened (boundedfile.Open).
 func readSized(path string, parse func(r io.ReaderAt, size int64, name string) (*File, error)) (*File, error) {
-	fh, err := os.Open(path)
+	fh, st, err := boundedfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
 	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
 	return parse(fh, st.Size(), path)
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -43,11 +42,13 @@ func ReadDir(dir string) (*File, error) {
 // ReadDir reads, and its stat (so a caller can size it before reading): the
 // first of model.safetensors, model.safetensors.index.json (sharded),
 // pytorch_model.bin and pytorch_model.bin.index.json (sharded) that exists.
-// When none does, the error wraps fs.ErrNotExist.
+// When none does, the error wraps fs.ErrNotExist. The first that exists
+// but is not a regular file after symlinks are followed (a named pipe, a
+// device, a directory) is refused, naming it (a *boundedfile.NotRegularError).
 func DirFile(dir string) (string, fs.FileInfo, error) {
 	for _, name := range dirCandidates {
 		p := filepath.Join(dir, name)
-		st, err := os.Stat(p)
+		st, err := boundedfile.Stat(p)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
@@ -185,7 +186,7 @@ func ReadSharded(indexPath string) (*File, error) {
 	var total int64
 	for _, shard := range shards {
 		p := filepath.Join(dir, shard)
-		st, err := os.Stat(p)
+		st, err := boundedfile.Stat(p)
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint: %s: shard %s (holding %d tensors, e.g. %q): %w",
 				indexPath, shard, len(byShard[shard]), firstSorted(byShard[shard]), err)

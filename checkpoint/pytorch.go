@@ -33,7 +33,8 @@ var legacyMagic = []byte{0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0
 
 // ReadPyTorch reads a torch.save zip checkpoint such as pytorch_model.bin;
 // see ParsePyTorch. The file is read through its zip directory, entry by
-// entry, so it is never held in memory whole.
+// entry, so it is never held in memory whole. A path that is not a regular
+// file is refused before it is opened, as ReadSafetensors says.
 func ReadPyTorch(path string) (*File, error) {
 	return readSized(path, parsePyTorch)
 }

@@ -25,6 +25,9 @@ const metadataKey = "__metadata__"
 // ReadSafetensors reads a .safetensors file; see ParseSafetensors. The
 // header is read, checked and then each tensor is decoded from the file in
 // chunks, so the file is never held in memory beside its float32 values.
+// A path that is not a regular file after symlinks are followed (a named
+// pipe, a device, a directory) is refused before it is opened, with an
+// error naming it (a *boundedfile.NotRegularError).
 func ReadSafetensors(path string) (*File, error) {
 	return readSized(path, parseSafetensors)
 }

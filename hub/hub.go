@@ -23,6 +23,7 @@ package hub
 import (
 	"errors"
 	"fmt"
+	"github.com/roformer-go/roformer/internal/boundedfile"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -114,7 +115,9 @@ func ResolveIn(cacheDir, ref string) (dir string, err error) {
 	commit := rev
 	if !commitID.MatchString(rev) {
 		refFile := filepath.Join(repoDir, "refs", filepath.FromSlash(rev))
-		data, err := os.ReadFile(refFile)
+		// A ref holds a commit hash: 40 bytes and a newline (a FIFO or a
+		// huge file in its place is refused, not waited on or read).
+		data, err := boundedfile.Read(refFile, 4096)
 		switch {
 		case err == nil:
 			commit = strings.TrimSpace(string(data))

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -234,6 +235,62 @@ func prune(runDir string, current, keep int) error {
 		if err := os.RemoveAll(filepath.Join(runDir, checkpointName(steps[i]))); err != nil {
 			return fmt.Errorf("pretrain: removing old checkpoint: %w", err)
 		}
+	}
+	return nil
+}
+
+// runStartEntries are the names a run writes in its folder before its
+// first checkpoint: Start's options (RunFile) and tokenizer folder, the
+// loop's metrics and plot.
+var runStartEntries = map[string]bool{RunFile: true, "tokenizer": true, MetricsFile: true, PlotFile: true}
+
+// checkNewRunFolder refuses a folder that a new run must not write into,
+// so that nothing in it is overwritten: one that holds a run (a latest
+// file, or checkpoint-<step> folders), or anything else that a run started
+// there and stopped before its first checkpoint would not have written (a
+// model folder's config.json and model.safetensors, a tokenizer's files,
+// any other file). A folder that does not exist, an empty one, or one
+// holding only runStartEntries and temporary files (atomicfile.TempPrefix)
+// is fine: the run starts afresh there.
+func checkNewRunFolder(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("pretrain: output folder: %w", err)
+	}
+	var other []string
+	for _, e := range ents {
+		name := e.Name()
+		switch {
+		case name == LatestFile:
+			return fmt.Errorf("pretrain: %s already holds a training run; resume it (roformer pretrain --resume %s) or choose another folder", dir, dir)
+		case runStartEntries[name] || strings.HasPrefix(name, atomicfile.TempPrefix):
+		default:
+			other = append(other, name)
+		}
+	}
+	if steps, err := listCheckpoints(dir); err != nil {
+		return err
+	} else if len(steps) > 0 {
+		return fmt.Errorf("pretrain: %s holds %s but no %s file (a run killed while saving its first checkpoint?); remove it or choose another folder",
+			dir, checkpointName(steps[0]), LatestFile)
+	}
+	if len(other) > 0 {
+		what := "files that are not a pretraining run's"
+		for _, name := range other {
+			if name == "config.json" || strings.HasSuffix(name, ".safetensors") || strings.HasSuffix(name, ".bin") {
+				what = "a model"
+			}
+		}
+		shown := other[:min(len(other), 4)]
+		more := ""
+		if len(other) > len(shown) {
+			more = fmt.Sprintf(" and %d more", len(other)-len(shown))
+		}
+		return fmt.Errorf("pretrain: %s holds %s (%s%s), which a new run would overwrite or mix with its own; choose an empty or new folder (a run is continued with --resume)",
+			dir, what, strings.Join(shown, ", "), more)
 	}
 	return nil
 }

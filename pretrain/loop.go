@@ -12,6 +12,7 @@ import (
 
 	"github.com/roformer-go/roformer/data"
 	"github.com/roformer-go/roformer/distributed"
+	"github.com/roformer-go/roformer/internal/saving"
 	"github.com/roformer-go/roformer/optim"
 	"github.com/roformer-go/roformer/tensor"
 	"github.com/roformer-go/roformer/train"
@@ -66,7 +67,11 @@ type Result struct {
 // checkpoint at the current step boundary has been saved.
 var ErrInterrupted = errors.New("pretrain: interrupted")
 
-// Run starts a new run in job.Options.OutDir, which must not hold one.
+// Run starts a new run in job.Options.OutDir, which must be missing, empty,
+// or hold only what a run started there wrote before its first checkpoint
+// (its options, tokenizer folder, metrics and plot): a folder holding a
+// run, a model (config.json, weights) or any other file is refused before
+// anything is written, so that nothing in it is overwritten.
 func (job Loop) Run(ctx context.Context) (*Result, error) {
 	o := job.Options.Defaults()
 	g := job.Group
@@ -97,19 +102,14 @@ func (job Loop) Run(ctx context.Context) (*Result, error) {
 	return t.run(ctx)
 }
 
-// newRunFolder makes dir ready for a new run: created, holding no run.
+// newRunFolder makes dir ready for a new run: created, holding nothing
+// but what checkNewRunFolder allows, cleared of temporary files.
 func newRunFolder(dir string) error {
+	if err := checkNewRunFolder(dir); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("pretrain: %w", err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, LatestFile)); err == nil {
-		return fmt.Errorf("pretrain: %s already holds a training run; resume it or choose another folder", dir)
-	}
-	if steps, err := listCheckpoints(dir); err != nil {
-		return err
-	} else if len(steps) > 0 {
-		return fmt.Errorf("pretrain: %s holds %s but no %s file (a run killed while saving its first checkpoint?); remove it or choose another folder",
-			dir, checkpointName(steps[0]), LatestFile)
 	}
 	return cleanTemp(dir)
 }
@@ -373,7 +373,10 @@ func (t *trainer) run(ctx context.Context) (*Result, error) {
 	}
 	var err error
 	if t.leader() {
-		if err = publishModel(t.lastCkpt, o.OutDir); err == nil {
+		end := saving.Begin()
+		err = publishModel(t.lastCkpt, o.OutDir)
+		end()
+		if err == nil {
 			err = t.plot()
 		}
 	}
@@ -566,8 +569,10 @@ func (t *trainer) restore(s boundaryState) error {
 // save writes checkpoint-<step> with the state at the current step
 // boundary. With several ranks it is a collective: the ranks first check
 // that they agree (checkRanks), each rank's model state is gathered, and
-// rank 0 writes.
+// rank 0 writes. It is marked as a save in progress (internal/saving) on
+// every rank, so that the CLI's exit after a signal waits for it.
 func (t *trainer) save() error {
+	defer saving.Begin()()
 	b, err := t.snapshot()
 	if err := agree(t.g, err); err != nil {
 		return err

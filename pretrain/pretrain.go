@@ -273,6 +273,8 @@ func modelConfig(opts Options, vocabSize int) (roformer.Config, error) {
 
 // Start prepares a new run in opts.Train.OutDir, writes its options and
 // tokenizer there, and trains. out receives progress (a bar when terminal).
+// The folder is checked first, as Loop.Run says: one holding a run, a
+// model or any other file is refused before the corpus is read.
 //
 // With opts.Group, every rank calls Start with the same options; rank 0
 // writes the folder and alone prints (out is ignored on the others).
@@ -302,8 +304,10 @@ func start(opts Options, write bool, out io.Writer) (*Job, error) {
 	if opts.Train.OutDir == "" {
 		return nil, errors.New("pretrain: no output folder")
 	}
-	if _, err := os.Stat(filepath.Join(opts.Train.OutDir, LatestFile)); err == nil && write {
-		return nil, fmt.Errorf("pretrain: %s already holds a run; continue it with --resume %s, or choose another --out", opts.Train.OutDir, opts.Train.OutDir)
+	if write {
+		if err := checkNewRunFolder(opts.Train.OutDir); err != nil {
+			return nil, err
+		}
 	}
 	j, err := Prepare(opts, out)
 	if err != nil || !write {

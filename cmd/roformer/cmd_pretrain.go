@@ -61,7 +61,7 @@ func cmdPretrain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&p.Train.EvalEvery, "eval-every", def.Train.EvalEvery, "steps between evaluations on the held-out split (0: only at the end)")
 	fs.IntVar(&p.Train.EvalBatches, "eval-batches", def.Train.EvalBatches, "held-out batches per evaluation (0: all)")
 	fs.IntVar(&p.Train.LogEvery, "log-every", def.Train.LogEvery, "steps between log lines (without a terminal)")
-	fs.StringVar(&p.Train.OutDir, "out", "", "run folder (default: runs/pretrain-<date>-<time>)")
+	fs.StringVar(&p.Train.OutDir, "out", "", "run folder, new or empty (a model folder or other files are refused; continue a run with --resume) (default: runs/pretrain-<date>-<time>)")
 	fs.StringVar(&p.Objective, "objective", "mlm", "mlm (masked LM), causal (next token: a RoFormerForCausalLM for generate), unilm (seq2seq LM over --pairs or the corpus cut in two: generate --unilm) or sim (the RoFormer-Sim recipe on --pairs from --init: similar)")
 	fs.StringVar(&p.Init, "init", "", "model folder to start from (causal, unilm; required for sim: a v1 or V2 masked-LM checkpoint)")
 	fs.StringVar(&p.Pairs, "pairs", "", `unilm and sim: JSONL of {"anchor", "positive"} pairs (unilm: source, target), or "bible" for the Bible task's training pairs`)

@@ -12,6 +12,12 @@
 // 2 the command line itself was wrong (unknown verb or flag), 130 the
 // command was interrupted (SIGINT/SIGTERM; training saved a checkpoint).
 //
+// Signals: the first SIGINT or SIGTERM cancels the verb's context; a verb
+// still running a second later (signalGrace: blocked in an open, a read,
+// the network, or computing) is ended with exit 130, after any save in
+// progress (internal/saving) has ended; a second signal exits at once.
+// See interruptOnSignal.
+//
 // Errors: each error is printed once, on one line that begins with one
 // prefix, "roformer VERB: " (or "roformer: " before a verb is known). A
 // package's own prefix after it stays ("roformer inspect: checkpoint: …"
@@ -35,6 +41,9 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
+
+	"github.com/roformer-go/roformer/internal/saving"
 )
 
 // command is one CLI verb. Each cmd_<verb>.go registers its own in init.
@@ -294,7 +303,7 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 	if !ok {
 		return unknownCommand(stderr, args[0])
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptOnSignal(c.name, stderr, !ownShutdown[c.name])
 	defer stop()
 	defer func() {
 		// Kernels panic only on programmer errors; report them as failures
@@ -326,4 +335,96 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		return 2
 	}
 	return 1
+}
+
+// signalGrace is how long a verb may run on after the first SIGINT or
+// SIGTERM has cancelled its context before the process exits anyway.
+const signalGrace = time.Second
+
+// ownShutdown are the verbs that bound their own shutdown after a signal,
+// for which signalGrace does not apply: serve drains its requests in
+// flight for up to --drain-timeout.
+var ownShutdown = map[string]bool{"serve": true}
+
+// interruptOnSignal returns the context of verb, cancelled on the first
+// SIGINT or SIGTERM (its cause wraps context.Canceled and names the
+// signal, as signal.NotifyContext's does), and stop, which ends the watch
+// when the verb has returned.
+//
+// Most verbs return soon after the cancellation, with their own message
+// and exit code 130. One that is still running signalGrace later (waiting
+// in a syscall that no context reaches, such as the open of a named pipe
+// or a read from one, or computing between two checks of its context)
+// is ended here with exit code 130 when force is set. First saving.Drain
+// stops new saves from beginning and waits for those in progress (a
+// checkpoint being written, a model being published), so that none is
+// cut short, and the verb then has another signalGrace to return on its
+// own path (pretrain's save on the signal ends so: its message says where
+// the checkpoint is); everything else the toolkit writes goes through
+// internal/atomicfile, so what an exit interrupts was never visible. A
+// second signal exits at once, during a save too (the save is then lost,
+// its temporary files are left for the next run to remove; what was saved
+// before is whole).
+func interruptOnSignal(verb string, stderr io.Writer, force bool) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		var first os.Signal
+		select {
+		case first = <-sigs:
+		case <-done:
+			return
+		}
+		cancel(signalCause{first})
+		var grace <-chan time.Time // nil: only a second signal ends the process
+		if force {
+			grace = time.After(signalGrace)
+		}
+		var saved <-chan struct{}
+		for {
+			select {
+			case <-done:
+				return
+			case s := <-sigs:
+				fmt.Fprintf(stderr, "roformer %s: interrupted again (%s): exiting at once\n", verb, signalName(s))
+				os.Exit(130)
+			case <-grace:
+				grace, saved = nil, saving.Drain()
+				select {
+				case <-saved:
+					fmt.Fprintf(stderr, "roformer %s: interrupted (%s) and still running %v later: exiting (what was saved is whole: files are written atomically)\n",
+						verb, signalName(first), signalGrace)
+					os.Exit(130)
+				default:
+					fmt.Fprintf(stderr, "roformer %s: interrupted (%s): waiting for the save in progress to end (signal again to exit at once)\n", verb, signalName(first))
+				}
+			case <-saved:
+				// The save has ended: the verb, which cannot begin another,
+				// has a second grace to return on its own path.
+				saved, grace = nil, time.After(signalGrace)
+			}
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel(nil)
+	}
+}
+
+// signalCause is the cause of a context cancelled by a signal: "interrupt
+// signal received", as signal.NotifyContext says, and context.Canceled.
+type signalCause struct{ s os.Signal }
+
+func (c signalCause) Error() string        { return c.s.String() + " signal received" }
+func (c signalCause) Is(target error) bool { return target == context.Canceled }
+
+// signalName is SIGINT or SIGTERM.
+func signalName(s os.Signal) string {
+	if s == syscall.SIGTERM {
+		return "SIGTERM"
+	}
+	return "SIGINT"
 }
