@@ -60,6 +60,13 @@ JOBS = {
     # CPU provider none.
     "infer-base-8x128-bf16": Job("base", "infer", 8, 128, 5, 1, "bf16"),
     "infer-base-1x512": Job("base", "infer", 1, 512, 5, 1),
+    # One short query at a time (issue #39): the products have 8-32 rows, so they are bound by
+    # reading the weights; milliseconds each, so more steps for a stable median.
+    "infer-base-1x8": Job("base", "infer", 1, 8, 41, 5),
+    "infer-base-1x16": Job("base", "infer", 1, 16, 41, 5),
+    "infer-base-1x32": Job("base", "infer", 1, 32, 41, 5),
+    "infer-base-1x128": Job("base", "infer", 1, 128, 21, 3),
+    "infer-base-1x16-int8": Job("base", "infer", 1, 16, 41, 5, "int8"),
     "train-small-16x128": Job("small", "train", 16, 128, 5, 1),
     # Go only (issue #26): bf16 products with fp32 master weights, against the fp32 job above.
     "train-small-16x128-bf16": Job("small", "train", 16, 128, 5, 1, "bf16"),
