@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 
@@ -86,9 +87,129 @@ func NewInt8Linear(w []float32, OC, C int) (*Int8Linear, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := newInt8Linear(w, OC, C, blas.Int8WeightMax(), g)
+	qmax := blas.Int8WeightMax()
+	codes := int8Codes.get(OC * C)
+	defer int8Codes.put(codes)
+	scale := make([]float32, OC)
+	QuantizeInt8(codes, scale, w[:OC*C], OC, C, qmax)
+	return newInt8Layer(codes, scale, OC, C, qmax, g)
+}
+
+// NewInt8LinearQuantized is NewInt8Linear for weights already quantized
+// (a quantized model folder's): codes [OC, C] int8 and scale [OC], the
+// weight being codes[o, c]·scale[o]. It keeps neither slice (the codes
+// are copied into oneDNN's layout, or into a slice of its own). Each scale
+// must be finite and positive and each code within ±127; it fails,
+// naming the row, when they are not, and when oneDNN is missing. Where this
+// CPU's products need codes within ±63 (Int8WeightMax: no VNNI), each row
+// is quantized again to that range from its values.
+func NewInt8LinearQuantized(codes []int8, scale []float32, OC, C int) (*Int8Linear, error) {
+	if OC <= 0 || C <= 0 || len(codes) != OC*C || len(scale) != OC {
+		return nil, fmt.Errorf("kernels: int8 weight of %d codes and %d scales for a %d×%d layer (want %d and %d)", len(codes), len(scale), OC, C, OC*C, OC)
+	}
+	for o, sc := range scale {
+		if !(sc > 0) || math.IsInf(float64(sc), 0) {
+			return nil, fmt.Errorf("kernels: int8 weight: row %d's scale is %v (want a finite scale above 0)", o, sc)
+		}
+	}
+	for i, c := range codes {
+		if c == -128 {
+			return nil, fmt.Errorf("kernels: int8 weight: code -128 at row %d, column %d (symmetric codes lie in [-127, 127])", i/C, i%C)
+		}
+	}
+	g, err := blas.Int8()
+	if err != nil {
+		return nil, err
+	}
+	qmax := blas.Int8WeightMax()
+	if qmax < 127 {
+		own := int8Codes.get(OC * C)
+		defer int8Codes.put(own)
+		sc := make([]float32, OC)
+		requantizeInt8(own, sc, codes, scale, OC, C, qmax)
+		codes, scale = own, sc
+	} else {
+		scale = slices.Clone(scale)
+	}
+	return newInt8Layer(codes, scale, OC, C, qmax, g)
+}
+
+// QuantizeInt8 quantizes w [OC, C] symmetrically per row (output channel)
+// into codes [OC, C] within ±qmax and scale [OC]: scale[o] = max_c
+// |w[o, c]| / qmax (1 for a row of zeros), codes[o, c] = w[o, c]/scale[o]
+// rounded half to even. It is the quantization NewInt8Linear does, for a
+// writer of quantized folders that must give the same codes.
+func QuantizeInt8(codes []int8, scale []float32, w []float32, OC, C, qmax int) {
+	for o := 0; o < OC; o++ {
+		row := w[o*C : o*C+C]
+		amax := float32(0)
+		for _, v := range row {
+			amax = max(amax, float32(math.Abs(float64(v))))
+		}
+		s := amax / float32(qmax)
+		if s == 0 {
+			s = 1
+		}
+		inv := 1 / s
+		qr := codes[o*C : o*C+C]
+		for c, v := range row {
+			x := int32(math.RoundToEven(float64(v * inv)))
+			qr[c] = int8(min(max(x, -int32(qmax)), int32(qmax)))
+		}
+		scale[o] = s
+	}
+}
+
+// requantizeInt8 quantizes the weights codes·scale again within ±qmax.
+func requantizeInt8(out []int8, outScale []float32, codes []int8, scale []float32, OC, C, qmax int) {
+	row := make([]float32, C)
+	for o := 0; o < OC; o++ {
+		for c := range row {
+			row[c] = float32(codes[o*C+c]) * scale[o]
+		}
+		QuantizeInt8(out[o*C:o*C+C], outScale[o:o+1], row, 1, C, qmax)
+	}
+}
+
+// int8Codes lends the quantizer its [OC, C] buffer: the codes are copied
+// into oneDNN's layout, so a model's layers are quantized one after
+// another through one buffer instead of leaving a model's worth of codes
+// for the collector.
+var int8Codes codePool
+
+type codePool struct {
+	mu  sync.Mutex
+	buf []int8
+}
+
+func (p *codePool) get(n int) []int8 {
+	p.mu.Lock()
+	b := p.buf
+	p.buf = nil
+	p.mu.Unlock()
+	if cap(b) < n {
+		return make([]int8, n)
+	}
+	return b[:n]
+}
+
+func (p *codePool) put(b []int8) {
+	p.mu.Lock()
+	if cap(b) > cap(p.buf) {
+		p.buf = b
+	}
+	p.mu.Unlock()
+}
+
+// newInt8Layer makes the layer of codes [OC, C] (not kept) and scale [OC]
+// (kept) and packs it.
+func newInt8Layer(codes []int8, scale []float32, OC, C, qmax int, g blas.Int8Backend) (*Int8Linear, error) {
+	q := newInt8LinearFrom(codes, scale, OC, C, qmax, g)
 	if err := q.pack(); err != nil {
 		return nil, err
+	}
+	if q.w != nil { // not packed: the layer keeps codes of its own
+		q.w = slices.Clone(q.w)
 	}
 	return q, nil
 }
@@ -111,29 +232,24 @@ func (q *Int8Linear) pack() error {
 // the rows of a worker's share of a 128-token sequence or more.
 const int8PackRows = 64
 
+// newInt8Linear quantizes w into a layer with backend g, unpacked (tests
+// run it through g).
 func newInt8Linear(w []float32, OC, C, qmax int, g blas.Int8Backend) *Int8Linear {
-	q := &Int8Linear{OC: OC, C: C, w: make([]int8, OC*C), scale: make([]float32, OC), wsum: make([]float32, OC), zeros: make([]float32, OC), qmax: qmax, gemm: g}
+	codes := make([]int8, OC*C)
+	scale := make([]float32, OC)
+	QuantizeInt8(codes, scale, w[:OC*C], OC, C, qmax)
+	return newInt8LinearFrom(codes, scale, OC, C, qmax, g)
+}
+
+// newInt8LinearFrom makes the unpacked layer that owns codes and scale.
+func newInt8LinearFrom(codes []int8, scale []float32, OC, C, qmax int, g blas.Int8Backend) *Int8Linear {
+	q := &Int8Linear{OC: OC, C: C, w: codes, scale: scale, wsum: make([]float32, OC), zeros: make([]float32, OC), qmax: qmax, gemm: g}
 	for o := 0; o < OC; o++ {
-		row := w[o*C : o*C+C]
-		amax := float32(0)
-		for _, v := range row {
-			amax = max(amax, float32(math.Abs(float64(v))))
-		}
-		s := amax / float32(qmax)
-		if s == 0 {
-			s = 1
-		}
-		inv := 1 / s
 		var sum int32
-		qr := q.w[o*C : o*C+C]
-		for c, v := range row {
-			x := int32(math.RoundToEven(float64(v * inv)))
-			x = min(max(x, -int32(qmax)), int32(qmax))
-			qr[c] = int8(x)
-			sum += x
+		for _, x := range codes[o*C : o*C+C] {
+			sum += int32(x)
 		}
-		q.scale[o] = s
-		q.wsum[o] = s * float32(sum)
+		q.wsum[o] = scale[o] * float32(sum)
 	}
 	return q
 }
