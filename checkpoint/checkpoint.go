@@ -26,6 +26,10 @@ type Entry struct {
 	DType string
 	Shape []int
 	Data  []float32
+	// Raw holds the stored little-endian bytes in a File that MapDir
+	// read, and is nil otherwise. There Data is nil for a tensor that is
+	// not float32 (or not aligned for it) until Float32 decodes it.
+	Raw []byte
 }
 
 // File is the set of tensors read from one checkpoint, possibly sharded.
@@ -40,6 +44,8 @@ type File struct {
 	Metadata map[string]string
 	Tensors  map[string]*Entry
 	Names    []string
+
+	maps [][]byte // the files MapDir mapped
 }
 
 // Format names used in File.Format.

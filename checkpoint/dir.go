@@ -73,12 +73,16 @@ func readByName(p string) (*File, error) {
 	return nil, unknownExt(p)
 }
 
-// readByNameWithin is readByName with the allocations taken from bud.
-func readByNameWithin(p string, bud *budget) (*File, error) {
+// readByNameWithin is readByName with the allocations taken from bud;
+// mapped asks for a safetensors file mapped (MapDir).
+func readByNameWithin(p string, bud *budget, mapped bool) (*File, error) {
 	switch strings.ToLower(filepath.Ext(p)) {
 	case ".safetensors":
+		if mapped {
+			return mapSafetensors(p, bud)
+		}
 		return readSized(p, func(r io.ReaderAt, size int64, name string) (*File, error) {
-			return parseSafetensorsWithin(r, size, name, bud)
+			return parseSafetensorsWithin(r, size, name, bud, nil)
 		})
 	case ".bin", ".pt", ".pth":
 		return readSized(p, func(r io.ReaderAt, size int64, name string) (*File, error) {
@@ -140,6 +144,12 @@ func (m *weightMap) UnmarshalJSON(data []byte) error {
 // spellings. Each shard is read within its own memory budget (see the
 // package documentation).
 func ReadSharded(indexPath string) (*File, error) {
+	return readSharded(indexPath, false)
+}
+
+// readSharded is ReadSharded, with the safetensors shards mapped when
+// mapped is set (MapDir).
+func readSharded(indexPath string, mapped bool) (*File, error) {
 	raw, err := readLimited(indexPath, maxIndexBytes)
 	if err != nil {
 		return nil, err
@@ -198,10 +208,11 @@ func ReadSharded(indexPath string) (*File, error) {
 	}
 	bud := newBudget(total)
 	for _, shard := range shards {
-		f, err := readByNameWithin(filepath.Join(dir, shard), bud)
+		f, err := readByNameWithin(filepath.Join(dir, shard), bud, mapped)
 		if err != nil {
 			return nil, err
 		}
+		out.maps = append(out.maps, f.maps...)
 		switch {
 		case out.Format == "":
 			out.Format = f.Format

@@ -67,13 +67,14 @@ func ParseSafetensors(data []byte, name string) (*File, error) {
 // parseSafetensors reads the size-byte safetensors file r within the
 // memory budget of its size.
 func parseSafetensors(r io.ReaderAt, size int64, name string) (*File, error) {
-	return parseSafetensorsWithin(r, size, name, newBudget(size))
+	return parseSafetensorsWithin(r, size, name, newBudget(size), nil)
 }
 
 // parseSafetensorsWithin reads the size-byte safetensors file r, its
 // allocations taken from bud (the shards of one checkpoint share one
-// budget).
-func parseSafetensorsWithin(r io.ReaderAt, size int64, name string, bud *budget) (*File, error) {
+// budget). mem, when not nil, is r's bytes mapped into memory: the
+// entries then point into it (see MapDir) instead of being decoded.
+func parseSafetensorsWithin(r io.ReaderAt, size int64, name string, bud *budget, mem []byte) (*File, error) {
 	if size < 8 {
 		return nil, formatErr(name, "file is %d bytes, too short for the 8-byte header length (truncated?)", size)
 	}
@@ -120,6 +121,14 @@ func parseSafetensorsWithin(r io.ReaderAt, size int64, name string, bud *budget)
 	// has used it.
 	f := newFile(name, FormatSafetensors)
 	f.Metadata = meta
+	if mem != nil {
+		f.maps = append(f.maps, mem)
+		for _, t := range tensors {
+			f.Tensors[t.name] = mappedEntry(t, mem[bodyOff+t.begin:bodyOff+t.end:bodyOff+t.end])
+		}
+		f.sortNames()
+		return f, nil
+	}
 	var scratch []byte
 	for _, t := range tensors {
 		if !bud.take(4 * t.n) {
