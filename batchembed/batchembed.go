@@ -418,7 +418,7 @@ func modelHash(m *roformer.Model) string {
 	h := sha256.New()
 	cfg, _ := json.Marshal(m.Config)
 	h.Write(cfg)
-	for _, p := range m.Params() {
+	for _, p := range m.Weights() {
 		var shape []byte
 		for _, d := range p.Shape {
 			shape = binary.LittleEndian.AppendUint64(shape, uint64(d))

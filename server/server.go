@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -466,12 +467,16 @@ func maxLengthFor(work int64, layers int) int {
 // tokenizer files, as `roformer pretrain` and `roformer finetune` write them
 // and as Hugging Face saves them, opened with pipeline.Open. The head is
 // the first of the config's architectures that this toolkit knows
-// (RoFormerModel when none is).
+// (RoFormerModel when none is). What loading allocated and dropped (the
+// quantizer's and packer's buffers) is returned to the system before it
+// returns (debug.FreeOSMemory), so that a replica at rest holds its model
+// and little else.
 func Load(dir string, opts Options) (*Server, error) {
 	m, err := pipeline.Open(dir, pipeline.OpenOptions{Precision: opts.Precision})
 	if err != nil {
 		return nil, err
 	}
+	debug.FreeOSMemory()
 	if opts.Name == "" {
 		opts.Name = filepath.Base(filepath.Clean(dir))
 	}

@@ -89,6 +89,7 @@ func (m *Model) ForwardBackward(ctx context.Context, s *State, b *Batch, labels 
 		}
 		m.lowp = nil // the update would leave the repacked weights stale
 	}
+	m.ensureGrads()
 	if err := b.Validate(&m.Config); err != nil {
 		return nil, err
 	}

@@ -54,6 +54,7 @@ func (m *Model) BackwardHidden(ctx context.Context, s *State, dx []float32) erro
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	m.ensureGrads()
 	g := m.grads(s)
 	copy(g.dx, dx)
 	m.encoderBackward(s, g.dx)

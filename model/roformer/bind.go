@@ -45,7 +45,15 @@ type BindReport struct {
 // All missing, mis-shaped and (with Strict) unexpected tensors are reported
 // in one error.
 func (m *Model) Bind(src map[string]*tensor.Tensor, opts BindOptions) (*BindReport, error) {
+	return m.bind(src, opts, nil)
+}
+
+// bind is Bind; the tensors of src that inPlace names become the
+// parameters' storage instead of being copied (Load's tensors of a
+// checkpoint file it has just read or mapped, which nothing else holds).
+func (m *Model) bind(src map[string]*tensor.Tensor, opts BindOptions, inPlace map[string]bool) (*BindReport, error) {
 	m.lowp = nil // prepared layers would keep the old weights
+	m.ownWeights()
 	rep := &BindReport{}
 	used := map[string]bool{}
 	var missing, misshaped []string
@@ -79,8 +87,19 @@ func (m *Model) Bind(src map[string]*tensor.Tensor, opts BindOptions) (*BindRepo
 			misshaped = append(misshaped, fmt.Sprintf("%s: checkpoint has %v, the model needs %v", key, t.Shape, np.p.Shape))
 			continue
 		}
-		copy(np.p.Data, t.Data)
+		if n := len(np.p.Data); inPlace[key] && len(t.Data) == n {
+			np.p.Data = t.Data[:n:n]
+		} else {
+			copy(np.p.Data, t.Data)
+		}
 		rep.Loaded++
+	}
+	for i := range m.Encoder.Layers {
+		if L := &m.Encoder.Layers[i]; L.qkv != nil {
+			if _, _, ok := L.fusedWeights(); !ok {
+				L.qkv = nil // bound in place: the block New made is no one's storage
+			}
+		}
 	}
 	if prefixDropped {
 		rep.Notes = append(rep.Notes, "encoder tensors have no \"roformer.\" prefix (a RoFormerModel checkpoint)")
@@ -243,7 +262,7 @@ func (m *Model) plainRotary() bool {
 // rows), without the tied decoder duplicates. The slices alias the parameters.
 func (m *Model) StateDict() map[string]*tensor.Tensor {
 	out := map[string]*tensor.Tensor{}
-	for _, p := range m.Params() {
+	for _, p := range m.Weights() {
 		out[p.Name] = &tensor.Tensor{Shape: p.Shape, Data: p.Data}
 	}
 	m.addBuffers(out)

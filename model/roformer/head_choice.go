@@ -3,7 +3,6 @@ package roformer
 import (
 	"fmt"
 
-	"github.com/roformer-go/roformer/model/nn"
 	"github.com/roformer-go/roformer/tensor"
 )
 
@@ -12,7 +11,7 @@ import (
 // included) → classifier [1, H] gives one score per choice.
 
 func buildChoice(m *Model) {
-	l := nn.NewLinear(1, m.Config.HiddenSize)
+	l := newLinear(1, m.Config.HiddenSize)
 	m.Choice = &l
 }
 

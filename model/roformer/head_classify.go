@@ -23,7 +23,7 @@ type ClassificationHead struct {
 
 func buildSeqCls(m *Model) {
 	H := m.Config.HiddenSize
-	m.Classifier = &ClassificationHead{Dense: nn.NewLinear(H, H), OutProj: nn.NewLinear(m.Config.NumLabels, H)}
+	m.Classifier = &ClassificationHead{Dense: newLinear(H, H), OutProj: newLinear(m.Config.NumLabels, H)}
 }
 
 func seqClsLinears(m *Model) []linearShape {
@@ -177,7 +177,7 @@ func seqClsLoss(cfg *Config, logits []float32, labels *Labels, B, NL int) (float
 }
 
 func buildTokenCls(m *Model) {
-	l := nn.NewLinear(m.Config.NumLabels, m.Config.HiddenSize)
+	l := newLinear(m.Config.NumLabels, m.Config.HiddenSize)
 	m.TokenCls = &l
 }
 

@@ -29,7 +29,7 @@ func buildLM(m *Model) {
 		return
 	}
 	E, V := m.Config.EmbeddingSize, m.Config.VocabSize
-	m.LM = &LMHead{Transform: nn.NewLinear(E, m.Config.HiddenSize), LN: nn.NewLayerNorm(E), Bias: tensor.NewParam("", V)}
+	m.LM = &LMHead{Transform: newLinear(E, m.Config.HiddenSize), LN: newLayerNorm(E), Bias: newParam(V)}
 }
 
 // bare reports whether the head is RoFormer-V2's: the decoder tied to the

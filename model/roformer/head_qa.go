@@ -3,7 +3,6 @@ package roformer
 import (
 	"fmt"
 
-	"github.com/roformer-go/roformer/model/nn"
 	"github.com/roformer-go/roformer/tensor"
 )
 
@@ -11,7 +10,7 @@ import (
 // the start and end logits of the answer span.
 
 func buildQA(m *Model) {
-	l := nn.NewLinear(2, m.Config.HiddenSize)
+	l := newLinear(2, m.Config.HiddenSize)
 	m.QA = &l
 }
 

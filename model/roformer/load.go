@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -35,6 +36,10 @@ type LoadOptions struct {
 	// Precision of the inference products ("" is fp32); see SetPrecision.
 	// A precision this machine cannot run is an error.
 	Precision Precision
+	// NoMap reads a safetensors checkpoint into memory instead of mapping
+	// it (checkpoint.MapDir): for a program that loads many models one
+	// after another, or whose model files may be truncated while it runs.
+	NoMap bool
 	// HeadFor, when not nil, chooses the head for Load's head "" from the
 	// configuration (after ConfigOverride) instead of HeadForConfig: e.g. a
 	// generator takes the config's LM head, else causal-LM.
@@ -88,17 +93,38 @@ func Load(dir string, head Head, opts LoadOptions) (*Loaded, error) {
 	if _, err := ParseHead(string(head)); err != nil {
 		return nil, err
 	}
-	f, err := readWeights(dir, opts.Weights)
+	f, err := readWeights(dir, opts.Weights, !opts.NoMap)
 	if err != nil {
 		return nil, err
 	}
-	src := f.TensorMap()
+	src, err := fileTensors(f)
+	if err != nil {
+		return nil, err
+	}
 	dtypes := map[string]int{}
 	for _, e := range f.Tensors {
 		dtypes[e.DType]++
 	}
+	// A safetensors file's tensors tile it without overlapping, so each can
+	// be a parameter's storage as it is (mapped, or just read); a torch
+	// archive's may share storage (tied weights) and are copied.
+	//
+	// The query, key and value projections are copied into the one block
+	// that runs them as one product (Layer.fusedWeights), whose sums
+	// training and the float32 products rely on to the bit; only a model
+	// whose products run prepared in another form (bf16, int8, oneDNN's
+	// packed fp32: prepareMapped) keeps them where they lie, three layers.
+	inPlace := map[string]bool{}
+	if f.Format == checkpoint.FormatSafetensors {
+		for name := range f.Tensors {
+			if !isQKV(name) || prepares(opts.Precision) && f.Mapped() {
+				inPlace[name] = true
+			}
+		}
+	}
 	for name, t := range opts.Extra {
 		src[name] = t
+		delete(inPlace, name)
 	}
 	if err := cfg.CheckShapes(head, fitShapes(&cfg, head, src, opts.NewHead)); err != nil {
 		return nil, fmt.Errorf("roformer: %s does not fit %s: %w", cfgPath, f.Path, err)
@@ -112,22 +138,28 @@ func Load(dir string, head Head, opts LoadOptions) (*Loaded, error) {
 	}
 	if opts.NewHead {
 		// The initialised head's own values win over the checkpoint's.
-		for _, p := range m.Params() {
+		for _, p := range m.Weights() {
 			if !strings.HasPrefix(p.Name, "roformer.") {
 				src[p.Name] = &tensor.Tensor{Shape: p.Shape, Data: p.Data}
+				delete(inPlace, p.Name)
 			}
 		}
 	}
-	rep, err := m.bindChecked(src, f.Path, opts)
+	rep, err := m.bindChecked(src, f, opts, inPlace)
 	if err != nil {
 		return nil, err
 	}
 	return &Loaded{Model: m, Dir: dir, Checkpoint: f.Path, Format: f.Format, DTypes: dtypes, Report: rep}, nil
 }
 
-// readWeights reads the folder's weights, or the file weights names.
-func readWeights(dir, weights string) (*checkpoint.File, error) {
+// readWeights reads the folder's weights, or the file weights names;
+// mapped maps safetensors files (checkpoint.MapFile) instead.
+func readWeights(dir, weights string, mapped bool) (*checkpoint.File, error) {
 	switch {
+	case mapped && weights == "":
+		return checkpoint.MapDir(dir)
+	case mapped && !strings.HasSuffix(weights, ".bin.index.json"):
+		return checkpoint.MapFile(weights)
 	case weights == "":
 		return checkpoint.ReadDir(dir)
 	case strings.HasSuffix(weights, ".index.json"):
@@ -137,6 +169,30 @@ func readWeights(dir, weights string) (*checkpoint.File, error) {
 	default:
 		return checkpoint.ReadPyTorch(weights)
 	}
+}
+
+// isQKV reports whether name is a query, key or value projection's tensor.
+func isQKV(name string) bool {
+	for _, p := range []string{".attention.self.query.", ".attention.self.key.", ".attention.self.value."} {
+		if strings.Contains(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// fileTensors returns f's tensors by name as float32 (decoding those a
+// mapped file holds in another dtype).
+func fileTensors(f *checkpoint.File) (map[string]*tensor.Tensor, error) {
+	src := make(map[string]*tensor.Tensor, len(f.Tensors))
+	for name, e := range f.Tensors {
+		data, err := e.Float32()
+		if err != nil {
+			return nil, fmt.Errorf("roformer: %s: %w", f.Path, err)
+		}
+		src[name] = &tensor.Tensor{Shape: e.Shape, Data: data}
+	}
+	return src, nil
 }
 
 // fitShapes returns the shapes of src that CheckShapes compares with cfg:
@@ -156,25 +212,88 @@ func fitShapes(cfg *Config, head Head, src map[string]*tensor.Tensor, newHead bo
 }
 
 // bindChecked enables the pooler when src holds one, binds src (read from
-// the weight file path) and sets the precision, checking that every value
-// is finite.
-func (m *Model) bindChecked(src map[string]*tensor.Tensor, path string, opts LoadOptions) (*BindReport, error) {
+// the weight file f; the tensors inPlace names become the parameters'
+// storage) and sets the precision, checking that every value is finite.
+func (m *Model) bindChecked(src map[string]*tensor.Tensor, f *checkpoint.File, opts LoadOptions, inPlace map[string]bool) (*BindReport, error) {
+	path := f.Path
 	if _, ok := src["roformer.pooler.dense.weight"]; ok {
 		m.EnablePooler()
 	} else if _, ok := src["pooler.dense.weight"]; ok {
 		m.EnablePooler()
 	}
-	rep, err := m.Bind(src, opts.Bind)
+	rep, err := m.bind(src, opts.Bind, inPlace)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if err := m.checkFinite(); err != nil {
+	for _, w := range m.Weights() {
+		if f.Holds(checkpoint.Float32Bytes(w.Data)) {
+			m.borrowed = append(m.borrowed, w)
+		}
+	}
+	if !prepares(opts.Precision) || !f.Mapped() {
+		if err := m.checkFinite(); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return rep, m.SetPrecision(opts.Precision)
+	}
+	if err := m.prepareMapped(f, opts.Precision); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if err := m.SetPrecision(opts.Precision); err != nil {
-		return nil, err
-	}
 	return rep, nil
+}
+
+// prepareMapped sets precision p on a model whose weights lie in f's
+// mapping, so that each weight is held once, in the form it runs in: every
+// linear layer's weight is checked, prepared and its pages released one at
+// a time (the load never holds the float32 file beside the prepared
+// weights), the small parameters left in float32 (biases, norms) are
+// copied out of the mapping, and the mapping's pages are released but for
+// the embedding tables, which stay where they lie (a lookup touches only
+// its rows).
+func (m *Model) prepareMapped(f *checkpoint.File, p Precision) error {
+	emb := &m.Encoder.Embeddings
+	tables := map[*tensor.Param]bool{emb.Word: true, emb.TokenType: true, emb.Position: true}
+	linear := map[*float32]bool{}
+	for _, l := range m.linears() {
+		linear[&l.w[0]] = true
+	}
+	names := map[*float32]string{}
+	for _, w := range m.Weights() {
+		if len(w.Data) > 0 {
+			names[&w.Data[0]] = fmt.Sprintf("parameter %s%v", w.Name, w.Shape)
+		}
+	}
+	for _, w := range m.Weights() {
+		if len(w.Data) > 0 && !linear[&w.Data[0]] || tables[w] {
+			if err := checkFinite(w); err != nil {
+				return err
+			}
+		}
+	}
+	hooks := prepHooks{
+		before: func(w []float32) error { return checkFiniteValues(names[&w[0]], w) },
+		after:  func(w []float32) { f.Release(checkpoint.Float32Bytes(w)) },
+	}
+	if err := m.setPrecision(p, hooks); err != nil {
+		return err
+	}
+	var keep [][]byte
+	borrowed := m.borrowed[:0]
+	for _, w := range m.borrowed {
+		b := checkpoint.Float32Bytes(w.Data)
+		switch {
+		case linear[&w.Data[0]] && !tables[w]:
+			borrowed = append(borrowed, w) // released, read again only by Save or training
+		case tables[w] || len(b) >= 1<<20:
+			keep = append(keep, b)
+			borrowed = append(borrowed, w)
+		default:
+			w.Data = slices.Clone(w.Data)
+		}
+	}
+	m.borrowed = borrowed
+	f.ReleaseAll(keep...)
+	return nil
 }
 
 // Save writes config.json and model.safetensors into dir (created if

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -66,7 +67,7 @@ func (m *Model) EnablePooler() {
 		return
 	}
 	H := m.Config.HiddenSize
-	p := nn.NewLinear(H, H)
+	p := newLinear(H, H)
 	m.Encoder.Pooler = &p
 	for _, np := range m.namedParams() {
 		np.p.Name = np.name
@@ -116,6 +117,9 @@ type Model struct {
 	// lowp holds the linear layers prepared for bf16 or int8 inference
 	// (SetPrecision); nil runs float32.
 	lowp *lowPrecision
+	// borrowed lists the parameters whose Data Load bound where they lie
+	// in a mapped checkpoint (ownWeights copies them before training).
+	borrowed []*tensor.Param
 	// trainBF16 runs the products of the linear layers that lowp does not
 	// hold, forward and backward, from bfloat16-rounded operands
 	// (SetTrainingPrecision).
@@ -146,12 +150,12 @@ func New(cfg Config, head Head) (*Model, error) {
 	m := &Model{Config: cfg, Head: head, rotary: rot, act: act}
 	E, H, I, V := cfg.EmbeddingSize, cfg.HiddenSize, cfg.IntermediateSize, cfg.VocabSize
 	m.Encoder.Embeddings = Embeddings{
-		Word:      tensor.NewParam("", V, E),
-		TokenType: tensor.NewParam("", cfg.TypeVocabSize, E),
+		Word:      newParam(V, E),
+		TokenType: newParam(cfg.TypeVocabSize, E),
 		LN:        newNorm(&cfg, E),
 	}
 	if cfg.PosEnc() == PosLearned {
-		m.Encoder.Embeddings.Position = tensor.NewParam("", cfg.MaxPositionEmbeddings, E)
+		m.Encoder.Embeddings.Position = newParam(cfg.MaxPositionEmbeddings, E)
 	}
 	if F := cfg.NumFeatures(); F > 0 && cfg.PosEnc() == PosRotary {
 		if m.featRotary, err = rope.New(rope.Config{HeadSize: F}); err != nil {
@@ -159,7 +163,7 @@ func New(cfg Config, head Head) (*Model, error) {
 		}
 	}
 	if E != H {
-		p := nn.NewLinear(H, E)
+		p := newLinear(H, E)
 		m.Encoder.Project = &p
 	}
 	m.Encoder.Layers = make([]Layer, cfg.NumHiddenLayers)
@@ -171,7 +175,7 @@ func New(cfg Config, head Head) (*Model, error) {
 			qkv: blk,
 		}
 		if cfg.PosEnc() == PosRelative {
-			m.Encoder.Layers[i].RelKey = tensor.NewParam("", 2*cfg.RelativeMaxDistance+1, cfg.HeadSize())
+			m.Encoder.Layers[i].RelKey = newParam(2*cfg.RelativeMaxDistance+1, cfg.HeadSize())
 		}
 	}
 	if cfg.Attention() == AttnPerformer {
@@ -189,29 +193,121 @@ func New(cfg Config, head Head) (*Model, error) {
 	return m, nil
 }
 
-// newLinears3 returns three [out, in] linear layers whose weights, biases
-// and gradients are consecutive, capacity-limited views of one allocation
-// each, so that they also form one [3·out, in] layer (Layer.fusedWeights).
-// Loading copies into these slices, so the layout survives Bind.
+// newLinears3 returns three [out, in] linear layers whose weights and
+// biases are consecutive, capacity-limited views of one allocation each,
+// so that they also form one [3·out, in] layer (Layer.fusedWeights);
+// ensureGrads gives their gradients the same layout. Bind copies into
+// these slices, so the layout survives it; Load's binding in place does
+// not keep it (the projections then run one by one).
 func newLinears3(out, in int, bias bool) (a, b, c nn.Linear, blk *qkvBlock) {
-	blk = &qkvBlock{w: make([]float32, 3*out*in), dw: make([]float32, 3*out*in)}
+	blk = &qkvBlock{w: make([]float32, 3*out*in)}
 	if bias {
-		blk.b, blk.db = make([]float32, 3*out), make([]float32, 3*out)
+		blk.b = make([]float32, 3*out)
 	}
 	ls := [3]nn.Linear{}
 	for i := range ls {
 		n, o := out*in, i*out*in
-		ls[i] = nn.Linear{W: &tensor.Param{Shape: []int{out, in}, Data: blk.w[o : o+n : o+n], Grad: blk.dw[o : o+n : o+n]}}
+		ls[i] = nn.Linear{W: &tensor.Param{Shape: []int{out, in}, Data: blk.w[o : o+n : o+n]}}
 		if bias {
-			ls[i].B = &tensor.Param{Shape: []int{out}, Data: blk.b[i*out : (i+1)*out : (i+1)*out], Grad: blk.db[i*out : (i+1)*out : (i+1)*out]}
+			ls[i].B = &tensor.Param{Shape: []int{out}, Data: blk.b[i*out : (i+1)*out : (i+1)*out]}
 		}
 	}
 	return ls[0], ls[1], ls[2], blk
 }
 
+// ownWeights copies the weights Load bound in place (in a mapped file)
+// into memory of the model's own, and, unless layers are prepared for
+// another precision (which then run them one by one), puts the query, key
+// and value projections into one block again (Layer.fusedWeights): a model
+// that trains writes its weights, and computes what a model made by New
+// computes, to the bit (a kernel's sums may depend on where its operands
+// lie).
+func (m *Model) ownWeights() {
+	for _, p := range m.borrowed {
+		old := &p.Data[0]
+		p.Data = slices.Clone(p.Data)
+		m.lowp.rekey(old, &p.Data[0])
+	}
+	m.borrowed = nil
+	if m.lowp != nil {
+		return
+	}
+	for i := range m.Encoder.Layers {
+		L := &m.Encoder.Layers[i]
+		if L.qkv != nil {
+			continue
+		}
+		H, C := L.Query.W.Shape[0], L.Query.W.Shape[1]
+		q, k, v, blk := newLinears3(H, C, L.Query.B != nil)
+		for _, pair := range [][2]*nn.Linear{{&q, &L.Query}, {&k, &L.Key}, {&v, &L.Value}} {
+			dst, src := pair[0], pair[1]
+			copy(dst.W.Data, src.W.Data)
+			src.W.Data = dst.W.Data
+			if src.B != nil {
+				copy(dst.B.Data, src.B.Data)
+				src.B.Data = dst.B.Data
+			}
+		}
+		L.qkv = blk
+	}
+}
+
+// newParam returns a parameter of the given shape, zero, without a
+// gradient: ensureGrads allocates the gradients when the model first
+// trains, so that a model that only runs inference holds its weights once.
+func newParam(shape ...int) *tensor.Param {
+	return &tensor.Param{Shape: append([]int(nil), shape...), Data: make([]float32, tensor.Numel(shape))}
+}
+
+// newLinear is nn.NewLinear without gradients (newParam).
+func newLinear(out, in int) nn.Linear {
+	return nn.Linear{W: newParam(out, in), B: newParam(out)}
+}
+
+// newLayerNorm is nn.NewLayerNorm without gradients (newParam).
+func newLayerNorm(c int) nn.LayerNorm {
+	ln := nn.LayerNorm{W: newParam(c), B: newParam(c)}
+	for i := range ln.W.Data {
+		ln.W.Data[i] = 1
+	}
+	return ln
+}
+
+// ensureGrads allocates the gradients that are missing, zero: the fused
+// query/key/value gradients as one block when their weights are one
+// (fusedGrads), every other parameter's of its own size. It first gives
+// the model its own copy of the weights Load bound where they lie in a
+// mapped file (ownWeights).
+func (m *Model) ensureGrads() {
+	m.ownWeights()
+	for i := range m.Encoder.Layers {
+		L := &m.Encoder.Layers[i]
+		if L.Query.W.Grad != nil {
+			continue
+		}
+		if _, _, ok := L.fusedWeights(); !ok {
+			continue
+		}
+		f := L.qkv
+		f.dw = make([]float32, len(f.w))
+		n := len(f.w) / 3
+		L.Query.W.Grad, L.Key.W.Grad, L.Value.W.Grad = f.dw[:n:n], f.dw[n:2*n:2*n], f.dw[2*n:]
+		if f.b != nil {
+			f.db = make([]float32, len(f.b))
+			nb := len(f.b) / 3
+			L.Query.B.Grad, L.Key.B.Grad, L.Value.B.Grad = f.db[:nb:nb], f.db[nb:2*nb:2*nb], f.db[2*nb:]
+		}
+	}
+	for _, np := range m.namedParams() {
+		if np.p.Grad == nil {
+			np.p.Grad = make([]float32, len(np.p.Data))
+		}
+	}
+}
+
 // newLinearBias is nn.NewLinear, without the bias when bias is false.
 func newLinearBias(out, in int, bias bool) nn.Linear {
-	l := nn.NewLinear(out, in)
+	l := newLinear(out, in)
 	if !bias {
 		l.B = nil
 	}
@@ -224,7 +320,7 @@ func newNorm(cfg *Config, c int) nn.LayerNorm {
 	if cfg.RMSNorm() {
 		return nn.LayerNorm{}
 	}
-	return nn.NewLayerNorm(c)
+	return newLayerNorm(c)
 }
 
 // fusedWeights returns the query, key and value weights as one [3H, H]
@@ -302,7 +398,21 @@ func (m *Model) namedParams() []namedParam {
 // (as RoFormerFor<Head>.named_parameters() names it), in a fixed order. The
 // decoder weight of the LM heads is the word embedding (tied) and appears
 // once, as roformer.embeddings.word_embeddings.weight.
+//
+// Params is for training: it gives every parameter its gradient first
+// (zero), which a model made by New or Load does not hold until then, so
+// that inference keeps its weights once. Weights lists the same
+// parameters without allocating anything.
 func (m *Model) Params() []*tensor.Param {
+	m.ensureGrads()
+	return m.Weights()
+}
+
+// Weights returns the parameters Params returns, in the same order, with
+// the gradients they have (nil until the model trains or Params is
+// called): for reading or setting values, as hashing, saving and
+// initialising do.
+func (m *Model) Weights() []*tensor.Param {
 	nps := m.namedParams()
 	out := make([]*tensor.Param, len(nps))
 	for i, np := range nps {
@@ -314,7 +424,7 @@ func (m *Model) Params() []*tensor.Param {
 // NumParams returns the number of trainable scalars.
 func (m *Model) NumParams() int {
 	n := 0
-	for _, p := range m.Params() {
+	for _, p := range m.Weights() {
 		n += len(p.Data)
 	}
 	return n
@@ -341,7 +451,7 @@ func (m *Model) Init(seed uint64) {
 	}
 	r := rand.New(rand.NewPCG(seed, 0x726f666f726d6572))
 	std := m.Config.InitializerRange
-	for _, p := range m.Params() {
+	for _, p := range m.Weights() {
 		switch {
 		case strings.Contains(p.Name, "LayerNorm") && strings.HasSuffix(p.Name, ".weight"):
 			for i := range p.Data {
@@ -366,11 +476,24 @@ func (m *Model) Rotary() *rope.Rotary { return m.rotary }
 
 // checkFinite reports the first parameter holding a NaN or Inf.
 func (m *Model) checkFinite() error {
-	for _, p := range m.Params() {
-		for i, v := range p.Data {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return fmt.Errorf("roformer: parameter %s%v holds %v at element %d", p.Name, p.Shape, v, i)
-			}
+	for _, p := range m.Weights() {
+		if err := checkFinite(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkFinite reports the first NaN or Inf in p.
+func checkFinite(p *tensor.Param) error {
+	return checkFiniteValues(fmt.Sprintf("parameter %s%v", p.Name, p.Shape), p.Data)
+}
+
+// checkFiniteValues reports the first NaN or Inf in v, naming it what.
+func checkFiniteValues(what string, v []float32) error {
+	for i, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return fmt.Errorf("roformer: %s holds %v at element %d", what, x, i)
 		}
 	}
 	return nil

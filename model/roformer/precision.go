@@ -78,16 +78,33 @@ type linKey struct {
 // it. ForwardBackward on a model prepared for fp32 drops the preparation
 // (the update would leave the copies stale) and trains. Call SetPrecision
 // again after changing the weights in any other way.
-func (m *Model) SetPrecision(p Precision) error {
+func (m *Model) SetPrecision(p Precision) error { return m.setPrecision(p, prepHooks{}) }
+
+// prepHooks are what Load does around the preparation of each weight:
+// check it before (its values are read there for the first time) and
+// release its pages after (the prepared form replaces it).
+type prepHooks struct {
+	before func(w []float32) error
+	after  func(w []float32)
+}
+
+// setPrecision is SetPrecision, calling h's hooks (when not nil) around
+// each weight it prepares.
+func (m *Model) setPrecision(p Precision, h prepHooks) error {
 	if _, err := ParsePrecision(string(p)); err != nil {
 		return err
 	}
-	if p == "" || (p == PrecisionFP32 && blas.Chosen().Kind != blas.KindOneDNN) {
+	if !prepares(p) {
 		m.lowp = nil
 		return nil
 	}
 	lp := &lowPrecision{prec: p, layers: map[linKey]lowLinear{}}
 	for _, l := range m.linears() {
+		if h.before != nil {
+			if err := h.before(l.w[:l.oc*l.c]); err != nil {
+				return err
+			}
+		}
 		if _, err := lp.get(l.w, l.oc, l.c); err != nil {
 			if p == PrecisionFP32 {
 				// float32 runs everywhere: without the repacked copies.
@@ -96,9 +113,18 @@ func (m *Model) SetPrecision(p Precision) error {
 			}
 			return err
 		}
+		if h.after != nil {
+			h.after(l.w[:l.oc*l.c])
+		}
 	}
 	m.lowp = lp
 	return nil
+}
+
+// prepares reports whether SetPrecision(p) makes prepared layers: for bf16
+// and int8, and for fp32 asked for explicitly where oneDNN is the backend.
+func prepares(p Precision) bool {
+	return p != "" && (p != PrecisionFP32 || blas.Chosen().Kind == blas.KindOneDNN)
 }
 
 // SetTrainingPrecision sets the number format of the linear layers'
@@ -182,6 +208,21 @@ func (lp *lowPrecision) get(w []float32, oc, c int) (lowLinear, error) {
 	}
 	lp.layers[k] = l
 	return l, nil
+}
+
+// rekey moves the prepared layers of the weight stored at old to the
+// same weight copied to new (Model.ownWeights); lp may be nil.
+func (lp *lowPrecision) rekey(old, new *float32) {
+	if lp == nil {
+		return
+	}
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	for k, l := range lp.layers {
+		if k.w == old {
+			lp.layers[linKey{new, k.oc}] = l
+		}
+	}
 }
 
 type linearShape struct {
