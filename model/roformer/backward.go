@@ -307,7 +307,7 @@ func (m *Model) EvaluateLM(ctx context.Context, s *State, b *Batch, labels []int
 		tg[i] = targets[r]
 	}
 	logits := make([]float32, N*V)
-	m.lmLogits(logits, xs, N, newLMActs(N, E))
+	m.lmLogits(logits, xs, N, newLMActs(N, E), true)
 	losses := make([]float32, N)
 	kernels.CrossEntropyForward(losses, logits, tg, N, V)
 	for i, l := range losses {
