@@ -300,6 +300,12 @@ func (s *Server) pick(pending []pendingRow) (batch, rest []pendingRow) {
 // pools each row and finishes the jobs whose rows have all run. It releases
 // the gate, also when the forward pass panics (the batch's jobs then get a
 // 500's error).
+//
+// The pass runs on the server's Session: its output's tensors are the
+// session's buffers, which the next batch overwrites. Only the scheduler
+// goroutine calls runBatch, so no other batch runs before this one returns,
+// and every vector a job keeps is copied out before then (poolRow's and
+// poolSparse's are slices of their own).
 func (s *Server) runBatch(batch []pendingRow) {
 	B, T := len(batch), batch[len(batch)-1].len()
 	for _, p := range batch {
@@ -323,7 +329,7 @@ func (s *Server) runBatch(batch []pendingRow) {
 				err = fmt.Errorf("panic in the forward pass: %v", v)
 			}
 		}()
-		if out, err = s.model.Forward(context.Background(), b, nil, roformer.Options{SkipHead: !wantsLogits(batch)}); err == nil {
+		if out, err = s.sess.Forward(context.Background(), b, nil, roformer.Options{SkipHead: !wantsLogits(batch)}); err == nil {
 			err = s.poolSparse(out, b, batch) // the masked-LM head in chunks, while the batch holds the gate
 		}
 		return out, err
@@ -398,7 +404,8 @@ func (s *Server) poolSparse(out *roformer.Output, b *roformer.Batch, batch []pen
 // head's logits for poolLogits, the hidden states for poolTokens, the
 // sparse vector poolSparse has set for poolSparse, else the row's vectorizer's vector (sums in
 // float64 over the positions in order, so padding changes nothing).
-// runBatch has checked that a row pooled by the pooler has one.
+// runBatch has checked that a row pooled by the pooler has one. The vector
+// shares no memory with out, whose buffers the next batch reuses.
 func poolRow(out *roformer.Output, mask []int32, i, T, H int, r *embedRow) ([]float32, error) {
 	switch r.pool {
 	case poolLogits:

@@ -576,3 +576,45 @@ func TestLeftClientsFreeTheirSlots(t *testing.T) {
 		t.Errorf("a live request after the leavers: %d %s", code, body)
 	}
 }
+
+// Concurrent /embed requests of mixed lengths run in batches of several
+// shapes on the server's one Session, whose buffers each batch reuses:
+// every answer is its text's vector run alone (within 1e-6, as batching
+// allows), also the answers of early batches, which later ones would have
+// overwritten had a vector kept the session's memory.
+func TestMixedLengthsOneSession(t *testing.T) {
+	s, m, tok := newServer(t, roformer.HeadBase, nil, Options{MaxBatchRequests: 3, MaxBatchTokens: 40})
+	texts := []string{"the", "a ship . the sea . good", "the whale", "the sea the sea the sea the whale . a ship . good bad", "bad bad", "whales", "the sea the sea the whale"}
+	var mu sync.Mutex
+	shapes := map[[2]int]bool{}
+	s.afterForward = func(b, tokens int) { mu.Lock(); shapes[[2]int{b, tokens}] = true; mu.Unlock() }
+	const rounds, copies = 3, 2
+	got := make([][]float32, rounds*copies*len(texts))
+	for round := range rounds {
+		var wg sync.WaitGroup
+		for k := range copies * len(texts) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				code, _, body := post(t, s, "/embed", fmt.Sprintf(`{"inputs": %q, "normalize": false}`, texts[k%len(texts)]))
+				var v [][]float32
+				if code != 200 || json.Unmarshal(body, &v) != nil || len(v) != 1 {
+					t.Errorf("round %d, request %d: status %d %s", round, k, code, body)
+					return
+				}
+				got[round*copies*len(texts)+k] = v[0]
+			}()
+		}
+		wg.Wait()
+	}
+	for i, v := range got {
+		text := texts[i%len(texts)]
+		if want := alone(t, m, tok, text, pipeline.PoolMean); v != nil && !closeTo(v, want) {
+			t.Errorf("request %d (%q): differs from the text alone by %g", i, text, maxDiff(v, want))
+		}
+	}
+	if len(shapes) < 3 {
+		t.Errorf("the batches had %d shapes (%v), want several", len(shapes), shapes)
+	}
+	waitFor(t, func() bool { return len(s.slots) == 0 })
+}

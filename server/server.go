@@ -293,7 +293,13 @@ func (o *Options) defaults(cfg *roformer.Config) {
 // batched together (see batch.go), fill-mask requests queue, and a request
 // whose client has gone stops waiting.
 type Server struct {
-	model  *roformer.Model
+	model *roformer.Model
+	// sess runs the scheduler's batches (batch.go's runBatch, on the one
+	// scheduler goroutine, so one batch at a time): its workspace, cut for
+	// each batch shape from one arena, stops growing once the largest batch
+	// has run. The other forward passes (fill-mask, the task routes,
+	// generation) use the model directly.
+	sess   *roformer.Session
 	tok    *tokenizer.Tokenizer
 	opts   Options
 	gate   chan struct{}
@@ -357,7 +363,7 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 		return nil, fmt.Errorf("server: max length %d is past the model's learned position table (max_position_embeddings %d)",
 			opts.MaxLength, m.Config.MaxPositionEmbeddings)
 	}
-	s := &Server{model: m, tok: tok, opts: opts, gate: make(chan struct{}, 1), mux: http.NewServeMux(),
+	s := &Server{model: m, sess: m.NewSession(), tok: tok, opts: opts, gate: make(chan struct{}, 1), mux: http.NewServeMux(),
 		slots: make(chan struct{}, opts.MaxConcurrentRequests), cpu: make(chan struct{}, runtime.GOMAXPROCS(0)),
 		queue: make(chan *embedJob, 2*opts.MaxConcurrentRequests), quit: make(chan struct{}), metrics: newMetrics(), started: time.Now()}
 	if opts.APIKey != "" {

@@ -252,10 +252,11 @@ func ceGradInPlace(logits []float32, targets []int32, N, V int) (n, correct int)
 	return n, correct
 }
 
-// grow returns (*buf)[:n], reallocating only when the capacity is short.
-func grow(buf *[]float32, n int) []float32 {
+// grow returns (*buf)[:n], reallocating (zeroed) only when the capacity is
+// short; otherwise the elements hold what they held.
+func grow[E any](buf *[]E, n int) []E {
 	if cap(*buf) < n {
-		*buf = make([]float32, n)
+		*buf = make([]E, n)
 	}
 	return (*buf)[:n]
 }
@@ -308,7 +309,7 @@ func (m *Model) EvaluateLM(ctx context.Context, s *State, b *Batch, labels []int
 		tg[i] = targets[r]
 	}
 	logits := make([]float32, N*V)
-	m.lmLogits(logits, xs, N, newLMActs(N, E))
+	m.lmLogits(logits, xs, N, newLMActs(N, E), true)
 	losses := make([]float32, N)
 	kernels.CrossEntropyForward(losses, logits, tg, N, V)
 	for i, l := range losses {

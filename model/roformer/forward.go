@@ -199,19 +199,66 @@ func (s *State) setDropout(opts StepOptions) {
 
 func (s *State) clearDropout() { s.drop, s.dropRow = kernels.Dropout{}, 0 }
 
-func (m *Model) newLayerActs(B, T int, withProbs bool) layerActs {
+// arena is one slab of float32s that a Session's inference states take
+// their activation buffers from, llm.c's one allocation for the
+// activations: f32 hands out the next n floats, reset takes them all back.
+// A round that asks for more than the slab holds gets the rest from the
+// heap, and the next reset grows the slab to what that round took. A nil
+// arena allocates every buffer afresh (training states, Model.Forward).
+//
+// f32 does not zero what it hands out: every buffer of an inference state
+// is written whole before it is read (TestSessionArenaPoisoned fills the
+// slab with NaN between shapes), so a zeroing pass over the workspace per
+// request would buy nothing.
+type arena struct {
+	slab []float32
+	off  int // floats handed out since the last reset; past len(slab) when the slab ran short
+}
+
+// f32 returns the next n floats of the slab, holding whatever they held
+// (capacity n, so no append runs into the next buffer), or n new zeroed
+// floats when a is nil or the slab is used up.
+func (a *arena) f32(n int) []float32 {
+	if a == nil {
+		return make([]float32, n)
+	}
+	lo := a.off
+	a.off += n
+	if a.off > len(a.slab) {
+		return make([]float32, n)
+	}
+	return a.slab[lo:a.off:a.off]
+}
+
+// reserve makes the slab hold at least n floats; what it held is lost.
+func (a *arena) reserve(n int) {
+	if len(a.slab) < n {
+		a.slab = nil // the old slab may go before the new one is made
+		a.slab = make([]float32, n)
+	}
+}
+
+// reset takes back every buffer handed out, growing the slab first to what
+// the last round asked for when it ran short. The buffers handed out
+// before must no longer be used.
+func (a *arena) reset() {
+	a.reserve(a.off)
+	a.off = 0
+}
+
+func (m *Model) newLayerActs(B, T int, withProbs bool, ar *arena) layerActs {
 	H, I, NH := m.Config.HiddenSize, m.Config.IntermediateSize, m.Config.NumAttentionHeads
 	BT := B * T
 	la := layerActs{
-		q: make([]float32, BT*H), k: make([]float32, BT*H), v: make([]float32, BT*H),
-		ctx: make([]float32, BT*H), ln1Mean: make([]float32, BT), ln1Rstd: make([]float32, BT),
-		a: make([]float32, BT*H), pre: make([]float32, BT*I),
-		ln2Mean: make([]float32, BT), ln2Rstd: make([]float32, BT), out: make([]float32, BT*H),
+		q: ar.f32(BT * H), k: ar.f32(BT * H), v: ar.f32(BT * H),
+		ctx: ar.f32(BT * H), ln1Mean: ar.f32(BT), ln1Rstd: ar.f32(BT),
+		a: ar.f32(BT * H), pre: ar.f32(BT * I),
+		ln2Mean: ar.f32(BT), ln2Rstd: ar.f32(BT), out: ar.f32(BT * H),
 	}
 	if withProbs {
-		la.res1, la.res2 = make([]float32, BT*H), make([]float32, BT*H)
+		la.res1, la.res2 = ar.f32(BT*H), ar.f32(BT*H)
 		// softmax attention's probabilities: allocated by fusedAttention when a pass needs them
-		la.post, la.dact = make([]float32, BT*I), make([]float32, BT*I)
+		la.post, la.dact = ar.f32(BT*I), ar.f32(BT*I)
 	} else {
 		// Inference keeps nothing for a backward pass: the residual sums go
 		// where q and ctx were, which are read for the last time just
@@ -220,12 +267,12 @@ func (m *Model) newLayerActs(B, T int, withProbs bool) layerActs {
 		la.res1, la.res2 = la.q, la.ctx
 	}
 	if F := m.Config.NumFeatures(); F > 0 {
-		la.fq, la.fk = make([]float32, BT*NH*F), make([]float32, BT*NH*F)
+		la.fq, la.fk = ar.f32(BT*NH*F), ar.f32(BT*NH*F)
 		if m.Config.PosEnc() == PosRotary {
-			la.fqr, la.fkr = make([]float32, BT*NH*F), make([]float32, BT*NH*F)
+			la.fqr, la.fkr = ar.f32(BT*NH*F), ar.f32(BT*NH*F)
 		}
 		if withProbs {
-			la.den = make([]float32, B*NH*T)
+			la.den = ar.f32(B * NH * T)
 		}
 	}
 	return la
@@ -242,44 +289,67 @@ func (m *Model) newLayerActs(B, T int, withProbs bool) layerActs {
 // (free until the first layer's products), and the layers alternate their
 // output between the encoder input's buffer, read for the last time by the
 // first layer, and one other.
-func (m *Model) NewState(B, T int, train bool) *State {
+func (m *Model) NewState(B, T int, train bool) *State { return m.newState(B, T, train, nil) }
+
+// newState is NewState with the activation buffers taken from ar (nil:
+// allocated).
+func (m *Model) newState(B, T int, train bool, ar *arena) *State {
+	s := new(State)
+	m.cutState(s, B, T, train, ar)
+	return s
+}
+
+// cutState makes s a new workspace for B rows of T tokens, its activation
+// buffers taken from ar (nil: allocated) and its layers in s.layers'
+// array when that is long enough; nothing else of s is kept. Every buffer
+// it takes is [BT, ·] (the training-only den aside), so an inference state
+// takes B·T times what a 1 × 1 one takes.
+func (m *Model) cutState(s *State, B, T int, train bool, ar *arena) {
 	E, H, I := m.Config.EmbeddingSize, m.Config.HiddenSize, m.Config.IntermediateSize
 	BT := B * T
-	s := &State{B: B, T: T, train: train,
-		embMean: make([]float32, BT), embRstd: make([]float32, BT), embLN: make([]float32, BT*E),
-	}
-	if E != H {
-		s.hidden0 = make([]float32, BT*H)
-	} else {
-		s.hidden0 = s.embLN
-	}
 	n := 1
 	if train {
 		n = m.Config.NumHiddenLayers
 	}
-	s.layers = make([]layerActs, n)
+	layers := s.layers
+	if cap(layers) < n {
+		layers = make([]layerActs, n)
+	}
+	*s = State{B: B, T: T, train: train, layers: layers[:n],
+		embMean: ar.f32(BT), embRstd: ar.f32(BT), embLN: ar.f32(BT * E),
+	}
+	if E != H {
+		s.hidden0 = ar.f32(BT * H)
+	} else {
+		s.hidden0 = s.embLN
+	}
 	for i := range s.layers {
-		s.layers[i] = m.newLayerActs(B, T, train)
+		s.layers[i] = m.newLayerActs(B, T, train, ar)
 	}
 	if train || I < E {
-		s.embSum = make([]float32, BT*E) // the backward reads it
+		s.embSum = ar.f32(BT * E) // the backward reads it
 	} else {
 		s.embSum = s.layers[0].pre[:BT*E]
 	}
 	if !train {
 		s.spare = s.hidden0
 	}
-	return s
+}
+
+// keepInputs gives s, a fresh state, the input buffers of old (a state of
+// another shape), to reuse by capacity: the zero token types, the key
+// mask, the positions and rotary angles (recomputed on the next call: s's
+// anglesReady is false), the sinusoid cache (emptied) and the fused q, k,
+// v scratch.
+func (s *State) keepInputs(old *State) {
+	s.zeroTypes, s.maskBuf, s.qkv = old.zeroTypes, old.maskBuf, old.qkv
+	s.pos, s.sin, s.cos, s.ksin, s.kcos = old.pos[:0], old.sin[:0], old.cos[:0], old.ksin[:0], old.kcos[:0]
+	s.fsin, s.fcos, s.sinusoid = old.fsin[:0], old.fcos[:0], old.sinusoid[:0]
 }
 
 // qkvScratch returns the state's [BT, 3H] buffer of the fused q, k, v
 // projection (also the fused gradient in Backward), allocated on first use.
-func (s *State) qkvScratch(n int) []float32 {
-	if len(s.qkv) < n {
-		s.qkv = make([]float32, n)
-	}
-	return s.qkv[:n]
-}
+func (s *State) qkvScratch(n int) []float32 { return grow(&s.qkv, n) }
 
 // setInputs copies the batch into the state: ids, the key mask and the
 // rotary angles.
@@ -288,19 +358,13 @@ func (m *Model) setInputs(s *State, b *Batch, causal bool) {
 	s.ids = b.InputIDs
 	s.types = b.TokenTypeIDs
 	if s.types == nil {
-		if len(s.zeroTypes) != BT {
-			s.zeroTypes = make([]int32, BT)
-		}
-		s.types = s.zeroTypes
+		s.types = grow(&s.zeroTypes, BT) // never written: all 0
 	}
 	s.keyMask = nil
 	if b.AttentionMask != nil {
 		for _, v := range b.AttentionMask {
 			if v == 0 {
-				if len(s.maskBuf) != BT {
-					s.maskBuf = make([]float32, BT)
-				}
-				s.keyMask = s.maskBuf
+				s.keyMask = grow(&s.maskBuf, BT)
 				for i, v := range b.AttentionMask {
 					s.keyMask[i] = float32(v)
 				}
@@ -315,12 +379,12 @@ func (m *Model) setInputs(s *State, b *Batch, causal bool) {
 	half := m.Config.HeadSize() / 2
 	var pos []int
 	if b.PositionIDs == nil {
-		pos = make([]int, b.T)
+		pos = grow(&s.pos, b.T)
 		for i := range pos {
 			pos[i] = i
 		}
 	} else {
-		pos = make([]int, BT)
+		pos = grow(&s.pos, BT)
 		for i, p := range b.PositionIDs {
 			pos[i] = int(p)
 		}
@@ -330,9 +394,7 @@ func (m *Model) setInputs(s *State, b *Batch, causal bool) {
 	if m.Config.PosEnc() != PosRotary {
 		return
 	}
-	if len(s.sin) != len(pos)*half {
-		s.sin, s.cos = make([]float32, len(pos)*half), make([]float32, len(pos)*half)
-	}
+	s.sin, s.cos = grow(&s.sin, len(pos)*half), grow(&s.cos, len(pos)*half)
 	m.rotary.SinCos(s.sin, s.cos, pos)
 	if x := m.Config.XPos; x != nil {
 		m.xposScale(s, pos)
@@ -340,7 +402,7 @@ func (m *Model) setInputs(s *State, b *Batch, causal bool) {
 	if m.featRotary != nil {
 		s.fsin, s.fcos = s.sin, s.cos
 		if fh := m.featRotary.Config().HeadSize / 2; fh != half {
-			s.fsin, s.fcos = make([]float32, len(pos)*fh), make([]float32, len(pos)*fh)
+			s.fsin, s.fcos = grow(&s.fsin, len(pos)*fh), grow(&s.fcos, len(pos)*fh)
 			m.featRotary.SinCos(s.fsin, s.fcos, pos)
 		}
 	}

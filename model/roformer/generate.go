@@ -409,6 +409,6 @@ func (m *Model) decodeStep(ctx context.Context, c *kvCache, b *Batch, causal boo
 		copy(last[r*H:r*H+H], x[(r*T+T-1)*H:(r*T+T)*H])
 	}
 	logits := make([]float32, b.B*m.Config.VocabSize)
-	m.lmLogits(logits, last, b.B, nil)
+	m.lmLogits(logits, last, b.B, nil, false)
 	return logits, nil
 }

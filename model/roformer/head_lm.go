@@ -3,6 +3,7 @@ package roformer
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/roformer-go/roformer/kernels"
 	"github.com/roformer-go/roformer/model/nn"
@@ -53,14 +54,14 @@ func lmForward(m *Model, out *Output, x []float32, b *Batch, labels *Labels, opt
 	B, T, E, V := b.B, b.T, cfg.EmbeddingSize, cfg.VocabSize
 	BT := B * T
 	var logits []float32
-	var acts *lmActs
+	var scratch *lmActs // nil: lmPool's
 	if se != nil {
 		logits = grow(&se.logits, BT*V)
-		acts = &lmActs{pre: grow(&se.lm.pre, BT*E), post: grow(&se.lm.post, BT*E), ln: grow(&se.lm.ln, BT*E), mean: grow(&se.lm.mean, BT), rstd: grow(&se.lm.rstd, BT)}
+		scratch = &lmActs{post: grow(&se.lm.post, BT*E), ln: grow(&se.lm.ln, BT*E), mean: grow(&se.lm.mean, BT), rstd: grow(&se.lm.rstd, BT)}
 	} else {
 		logits = make([]float32, BT*V)
 	}
-	m.lmLogits(logits, x, BT, acts)
+	m.lmLogits(logits, x, BT, scratch, false)
 	out.Logits = &tensor.Tensor{Shape: []int{B, T, V}, Data: logits}
 	if labels != nil && labels.IDs != nil {
 		if len(labels.IDs) != BT {
@@ -115,25 +116,28 @@ func (m *Model) LMLogits(logits, hidden []float32, N int) error {
 	case N < 0 || len(hidden) < N*H || len(logits) < N*V:
 		return fmt.Errorf("roformer: LM logits of %d rows need %d hidden values and room for %d logits; got %d and %d", N, N*H, N*V, len(hidden), len(logits))
 	}
-	m.lmLogits(logits[:N*V], hidden[:N*H], N, nil)
+	m.lmLogits(logits[:N*V], hidden[:N*H], N, nil, false)
 	return nil
 }
 
-// lmLogits runs cls.predictions on rows of x [BT, H]: transform.dense → act →
-// transform.LayerNorm → decoder tied to the word embeddings + bias. When
-// acts is not nil the intermediate values are kept for backward.
-func (m *Model) lmLogits(logits, x []float32, N int, acts *lmActs) {
+// lmLogits runs cls.predictions on rows of x [N, H]: transform.dense → act →
+// transform.LayerNorm → decoder tied to the word embeddings + bias, its
+// intermediate values in a. With train, a keeps them for backward (pre
+// included); in inference pre is not kept (the activation runs inside the
+// product where SetPrecision prepared it so) and a nil a is scratch from
+// lmPool, so that a warm call allocates nothing.
+func (m *Model) lmLogits(logits, x []float32, N int, a *lmActs, train bool) {
 	cfg := &m.Config
 	H, E, V := cfg.HiddenSize, cfg.EmbeddingSize, cfg.VocabSize
 	if m.LM.bare() { // logits = x·Wteᵀ
 		m.matmul(logits, x, m.Encoder.Embeddings.Word.Data, nil, N, E, V)
 		return
 	}
-	a := acts
 	if a == nil {
-		a = newLMActs(N, E)
+		a = getLMScratch(N, E)
+		defer lmPool.Put(a)
 	}
-	if acts == nil { // inference: pre is not kept
+	if !train {
 		m.matmulAct(a.post, x, m.LM.Transform.W.Data, m.LM.Transform.Bias(), m.act, N, H, E)
 	} else {
 		m.matmul(a.pre, x, m.LM.Transform.W.Data, m.LM.Transform.Bias(), N, H, E)
@@ -151,6 +155,24 @@ type lmActs struct {
 
 func newLMActs(N, E int) *lmActs {
 	return &lmActs{pre: make([]float32, N*E), post: make([]float32, N*E), ln: make([]float32, N*E), mean: make([]float32, N), rstd: make([]float32, N)}
+}
+
+// lmPool keeps the LM head's inference scratch (*lmActs without pre)
+// between the calls of Model.Forward, LMLogits and cached decoding, as
+// kernels keeps its workers' scratch: a fill-mask request, or SPLADE's
+// pooling chunk after chunk, allocates none of it once warm. The buffers
+// come back with old contents, which lmLogits overwrites.
+var lmPool sync.Pool
+
+// getLMScratch returns inference scratch for N rows of E from lmPool,
+// grown when short. Give it back with lmPool.Put.
+func getLMScratch(N, E int) *lmActs {
+	a, _ := lmPool.Get().(*lmActs)
+	if a == nil {
+		a = new(lmActs)
+	}
+	a.post, a.ln, a.mean, a.rstd = grow(&a.post, N*E), grow(&a.ln, N*E), grow(&a.mean, N), grow(&a.rstd, N)
+	return a
 }
 
 // lmBackward runs the LM head on the rows of x whose target is set (the
@@ -182,7 +204,7 @@ func (m *Model) lmBackward(s *State, dx, x []float32, targets []int32, H int) *S
 	sc.tg = tg
 	a := &lmActs{pre: grow(&sc.pre, N*E), post: grow(&sc.post, N*E), ln: grow(&sc.ln, N*E), mean: grow(&sc.mean, N), rstd: grow(&sc.rstd, N)}
 	logits := grow(&sc.logits, N*V)
-	m.lmLogits(logits, xs, N, a)
+	m.lmLogits(logits, xs, N, a, true)
 	losses := grow(&sc.losses, N)
 	kernels.CrossEntropyForward(losses, logits, tg, N, V)
 	sum := 0.0

@@ -3,6 +3,7 @@ package roformer
 import (
 	"context"
 	"math"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -77,4 +78,54 @@ func TestLMLogitsRowsMatchHead(t *testing.T) {
 	if err := base.LMLogits(nil, nil, 0); err == nil {
 		t.Error("a model without an LM head: no error")
 	}
+}
+
+// LMLogits takes its scratch (the transform's output and its LayerNorm's,
+// [N, E] each) from lmPool: chunk after chunk, a warm call allocates less
+// than one [N, E] buffer (the kernels' per-call headers), where it used to
+// allocate three of them.
+func TestLMLogitsScratchPooled(t *testing.T) {
+	cfg := tinyConfig(func(c *Config) { c.HiddenSize, c.EmbeddingSize, c.IntermediateSize = 64, 64, 128 })
+	m := randomModel(t, cfg, HeadMaskedLM, 4)
+	const N = 32
+	H, E, V := cfg.HiddenSize, cfg.EmbeddingSize, cfg.VocabSize
+	hidden, logits := make([]float32, N*H), make([]float32, N*V)
+	for i := range hidden {
+		hidden[i] = float32(math.Sin(float64(i)))
+	}
+	for _, n := range []int{N, 5, N} { // warm, then a smaller chunk on the same scratch
+		if err := m.LMLogits(logits, hidden, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := N
+	perCall := warmBytes(func() {
+		if err := m.LMLogits(logits, hidden, n); err != nil {
+			t.Fatal(err)
+		}
+		n = N - (N-n+1)%8 // chunks of N down to N−7 rows
+	})
+	if limit := float64(4 * N * E); perCall > limit {
+		t.Errorf("a warm LMLogits of %d rows allocates %.0f bytes; one [N, E] buffer is %.0f", N, perCall, limit)
+	}
+	t.Logf("warm LMLogits of up to %d rows: %.0f bytes per call", N, perCall)
+}
+
+// warmBytes returns the bytes fn allocates a call: the least of a few
+// measurements, so that a collection in between (which empties the
+// kernels' scratch pools) does not count.
+func warmBytes(fn func()) float64 {
+	least := math.Inf(1)
+	for range 3 {
+		const rounds = 4
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range rounds {
+			fn()
+		}
+		runtime.ReadMemStats(&after)
+		least = min(least, float64(after.TotalAlloc-before.TotalAlloc)/rounds)
+	}
+	return least
 }

@@ -94,10 +94,7 @@ func (m *Model) forward(ctx context.Context, se *Session, b *Batch, labels *Labe
 	debug := opts.OutputAttentions || opts.OutputHiddenStates
 	var s *State
 	if se != nil && !debug {
-		if se.s == nil || se.s.B != b.B || se.s.T != b.T {
-			se.s = m.NewState(b.B, b.T, false)
-		}
-		s = se.s
+		s = se.state(b.B, b.T)
 	} else {
 		s = m.NewState(b.B, b.T, debug)
 	}

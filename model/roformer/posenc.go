@@ -199,12 +199,14 @@ func (m *Model) addPositions(s *State) {
 	case PosSinusoidal:
 		pe := s.sinusoid // cached for the default positions 0 … T−1
 		if !s.defaultPos || len(pe) != BT*E {
-			pe = make([]float32, BT*E)
+			pe = grow(&s.sinusoid, BT*E)
 			for bt := 0; bt < BT; bt++ {
 				sinusoidRow(pe[bt*E:bt*E+E], s.positionAt(bt))
 			}
 			if s.defaultPos {
 				s.sinusoid = pe
+			} else {
+				s.sinusoid = pe[:0] // these positions' encodings: not the cache
 			}
 		}
 		kernels.AddForward(s.embSum, s.embSum, pe, BT*E)

@@ -130,9 +130,7 @@ func (m *Model) xposScale(s *State, pos []int) {
 	d := m.rotary.Config().RotaryDims
 	sc := rope.XPos{ScaleBase: m.Config.XPos.ScaleBase}.Scales(d, pos, seqLen)
 	n := len(sc)
-	if len(s.ksin) != n {
-		s.ksin, s.kcos = make([]float32, n), make([]float32, n)
-	}
+	s.ksin, s.kcos = grow(&s.ksin, n), grow(&s.kcos, n)
 	for i, z := range sc {
 		sn, cs := float64(s.sin[i]), float64(s.cos[i])
 		s.ksin[i], s.kcos[i] = float32(sn/z), float32(cs/z)
