@@ -328,6 +328,11 @@ func clipN(s string, max int) string {
 // writableDTypes are the element types WriteSafetensors can store.
 var writableDTypes = map[string]bool{"F32": true, "F16": true, "BF16": true}
 
+// safetensorsWritable are the dtypes WriteSafetensors writes: the
+// floating ones, and I8 for the codes of quantized weights (each value an
+// integer in [-128, 127]).
+var safetensorsWritable = map[string]bool{"F32": true, "F16": true, "BF16": true, "I8": true}
+
 // WriteSafetensors writes entries to path in the safetensors format (see
 // ParseSafetensors), atomically.
 //
@@ -399,9 +404,16 @@ func safetensorsHeader(entries []*Entry, metadata map[string]string, file string
 		}
 		seen[e.Name] = true
 		dt := dtypeOrF32(e.DType)
-		if !writableDTypes[dt] {
-			return nil, nil, fmt.Errorf("checkpoint: %s: tensor %q: cannot write %w %q (want F32, F16 or BF16)",
+		if !safetensorsWritable[dt] {
+			return nil, nil, fmt.Errorf("checkpoint: %s: tensor %q: cannot write %w %q (want F32, F16, BF16 or I8)",
 				file, e.Name, ErrUnsupportedDType, e.DType)
+		}
+		if dt == "I8" {
+			for i, v := range e.Data {
+				if v != float32(int8(v)) || v < -128 || v > 127 {
+					return nil, nil, fmt.Errorf("checkpoint: %s: tensor %q: I8 value %v at index %d is not an integer in [-128, 127]", file, e.Name, v, i)
+				}
+			}
 		}
 		shape := make([]int64, len(e.Shape))
 		for j, d := range e.Shape {
@@ -417,7 +429,15 @@ func safetensorsHeader(entries []*Entry, metadata map[string]string, file string
 		}
 		sorted = append(sorted, e)
 	}
-	sort.Slice(sorted, func(a, b int) bool { return sorted[a].Name < sorted[b].Name })
+	// Wider elements first, then by name (as the safetensors library
+	// orders them): each tensor then starts aligned for its dtype.
+	sort.Slice(sorted, func(a, b int) bool {
+		da, db := dtypeSizes[dtypeOrF32(sorted[a].DType)], dtypeSizes[dtypeOrF32(sorted[b].DType)]
+		if da != db {
+			return da > db
+		}
+		return sorted[a].Name < sorted[b].Name
+	})
 	for k, v := range metadata {
 		if !utf8.ValidString(k) || !utf8.ValidString(v) {
 			return nil, nil, fmt.Errorf("checkpoint: %s: metadata %q: %q is not valid UTF-8", file, k, v)
@@ -486,6 +506,8 @@ func encodeValues(buf []byte, dtype string, data []float32) []byte {
 			buf = le.AppendUint16(buf, tensor.F32ToF16(v))
 		case "BF16":
 			buf = le.AppendUint16(buf, tensor.F32ToBF16(v))
+		case "I8":
+			buf = append(buf, byte(int8(v)))
 		default:
 			buf = le.AppendUint32(buf, math.Float32bits(v))
 		}

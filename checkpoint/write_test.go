@@ -109,7 +109,8 @@ func TestWriteSafetensorsLayout(t *testing.T) {
 		t.Errorf("header length %d: data starts at %d, not a multiple of 8", n, 8+n)
 	}
 	header := string(raw[8 : 8+n])
-	want := `{"a":{"dtype":"F16","shape":[1],"data_offsets":[0,2]},"b":{"dtype":"F32","shape":[3],"data_offsets":[2,14]}}`
+	// wider dtypes first, so that each tensor starts aligned for its own
+	want := `{"b":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},"a":{"dtype":"F16","shape":[1],"data_offsets":[12,14]}}`
 	if strings.TrimRight(header, " ") != want {
 		t.Errorf("header\n got %q\nwant %q", header, want)
 	}
@@ -122,7 +123,7 @@ func TestWriteSafetensorsLayout(t *testing.T) {
 	if got := uint64(len(raw)) - 8 - n; got != 14 {
 		t.Errorf("data section is %d bytes, want 14", got)
 	}
-	if !bytes.Equal(raw[8+n+2:], f32Bytes(1, 2, 3)) || !bytes.Equal(raw[8+n:8+n+2], []byte{0x00, 0x3c}) {
+	if !bytes.Equal(raw[8+n:8+n+12], f32Bytes(1, 2, 3)) || !bytes.Equal(raw[8+n+12:], []byte{0x00, 0x3c}) {
 		t.Errorf("data section % x", raw[8+n:])
 	}
 }

@@ -53,6 +53,7 @@ func (m *Model) Bind(src map[string]*tensor.Tensor, opts BindOptions) (*BindRepo
 // checkpoint file it has just read or mapped, which nothing else holds).
 func (m *Model) bind(src map[string]*tensor.Tensor, opts BindOptions, inPlace map[string]bool) (*BindReport, error) {
 	m.lowp = nil // prepared layers would keep the old weights
+	m.dequantize()
 	m.ownWeights()
 	rep := &BindReport{}
 	used := map[string]bool{}
@@ -264,6 +265,13 @@ func (m *Model) StateDict() map[string]*tensor.Tensor {
 	out := map[string]*tensor.Tensor{}
 	for _, p := range m.Weights() {
 		out[p.Name] = &tensor.Tensor{Shape: p.Shape, Data: p.Data}
+		if q, ok := m.stored[p]; ok { // int8 codes only: their values
+			d := make([]float32, len(q.codes))
+			for i, c := range q.codes {
+				d[i] = float32(c) * q.scale[i/p.Shape[1]]
+			}
+			out[p.Name].Data = d
+		}
 	}
 	m.addBuffers(out)
 	if P := m.Config.MaxPositionEmbeddings; P > 0 && m.Config.PosEnc() == PosRotary && m.plainRotary() {

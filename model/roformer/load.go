@@ -2,12 +2,15 @@ package roformer
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"unsafe"
 
+	"github.com/roformer-go/roformer/blas"
 	"github.com/roformer-go/roformer/checkpoint"
 	"github.com/roformer-go/roformer/internal/atomicfile"
 	"github.com/roformer-go/roformer/tensor"
@@ -97,7 +100,21 @@ func Load(dir string, head Head, opts LoadOptions) (*Loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	src, err := fileTensors(f)
+	pairs, err := int8Pairs(f)
+	if err != nil {
+		return nil, err
+	}
+	var notes []string
+	if len(pairs) > 0 && opts.Precision == "" {
+		// an int8 folder runs in int8 unless asked otherwise, where it can
+		if _, err := blas.Int8(); err == nil {
+			opts.Precision = PrecisionInt8
+		} else {
+			notes = append(notes, fmt.Sprintf("int8 weights dequantized to float32: %v", err))
+		}
+	}
+	keepInt8 := opts.Precision == PrecisionInt8
+	src, err := fileTensors(f, pairs, keepInt8)
 	if err != nil {
 		return nil, err
 	}
@@ -145,10 +162,14 @@ func Load(dir string, head Head, opts LoadOptions) (*Loaded, error) {
 			}
 		}
 	}
-	rep, err := m.bindChecked(src, f, opts, inPlace)
+	if !keepInt8 {
+		pairs = nil
+	}
+	rep, err := m.bindChecked(src, f, opts, inPlace, pairs)
 	if err != nil {
 		return nil, err
 	}
+	rep.Notes = append(rep.Notes, notes...)
 	return &Loaded{Model: m, Dir: dir, Checkpoint: f.Path, Format: f.Format, DTypes: dtypes, Report: rep}, nil
 }
 
@@ -182,10 +203,27 @@ func isQKV(name string) bool {
 }
 
 // fileTensors returns f's tensors by name as float32 (decoding those a
-// mapped file holds in another dtype).
-func fileTensors(f *checkpoint.File) (map[string]*tensor.Tensor, error) {
+// mapped file holds in another dtype), the int8 weights pairs names
+// dequantized, or with their shapes only (no values) when keepInt8 is set
+// (Load binds them as codes), their scales left out.
+func fileTensors(f *checkpoint.File, pairs map[string]int8Pair, keepInt8 bool) (map[string]*tensor.Tensor, error) {
 	src := make(map[string]*tensor.Tensor, len(f.Tensors))
 	for name, e := range f.Tensors {
+		if q, ok := pairs[name]; ok {
+			t := &tensor.Tensor{Shape: q.shape}
+			if !keepInt8 {
+				C := q.shape[1]
+				t.Data = make([]float32, len(q.codes))
+				for i, c := range q.codes {
+					t.Data[i] = float32(c) * q.scale[i/C]
+				}
+			}
+			src[name] = t
+			continue
+		}
+		if _, ok := pairs[strings.TrimSuffix(name, int8ScaleSuffix)]; ok {
+			continue
+		}
 		data, err := e.Float32()
 		if err != nil {
 			return nil, fmt.Errorf("roformer: %s: %w", f.Path, err)
@@ -214,7 +252,10 @@ func fitShapes(cfg *Config, head Head, src map[string]*tensor.Tensor, newHead bo
 // bindChecked enables the pooler when src holds one, binds src (read from
 // the weight file f; the tensors inPlace names become the parameters'
 // storage) and sets the precision, checking that every value is finite.
-func (m *Model) bindChecked(src map[string]*tensor.Tensor, f *checkpoint.File, opts LoadOptions, inPlace map[string]bool) (*BindReport, error) {
+//
+// The weights pairs names are bound as their int8 codes (the model's
+// stored weights, prepared as they are) and their pages released.
+func (m *Model) bindChecked(src map[string]*tensor.Tensor, f *checkpoint.File, opts LoadOptions, inPlace map[string]bool, pairs map[string]int8Pair) (*BindReport, error) {
 	path := f.Path
 	if _, ok := src["roformer.pooler.dense.weight"]; ok {
 		m.EnablePooler()
@@ -229,15 +270,30 @@ func (m *Model) bindChecked(src map[string]*tensor.Tensor, f *checkpoint.File, o
 		if f.Holds(checkpoint.Float32Bytes(w.Data)) {
 			m.borrowed = append(m.borrowed, w)
 		}
+		q, ok := pairs[w.Name]
+		if !ok {
+			q, ok = pairs[strings.TrimPrefix(w.Name, "roformer.")]
+		}
+		if ok {
+			if m.stored == nil {
+				m.stored = storedWeights{}
+			}
+			w.Data = make([]float32, 0, 1) // no values: a key of its own for the prepared layer
+			m.stored[w] = storedInt8{codes: q.codes, scale: q.scale}
+		}
 	}
 	if !prepares(opts.Precision) || !f.Mapped() {
 		if err := m.checkFinite(); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		return rep, m.SetPrecision(opts.Precision)
-	}
-	if err := m.prepareMapped(f, opts.Precision); err != nil {
+		if err := m.SetPrecision(opts.Precision); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	} else if err := m.prepareMapped(f, opts.Precision); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for _, q := range m.stored {
+		f.Release(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(q.codes))), len(q.codes)))
 	}
 	return rep, nil
 }
@@ -301,15 +357,29 @@ func (m *Model) prepareMapped(f *checkpoint.File, p Precision) error {
 // state-dict names, the tied decoder duplicates left out (as
 // save_pretrained(safe_serialization=True) does), metadata format "pt".
 // Each file is written atomically.
-func (m *Model) Save(dir string) error {
+func (m *Model) Save(dir string) error { return m.save(dir, "", nil) }
+
+// save writes config.json (with cfgEdit's changes) and model.safetensors
+// holding entries made from the state dict by entry (nil: each tensor in
+// float32, as Save writes it).
+func (m *Model) save(dir, torchDtype string, entry func(name string, t *tensor.Tensor) []*checkpoint.Entry, cfgEdit ...func(*Config)) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("roformer: %w", err)
 	}
 	cfg := m.Config
 	cfg.Architectures = []string{m.Head.HFClass()}
 	cfg.IsDecoder = m.Config.IsDecoder || m.Head == HeadCausalLM
-	if cfg.TorchDtype == "" {
+	if torchDtype != "" {
+		cfg.TorchDtype = torchDtype
+	} else if cfg.TorchDtype == "" || cfg.TorchDtype == "bfloat16" {
 		cfg.TorchDtype = "float32"
+	}
+	if len(cfg.Extra) > 0 {
+		cfg.Extra = maps.Clone(cfg.Extra)
+		delete(cfg.Extra, "quantization_config") // written again by a quantized save only
+	}
+	for _, f := range cfgEdit {
+		f(&cfg)
 	}
 	data, err := cfg.Marshal()
 	if err != nil {
@@ -324,9 +394,13 @@ func (m *Model) Save(dir string) error {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	entries := make([]*checkpoint.Entry, len(names))
-	for i, n := range names {
-		entries[i] = &checkpoint.Entry{Name: n, DType: "F32", Shape: sd[n].Shape, Data: sd[n].Data}
+	entries := make([]*checkpoint.Entry, 0, len(names))
+	for _, n := range names {
+		if entry == nil {
+			entries = append(entries, &checkpoint.Entry{Name: n, DType: "F32", Shape: sd[n].Shape, Data: sd[n].Data})
+		} else {
+			entries = append(entries, entry(n, sd[n])...)
+		}
 	}
 	return checkpoint.WriteSafetensors(filepath.Join(dir, "model.safetensors"), entries, map[string]string{"format": "pt"})
 }

@@ -120,6 +120,9 @@ type Model struct {
 	// borrowed lists the parameters whose Data Load bound where they lie
 	// in a mapped checkpoint (ownWeights copies them before training).
 	borrowed []*tensor.Param
+	// stored holds the weights kept as int8 codes only (an int8 folder
+	// loaded in int8): their Params have no Data.
+	stored storedWeights
 	// trainBF16 runs the products of the linear layers that lowp does not
 	// hold, forward and backward, from bfloat16-rounded operands
 	// (SetTrainingPrecision).
@@ -425,7 +428,7 @@ func (m *Model) Weights() []*tensor.Param {
 func (m *Model) NumParams() int {
 	n := 0
 	for _, p := range m.Weights() {
-		n += len(p.Data)
+		n += tensor.Numel(p.Shape)
 	}
 	return n
 }

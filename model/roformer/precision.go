@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/roformer-go/roformer/blas"
 	"github.com/roformer-go/roformer/kernels"
@@ -94,11 +95,22 @@ func (m *Model) setPrecision(p Precision, h prepHooks) error {
 	if _, err := ParsePrecision(string(p)); err != nil {
 		return err
 	}
+	if p != PrecisionInt8 {
+		m.dequantize() // the stored int8 weights become float32 for p
+	}
 	if !prepares(p) {
 		m.lowp = nil
 		return nil
 	}
 	lp := &lowPrecision{prec: p, layers: map[linKey]lowLinear{}}
+	for w, q := range m.stored {
+		OC, C := w.Shape[0], w.Shape[1]
+		l, err := kernels.NewInt8LinearQuantized(q.codes, q.scale, OC, C)
+		if err != nil {
+			return fmt.Errorf("roformer: %s: %w", w.Name, err)
+		}
+		lp.layers[linKey{unsafe.SliceData(w.Data), OC}] = l
+	}
 	for _, l := range m.linears() {
 		if h.before != nil {
 			if err := h.before(l.w[:l.oc*l.c]); err != nil {
@@ -185,7 +197,7 @@ func (m *Model) Precision() Precision {
 // get returns the prepared layer for weight w [oc, c], preparing it first
 // if needed.
 func (lp *lowPrecision) get(w []float32, oc, c int) (lowLinear, error) {
-	k := linKey{&w[0], oc}
+	k := linKey{unsafe.SliceData(w), oc}
 	lp.mu.Lock()
 	defer lp.mu.Unlock()
 	if l, ok := lp.layers[k]; ok {

@@ -1,0 +1,212 @@
+package roformer
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unsafe"
+
+	"github.com/roformer-go/roformer/checkpoint"
+	"github.com/roformer-go/roformer/kernels"
+	"github.com/roformer-go/roformer/tensor"
+)
+
+// Quantized model folders. SaveQuantized writes a folder whose weights stay
+// in the precision they are served in, and Load reads it without making
+// float32 weights first:
+//
+//   - int8: each weight that PrecisionInt8 quantizes (the linear layers of
+//     the encoder and of the head, not the embeddings nor the LM decoder
+//     tied to them) is stored as compressed-tensors' "int-quantized" format
+//     stores it: NAME.weight holds the I8 codes [OC, C], NAME.weight_scale
+//     the F32 scales [OC, 1] (symmetric, per output channel: w = code·scale),
+//     and config.json's quantization_config says so (vLLM and transformers
+//     with compressed-tensors read it). The codes are those SetPrecision
+//     makes (kernels.QuantizeInt8, ±127), so loading the folder in int8
+//     computes what quantizing at load computes.
+//   - bf16: every tensor in BF16 and torch_dtype "bfloat16": what
+//     model.to(torch.bfloat16).save_pretrained writes, and what Hugging
+//     Face's from_pretrained(torch_dtype=torch.bfloat16) loads.
+
+// int8ScaleSuffix names a quantized weight's scales beside NAME.weight.
+const int8ScaleSuffix = "_scale"
+
+// SaveQuantized writes config.json and model.safetensors into dir as Save
+// does, the weights in p: PrecisionInt8 or PrecisionBF16 (see the package
+// notes on quantized folders above). Save writes float32.
+func (m *Model) SaveQuantized(dir string, p Precision) error {
+	switch p {
+	case PrecisionBF16:
+		return m.save(dir, "bfloat16", func(name string, t *tensor.Tensor) []*checkpoint.Entry {
+			return []*checkpoint.Entry{{Name: name, DType: "BF16", Shape: t.Shape, Data: t.Data}}
+		})
+	case PrecisionInt8:
+		quantized := m.int8WeightNames()
+		var names []string
+		entry := func(name string, t *tensor.Tensor) []*checkpoint.Entry {
+			if !quantized[name] {
+				return []*checkpoint.Entry{{Name: name, DType: "F32", Shape: t.Shape, Data: t.Data}}
+			}
+			names = append(names, strings.TrimSuffix(name, ".weight"))
+			OC, C := t.Shape[0], t.Shape[1]
+			codes, scale := make([]int8, OC*C), make([]float32, OC)
+			kernels.QuantizeInt8(codes, scale, t.Data, OC, C, 127)
+			vals := make([]float32, len(codes))
+			for i, c := range codes {
+				vals[i] = float32(c)
+			}
+			return []*checkpoint.Entry{
+				{Name: name, DType: "I8", Shape: t.Shape, Data: vals},
+				{Name: name + int8ScaleSuffix, DType: "F32", Shape: []int{OC, 1}, Data: scale},
+			}
+		}
+		return m.save(dir, "", entry, func(c *Config) {
+			if c.Extra == nil {
+				c.Extra = map[string]json.RawMessage{}
+			}
+			c.Extra["quantization_config"] = int8QuantizationConfig(m)
+		})
+	}
+	return fmt.Errorf("roformer: SaveQuantized: precision %q (want %s or %s; Save writes float32)", p, PrecisionInt8, PrecisionBF16)
+}
+
+// int8QuantizationConfig is compressed-tensors' description of the int8
+// folder: 8-bit symmetric integer weights per output channel, activations
+// quantized per token at run time, every Linear but the LM decoder.
+func int8QuantizationConfig(m *Model) json.RawMessage {
+	ignore := []string{}
+	if m.LM != nil {
+		ignore = append(ignore, "cls.predictions.decoder")
+	}
+	cfg := map[string]any{
+		"quant_method": "compressed-tensors",
+		"format":       "int-quantized",
+		"config_groups": map[string]any{
+			"group_0": map[string]any{
+				"targets":           []string{"Linear"},
+				"weights":           map[string]any{"num_bits": 8, "type": "int", "symmetric": true, "strategy": "channel", "dynamic": false},
+				"input_activations": map[string]any{"num_bits": 8, "type": "int", "symmetric": false, "strategy": "token", "dynamic": true},
+			},
+		},
+		"ignore":              ignore,
+		"quantization_status": "compressed",
+	}
+	b, _ := json.Marshal(cfg)
+	return b
+}
+
+// int8WeightNames names the weights PrecisionInt8 quantizes: the
+// parameters that lie in one of linears' matrices (the fused q/k/v block
+// holds three), but for the word embedding (tied to the LM decoder, looked
+// up in float32).
+func (m *Model) int8WeightNames() map[string]bool {
+	type span struct{ lo, hi uintptr }
+	var spans []span
+	for _, l := range m.linears() {
+		lo := uintptr(unsafe.Pointer(unsafe.SliceData(l.w)))
+		spans = append(spans, span{lo, lo + uintptr(4*l.oc*l.c)})
+	}
+	out := map[string]bool{}
+	for _, p := range m.Weights() {
+		if p == m.Encoder.Embeddings.Word || len(p.Shape) != 2 || len(p.Data) == 0 {
+			continue
+		}
+		lo := uintptr(unsafe.Pointer(unsafe.SliceData(p.Data)))
+		hi := lo + uintptr(4*len(p.Data))
+		for _, s := range spans {
+			if lo >= s.lo && hi <= s.hi {
+				out[p.Name] = true
+			}
+		}
+	}
+	for _, p := range m.stored.params() {
+		out[p.Name] = true
+	}
+	return out
+}
+
+// storedInt8 is a weight kept as its codes and scales (an int8 folder
+// served in int8): its Param has no Data.
+type storedInt8 struct {
+	codes []int8    // [OC, C], in the mapped file or the model's own memory
+	scale []float32 // [OC]
+}
+
+// storedWeights are a model's weights held as int8 codes only.
+type storedWeights map[*tensor.Param]storedInt8
+
+func (s storedWeights) params() []*tensor.Param {
+	out := make([]*tensor.Param, 0, len(s))
+	for p := range s {
+		out = append(out, p)
+	}
+	return out
+}
+
+// dequantize gives every stored weight its float32 values again (codes ×
+// scales) and forgets the codes: for what needs float32 weights (another
+// precision, training, Save).
+func (m *Model) dequantize() {
+	for p, q := range m.stored {
+		C := p.Shape[1]
+		p.Data = make([]float32, len(q.codes))
+		for i, c := range q.codes {
+			p.Data[i] = float32(c) * q.scale[i/C]
+		}
+	}
+	m.stored = nil
+}
+
+// int8Pair is a quantized weight read from a folder.
+type int8Pair struct {
+	codes []int8
+	scale []float32
+	shape []int
+}
+
+// int8Pairs finds the quantized weights of f: each NAME.weight stored as I8
+// with a NAME.weight_scale beside it. It checks their shapes (codes
+// [OC, C], scales [OC, 1] or [OC]) and reads the scales as float32; the
+// codes are the mapped file's bytes where f is mapped. A weight_scale
+// without its I8 weight, or an I8 weight without scales, is an error.
+func int8Pairs(f *checkpoint.File) (map[string]int8Pair, error) {
+	out := map[string]int8Pair{}
+	for name, e := range f.Tensors {
+		if strings.HasSuffix(name, ".weight"+int8ScaleSuffix) {
+			w, ok := f.Tensors[strings.TrimSuffix(name, int8ScaleSuffix)]
+			if !ok || w.DType != "I8" {
+				return nil, fmt.Errorf("roformer: %s: %s has no I8 weight %s beside it", f.Path, name, strings.TrimSuffix(name, int8ScaleSuffix))
+			}
+			continue
+		}
+		if e.DType != "I8" {
+			continue
+		}
+		se, ok := f.Tensors[name+int8ScaleSuffix]
+		if !ok {
+			return nil, fmt.Errorf("roformer: %s: tensor %s is I8 but has no %s (an int8 folder stores each weight's scales beside its codes)", f.Path, name, name+int8ScaleSuffix)
+		}
+		if len(e.Shape) != 2 || e.Shape[0] <= 0 || e.Shape[1] <= 0 {
+			return nil, fmt.Errorf("roformer: %s: I8 weight %s has shape %v (want [out, in])", f.Path, name, e.Shape)
+		}
+		OC := e.Shape[0]
+		if n := tensor.Numel(se.Shape); n != OC || len(se.Shape) > 2 || len(se.Shape) == 2 && se.Shape[1] != 1 {
+			return nil, fmt.Errorf("roformer: %s: %s has shape %v; the weight %s %v needs [%d, 1] or [%d]", f.Path, name+int8ScaleSuffix, se.Shape, name, e.Shape, OC, OC)
+		}
+		scale, err := se.Float32()
+		if err != nil {
+			return nil, fmt.Errorf("roformer: %s: %w", f.Path, err)
+		}
+		var codes []int8
+		if e.Raw != nil {
+			codes = unsafe.Slice((*int8)(unsafe.Pointer(unsafe.SliceData(e.Raw))), len(e.Raw))
+		} else {
+			codes = make([]int8, len(e.Data))
+			for i, v := range e.Data {
+				codes[i] = int8(v)
+			}
+		}
+		out[name] = int8Pair{codes: codes, scale: scale, shape: e.Shape}
+	}
+	return out, nil
+}

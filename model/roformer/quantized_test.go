@@ -1,0 +1,210 @@
+package roformer
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/roformer-go/roformer/checkpoint"
+	"github.com/roformer-go/roformer/tensor"
+)
+
+func int8Model(t *testing.T) (*Model, string) {
+	t.Helper()
+	cfg := tinyConfig(func(c *Config) { c.HiddenSize, c.NumAttentionHeads, c.IntermediateSize = 24, 3, 40 })
+	m := randomModel(t, cfg, HeadMaskedLM, 5)
+	if err := m.SetPrecision(PrecisionInt8); err != nil {
+		t.Skipf("this machine cannot run int8: %v", err)
+	}
+	if err := m.SetPrecision(""); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := m.Save(filepath.Join(dir, "fp32")); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SaveQuantized(filepath.Join(dir, "int8"), PrecisionInt8); err != nil {
+		t.Fatal(err)
+	}
+	return m, dir
+}
+
+// An int8 folder holds the codes and scales of every weight int8 quantizes,
+// says so in config.json, loads in int8 as it is (mapped or read) and
+// computes what quantizing the float32 folder at load computes, to the bit.
+func TestSaveQuantizedInt8RoundTrip(t *testing.T) {
+	m, dir := int8Model(t)
+	f, err := checkpoint.ReadDir(filepath.Join(dir, "int8"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := m.int8WeightNames()
+	n := 6*m.Config.NumHiddenLayers + 1 // q, k, v, out, ff in, ff out; the LM transform
+	if m.Config.EmbeddingSize != m.Config.HiddenSize {
+		n++ // embeddings_project
+	}
+	if len(want) != n {
+		t.Fatalf("%d weights to quantize: %v", len(want), want)
+	}
+	for name := range want {
+		e, s := f.Tensors[name], f.Tensors[name+"_scale"]
+		if e == nil || e.DType != "I8" || s == nil || s.DType != "F32" || len(s.Shape) != 2 || s.Shape[1] != 1 {
+			t.Fatalf("%s: stored as %+v with scales %+v", name, e, s)
+		}
+	}
+	if e := f.Tensors["roformer.embeddings.word_embeddings.weight"]; e.DType != "F32" {
+		t.Fatalf("the word embedding is stored as %s", e.DType)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "int8", "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Q struct {
+			Method string `json:"quant_method"`
+			Format string `json:"format"`
+		} `json:"quantization_config"`
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil || cfg.Q.Method != "compressed-tensors" || cfg.Q.Format != "int-quantized" {
+		t.Fatalf("config.json's quantization_config: %+v (%v)", cfg.Q, err)
+	}
+
+	ref, err := Load(filepath.Join(dir, "fp32"), HeadMaskedLM, LoadOptions{Precision: PrecisionInt8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want32 := tinyLogits(t, ref.Model)
+	for _, nomap := range []bool{false, true} {
+		l, err := Load(filepath.Join(dir, "int8"), HeadMaskedLM, LoadOptions{NoMap: nomap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Precision() != PrecisionInt8 || len(l.stored) != len(want) {
+			t.Fatalf("NoMap %v: loaded in %s with %d stored weights, want int8 and %d", nomap, l.Precision(), len(l.stored), len(want))
+		}
+		for p := range l.stored {
+			if len(p.Data) != 0 {
+				t.Fatalf("%s holds %d float32 values beside its codes", p.Name, len(p.Data))
+			}
+		}
+		got := tinyLogits(t, l.Model)
+		for i := range want32 {
+			if math.Float32bits(got[i]) != math.Float32bits(want32[i]) {
+				t.Fatalf("NoMap %v: logit %d: %v from the int8 folder, %v quantizing at load", nomap, i, got[i], want32[i])
+			}
+		}
+		// Save writes float32 again: the codes' values.
+		out := filepath.Join(t.TempDir(), "back")
+		if err := l.Save(out); err != nil {
+			t.Fatal(err)
+		}
+		back, err := Load(out, HeadMaskedLM, LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back.Precision() != PrecisionFP32 {
+			t.Fatalf("the float32 folder saved from an int8 model loads in %s", back.Precision())
+		}
+	}
+	// Asked for float32, the codes are dequantized, and a note says so.
+	l, err := Load(filepath.Join(dir, "int8"), HeadMaskedLM, LoadOptions{Precision: PrecisionFP32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := l.Encoder.Layers[0].FFIn.W
+	if len(q.Data) != tensor.Numel(q.Shape) || len(l.stored) != 0 {
+		t.Fatalf("fp32 load of an int8 folder: %d values for %v, %d stored", len(q.Data), q.Shape, len(l.stored))
+	}
+}
+
+// A bf16 folder is every tensor in BF16 with torch_dtype bfloat16 (what
+// Hugging Face loads with torch_dtype=torch.bfloat16), and loads back to
+// the float32 weights rounded to bfloat16.
+func TestSaveQuantizedBF16(t *testing.T) {
+	cfg := tinyConfig(nil)
+	m := randomModel(t, cfg, HeadMaskedLM, 6)
+	dir := t.TempDir()
+	if err := m.SaveQuantized(dir, PrecisionBF16); err != nil {
+		t.Fatal(err)
+	}
+	f, err := checkpoint.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, e := range f.Tensors {
+		if e.DType != "BF16" {
+			t.Fatalf("%s stored as %s", name, e.DType)
+		}
+	}
+	l, err := Load(dir, HeadMaskedLM, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Config.TorchDtype != "bfloat16" {
+		t.Fatalf("torch_dtype %q", l.Config.TorchDtype)
+	}
+	w, g := m.Weights(), l.Weights()
+	for i := range w {
+		for j, v := range w[i].Data {
+			if r := tensor.BF16ToF32(tensor.F32ToBF16(v)); g[i].Data[j] != r {
+				t.Fatalf("%s[%d] = %v, want %v rounded to bfloat16 (%v)", w[i].Name, j, g[i].Data[j], v, r)
+			}
+		}
+	}
+	if err := m.SaveQuantized(dir, "fp16"); err == nil {
+		t.Fatal("SaveQuantized took fp16")
+	}
+}
+
+// The codes and scales of an int8 folder are untrusted input: each fault
+// is refused naming the tensor.
+func TestLoadInt8Refuses(t *testing.T) {
+	_, dir := int8Model(t)
+	src := filepath.Join(dir, "int8")
+	name := "roformer.encoder.layer.0.intermediate.dense.weight"
+	cases := []struct {
+		what, want string
+		edit       func(map[string]*checkpoint.Entry)
+	}{
+		{"a NaN scale", "scale is NaN", func(e map[string]*checkpoint.Entry) { e[name+"_scale"].Data[3] = float32(math.NaN()) }},
+		{"a zero scale", "scale is 0", func(e map[string]*checkpoint.Entry) { e[name+"_scale"].Data[0] = 0 }},
+		{"a negative scale", "scale is -1", func(e map[string]*checkpoint.Entry) { e[name+"_scale"].Data[1] = -1 }},
+		{"code -128", "code -128", func(e map[string]*checkpoint.Entry) { e[name].Data[7] = -128 }},
+		{"scales of the wrong size", "needs [40, 1] or [40]", func(e map[string]*checkpoint.Entry) {
+			s := e[name+"_scale"]
+			s.Shape, s.Data = []int{39, 1}, s.Data[:39]
+		}},
+		{"codes without scales", "has no " + name + "_scale", func(e map[string]*checkpoint.Entry) { delete(e, name+"_scale") }},
+		{"scales without codes", "has no I8 weight", func(e map[string]*checkpoint.Entry) {
+			e[name].DType = "F32"
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.what, func(t *testing.T) {
+			f, err := checkpoint.ReadDir(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.edit(f.Tensors)
+			out := t.TempDir()
+			cfg, _ := os.ReadFile(filepath.Join(src, "config.json"))
+			if err := os.WriteFile(filepath.Join(out, "config.json"), cfg, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var entries []*checkpoint.Entry
+			for _, e := range f.Tensors {
+				entries = append(entries, e)
+			}
+			if err := checkpoint.WriteSafetensors(filepath.Join(out, "model.safetensors"), entries, nil); err != nil {
+				t.Fatal(err)
+			}
+			_, err = Load(out, HeadMaskedLM, LoadOptions{})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Load: %v; want an error saying %q", err, c.want)
+			}
+		})
+	}
+}
