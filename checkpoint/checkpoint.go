@@ -29,6 +29,7 @@ type Entry struct {
 	// Raw holds the stored little-endian bytes in a File that MapDir
 	// read, and is nil otherwise. There Data is nil for a tensor that is
 	// not float32 (or not aligned for it) until Float32 decodes it.
+	// WriteSafetensors writes Raw as it is for an entry without Data.
 	Raw []byte
 }
 

@@ -336,17 +336,20 @@ var safetensorsWritable = map[string]bool{"F32": true, "F16": true, "BF16": true
 // WriteSafetensors writes entries to path in the safetensors format (see
 // ParseSafetensors), atomically.
 //
-// Each entry is stored as its DType: "F32" (or empty), "F16" or "BF16"; F16
-// and BF16 values are rounded to nearest even by tensor.F32ToF16 and
-// tensor.F32ToBF16. Tensors are written in sorted name order, contiguously;
+// Each entry is stored as its DType: "F32" (or empty), "F16", "BF16" or
+// "I8"; F16 and BF16 values are rounded to nearest even by tensor.F32ToF16
+// and tensor.F32ToBF16, I8 values must be integers in [-128, 127]. An entry
+// without Data is written from Raw, its little-endian bytes in DType, as
+// they are. Tensors are written wider dtypes first, then in name order
+// (each starts aligned for its dtype), contiguously;
 // metadata becomes "__metadata__" (omitted when empty). The JSON header is
 // padded with spaces so that the data section starts at a multiple of 8.
 //
 // The file is written to a temporary file in the same directory, synced,
 // renamed over path and the directory synced. On any error path is left as it
 // was and the temporary file is removed. Entries are validated (unique
-// non-empty names, non-negative shapes, len(Data) equal to the product of
-// Shape) before anything is created.
+// non-empty names, non-negative shapes, len(Data), or Raw's bytes, equal to
+// the product of Shape) before anything is created.
 func WriteSafetensors(path string, entries []*Entry, metadata map[string]string) error {
 	header, sorted, err := safetensorsHeader(entries, metadata, path)
 	if err != nil {
@@ -368,6 +371,12 @@ func writeSafetensorsTo(w io.Writer, header []byte, sorted []*Entry) error {
 	}
 	var buf []byte
 	for _, e := range sorted {
+		if e.Data == nil {
+			if _, err := w.Write(e.Raw); err != nil {
+				return err
+			}
+			continue
+		}
 		buf = encodeValues(buf[:0], dtypeOrF32(e.DType), e.Data)
 		if _, err := w.Write(buf); err != nil {
 			return err
@@ -407,6 +416,23 @@ func safetensorsHeader(entries []*Entry, metadata map[string]string, file string
 		if !safetensorsWritable[dt] {
 			return nil, nil, fmt.Errorf("checkpoint: %s: tensor %q: cannot write %w %q (want F32, F16, BF16 or I8)",
 				file, e.Name, ErrUnsupportedDType, e.DType)
+		}
+		if e.Data == nil && e.Raw != nil {
+			// Written as stored: the bytes must be the shape's.
+			shape := make([]int64, len(e.Shape))
+			for j, d := range e.Shape {
+				shape[j] = int64(d)
+			}
+			n, err := numel(shape, dtypeSizes[dt])
+			if err != nil {
+				return nil, nil, fmt.Errorf("checkpoint: %s: tensor %q: %v", file, e.Name, err)
+			}
+			if int64(len(e.Raw)) != n*int64(dtypeSizes[dt]) {
+				return nil, nil, fmt.Errorf("checkpoint: %s: tensor %q: %s shape %v needs %d bytes, Raw has %d",
+					file, e.Name, dt, e.Shape, n*int64(dtypeSizes[dt]), len(e.Raw))
+			}
+			sorted = append(sorted, e)
+			continue
 		}
 		if dt == "I8" {
 			for i, v := range e.Data {
@@ -471,6 +497,9 @@ func safetensorsHeader(entries []*Entry, metadata map[string]string, file string
 		}
 		dt := dtypeOrF32(e.DType)
 		size := int64(len(e.Data)) * int64(dtypeSizes[dt])
+		if e.Data == nil {
+			size = int64(len(e.Raw))
+		}
 		writeJSONString(&h, e.Name)
 		fmt.Fprintf(&h, `:{"dtype":%q,"shape":[`, dt)
 		for j, d := range e.Shape {

@@ -143,6 +143,10 @@ func TestWriteSafetensorsRejects(t *testing.T) {
 		{"nil entry", []*Entry{nil}, "entry 0 is nil"},
 		{"int dtype", []*Entry{{Name: "w", DType: "I64", Shape: []int{}, Data: []float32{1}}}, `cannot write unsupported dtype "I64"`},
 		{"negative dim", []*Entry{{Name: "w", Shape: []int{-1}, Data: nil}}, "negative dimension -1"},
+		{"raw too short", []*Entry{{Name: "w", DType: "I8", Shape: []int{2, 2}, Raw: []byte{1, 2, 3}}}, `tensor "w": I8 shape [2 2] needs 4 bytes, Raw has 3`},
+		{"raw of half a value", []*Entry{{Name: "w", DType: "BF16", Shape: []int{2}, Raw: []byte{1, 2, 3}}}, `BF16 shape [2] needs 4 bytes, Raw has 3`},
+		{"raw int dtype", []*Entry{{Name: "w", DType: "I64", Shape: []int{1}, Raw: make([]byte, 8)}}, `cannot write unsupported dtype "I64"`},
+		{"I8 not an integer", []*Entry{{Name: "w", DType: "I8", Shape: []int{1}, Data: []float32{0.5}}}, `I8 value 0.5 at index 0 is not an integer`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -236,4 +240,27 @@ func TestWriteSafetensorsAtomic(t *testing.T) {
 			t.Fatalf("error %v, want not-exist", err)
 		}
 	})
+}
+
+// An entry without Data is written from Raw as it is, and reads back as
+// the values those bytes hold.
+func TestWriteSafetensorsRaw(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.safetensors")
+	entries := []*Entry{
+		{Name: "codes", DType: "I8", Shape: []int{2, 2}, Raw: []byte{1, 0xff, 0x81, 127}},
+		{Name: "half", DType: "BF16", Shape: []int{1}, Raw: []byte{0x80, 0x3f}}, // 1.0
+		{Name: "scale", Shape: []int{2, 1}, Data: []float32{0.5, 2}},
+	}
+	if err := WriteSafetensors(path, entries, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, err := ReadSafetensors(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string][]float32{"codes": {1, -1, -127, 127}, "half": {1}, "scale": {0.5, 2}} {
+		if e := f.Tensors[name]; e == nil || !slices.Equal(e.Data, want) {
+			t.Errorf("%s: read %+v, want %v", name, e, want)
+		}
+	}
 }

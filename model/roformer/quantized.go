@@ -22,11 +22,19 @@ import (
 //     the F32 scales [OC, 1] (symmetric, per output channel: w = code·scale),
 //     and config.json's quantization_config says so (vLLM and transformers
 //     with compressed-tensors read it). The codes are those SetPrecision
-//     makes (kernels.QuantizeInt8, ±127), so loading the folder in int8
-//     computes what quantizing at load computes.
-//   - bf16: every tensor in BF16 and torch_dtype "bfloat16": what
-//     model.to(torch.bfloat16).save_pretrained writes, and what Hugging
-//     Face's from_pretrained(torch_dtype=torch.bfloat16) loads.
+//     makes (kernels.QuantizeInt8, ±127). The word embedding, which
+//     compressed-tensors leaves unquantized, is stored in BF16 (a third of
+//     a base model's float32 folder otherwise: 0.33× its bytes, 0.28× so)
+//     and looked up in float32; everything else stays F32. Loading the
+//     folder in int8 computes what quantizing at load a model whose word
+//     embedding is rounded to bfloat16 computes, to the bit.
+//   - bf16: every tensor in BF16 and torch_dtype "bfloat16", as
+//     model.to(torch.bfloat16).save_pretrained writes it, and what Hugging
+//     Face's from_pretrained(torch_dtype=torch.bfloat16) loads; but for the
+//     sinusoid table (roformer.encoder.embed_positions.weight, 32 K values
+//     at base), kept F32: Hugging Face computes with the stored table,
+//     which rounded would move a float32 load's outputs by 3e-4 on base
+//     from ours (we compute the rotation from its formula).
 
 // int8ScaleSuffix names a quantized weight's scales beside NAME.weight.
 const int8ScaleSuffix = "_scale"
@@ -38,25 +46,30 @@ func (m *Model) SaveQuantized(dir string, p Precision) error {
 	switch p {
 	case PrecisionBF16:
 		return m.save(dir, "bfloat16", func(name string, t *tensor.Tensor) []*checkpoint.Entry {
-			return []*checkpoint.Entry{{Name: name, DType: "BF16", Shape: t.Shape, Data: t.Data}}
+			dt := "BF16"
+			if name == keyEmbedPositions {
+				dt = "F32" // see the package notes on quantized folders
+			}
+			return []*checkpoint.Entry{{Name: name, DType: dt, Shape: t.Shape, Data: t.Data}}
 		})
 	case PrecisionInt8:
 		quantized := m.int8WeightNames()
+		word := unsafe.SliceData(m.Encoder.Embeddings.Word.Data)
 		var names []string
 		entry := func(name string, t *tensor.Tensor) []*checkpoint.Entry {
 			if !quantized[name] {
-				return []*checkpoint.Entry{{Name: name, DType: "F32", Shape: t.Shape, Data: t.Data}}
+				dt := "F32"
+				if unsafe.SliceData(t.Data) == word {
+					dt = "BF16"
+				}
+				return []*checkpoint.Entry{{Name: name, DType: dt, Shape: t.Shape, Data: t.Data}}
 			}
 			names = append(names, strings.TrimSuffix(name, ".weight"))
 			OC, C := t.Shape[0], t.Shape[1]
-			codes, scale := make([]int8, OC*C), make([]float32, OC)
-			kernels.QuantizeInt8(codes, scale, t.Data, OC, C, 127)
-			vals := make([]float32, len(codes))
-			for i, c := range codes {
-				vals[i] = float32(c)
-			}
+			codes, scale := make([]byte, OC*C), make([]float32, OC)
+			kernels.QuantizeInt8(unsafe.Slice((*int8)(unsafe.Pointer(unsafe.SliceData(codes))), len(codes)), scale, t.Data, OC, C, 127)
 			return []*checkpoint.Entry{
-				{Name: name, DType: "I8", Shape: t.Shape, Data: vals},
+				{Name: name, DType: "I8", Shape: t.Shape, Raw: codes},
 				{Name: name + int8ScaleSuffix, DType: "F32", Shape: []int{OC, 1}, Data: scale},
 			}
 		}
