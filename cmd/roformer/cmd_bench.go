@@ -163,6 +163,9 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	if o.mode != "train" {
+		prec = m.Precision()
+	}
 	in := newBenchInputs(o, head, m.Config.VocabSize)
 	flops := modelFLOPs(&m.Config, head, o.batch, o.seq, in.headRows)
 	if o.mode == "train" {
@@ -251,12 +254,22 @@ func (o *benchOptions) check() (roformer.Head, roformer.Precision, error) {
 func benchModel(o benchOptions, head roformer.Head, prec roformer.Precision) (*roformer.Model, string, error) {
 	var m *roformer.Model
 	size := o.size
+	infer := o.mode == "infer" || o.mode == "decode"
 	if o.model != "" {
-		l, err := pipeline.Open(o.model, pipeline.OpenOptions{Head: head, NoTokenizer: true})
+		// Inference in the precision asked, or the folder's own (an int8
+		// folder's codes are not dequantized to be quantized again).
+		open := pipeline.OpenOptions{Head: head, NoTokenizer: true, Precision: roformer.PrecisionFP32}
+		if infer {
+			open.Precision = prec
+		}
+		l, err := pipeline.Open(o.model, open)
 		if err != nil {
 			return nil, "", err
 		}
 		m, size = l.Model, "model:"+o.model
+		if infer {
+			return m, size, nil
+		}
 	} else {
 		cfg, err := benchConfig(o.size)
 		if err != nil {
@@ -270,7 +283,7 @@ func benchModel(o benchOptions, head roformer.Head, prec roformer.Precision) (*r
 		}
 		m.Init(o.seed)
 	}
-	if o.mode == "infer" || o.mode == "decode" {
+	if infer {
 		if err := m.SetPrecision(prec); err != nil {
 			return nil, "", err
 		}
@@ -598,6 +611,9 @@ func runDecodeBench(ctx context.Context, o benchOptions, head roformer.Head, pre
 	m, size, err := benchModel(o, head, prec)
 	if err != nil {
 		return err
+	}
+	if o.mode != "train" {
+		prec = m.Precision()
 	}
 	in := newBenchInputs(o, head, m.Config.VocabSize)
 	prompts := make([][]int32, o.batch)

@@ -114,7 +114,7 @@ func loadFineTuned(dir string, maxLength, batch int, precision string) (*fineTun
 		return nil, err
 	}
 	if _, err := os.Stat(filepath.Join(dir, finetune.BaselineFile)); err == nil {
-		if prec != roformer.PrecisionFP32 {
+		if prec != "" && prec != roformer.PrecisionFP32 {
 			return nil, usagef("--precision %s: %s holds a bag-of-words baseline, not a RoFormer", prec, dir)
 		}
 		b, err := finetune.LoadBaseline(dir)
