@@ -143,7 +143,7 @@ func TestRopeScalingSaveLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := []int32{2, 5, 7, 3}
-	testutil.AssertClose(t, "reloaded", forwardAt(t, l.Model, ids, nil), forwardAt(t, lin, ids, nil), 0, 0)
+	testutil.AssertClose(t, "reloaded", forwardAt(t, l.Model, ids, nil), forwardAt(t, lin, ids, nil), layoutTol(), 0)
 }
 
 // xPos: the outputs depend on positions only through their differences (a

@@ -174,8 +174,8 @@ func TestSessionMixedShapes(t *testing.T) {
 						t.Fatal(err)
 					}
 					name := fmt.Sprintf("batch %d (%d×%d)", i, b.B, b.T)
-					testutil.AssertClose(t, name+": hidden", got.LastHiddenState.Data, want.LastHiddenState.Data, 0, 0)
-					testutil.AssertClose(t, name+": logits", got.Logits.Data, want.Logits.Data, 0, 0)
+					testutil.AssertClose(t, name+": hidden", got.LastHiddenState.Data, want.LastHiddenState.Data, layoutTol(), 0)
+					testutil.AssertClose(t, name+": logits", got.Logits.Data, want.Logits.Data, layoutTol(), 0)
 				}
 			}
 			run(batches(100, [2]int{2, 7}, [2]int{1, 3}, [2]int{3, 11}, [2]int{1, 3}, [2]int{2, 7}), true)
@@ -254,10 +254,10 @@ func TestSessionArenaPoisoned(t *testing.T) {
 					t.Fatal(err)
 				}
 				name := fmt.Sprintf("batch %d (%d×%d)", i, sh[0], sh[1])
-				testutil.AssertClose(t, name+": hidden", got.LastHiddenState.Data, want.LastHiddenState.Data, 0, 0)
+				testutil.AssertClose(t, name+": hidden", got.LastHiddenState.Data, want.LastHiddenState.Data, layoutTol(), 0)
 				for _, o := range []string{"logits", "pooler_output"} {
 					if w := want.Named(o); w != nil {
-						testutil.AssertClose(t, name+": "+o, got.Named(o).Data, w.Data, 0, 0)
+						testutil.AssertClose(t, name+": "+o, got.Named(o).Data, w.Data, layoutTol(), 0)
 					}
 				}
 				for j := range se.ar.slab {

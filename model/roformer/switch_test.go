@@ -289,7 +289,7 @@ func TestSwitchSaveLoad(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			testutil.AssertClose(t, "logits after Save and Load", got.Logits.Data, want.Logits.Data, 0, 0)
+			testutil.AssertClose(t, "logits after Save and Load", got.Logits.Data, want.Logits.Data, layoutTol(), 0)
 			raw, _ := os.ReadFile(filepath.Join(dir, "config.json"))
 			var keys map[string]any
 			if err := json.Unmarshal(raw, &keys); err != nil {
