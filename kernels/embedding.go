@@ -1,5 +1,7 @@
 package kernels
 
+import "github.com/roformer-go/roformer/tensor"
+
 // EmbeddingForward sums a word and a token-type embedding per position, as
 // HF's RoFormerEmbeddings does before its LayerNorm:
 // out[bt] = wte[ids[bt]] + wtt[types[bt]]. Ids must already be validated
@@ -69,4 +71,36 @@ func AddForward(out, a, b []float32, N int) {
 	parallelFor(N, 1<<14, func(lo, hi int) {
 		addVec(out[lo:hi], a[lo:hi], b[lo:hi])
 	})
+}
+
+// EmbeddingForwardBF16 is EmbeddingForward for a word embedding stored in
+// bfloat16 (a quantized model folder's, used where it lies in the mapped
+// file): wte holds its V·C values as little-endian BF16 bytes, each row
+// read is widened to float32 exactly, so out is what EmbeddingForward
+// gives with the widened table, to the bit.
+//
+//	wte [V, C] as 2·V·C bytes
+func EmbeddingForwardBF16(out []float32, ids, types []int32, wte []byte, wtt []float32, BT, C int) {
+	parallelFor(BT, 64, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			o := out[r*C : r*C+C]
+			DecodeBF16(o, wte[2*int(ids[r])*C:2*(int(ids[r])+1)*C])
+			if wtt == nil {
+				continue
+			}
+			tt := wtt[int(types[r])*C : int(types[r])*C+C]
+			for i := range o {
+				o[i] += tt[i]
+			}
+		}
+	})
+}
+
+// DecodeBF16 widens the little-endian BF16 values src [2·len(dst) bytes]
+// to float32 into dst (exactly: bfloat16 is float32's upper half).
+func DecodeBF16(dst []float32, src []byte) {
+	src = src[:2*len(dst)]
+	for i := range dst {
+		dst[i] = tensor.BF16ToF32(uint16(src[2*i]) | uint16(src[2*i+1])<<8)
+	}
 }

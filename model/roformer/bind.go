@@ -265,11 +265,9 @@ func (m *Model) StateDict() map[string]*tensor.Tensor {
 	out := map[string]*tensor.Tensor{}
 	for _, p := range m.Weights() {
 		out[p.Name] = &tensor.Tensor{Shape: p.Shape, Data: p.Data}
-		if q, ok := m.stored[p]; ok { // int8 codes only: their values
-			d := make([]float32, len(q.codes))
-			for i, c := range q.codes {
-				d[i] = float32(c) * q.scale[i/p.Shape[1]]
-			}
+		if q, ok := m.stored[p]; ok { // stored only: their values
+			d := make([]float32, tensor.Numel(p.Shape))
+			q.values(d, p.Shape[1])
 			out[p.Name].Data = d
 		}
 	}

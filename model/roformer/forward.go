@@ -421,9 +421,12 @@ func (m *Model) encode(ctx context.Context, s *State, hook func(layer int, hidde
 	s.wantProbs = hook != nil
 
 	// x = LayerNorm(word[ids] + type[types]); x = project(x) when E ≠ H
-	if cfg.ScaleEmbedding {
+	switch word := m.wordBF16(); {
+	case cfg.ScaleEmbedding:
 		m.scaledEmbeddingForward(s) // √E·word[ids] + type[types]
-	} else {
+	case word != nil: // stored in bfloat16 where it lies in the mapped folder
+		kernels.EmbeddingForwardBF16(s.embSum, s.ids, s.types, word, emb.TokenType.Data, BT, E)
+	default:
 		kernels.EmbeddingForward(s.embSum, s.ids, s.types, emb.Word.Data, emb.TokenType.Data, BT, E)
 	}
 	m.addPositions(s) // sinusoidal or learned absolute positions; nothing for the others

@@ -114,7 +114,10 @@ func Load(dir string, head Head, opts LoadOptions) (*Loaded, error) {
 		}
 	}
 	keepInt8 := opts.Precision == PrecisionInt8
-	src, err := fileTensors(f, pairs, keepInt8)
+	// A mapped folder's BF16 linear weights stay where they lie until each
+	// is prepared (no float32 copy), where the precision prepares them.
+	keepBF16 := prepares(opts.Precision) && f.Mapped()
+	src, bf16, err := fileTensors(f, pairs, keepInt8, keepBF16)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +168,7 @@ func Load(dir string, head Head, opts LoadOptions) (*Loaded, error) {
 	if !keepInt8 {
 		pairs = nil
 	}
-	rep, err := m.bindChecked(src, f, opts, inPlace, pairs)
+	rep, err := m.bindChecked(src, f, opts, inPlace, pairs, bf16)
 	if err != nil {
 		return nil, err
 	}
@@ -205,10 +208,24 @@ func isQKV(name string) bool {
 // fileTensors returns f's tensors by name as float32 (decoding those a
 // mapped file holds in another dtype), the int8 weights pairs names
 // dequantized, or with their shapes only (no values) when keepInt8 is set
-// (Load binds them as codes), their scales left out.
-func fileTensors(f *checkpoint.File, pairs map[string]int8Pair, keepInt8 bool) (map[string]*tensor.Tensor, error) {
+// (Load binds them as codes), their scales left out. The word embedding
+// of a mapped file that stores it in BF16 has its shape only too, and so,
+// with keepBF16, have the mapped BF16 tensors that may be linear layers'
+// weights (2-D, NAME.weight, neither another embedding table nor the LM
+// decoder); their bytes are returned by name (bindChecked keeps the word
+// embedding's and a linear layer's, decodes any other's).
+func fileTensors(f *checkpoint.File, pairs map[string]int8Pair, keepInt8, keepBF16 bool) (map[string]*tensor.Tensor, map[string][]byte, error) {
 	src := make(map[string]*tensor.Tensor, len(f.Tensors))
+	bf16 := map[string][]byte{}
 	for name, e := range f.Tensors {
+		if e.DType != "BF16" || e.Raw == nil || len(e.Shape) != 2 {
+			// kept as float32 below
+		} else if strings.HasSuffix(name, "embeddings.word_embeddings.weight") ||
+			keepBF16 && strings.HasSuffix(name, ".weight") && !strings.Contains(name, "embed") && !strings.Contains(name, "decoder") {
+			src[name] = &tensor.Tensor{Shape: e.Shape}
+			bf16[name] = e.Raw
+			continue
+		}
 		if q, ok := pairs[name]; ok {
 			t := &tensor.Tensor{Shape: q.shape}
 			if !keepInt8 {
@@ -226,11 +243,11 @@ func fileTensors(f *checkpoint.File, pairs map[string]int8Pair, keepInt8 bool) (
 		}
 		data, err := e.Float32()
 		if err != nil {
-			return nil, fmt.Errorf("roformer: %s: %w", f.Path, err)
+			return nil, nil, fmt.Errorf("roformer: %s: %w", f.Path, err)
 		}
 		src[name] = &tensor.Tensor{Shape: e.Shape, Data: data}
 	}
-	return src, nil
+	return src, bf16, nil
 }
 
 // fitShapes returns the shapes of src that CheckShapes compares with cfg:
@@ -253,9 +270,10 @@ func fitShapes(cfg *Config, head Head, src map[string]*tensor.Tensor, newHead bo
 // the weight file f; the tensors inPlace names become the parameters'
 // storage) and sets the precision, checking that every value is finite.
 //
-// The weights pairs names are bound as their int8 codes (the model's
-// stored weights, prepared as they are) and their pages released.
-func (m *Model) bindChecked(src map[string]*tensor.Tensor, f *checkpoint.File, opts LoadOptions, inPlace map[string]bool, pairs map[string]int8Pair) (*BindReport, error) {
+// The weights pairs names are bound as their int8 codes, and the linear
+// layers' weights bf16 holds the bytes of as those BF16 bytes (the model's
+// stored weights, prepared as they are), and their pages released.
+func (m *Model) bindChecked(src map[string]*tensor.Tensor, f *checkpoint.File, opts LoadOptions, inPlace map[string]bool, pairs map[string]int8Pair, bf16 map[string][]byte) (*BindReport, error) {
 	path := f.Path
 	if _, ok := src["roformer.pooler.dense.weight"]; ok {
 		m.EnablePooler()
@@ -266,25 +284,70 @@ func (m *Model) bindChecked(src map[string]*tensor.Tensor, f *checkpoint.File, o
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	type span struct{ lo, hi uintptr }
+	var linear []span
+	for _, l := range m.linears() {
+		lo := uintptr(unsafe.Pointer(unsafe.SliceData(l.w)))
+		linear = append(linear, span{lo, lo + uintptr(4*l.oc*l.c)})
+	}
+	inLinear := func(w []float32) bool {
+		lo := uintptr(unsafe.Pointer(unsafe.SliceData(w)))
+		for _, s := range linear {
+			if lo >= s.lo && lo+uintptr(4*len(w)) <= s.hi {
+				return true
+			}
+		}
+		return false
+	}
+	store := func(w *tensor.Param, s storedWeight) {
+		if m.stored == nil {
+			m.stored = storedWeights{}
+		}
+		w.Data = make([]float32, 0, 1) // no values: a key of its own for the prepared layer
+		m.stored[w] = s
+	}
 	for _, w := range m.Weights() {
 		if f.Holds(checkpoint.Float32Bytes(w.Data)) {
 			m.borrowed = append(m.borrowed, w)
 		}
-		q, ok := pairs[w.Name]
-		if !ok {
-			q, ok = pairs[strings.TrimPrefix(w.Name, "roformer.")]
+		key := w.Name
+		if _, ok := src[key]; !ok {
+			key = strings.TrimPrefix(w.Name, "roformer.")
 		}
-		if ok {
-			if m.stored == nil {
-				m.stored = storedWeights{}
+		if q, ok := pairs[key]; ok {
+			store(w, storedWeight{codes: q.codes, scale: q.scale, linear: true})
+		} else if raw, ok := bf16[key]; ok && src[key].Data == nil && len(raw) == 2*len(w.Data) {
+			switch linear := inLinear(w.Data); {
+			case w == m.Encoder.Embeddings.Word:
+				if err := checkFiniteBF16(w, raw); err != nil {
+					return nil, fmt.Errorf("%s: %w", path, err)
+				}
+				store(w, storedWeight{bf16: raw, linear: linear}) // linear: the tied LM decoder
+			case linear:
+				store(w, storedWeight{bf16: raw, linear: true})
+			default:
+				storedWeight{bf16: raw}.values(w.Data, 1)
 			}
-			w.Data = make([]float32, 0, 1) // no values: a key of its own for the prepared layer
-			m.stored[w] = storedInt8{codes: q.codes, scale: q.scale}
+		}
+	}
+	for i := range m.Encoder.Layers {
+		if L := &m.Encoder.Layers[i]; L.qkv != nil {
+			if _, _, ok := L.fusedWeights(); !ok {
+				L.qkv = nil // q, k and v are stored apart
+			}
 		}
 	}
 	if !prepares(opts.Precision) || !f.Mapped() {
 		if err := m.checkFinite(); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		// The check read every page; a lookup needs only its rows (a
+		// product reads the whole weight: those stay).
+		emb := &m.Encoder.Embeddings
+		for _, w := range []*tensor.Param{emb.Word, emb.TokenType, emb.Position} {
+			if w != nil && m.Head != HeadMaskedLM && m.Head != HeadCausalLM {
+				f.Release(checkpoint.Float32Bytes(w.Data))
+			}
 		}
 		if err := m.SetPrecision(opts.Precision); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
@@ -293,7 +356,7 @@ func (m *Model) bindChecked(src map[string]*tensor.Tensor, f *checkpoint.File, o
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	for _, q := range m.stored {
-		f.Release(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(q.codes))), len(q.codes)))
+		f.Release(q.bytes())
 	}
 	return rep, nil
 }
@@ -303,9 +366,9 @@ func (m *Model) bindChecked(src map[string]*tensor.Tensor, f *checkpoint.File, o
 // linear layer's weight is checked, prepared and its pages released one at
 // a time (the load never holds the float32 file beside the prepared
 // weights), the small parameters left in float32 (biases, norms) are
-// copied out of the mapping, and the mapping's pages are released but for
-// the embedding tables, which stay where they lie (a lookup touches only
-// its rows).
+// copied out of the mapping, and the mapping's pages are released, the
+// embedding tables' too: they stay where they lie, and a lookup reads
+// again only its rows.
 func (m *Model) prepareMapped(f *checkpoint.File, p Precision) error {
 	emb := &m.Encoder.Embeddings
 	tables := map[*tensor.Param]bool{emb.Word: true, emb.TokenType: true, emb.Position: true}
@@ -329,6 +392,7 @@ func (m *Model) prepareMapped(f *checkpoint.File, p Precision) error {
 	hooks := prepHooks{
 		before: func(w []float32) error { return checkFiniteValues(names[&w[0]], w) },
 		after:  func(w []float32) { f.Release(checkpoint.Float32Bytes(w)) },
+		stored: func(b []byte) { f.Release(b) },
 	}
 	if err := m.setPrecision(p, hooks); err != nil {
 		return err
@@ -340,7 +404,9 @@ func (m *Model) prepareMapped(f *checkpoint.File, p Precision) error {
 		switch {
 		case linear[&w.Data[0]] && !tables[w]:
 			borrowed = append(borrowed, w) // released, read again only by Save or training
-		case tables[w] || len(b) >= 1<<20:
+		case tables[w]:
+			borrowed = append(borrowed, w) // released: a lookup reads its rows again
+		case len(b) >= 1<<20:
 			keep = append(keep, b)
 			borrowed = append(borrowed, w)
 		default:

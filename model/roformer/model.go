@@ -120,8 +120,9 @@ type Model struct {
 	// borrowed lists the parameters whose Data Load bound where they lie
 	// in a mapped checkpoint (ownWeights copies them before training).
 	borrowed []*tensor.Param
-	// stored holds the weights kept as int8 codes only (an int8 folder
-	// loaded in int8): their Params have no Data.
+	// stored holds the weights kept as a quantized folder stores them (an
+	// int8 folder loaded in int8, a bf16 one in bf16): their Params have
+	// no Data.
 	stored storedWeights
 	// trainBF16 runs the products of the linear layers that lowp does not
 	// hold, forward and backward, from bfloat16-rounded operands
@@ -218,14 +219,16 @@ func newLinears3(out, in int, bias bool) (a, b, c nn.Linear, blk *qkvBlock) {
 	return ls[0], ls[1], ls[2], blk
 }
 
-// ownWeights copies the weights Load bound in place (in a mapped file)
-// into memory of the model's own, and, unless layers are prepared for
+// ownWeights gives the stored weights their float32 values (dequantize),
+// copies the weights Load bound in place (in a mapped file) into memory of
+// the model's own, and, unless layers are prepared for
 // another precision (which then run them one by one), puts the query, key
 // and value projections into one block again (Layer.fusedWeights): a model
 // that trains writes its weights, and computes what a model made by New
 // computes, to the bit (a kernel's sums may depend on where its operands
 // lie).
 func (m *Model) ownWeights() {
+	m.dequantize()
 	for _, p := range m.borrowed {
 		old := &p.Data[0]
 		p.Data = slices.Clone(p.Data)
@@ -497,6 +500,17 @@ func checkFiniteValues(what string, v []float32) error {
 	for i, x := range v {
 		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
 			return fmt.Errorf("roformer: %s holds %v at element %d", what, x, i)
+		}
+	}
+	return nil
+}
+
+// checkFiniteBF16 is checkFinite for a parameter stored as the BF16 bytes
+// raw (its Data empty).
+func checkFiniteBF16(p *tensor.Param, raw []byte) error {
+	for i := 0; i+1 < len(raw); i += 2 {
+		if h := uint16(raw[i]) | uint16(raw[i+1])<<8; h&0x7f80 == 0x7f80 { // exponent all ones: Inf or NaN
+			return fmt.Errorf("roformer: parameter %s%v holds %v at element %d", p.Name, p.Shape, tensor.BF16ToF32(h), i/2)
 		}
 	}
 	return nil

@@ -3,6 +3,7 @@ package roformer
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/roformer-go/roformer/kernels"
@@ -274,9 +275,18 @@ func (c *Config) embedScale() float32 {
 func (m *Model) scaledEmbeddingForward(s *State) {
 	E, sc := m.Config.EmbeddingSize, m.Config.embedScale()
 	emb := &m.Encoder.Embeddings
+	stored := m.wordBF16()
+	var row []float32
 	for bt := 0; bt < s.B*s.T; bt++ {
 		o := s.embSum[bt*E : bt*E+E]
-		w := emb.Word.Data[int(s.ids[bt])*E : int(s.ids[bt])*E+E]
+		var w []float32
+		if id := int(s.ids[bt]); stored != nil { // a bfloat16 table's row, widened
+			row = slices.Grow(row[:0], E)[:E]
+			kernels.DecodeBF16(row, stored[2*id*E:2*(id+1)*E])
+			w = row
+		} else {
+			w = emb.Word.Data[id*E : id*E+E]
+		}
 		tt := emb.TokenType.Data[int(s.types[bt])*E : int(s.types[bt])*E+E]
 		for c := range o {
 			o[c] = sc*w[c] + tt[c]

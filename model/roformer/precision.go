@@ -2,6 +2,7 @@ package roformer
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -87,6 +88,8 @@ func (m *Model) SetPrecision(p Precision) error { return m.setPrecision(p, prepH
 type prepHooks struct {
 	before func(w []float32) error
 	after  func(w []float32)
+	// stored is called with a stored weight's bytes once it is prepared.
+	stored func(b []byte)
 }
 
 // setPrecision is SetPrecision, calling h's hooks (when not nil) around
@@ -95,21 +98,43 @@ func (m *Model) setPrecision(p Precision, h prepHooks) error {
 	if _, err := ParsePrecision(string(p)); err != nil {
 		return err
 	}
-	if p != PrecisionInt8 {
-		m.dequantize() // the stored int8 weights become float32 for p
-	}
+	m.dequantizeFor(p) // the stored weights p cannot run as they are become float32
 	if !prepares(p) {
 		m.lowp = nil
 		return nil
 	}
 	lp := &lowPrecision{prec: p, layers: map[linKey]lowLinear{}}
+	var buf []float32 // a bf16 weight's values, one at a time
 	for w, q := range m.stored {
+		if !q.linear {
+			continue // the word embedding, looked up by rows
+		}
 		OC, C := w.Shape[0], w.Shape[1]
-		l, err := kernels.NewInt8LinearQuantized(q.codes, q.scale, OC, C)
+		var l lowLinear
+		var err error
+		if q.bf16 != nil {
+			buf = slices.Grow(buf[:0], OC*C)[:OC*C]
+			q.values(buf, C)
+			if err = checkFiniteValues(fmt.Sprintf("parameter %s%v", w.Name, w.Shape), buf); err != nil {
+				return err
+			}
+			l, err = lp.make(buf, OC, C)
+		} else {
+			l, err = kernels.NewInt8LinearQuantized(q.codes, q.scale, OC, C)
+		}
 		if err != nil {
+			if p == PrecisionFP32 {
+				// float32 runs everywhere: without the repacked copies.
+				m.dequantizeFor("")
+				m.lowp = nil
+				return nil
+			}
 			return fmt.Errorf("roformer: %s: %w", w.Name, err)
 		}
 		lp.layers[linKey{unsafe.SliceData(w.Data), OC}] = l
+		if h.stored != nil {
+			h.stored(q.bytes())
+		}
 	}
 	for _, l := range m.linears() {
 		if h.before != nil {
@@ -120,6 +145,7 @@ func (m *Model) setPrecision(p Precision, h prepHooks) error {
 		if _, err := lp.get(l.w, l.oc, l.c); err != nil {
 			if p == PrecisionFP32 {
 				// float32 runs everywhere: without the repacked copies.
+				m.dequantizeFor("")
 				m.lowp = nil
 				return nil
 			}
@@ -203,6 +229,17 @@ func (lp *lowPrecision) get(w []float32, oc, c int) (lowLinear, error) {
 	if l, ok := lp.layers[k]; ok {
 		return l, nil
 	}
+	l, err := lp.make(w, oc, c)
+	if err != nil {
+		return nil, err
+	}
+	lp.layers[k] = l
+	return l, nil
+}
+
+// make prepares weight w [oc, c] in lp's precision (a copy: w may be
+// reused after).
+func (lp *lowPrecision) make(w []float32, oc, c int) (lowLinear, error) {
 	var l lowLinear
 	var err error
 	switch lp.prec {
@@ -218,7 +255,6 @@ func (lp *lowPrecision) get(w []float32, oc, c int) (lowLinear, error) {
 	if err != nil {
 		return nil, fmt.Errorf("roformer: precision %s: %w", lp.prec, err)
 	}
-	lp.layers[k] = l
 	return l, nil
 }
 

@@ -54,12 +54,12 @@ func (m *Model) SaveQuantized(dir string, p Precision) error {
 		})
 	case PrecisionInt8:
 		quantized := m.int8WeightNames()
-		word := unsafe.SliceData(m.Encoder.Embeddings.Word.Data)
+		word := m.Encoder.Embeddings.Word.Name
 		var names []string
 		entry := func(name string, t *tensor.Tensor) []*checkpoint.Entry {
 			if !quantized[name] {
 				dt := "F32"
-				if unsafe.SliceData(t.Data) == word {
+				if name == word {
 					dt = "BF16"
 				}
 				return []*checkpoint.Entry{{Name: name, DType: dt, Shape: t.Shape, Data: t.Data}}
@@ -132,21 +132,56 @@ func (m *Model) int8WeightNames() map[string]bool {
 			}
 		}
 	}
-	for _, p := range m.stored.params() {
-		out[p.Name] = true
+	for p, q := range m.stored {
+		if q.linear && p != m.Encoder.Embeddings.Word {
+			out[p.Name] = true
+		}
 	}
 	return out
 }
 
-// storedInt8 is a weight kept as its codes and scales (an int8 folder
-// served in int8): its Param has no Data.
-type storedInt8 struct {
-	codes []int8    // [OC, C], in the mapped file or the model's own memory
+// storedWeight is a weight kept as a quantized folder stores it: its
+// Param has no Data.
+//   - int8 (an int8 folder served in int8): codes [OC, C] and scale [OC],
+//     w = code·scale; its prepared layer is made from them;
+//   - bf16 (a mapped folder that stores it in BF16): bf16, the tensor's
+//     little-endian bytes where they lie in the mapping. A linear layer's
+//     weight is decoded, one at a time, into the layer the precision
+//     prepares; the word embedding is looked up by rows from them
+//     (kernels.EmbeddingForwardBF16), and, when the LM decoder is tied to
+//     it, prepared as that layer too.
+type storedWeight struct {
+	codes []int8    // in the mapped file or the model's own memory
 	scale []float32 // [OC]
+	bf16  []byte    // 2·OC·C bytes
+	// linear says the weight is a linear layer's (SetPrecision prepares
+	// it, or gives it its float32 values where it prepares nothing).
+	linear bool
 }
 
-// storedWeights are a model's weights held as int8 codes only.
-type storedWeights map[*tensor.Param]storedInt8
+// values writes the weight's float32 values into dst [OC·C]; C is its
+// number of columns.
+func (s storedWeight) values(dst []float32, C int) {
+	if s.bf16 != nil {
+		kernels.DecodeBF16(dst, s.bf16)
+		return
+	}
+	for i, c := range s.codes[:len(dst)] {
+		dst[i] = float32(c) * s.scale[i/C]
+	}
+}
+
+// bytes are the stored values' bytes (the pages Load releases).
+func (s storedWeight) bytes() []byte {
+	if s.bf16 != nil {
+		return s.bf16
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s.codes))), len(s.codes))
+}
+
+// storedWeights are a model's weights held as a quantized folder stores
+// them.
+type storedWeights map[*tensor.Param]storedWeight
 
 func (s storedWeights) params() []*tensor.Param {
 	out := make([]*tensor.Param, 0, len(s))
@@ -156,18 +191,44 @@ func (s storedWeights) params() []*tensor.Param {
 	return out
 }
 
-// dequantize gives every stored weight its float32 values again (codes ×
-// scales) and forgets the codes: for what needs float32 weights (another
-// precision, training, Save).
+// dequantize gives every stored weight its float32 values again and
+// forgets its stored form: for what needs float32 weights (training,
+// binding other weights).
 func (m *Model) dequantize() {
-	for p, q := range m.stored {
-		C := p.Shape[1]
-		p.Data = make([]float32, len(q.codes))
-		for i, c := range q.codes {
-			p.Data[i] = float32(c) * q.scale[i/C]
+	for p := range m.stored {
+		m.dequantizeOne(p)
+	}
+}
+
+// dequantizeFor gives float32 values to the stored weights precision p
+// cannot run as they are stored: int8 codes unless p is int8, and bf16
+// linear weights where p prepares no layers (the products then read
+// float32 weights). A bf16 word embedding that no product reads stays.
+func (m *Model) dequantizeFor(p Precision) {
+	for w, q := range m.stored {
+		if q.bf16 == nil && p != PrecisionInt8 || q.bf16 != nil && q.linear && !prepares(p) {
+			m.dequantizeOne(w)
 		}
 	}
-	m.stored = nil
+}
+
+func (m *Model) dequantizeOne(p *tensor.Param) {
+	q := m.stored[p]
+	p.Data = make([]float32, tensor.Numel(p.Shape))
+	q.values(p.Data, p.Shape[1])
+	delete(m.stored, p)
+	if len(m.stored) == 0 {
+		m.stored = nil
+	}
+}
+
+// wordBF16 returns the word embedding's BF16 bytes when it is stored so,
+// else nil.
+func (m *Model) wordBF16() []byte {
+	if q, ok := m.stored[m.Encoder.Embeddings.Word]; ok {
+		return q.bf16
+	}
+	return nil
 }
 
 // int8Pair is a quantized weight read from a folder.

@@ -2,9 +2,11 @@ package roformer
 
 import (
 	"encoding/json"
+	"github.com/roformer-go/roformer/blas"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -89,8 +91,12 @@ func TestSaveQuantizedInt8RoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if l.Precision() != PrecisionInt8 || len(l.stored) != len(want) {
-			t.Fatalf("NoMap %v: loaded in %s with %d stored weights, want int8 and %d", nomap, l.Precision(), len(l.stored), len(want))
+		n := len(want)
+		if !nomap {
+			n++ // the word embedding, BF16 where it lies
+		}
+		if _, ok := l.stored[l.Encoder.Embeddings.Word]; l.Precision() != PrecisionInt8 || len(l.stored) != n || ok == nomap {
+			t.Fatalf("NoMap %v: loaded in %s with %d stored weights (the word embedding's: %v), want int8 and %d", nomap, l.Precision(), len(l.stored), ok, n)
 		}
 		for p := range l.stored {
 			if len(p.Data) != 0 {
@@ -116,14 +122,20 @@ func TestSaveQuantizedInt8RoundTrip(t *testing.T) {
 			t.Fatalf("the float32 folder saved from an int8 model loads in %s", back.Precision())
 		}
 	}
-	// Asked for float32, the codes are dequantized, and a note says so.
+	// Asked for float32, the codes are dequantized (the BF16 word
+	// embedding may stay as it is stored).
 	l, err := Load(filepath.Join(dir, "int8"), HeadMaskedLM, LoadOptions{Precision: PrecisionFP32})
 	if err != nil {
 		t.Fatal(err)
 	}
 	q := l.Encoder.Layers[0].FFIn.W
-	if len(q.Data) != tensor.Numel(q.Shape) || len(l.stored) != 0 {
-		t.Fatalf("fp32 load of an int8 folder: %d values for %v, %d stored", len(q.Data), q.Shape, len(l.stored))
+	if len(q.Data) != tensor.Numel(q.Shape) {
+		t.Fatalf("fp32 load of an int8 folder: %d values for %v", len(q.Data), q.Shape)
+	}
+	for p, s := range l.stored {
+		if s.codes != nil {
+			t.Fatalf("fp32 load of an int8 folder: %s kept as codes", p.Name)
+		}
 	}
 }
 
@@ -167,6 +179,98 @@ func TestSaveQuantizedBF16(t *testing.T) {
 	}
 	if err := m.SaveQuantized(dir, "fp16"); err == nil {
 		t.Fatal("SaveQuantized took fp16")
+	}
+}
+
+// A bf16 folder mapped and served in bf16 keeps each linear layer's BF16
+// bytes where they lie (no float32 copy: the Params have no values) and
+// computes what the folder read into memory and prepared computes, to the
+// bit; Save and a float32 precision give the values back.
+func TestLoadBF16Stored(t *testing.T) {
+	if err := blas.BF16Supported(); err != nil {
+		t.Skipf("this CPU runs no bf16: %v", err)
+	}
+	cfg := tinyConfig(nil)
+	m := randomModel(t, cfg, HeadMaskedLM, 6)
+	dir := t.TempDir()
+	if err := m.SaveQuantized(dir, PrecisionBF16); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := Load(dir, HeadMaskedLM, LoadOptions{NoMap: true, Precision: PrecisionBF16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ref.stored) != 0 {
+		t.Fatalf("the folder read into memory keeps %d stored weights", len(ref.stored))
+	}
+	want := tinyLogits(t, ref.Model)
+	l, err := Load(dir, HeadMaskedLM, LoadOptions{Precision: PrecisionBF16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 6*cfg.NumHiddenLayers + 2 // q, k, v, out, ff in, ff out; the LM transform; the word embedding
+	if cfg.EmbeddingSize != cfg.HiddenSize {
+		n++
+	}
+	if len(l.stored) != n {
+		t.Fatalf("%d stored weights, want %d", len(l.stored), n)
+	}
+	for p := range l.stored {
+		if len(p.Data) != 0 {
+			t.Fatalf("%s holds %d float32 values beside its BF16 bytes", p.Name, len(p.Data))
+		}
+	}
+	got := tinyLogits(t, l.Model)
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("logit %d: %v from the mapped folder, %v read", i, got[i], want[i])
+		}
+	}
+	sd, rsd := l.StateDict(), ref.StateDict()
+	for name, tt := range rsd {
+		if !slices.Equal(sd[name].Data, tt.Data) {
+			t.Fatalf("StateDict %s differs from the read folder's", name)
+		}
+	}
+	// In float32 (kept BF16 and packed where oneDNN packs float32, else
+	// widened) and once it trains (its own float32 weights), it computes
+	// what the folder read computes.
+	for _, p := range []Precision{PrecisionFP32, ""} {
+		if p == "" {
+			l.Params()
+			if len(l.stored) != 0 {
+				t.Fatalf("training: %d stored weights left", len(l.stored))
+			}
+		}
+		if err := l.SetPrecision(PrecisionFP32); err != nil {
+			t.Fatal(err)
+		}
+		if err := ref.SetPrecision(PrecisionFP32); err != nil {
+			t.Fatal(err)
+		}
+		want, got := tinyLogits(t, ref.Model), tinyLogits(t, l.Model)
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("fp32 (trained %v): logit %d: %v from the mapped folder, %v read", p == "", i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// A NaN among a bf16 folder's stored weights is refused naming it.
+func TestLoadBF16StoredRefusesNaN(t *testing.T) {
+	if err := blas.BF16Supported(); err != nil {
+		t.Skipf("this CPU runs no bf16: %v", err)
+	}
+	m := randomModel(t, tinyConfig(nil), HeadMaskedLM, 6)
+	m.Encoder.Layers[1].FFOut.W.Data[5] = float32(math.NaN())
+	dir := t.TempDir()
+	if err := m.SaveQuantized(dir, PrecisionBF16); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(dir, HeadMaskedLM, LoadOptions{Precision: PrecisionBF16})
+	if err == nil || !strings.Contains(err.Error(), "encoder.layer.1.output.dense.weight") {
+		t.Fatalf("Load: %v, want an error naming the weight", err)
 	}
 }
 
