@@ -1,6 +1,7 @@
 package roformer
 
 import (
+	"context"
 	"encoding/json"
 	"github.com/roformer-go/roformer/blas"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/roformer-go/roformer/checkpoint"
+	"github.com/roformer-go/roformer/kernels"
 	"github.com/roformer-go/roformer/tensor"
 )
 
@@ -319,6 +321,69 @@ func TestLoadInt8Refuses(t *testing.T) {
 			_, err = Load(out, HeadMaskedLM, LoadOptions{})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("Load: %v; want an error saying %q", err, c.want)
+			}
+		})
+	}
+}
+
+// A folder SaveQuantized wrote from each HF fixture model, loaded in its
+// precision, stays as close to float32 as --precision does (hidden states
+// within cosine 0.99 per token, the masked-LM's top token mostly
+// unchanged), and refuses to train.
+func TestQuantizedFoldersAgainstFP32(t *testing.T) {
+	ctx := context.Background()
+	fs := loadFixtures(t)
+	for _, p := range []Precision{PrecisionInt8, PrecisionBF16} {
+		t.Run(string(p), func(t *testing.T) {
+			if err := precisionSupported(p); err != nil {
+				t.Skip(err)
+			}
+			for _, f := range fs {
+				ref, err := Load(f.dir, HeadMaskedLM, LoadOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := ref.Forward(ctx, f.batch(), nil, Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				dir := t.TempDir()
+				if err := ref.SaveQuantized(dir, p); err != nil {
+					t.Fatal(err)
+				}
+				l, err := Load(dir, HeadMaskedLM, LoadOptions{Precision: map[Precision]Precision{PrecisionBF16: PrecisionBF16}[p]})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if l.Precision() != p || len(l.stored) == 0 {
+					t.Fatalf("%s: the %s folder loads in %s with %d stored weights", f.Case, p, l.Precision(), len(l.stored))
+				}
+				got, err := l.Forward(ctx, f.batch(), nil, Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				H, V := l.Config.HiddenSize, l.Config.VocabSize
+				worst := 1.0
+				for r := 0; r < len(want.LastHiddenState.Data)/H; r++ {
+					worst = min(worst, kernels.Cosine(got.LastHiddenState.Data[r*H:r*H+H], want.LastHiddenState.Data[r*H:r*H+H]))
+				}
+				agree, rows := 0, len(want.Logits.Data)/V
+				for r := 0; r < rows; r++ {
+					if kernels.Argmax(got.Logits.Data[r*V:r*V+V]) == kernels.Argmax(want.Logits.Data[r*V:r*V+V]) {
+						agree++
+					}
+				}
+				t.Logf("%s: worst token cosine %.5f, top-1 agreement %d/%d", f.Case, worst, agree, rows)
+				if worst < 0.99 {
+					t.Errorf("%s: a token's hidden state has cosine %.4f to float32", f.Case, worst)
+				}
+				if float64(agree) < 0.9*float64(rows) {
+					t.Errorf("%s: top-1 agrees on %d of %d tokens", f.Case, agree, rows)
+				}
+				s := l.NewState(f.batch().B, f.batch().T, true)
+				if _, err := l.ForwardBackward(ctx, s, f.batch(), &Labels{IDs: flat(f.Outputs.RoFormerForMaskedLM.Labels)}, StepOptions{}); err == nil {
+					t.Errorf("%s: a model loaded in %s trained", f.Case, p)
+				}
 			}
 		})
 	}
