@@ -889,6 +889,19 @@ func copyMD(md *dnnlMemDesc, d *dnnlMatmul, pd uintptr, what uintptr) error {
 	return nil
 }
 
+// Bytes returns the bytes of W held, in every layout a primitive has
+// asked for so far (one per layout: plans for different row counts may
+// choose different blockings).
+func (l *PackedMatmul) Bytes() int64 {
+	l.res.mu.Lock()
+	defer l.res.mu.Unlock()
+	var n int64
+	for _, w := range l.res.weights {
+		n += int64(len(w.buf))
+	}
+	return n
+}
+
 // weights returns W in the layout md, converting it the first time: from
 // l.init, W in float32 during NewBF16Matmul, or else from the bfloat16
 // copy made then. l.mu is held.

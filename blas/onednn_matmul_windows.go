@@ -77,3 +77,6 @@ func GemmBF16(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint16,
 
 // Run is never reached on Windows, where no PackedMatmul is made.
 func (l *PackedMatmul) Run(m int, a *MatmulArgs) { panic(errMatmulWindows.Error()) }
+
+// Bytes returns 0: there is no oneDNN here.
+func (l *PackedMatmul) Bytes() int64 { return 0 }

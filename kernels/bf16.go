@@ -44,6 +44,9 @@ func NewBF16Linear(w []float32, OC, C int) (*PackedLinear, error) {
 	return &PackedLinear{OC: OC, C: C, dtype: "bf16", l: l}, nil
 }
 
+// Bytes returns the bytes of the layer's weights (oneDNN's copies).
+func (q *PackedLinear) Bytes() int64 { return q.l.Bytes() }
+
 // Forward computes out = res + inp·Wᵀ + bias, the products in the layer's
 // precision (bfloat16 or float32) with float32 accumulation, the bias and
 // the residual added inside the product's kernel.

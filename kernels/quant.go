@@ -46,6 +46,16 @@ type Int8Linear struct {
 	packed *blas.PackedMatmul
 }
 
+// Bytes returns the bytes of the layer's weights: the codes (oneDNN's
+// copies, or the plain ones) and the per-channel vectors.
+func (q *Int8Linear) Bytes() int64 {
+	n := int64(len(q.w)) + 4*int64(len(q.scale)+len(q.wsum)+len(q.zeros))
+	if q.packed != nil {
+		n += q.packed.Bytes()
+	}
+	return n
+}
+
 // int8Free holds the int8 layers' work buffers between calls, shared by
 // every layer (a worker needs one set at a time). Not a sync.Pool: a pool
 // is emptied at every garbage collection, and the buffers (up to

@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/roformer-go/roformer/model/roformer"
 )
 
 // Metrics and timing. Every Server has its own Prometheus registry (not the
@@ -28,7 +30,11 @@ import (
 //	te_batch_next_size                        histogram: inputs per forward pass
 //	te_batch_next_tokens                      histogram: tokens per forward pass (without padding)
 //
-// plus the Go runtime's and the process's collectors (go_*, process_*).
+//	roformer_model_weight_bytes{form,precision} gauge: the model's weights by form (roformer.WeightMemory:
+//	                                          float32, mapped, stored, prepared), at each scrape
+//
+// plus the Go runtime's and the process's collectors (go_*, process_*;
+// process_resident_memory_bytes is the RSS).
 // route is the route's pattern without its method ("/embed"), or "other"
 // for requests no route took; status is the answer's code.
 //
@@ -239,4 +245,30 @@ func (s *Server) instrument(w http.ResponseWriter, r *http.Request, next func(ht
 		s.metrics.duration.WithLabelValues(route, code).Observe(time.Since(now).Seconds())
 	}()
 	next(rec, r)
+}
+
+// weightCollector reports roformer_model_weight_bytes for a model, read at
+// each scrape (oneDNN makes a layer's weights in another layout the first
+// time a batch of another shape asks for one).
+type weightCollector struct {
+	m    *roformer.Model
+	desc *prometheus.Desc
+}
+
+func newWeightCollector(m *roformer.Model) *weightCollector {
+	return &weightCollector{m: m, desc: prometheus.NewDesc("roformer_model_weight_bytes",
+		"Bytes of the model's weights by form: float32 (own memory), mapped (float32 where it lies in the mapped file; resident where read), stored (int8 codes and BF16 bytes as a quantized folder stores them), prepared (the layers' copies in the precision they run in).",
+		[]string{"form", "precision"}, nil)}
+}
+
+func (c *weightCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *weightCollector) Collect(ch chan<- prometheus.Metric) {
+	w, p := c.m.WeightMemory(), string(c.m.Precision())
+	for _, f := range []struct {
+		form string
+		n    int64
+	}{{"float32", w.Float32}, {"mapped", w.Mapped}, {"stored", w.Stored}, {"prepared", w.Prepared}} {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(f.n), f.form, p)
+	}
 }

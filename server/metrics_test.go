@@ -110,6 +110,23 @@ func TestMetrics(t *testing.T) {
 	if fams["go_goroutines"] == nil {
 		t.Error("no Go runtime metrics")
 	}
+	// The model's weights: the test model's own float32 (it was not
+	// loaded from a file), every byte of them.
+	want := int64(0)
+	for _, p := range s.model.Weights() {
+		want += 4 * int64(len(p.Data))
+	}
+	var sum float64
+	for _, form := range []string{"float32", "mapped", "stored", "prepared"} {
+		m := metric(fams, "roformer_model_weight_bytes", "form", form, "precision", string(s.model.Precision()))
+		if m == nil {
+			t.Fatalf("no roformer_model_weight_bytes{form=%q}", form)
+		}
+		sum += m.GetGauge().GetValue()
+	}
+	if w := metric(fams, "roformer_model_weight_bytes", "form", "float32"); w.GetGauge().GetValue() != float64(want) || sum < float64(want) {
+		t.Errorf("roformer_model_weight_bytes: float32 %v, all forms %v; the weights are %d bytes", w.GetGauge().GetValue(), sum, want)
+	}
 
 	// A second server in the same process has its own counts.
 	s2, _, _ := newServer(t, roformer.HeadMaskedLM, nil, Options{})

@@ -366,6 +366,7 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 	s := &Server{model: m, sess: m.NewSession(), tok: tok, opts: opts, gate: make(chan struct{}, 1), mux: http.NewServeMux(),
 		slots: make(chan struct{}, opts.MaxConcurrentRequests), cpu: make(chan struct{}, runtime.GOMAXPROCS(0)),
 		queue: make(chan *embedJob, 2*opts.MaxConcurrentRequests), quit: make(chan struct{}), metrics: newMetrics(), started: time.Now()}
+	s.metrics.reg.MustRegister(newWeightCollector(m))
 	if opts.APIKey != "" {
 		k := sha256.Sum256([]byte(opts.APIKey))
 		s.key = k[:]

@@ -5,6 +5,8 @@ package main
 import (
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -32,4 +34,20 @@ func childMaxRSS(ps *os.ProcessState) int64 {
 		return int64(ru.Maxrss)
 	}
 	return int64(ru.Maxrss) << 10
+}
+
+// currentRSS returns the process's resident set size in bytes now (VmRSS
+// of /proc/self/status; false where there is no /proc).
+func currentRSS() (int64, bool) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10, err == nil
+		}
+	}
+	return 0, false
 }

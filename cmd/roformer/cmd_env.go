@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/roformer-go/roformer/pipeline"
 	"io"
 	"runtime"
+	"runtime/debug"
 	"strings"
 
 	"github.com/roformer-go/roformer/blas"
@@ -16,13 +18,17 @@ func init() {
 }
 
 type envOptions struct {
-	threads int
-	probe   bool
+	threads          int
+	probe            bool
+	model, precision string
 }
 
 func cmdEnv(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("env", "", stderr)
 	th := threadsFlag(fs)
+	var o envOptions
+	fs.StringVar(&o.model, "model", "", "also load this model folder (or Hugging Face id) and print its weights' bytes by form and the process's RSS")
+	precisionFlag(fs, &o.precision)
 	probe := fs.Bool("probe", false, "measure every matrix-product backend again, print each one's GFLOP/s, and keep the fastest; then measure each number format's ceiling (fp32, fp32-packed, bf16, int8) on --threads workers")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -30,7 +36,8 @@ func cmdEnv(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if fs.NArg() > 0 {
 		return usagef("env takes no arguments, got %q", fs.Args())
 	}
-	return runEnv(ctx, envOptions{threads: *th, probe: *probe}, stdout)
+	o.threads, o.probe = *th, *probe
+	return runEnv(ctx, o, stdout)
 }
 
 func runEnv(_ context.Context, opts envOptions, w io.Writer) error {
@@ -80,6 +87,35 @@ func runEnv(_ context.Context, opts envOptions, w io.Writer) error {
 	if err := blas.LoadError(); err != nil {
 		fmt.Fprintf(w, "           (not loaded: %v)\n", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
+	if opts.model != "" {
+		return printModelMemory(w, opts)
+	}
+	return nil
+}
+
+// printModelMemory loads the --model folder as serve does (the loader's
+// garbage returned to the system) and prints its weights' bytes by form
+// (roformer.WeightMemory) and the process's RSS.
+func printModelMemory(w io.Writer, opts envOptions) error {
+	m, err := openModel(&opts.model, opts.precision, pipeline.OpenOptions{NoTokenizer: true})
+	if err != nil {
+		return err
+	}
+	debug.FreeOSMemory()
+	mb := func(n int64) string {
+		if n < 1e6 {
+			return fmt.Sprintf("%.1f KB", float64(n)/1e3)
+		}
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	}
+	wm := m.Model.WeightMemory()
+	fmt.Fprintf(w, "model      %s (%s, %.1fM parameters, %s)\n", opts.model, m.Model.Head.HFClass(), float64(m.Model.NumParams())/1e6, m.Model.Precision())
+	fmt.Fprintf(w, "weights    %s: float32 %s, mapped %s, stored %s, prepared %s\n", mb(wm.Total()), mb(wm.Float32), mb(wm.Mapped), mb(wm.Stored), mb(wm.Prepared))
+	if rss, ok := currentRSS(); ok {
+		peak, _ := peakRSS()
+		fmt.Fprintf(w, "rss        %s (peak %s, loading included)\n", mb(rss), mb(peak))
+	}
+	runtime.KeepAlive(m)
 	return nil
 }
 

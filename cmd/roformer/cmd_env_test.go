@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -62,5 +63,26 @@ func TestEnvNoCeilings(t *testing.T) {
 	code, out, _ := runCLI(t, "env")
 	if code != 0 || strings.Contains(out, "ceilings") {
 		t.Errorf("env: exit %d, output %q", code, out)
+	}
+}
+
+// env --model loads the folder and says where its weights lie and what
+// the process holds: an int8 folder's codes stored, their layers prepared.
+func TestEnvModelMemory(t *testing.T) {
+	src := filepath.Join("..", "..", "sentence", "testdata", "st", "mean")
+	code, out, stderr := runCLI(t, "env", "--model", src)
+	if code != 0 || !strings.Contains(out, "\nweights    ") || !strings.Contains(out, "float32 ") {
+		t.Fatalf("env --model: exit %d\nstdout %s\nstderr %s", code, out, stderr)
+	}
+	if _, err := blas.Int8(); err != nil {
+		return
+	}
+	q := filepath.Join(t.TempDir(), "int8")
+	if code, _, stderr := runCLI(t, "quantize", "--model", src, "--out", q); code != 0 {
+		t.Fatalf("quantize: exit %d: %s", code, stderr)
+	}
+	code, out, stderr = runCLI(t, "env", "--model", q)
+	if code != 0 || !strings.Contains(out, ", int8)\n") || strings.Contains(out, "stored 0.0 KB") {
+		t.Fatalf("env --model of an int8 folder: exit %d\nstdout %s\nstderr %s", code, out, stderr)
 	}
 }
