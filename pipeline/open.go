@@ -17,8 +17,10 @@ type OpenOptions struct {
 	// HeadFor, when not nil, chooses the head "" from the configuration
 	// (roformer.LoadOptions.HeadFor).
 	HeadFor func(*roformer.Config) roformer.Head
-	// Precision of the linear layers' products ("" is fp32); see
-	// roformer.Model.SetPrecision.
+	// Precision of the linear layers' products; see
+	// roformer.Model.SetPrecision. "" is the folder's own: int8 for an
+	// int8 folder (roformer.Model.SaveQuantized) where the machine runs
+	// int8, else fp32 prepared for inference (roformer.LoadOptions.Inference).
 	Precision roformer.Precision
 	// NoTokenizer leaves the tokenizer unread (for callers that take token
 	// ids, such as `roformer forward` and `roformer bench`).
@@ -73,7 +75,7 @@ func Open(dir string, opts OpenOptions) (*Model, error) {
 	case st.TransformerPath != "":
 		dir = filepath.Join(dir, st.TransformerPath)
 	}
-	l, err := roformer.Load(dir, opts.Head, roformer.LoadOptions{Precision: opts.Precision, HeadFor: opts.HeadFor})
+	l, err := roformer.Load(dir, opts.Head, roformer.LoadOptions{Precision: opts.Precision, HeadFor: opts.HeadFor, Inference: true})
 	if err != nil {
 		return nil, err
 	}

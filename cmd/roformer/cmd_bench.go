@@ -284,6 +284,9 @@ func benchModel(o benchOptions, head roformer.Head, prec roformer.Precision) (*r
 		m.Init(o.seed)
 	}
 	if infer {
+		if prec == "" {
+			prec = roformer.PrecisionFP32 // prepared for inference, as pipeline.Open does a folder
+		}
 		if err := m.SetPrecision(prec); err != nil {
 			return nil, "", err
 		}

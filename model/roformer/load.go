@@ -37,8 +37,14 @@ type LoadOptions struct {
 	// (a .safetensors, .bin or .index.json path).
 	Weights string
 	// Precision of the inference products ("" is fp32); see SetPrecision.
-	// A precision this machine cannot run is an error.
+	// A precision this machine cannot run is an error. "" loads an int8
+	// folder (SaveQuantized) in int8 where the machine runs int8.
 	Precision Precision
+	// Inference, with Precision "" and a folder that is not int8, prepares
+	// the layers as PrecisionFP32 does (oneDNN's packed weights, where
+	// oneDNN is the backend) instead of leaving them as training uses
+	// them: what a program that only runs the model wants (pipeline.Open).
+	Inference bool
 	// NoMap reads a safetensors checkpoint into memory instead of mapping
 	// it (checkpoint.MapDir): for a program that loads many models one
 	// after another, or whose model files may be truncated while it runs.
@@ -112,6 +118,9 @@ func Load(dir string, head Head, opts LoadOptions) (*Loaded, error) {
 		} else {
 			notes = append(notes, fmt.Sprintf("int8 weights dequantized to float32: %v", err))
 		}
+	}
+	if opts.Precision == "" && opts.Inference {
+		opts.Precision = PrecisionFP32
 	}
 	keepInt8 := opts.Precision == PrecisionInt8
 	// A mapped folder's BF16 linear weights stay where they lie until each
