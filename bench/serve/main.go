@@ -273,9 +273,11 @@ func soakRSS(s *server) {
 	}
 	drift := float64(rss1-base) / float64(base)
 	fmt.Printf("soak: %d requests, %s req/s, p50 %s, p99 %s, non-2xx %d, errors %d\n", sr.n, thousands(sr.rps()), ms(sr.p(50)), ms(sr.p(99)), sr.non2xx, sr.errs)
-	fmt.Printf("soak: RSS after %s warm-up %s, at the end %s (%+.1f%%; %s–%s over %d samples, every 15 s): flat within ±10%%: %s; growth ≤ 5%% (issue #39): %s\n",
-		warm, mib(base), mib(rss1), 100*drift, mib(lo), mib(hi), len(samples), met(drift <= 0.1 && drift >= -0.1), met(drift <= 0.05))
-	if drift > 0.1 || drift < -0.1 || sr.non2xx+sr.errs > 0 {
+	// A fall is the collector returning the warm-up's peak, not a leak:
+	// only growth fails (issue #15's 10%; issue #39 asks 5%).
+	fmt.Printf("soak: RSS after %s warm-up %s, at the end %s (%+.1f%%; %s–%s over %d samples, every 15 s): growth ≤ 10%%: %s; ≤ 5%% (issue #39): %s\n",
+		warm, mib(base), mib(rss1), 100*drift, mib(lo), mib(hi), len(samples), met(drift <= 0.1), met(drift <= 0.05))
+	if drift > 0.1 || sr.non2xx+sr.errs > 0 {
 		fail("soak: RSS drift %.1f%%, %d non-2xx, %d errors", 100*drift, sr.non2xx, sr.errs)
 	}
 
@@ -807,11 +809,16 @@ const soakMaxWords = 600
 // mixedRequest makes the soak's requests: client k's request i goes to
 // /embed or /v1/embeddings in turn, with a text of 1 to soakMaxWords words
 // drawn from a fixed sequence (lengths spread as 1 + (i·7919 + k·104729)
-// mod soakMaxWords), truncated by the server where it is too long.
+// mod soakMaxWords): /embed truncates the longer ones (truncate: true);
+// OpenAI's route refuses an input past the model's length (400, as
+// OpenAI's API does), so it gets at most 400 words (subwords included, within 512 tokens).
 func mixedRequest(base string) func(k, i int) (string, string) {
 	words := strings.Fields(strings.TrimSuffix(text, " ."))
 	return func(k, i int) (string, string) {
 		n := 1 + (i*7919+k*104729)%soakMaxWords
+		if i%2 == 1 {
+			n = min(n, 400)
+		}
 		ws := make([]string, n)
 		for j := range ws {
 			ws[j] = words[(j+i)%len(words)]
