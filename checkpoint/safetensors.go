@@ -417,16 +417,16 @@ func safetensorsHeader(entries []*Entry, metadata map[string]string, file string
 			return nil, nil, fmt.Errorf("checkpoint: %s: tensor %q: cannot write %w %q (want F32, F16, BF16 or I8)",
 				file, e.Name, ErrUnsupportedDType, e.DType)
 		}
+		shape := make([]int64, len(e.Shape))
+		for j, d := range e.Shape {
+			shape[j] = int64(d)
+		}
+		n, err := numel(shape, dtypeSizes[dt])
+		if err != nil {
+			return nil, nil, fmt.Errorf("checkpoint: %s: tensor %q: %v", file, e.Name, err)
+		}
 		if e.Data == nil && e.Raw != nil {
 			// Written as stored: the bytes must be the shape's.
-			shape := make([]int64, len(e.Shape))
-			for j, d := range e.Shape {
-				shape[j] = int64(d)
-			}
-			n, err := numel(shape, dtypeSizes[dt])
-			if err != nil {
-				return nil, nil, fmt.Errorf("checkpoint: %s: tensor %q: %v", file, e.Name, err)
-			}
 			if int64(len(e.Raw)) != n*int64(dtypeSizes[dt]) {
 				return nil, nil, fmt.Errorf("checkpoint: %s: tensor %q: %s shape %v needs %d bytes, Raw has %d",
 					file, e.Name, dt, e.Shape, n*int64(dtypeSizes[dt]), len(e.Raw))
@@ -440,14 +440,6 @@ func safetensorsHeader(entries []*Entry, metadata map[string]string, file string
 					return nil, nil, fmt.Errorf("checkpoint: %s: tensor %q: I8 value %v at index %d is not an integer in [-128, 127]", file, e.Name, v, i)
 				}
 			}
-		}
-		shape := make([]int64, len(e.Shape))
-		for j, d := range e.Shape {
-			shape[j] = int64(d)
-		}
-		n, err := numel(shape, dtypeSizes[dt])
-		if err != nil {
-			return nil, nil, fmt.Errorf("checkpoint: %s: tensor %q: %v", file, e.Name, err)
 		}
 		if int64(len(e.Data)) != n {
 			return nil, nil, fmt.Errorf("checkpoint: %s: tensor %q: shape %v needs %d values, Data has %d",

@@ -45,24 +45,7 @@ func TestReducedPrecisionAgainstFP32(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				H, V := l.Config.HiddenSize, l.Config.VocabSize
-				worst := 1.0
-				for r := 0; r < len(want.LastHiddenState.Data)/H; r++ {
-					worst = min(worst, kernels.Cosine(got.LastHiddenState.Data[r*H:r*H+H], want.LastHiddenState.Data[r*H:r*H+H]))
-				}
-				agree, rows := 0, len(want.Logits.Data)/V
-				for r := 0; r < rows; r++ {
-					if kernels.Argmax(got.Logits.Data[r*V:r*V+V]) == kernels.Argmax(want.Logits.Data[r*V:r*V+V]) {
-						agree++
-					}
-				}
-				t.Logf("%s: worst token cosine %.5f, max logit drift %.4f, top-1 agreement %d/%d", f.Case, worst, maxAbsDiff(got.Logits.Data, want.Logits.Data), agree, rows)
-				if worst < 0.99 {
-					t.Errorf("%s: a token's hidden state has cosine %.4f to float32", f.Case, worst)
-				}
-				if float64(agree) < 0.9*float64(rows) {
-					t.Errorf("%s: top-1 agrees on %d of %d tokens", f.Case, agree, rows)
-				}
+				nearFP32(t, f.Case, got, want, l.Config.HiddenSize, l.Config.VocabSize)
 				s := l.NewState(f.batch().B, f.batch().T, true)
 				if _, err := l.ForwardBackward(ctx, s, f.batch(), &Labels{IDs: flat(f.Outputs.RoFormerForMaskedLM.Labels)}, StepOptions{}); err == nil {
 					t.Errorf("%s: a %s model trained", f.Case, p)
@@ -72,6 +55,30 @@ func TestReducedPrecisionAgainstFP32(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// nearFP32 checks a reduced-precision masked-LM pass against float32's:
+// every token's hidden state within cosine 0.99 (as issue #12 asks) and
+// the top token unchanged on at least 90% of them.
+func nearFP32(t *testing.T, name string, got, want *Output, H, V int) {
+	t.Helper()
+	worst := 1.0
+	for r := 0; r < len(want.LastHiddenState.Data)/H; r++ {
+		worst = min(worst, kernels.Cosine(got.LastHiddenState.Data[r*H:r*H+H], want.LastHiddenState.Data[r*H:r*H+H]))
+	}
+	agree, rows := 0, len(want.Logits.Data)/V
+	for r := 0; r < rows; r++ {
+		if kernels.Argmax(got.Logits.Data[r*V:r*V+V]) == kernels.Argmax(want.Logits.Data[r*V:r*V+V]) {
+			agree++
+		}
+	}
+	t.Logf("%s: worst token cosine %.5f, max logit drift %.4f, top-1 agreement %d/%d", name, worst, maxAbsDiff(got.Logits.Data, want.Logits.Data), agree, rows)
+	if worst < 0.99 {
+		t.Errorf("%s: a token's hidden state has cosine %.4f to float32", name, worst)
+	}
+	if float64(agree) < 0.9*float64(rows) {
+		t.Errorf("%s: top-1 agrees on %d of %d tokens", name, agree, rows)
 	}
 }
 

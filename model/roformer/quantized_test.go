@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/roformer-go/roformer/checkpoint"
-	"github.com/roformer-go/roformer/kernels"
 	"github.com/roformer-go/roformer/tensor"
 )
 
@@ -370,24 +369,7 @@ func TestQuantizedFoldersAgainstFP32(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				H, V := l.Config.HiddenSize, l.Config.VocabSize
-				worst := 1.0
-				for r := 0; r < len(want.LastHiddenState.Data)/H; r++ {
-					worst = min(worst, kernels.Cosine(got.LastHiddenState.Data[r*H:r*H+H], want.LastHiddenState.Data[r*H:r*H+H]))
-				}
-				agree, rows := 0, len(want.Logits.Data)/V
-				for r := 0; r < rows; r++ {
-					if kernels.Argmax(got.Logits.Data[r*V:r*V+V]) == kernels.Argmax(want.Logits.Data[r*V:r*V+V]) {
-						agree++
-					}
-				}
-				t.Logf("%s: worst token cosine %.5f, top-1 agreement %d/%d", f.Case, worst, agree, rows)
-				if worst < 0.99 {
-					t.Errorf("%s: a token's hidden state has cosine %.4f to float32", f.Case, worst)
-				}
-				if float64(agree) < 0.9*float64(rows) {
-					t.Errorf("%s: top-1 agrees on %d of %d tokens", f.Case, agree, rows)
-				}
+				nearFP32(t, f.Case, got, want, l.Config.HiddenSize, l.Config.VocabSize)
 				s := l.NewState(f.batch().B, f.batch().T, true)
 				if _, err := l.ForwardBackward(ctx, s, f.batch(), &Labels{IDs: flat(f.Outputs.RoFormerForMaskedLM.Labels)}, StepOptions{}); err == nil {
 					t.Errorf("%s: a model loaded in %s trained", f.Case, p)
