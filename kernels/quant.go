@@ -41,45 +41,17 @@ type Int8Linear struct {
 	zeros []float32 // [OC] stands in for a missing bias or residual
 	qmax  int       // 127, or 63 where u8·s8 sums saturate without VNNI
 	gemm  blas.Int8Backend
-	// packed holds the weights for oneDNN's int8 matmul, in blocks of
-	// output columns (int8Parts); nil where the products go through gemm.
-	packed []int8Part
-}
-
-// int8Part is the oneDNN matmul of output columns [lo, hi) of a layer.
-type int8Part struct {
-	lo, hi int
-	l      *blas.PackedMatmul
-}
-
-// int8Parts splits OC output columns into the blocks an int8 layer packs
-// apart: one a worker (Threads() at packing), each a multiple of 64 wide
-// and at least colChunk, so that a product of few rows, which one worker
-// would run alone in a row split, runs on every worker, each reading its
-// share of the codes (base 1×16 on AMD Zen 5: ~9.4 → see
-// docs/performance.md). Integer sums are exact, so the blocks change no
-// bit.
-func int8Parts(OC int) [][2]int {
-	w := Threads()
-	n := min(w, OC/colChunk)
-	if n < 2 {
-		return [][2]int{{0, OC}}
-	}
-	step := (OC + n - 1) / n
-	step = (step + 63) / 64 * 64
-	var parts [][2]int
-	for lo := 0; lo < OC; lo += step {
-		parts = append(parts, [2]int{lo, min(lo+step, OC)})
-	}
-	return parts
+	// packed holds the weights for oneDNN's int8 matmul; nil where the
+	// products go through gemm.
+	packed *blas.PackedMatmul
 }
 
 // Bytes returns the bytes of the layer's weights: the codes (oneDNN's
 // copies, or the plain ones) and the per-channel vectors.
 func (q *Int8Linear) Bytes() int64 {
 	n := int64(len(q.w)) + 4*int64(len(q.scale)+len(q.wsum)+len(q.zeros))
-	for _, p := range q.packed {
-		n += p.l.Bytes()
+	if q.packed != nil {
+		n += q.packed.Bytes()
 	}
 	return n
 }
@@ -255,18 +227,14 @@ func newInt8Layer(codes []int8, scale []float32, OC, C, qmax int, g blas.Int8Bac
 // pack moves q's weights into oneDNN's int8 matmul, unless oneDNN would
 // run it with its reference code (then q keeps its GEMM backend).
 func (q *Int8Linear) pack() error {
-	var parts []int8Part
-	for _, c := range int8Parts(q.OC) {
-		l, err := blas.NewS8Matmul(q.w[c[0]*q.C:c[1]*q.C], c[1]-c[0], q.C)
-		if err != nil {
-			return err
-		}
-		if impl := l.Impl(int8PackRows); strings.HasPrefix(impl, "ref") {
-			return nil
-		}
-		parts = append(parts, int8Part{lo: c[0], hi: c[1], l: l})
+	l, err := blas.NewS8Matmul(q.w, q.OC, q.C)
+	if err != nil {
+		return err
 	}
-	q.packed, q.w = parts, nil
+	if impl := l.Impl(int8PackRows); strings.HasPrefix(impl, "ref") {
+		return nil
+	}
+	q.packed, q.w = l, nil
 	return nil
 }
 
@@ -321,10 +289,6 @@ func (q *Int8Linear) Dequantized() []float32 {
 //	res  [BT, OC] or nil
 func (q *Int8Linear) Forward(out, inp, bias, res []float32, BT int) {
 	C, OC := q.C, q.OC
-	if len(q.packed) > 1 && splitColumns(BT, OC) {
-		q.forwardCols(out, inp, bias, res, BT)
-		return
-	}
 	parallelFor(BT, 16, func(lo, hi int) {
 		n := hi - lo
 		sc := getInt8Scratch()
@@ -341,65 +305,21 @@ func (q *Int8Linear) Forward(out, inp, bias, res []float32, BT int) {
 		for r := 0; r < n; r++ {
 			sc.s[r], sc.zs[r] = quantizeRowU8(a[r*C:r*C+C], inp[(lo+r)*C:(lo+r)*C+C])
 		}
-		if q.packed == nil {
+		if q.packed != nil {
+			q.packed.ForwardU8(acc, a, n)
+		} else {
 			q.gemm.GemmU8S8S32(false, true, n, OC, C, a, C, q.w, C, acc, OC)
-			q.dequant(out, acc, bias, res, sc, lo, n, 0, OC)
 		}
-		for _, p := range q.packed {
-			w := p.hi - p.lo
-			p.l.ForwardU8(acc[:n*w], a, n)
-			q.dequant(out, acc[:n*w], bias, res, sc, lo, n, p.lo, p.hi)
+		for r := 0; r < n; r++ {
+			o := out[(lo+r)*OC : (lo+r)*OC+OC]
+			var rs []float32
+			if res != nil {
+				rs = res[(lo+r)*OC : (lo+r)*OC+OC]
+			}
+			dequantRow(o, acc[r*OC:r*OC+OC], q.scale, q.wsum, bias, rs, sc.s[r], sc.zs[r], q.zeros)
 		}
 		putInt8Scratch(sc)
 	})
-}
-
-// forwardCols is Forward for few rows: the rows quantized once, then each
-// worker runs its blocks of columns on all of them.
-func (q *Int8Linear) forwardCols(out, inp, bias, res []float32, BT int) {
-	C := q.C
-	sc := getInt8Scratch()
-	defer putInt8Scratch(sc)
-	if cap(sc.a) < BT*C {
-		sc.a = make([]uint8, BT*C)
-	}
-	if cap(sc.s) < BT {
-		sc.s, sc.zs = make([]float32, BT), make([]float32, BT)
-	}
-	a := sc.a[:BT*C]
-	for r := 0; r < BT; r++ {
-		sc.s[r], sc.zs[r] = quantizeRowU8(a[r*C:r*C+C], inp[r*C:r*C+C])
-	}
-	parallelFor(len(q.packed), 1, func(plo, phi int) {
-		ws := getInt8Scratch()
-		defer putInt8Scratch(ws)
-		for _, p := range q.packed[plo:phi] {
-			n := BT * (p.hi - p.lo)
-			if cap(ws.acc) < n {
-				ws.acc = make([]int32, n)
-			}
-			p.l.ForwardU8(ws.acc[:n], a, BT)
-			q.dequant(out, ws.acc[:n], bias, res, sc, 0, BT, p.lo, p.hi)
-		}
-	})
-}
-
-// dequant writes rows [r0, r0+n) of out, columns [lo, hi), from their
-// int32 sums acc [n, hi−lo] and the rows' scales in sc (indexed from 0).
-func (q *Int8Linear) dequant(out []float32, acc []int32, bias, res []float32, sc *int8Scratch, r0, n, lo, hi int) {
-	OC, w := q.OC, hi-lo
-	var b []float32
-	if bias != nil {
-		b = bias[lo:hi]
-	}
-	for r := 0; r < n; r++ {
-		o := out[(r0+r)*OC+lo : (r0+r)*OC+hi]
-		var rs []float32
-		if res != nil {
-			rs = res[(r0+r)*OC+lo : (r0+r)*OC+hi]
-		}
-		dequantRow(o, acc[r*w:(r+1)*w], q.scale[lo:hi], q.wsum[lo:hi], b, rs, sc.s[r], sc.zs[r], q.zeros[lo:hi])
-	}
 }
 
 // quantizeRowU8 quantizes x to uint8 with q = round(x/s) + z, the range
@@ -497,7 +417,7 @@ func dequantRow(o []float32, acc []int32, scale, wsum, bias, res []float32, s, z
 func (q *Int8Linear) String() string {
 	via := q.gemm.Name()
 	if q.packed != nil {
-		via = "matmul " + q.packed[0].l.Impl(int8PackRows)
+		via = "matmul " + q.packed.Impl(int8PackRows)
 	}
 	return fmt.Sprintf("int8 linear [%d, %d] (weights ±%d, per channel; activations u8 per row; %s)", q.OC, q.C, q.qmax, via)
 }

@@ -80,41 +80,30 @@ func TestInt8LinearPacked(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(9, 10))
 	defer SetThreads(Threads())
-	// The last shapes are few rows on wide layers: packed in column blocks
-	// (int8Parts, one a worker at packing) that the workers share out.
-	for _, sh := range [][3]int{{1, 5, 7}, {3, 33, 64}, {17, 64, 130}, {40, 48, 768}, {200, 96, 256}, {1, 300, 64}, {16, 768, 96}, {70, 1000, 40}} {
+	for _, sh := range [][3]int{{1, 5, 7}, {3, 33, 64}, {17, 64, 130}, {40, 48, 768}, {200, 96, 256}} {
 		BT, OC, C := sh[0], sh[1], sh[2]
 		w, bias, res := randVec(r, OC*C), randVec(r, OC), randVec(r, BT*OC)
 		inp := randVec(r, BT*C)
 		ref := newInt8Linear(w, OC, C, blas.Int8WeightMax(), blas.GoInt8{})
-		for _, pth := range []int{1, 2, 3} {
-			SetThreads(pth)
-			q, err := NewInt8Linear(w, OC, C)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if q.packed == nil {
-				t.Skipf("oneDNN runs the int8 matmul with its reference code here: %s", q)
-			}
-			if q.Dequantized() != nil {
-				t.Errorf("%v: a packed layer still holds its plain weights", sh)
-			}
-			if want := len(int8Parts(OC)); len(q.packed) != want || q.packed[len(q.packed)-1].hi != OC {
-				t.Fatalf("%v, packed on %d threads: %d column blocks, want %d covering %d", sh, pth, len(q.packed), want, OC)
-			}
-			for _, th := range []int{1, 2, 3} {
-				SetThreads(th)
-				for _, c := range []struct{ bias, res []float32 }{{bias, res}, {nil, nil}} {
-					want := make([]float32, BT*OC)
-					ref.Forward(want, inp, c.bias, c.res, BT)
-					got := make([]float32, BT*OC)
-					q.Forward(got, inp, c.bias, c.res, BT)
-					for i := range got {
-						if got[i] != want[i] {
-							t.Fatalf("%v, %d blocks, %d threads, bias and residual %v (%s): element %d is %v, the reference product gives %v",
-								sh, len(q.packed), th, c.bias != nil, q, i, got[i], want[i])
-						}
-					}
+		want := make([]float32, BT*OC)
+		ref.Forward(want, inp, bias, res, BT)
+		q, err := NewInt8Linear(w, OC, C)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.packed == nil {
+			t.Skipf("oneDNN runs the int8 matmul with its reference code here: %s", q)
+		}
+		if q.Dequantized() != nil {
+			t.Errorf("%v: a packed layer still holds its plain weights", sh)
+		}
+		for _, th := range []int{1, 2, 3} {
+			SetThreads(th)
+			got := make([]float32, BT*OC)
+			q.Forward(got, inp, bias, res, BT)
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("%v, %d threads (%s): element %d is %v, the reference product gives %v", sh, th, q, i, got[i], want[i])
 				}
 			}
 		}
