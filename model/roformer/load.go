@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"unsafe"
 
 	"github.com/roformer-go/roformer/blas"
 	"github.com/roformer-go/roformer/checkpoint"
@@ -238,11 +237,8 @@ func fileTensors(f *checkpoint.File, pairs map[string]int8Pair, keepInt8, keepBF
 		if q, ok := pairs[name]; ok {
 			t := &tensor.Tensor{Shape: q.shape}
 			if !keepInt8 {
-				C := q.shape[1]
 				t.Data = make([]float32, len(q.codes))
-				for i, c := range q.codes {
-					t.Data[i] = float32(c) * q.scale[i/C]
-				}
+				storedWeight{codes: q.codes, scale: q.scale}.values(t.Data, q.shape[1])
 			}
 			src[name] = t
 			continue
@@ -293,21 +289,7 @@ func (m *Model) bindChecked(src map[string]*tensor.Tensor, f *checkpoint.File, o
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	type span struct{ lo, hi uintptr }
-	var linear []span
-	for _, l := range m.linears() {
-		lo := uintptr(unsafe.Pointer(unsafe.SliceData(l.w)))
-		linear = append(linear, span{lo, lo + uintptr(4*l.oc*l.c)})
-	}
-	inLinear := func(w []float32) bool {
-		lo := uintptr(unsafe.Pointer(unsafe.SliceData(w)))
-		for _, s := range linear {
-			if lo >= s.lo && lo+uintptr(4*len(w)) <= s.hi {
-				return true
-			}
-		}
-		return false
-	}
+	inLinear := m.inLinear()
 	store := func(w *tensor.Param, s storedWeight) {
 		if m.stored == nil {
 			m.stored = storedWeights{}

@@ -3,7 +3,6 @@ package roformer
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 
 	"github.com/roformer-go/roformer/kernels"
@@ -276,14 +275,11 @@ func (m *Model) scaledEmbeddingForward(s *State) {
 	E, sc := m.Config.EmbeddingSize, m.Config.embedScale()
 	emb := &m.Encoder.Embeddings
 	stored := m.wordBF16()
-	var row []float32
 	for bt := 0; bt < s.B*s.T; bt++ {
 		o := s.embSum[bt*E : bt*E+E]
-		var w []float32
-		if id := int(s.ids[bt]); stored != nil { // a bfloat16 table's row, widened
-			row = slices.Grow(row[:0], E)[:E]
-			kernels.DecodeBF16(row, stored[2*id*E:2*(id+1)*E])
-			w = row
+		w := o // a bfloat16 table's row, widened in place
+		if id := int(s.ids[bt]); stored != nil {
+			kernels.DecodeBF16(o, stored[2*id*E:2*(id+1)*E])
 		} else {
 			w = emb.Word.Data[id*E : id*E+E]
 		}

@@ -113,23 +113,11 @@ func int8QuantizationConfig(m *Model) json.RawMessage {
 // holds three), but for the word embedding (tied to the LM decoder, looked
 // up in float32).
 func (m *Model) int8WeightNames() map[string]bool {
-	type span struct{ lo, hi uintptr }
-	var spans []span
-	for _, l := range m.linears() {
-		lo := uintptr(unsafe.Pointer(unsafe.SliceData(l.w)))
-		spans = append(spans, span{lo, lo + uintptr(4*l.oc*l.c)})
-	}
+	inLinear := m.inLinear()
 	out := map[string]bool{}
 	for _, p := range m.Weights() {
-		if p == m.Encoder.Embeddings.Word || len(p.Shape) != 2 || len(p.Data) == 0 {
-			continue
-		}
-		lo := uintptr(unsafe.Pointer(unsafe.SliceData(p.Data)))
-		hi := lo + uintptr(4*len(p.Data))
-		for _, s := range spans {
-			if lo >= s.lo && hi <= s.hi {
-				out[p.Name] = true
-			}
+		if p != m.Encoder.Embeddings.Word && len(p.Shape) == 2 && len(p.Data) > 0 && inLinear(p.Data) {
+			out[p.Name] = true
 		}
 	}
 	for p, q := range m.stored {
@@ -138,6 +126,27 @@ func (m *Model) int8WeightNames() map[string]bool {
 		}
 	}
 	return out
+}
+
+// inLinear returns a test of whether values lie in one of linears'
+// matrices (the fused q/k/v block holds three weights), as the model's
+// layers are now.
+func (m *Model) inLinear() func(w []float32) bool {
+	type span struct{ lo, hi uintptr }
+	var spans []span
+	for _, l := range m.linears() {
+		lo := uintptr(unsafe.Pointer(unsafe.SliceData(l.w)))
+		spans = append(spans, span{lo, lo + uintptr(4*l.oc*l.c)})
+	}
+	return func(w []float32) bool {
+		lo := uintptr(unsafe.Pointer(unsafe.SliceData(w)))
+		for _, s := range spans {
+			if lo >= s.lo && lo+uintptr(4*len(w)) <= s.hi {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // storedWeight is a weight kept as a quantized folder stores it: its

@@ -3,7 +3,9 @@ package roformer
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"github.com/roformer-go/roformer/blas"
+	"github.com/roformer-go/roformer/internal/testutil"
 	"math"
 	"os"
 	"path/filepath"
@@ -376,5 +378,45 @@ func TestQuantizedFoldersAgainstFP32(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A model whose word embedding is only looked up (the base head), with
+// and without scale_embedding, computes from a mapped folder's BF16 table
+// (read by rows where it lies) what it computes from the table read into
+// memory, to the bit.
+func TestLoadBF16StoredWordTable(t *testing.T) {
+	for _, scaled := range []bool{false, true} {
+		cfg := tinyConfig(func(c *Config) { c.ScaleEmbedding = scaled })
+		m := randomModel(t, cfg, HeadBase, 7)
+		dir := t.TempDir()
+		if err := m.SaveQuantized(dir, PrecisionBF16); err != nil {
+			t.Fatal(err)
+		}
+		ref, err := Load(dir, HeadBase, LoadOptions{NoMap: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := Load(dir, HeadBase, LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.wordBF16() == nil || ref.wordBF16() != nil {
+			t.Fatalf("scale_embedding %v: the mapped model's word table stored %v, the read one's %v", scaled, l.wordBF16() != nil, ref.wordBF16() != nil)
+		}
+		ids := make([]int32, 2*9)
+		for i := range ids {
+			ids[i] = int32(i%10 + 1)
+		}
+		b := &Batch{B: 2, T: 9, InputIDs: ids}
+		want, err := ref.Forward(context.Background(), b, nil, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := l.Forward(context.Background(), b, nil, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testutil.AssertClose(t, fmt.Sprintf("scale_embedding %v: hidden", scaled), got.LastHiddenState.Data, want.LastHiddenState.Data, layoutTol(), 0)
 	}
 }
