@@ -101,17 +101,8 @@ func TestSaveQuantizedInt8RoundTrip(t *testing.T) {
 		if _, ok := l.stored[l.Encoder.Embeddings.Word]; l.Precision() != PrecisionInt8 || len(l.stored) != n || ok == nomap {
 			t.Fatalf("NoMap %v: loaded in %s with %d stored weights (the word embedding's: %v), want int8 and %d", nomap, l.Precision(), len(l.stored), ok, n)
 		}
-		for p := range l.stored {
-			if len(p.Data) != 0 {
-				t.Fatalf("%s holds %d float32 values beside its codes", p.Name, len(p.Data))
-			}
-		}
-		got := tinyLogits(t, l.Model)
-		for i := range want32 {
-			if math.Float32bits(got[i]) != math.Float32bits(want32[i]) {
-				t.Fatalf("NoMap %v: logit %d: %v from the int8 folder, %v quantizing at load", nomap, i, got[i], want32[i])
-			}
-		}
+		storedOnly(t, l.Model)
+		sameBits(t, fmt.Sprintf("NoMap %v: logits from the int8 folder against quantizing at load", nomap), tinyLogits(t, l.Model), want32)
 		// Save writes float32 again: the codes' values.
 		out := filepath.Join(t.TempDir(), "back")
 		if err := l.Save(out); err != nil {
@@ -218,17 +209,8 @@ func TestLoadBF16Stored(t *testing.T) {
 	if len(l.stored) != n {
 		t.Fatalf("%d stored weights, want %d", len(l.stored), n)
 	}
-	for p := range l.stored {
-		if len(p.Data) != 0 {
-			t.Fatalf("%s holds %d float32 values beside its BF16 bytes", p.Name, len(p.Data))
-		}
-	}
-	got := tinyLogits(t, l.Model)
-	for i := range want {
-		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-			t.Fatalf("logit %d: %v from the mapped folder, %v read", i, got[i], want[i])
-		}
-	}
+	storedOnly(t, l.Model)
+	sameBits(t, "logits from the mapped folder against the folder read", tinyLogits(t, l.Model), want)
 	sd, rsd := l.StateDict(), ref.StateDict()
 	for name, tt := range rsd {
 		if !slices.Equal(sd[name].Data, tt.Data) {
@@ -418,5 +400,26 @@ func TestLoadBF16StoredWordTable(t *testing.T) {
 			t.Fatal(err)
 		}
 		testutil.AssertClose(t, fmt.Sprintf("scale_embedding %v: hidden", scaled), got.LastHiddenState.Data, want.LastHiddenState.Data, layoutTol(), 0)
+	}
+}
+
+// storedOnly fails unless every weight m keeps as stored has no float32
+// values beside its stored form.
+func storedOnly(t *testing.T, m *Model) {
+	t.Helper()
+	for p := range m.stored {
+		if len(p.Data) != 0 {
+			t.Fatalf("%s holds %d float32 values beside its stored form", p.Name, len(p.Data))
+		}
+	}
+}
+
+// sameBits fails unless got and want are equal to the bit.
+func sameBits(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s: element %d is %v, want %v", what, i, got[i], want[i])
+		}
 	}
 }
