@@ -70,8 +70,9 @@ type cacheFile struct {
 // probeVersion is part of the cache key: a change to the probe's products
 // or rules invalidates old verdicts.
 // Version 3 added go-asm, our own assembly SGEMM, as a candidate; version
-// 5 the heads' backend (HeadSgemm; 4 measured it, and was never released).
-const probeVersion = 5
+// 5 the heads' backend (HeadSgemm; 4 measured it, and was never released),
+// version 6 the short query's products on cold weights.
+const probeVersion = 6
 
 // CacheDir returns the folder that holds the probe's verdict:
 // $ROFORMER_CACHE_DIR, or roformer/ in the user's cache folder
