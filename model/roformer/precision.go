@@ -20,9 +20,12 @@ type Precision string
 const (
 	// PrecisionFP32 is float32 everywhere. Asked for explicitly, for
 	// inference, the linear layers' weights are also stored once in the
-	// blocked layout of oneDNN's matmul when oneDNN is the backend in use
-	// (blas.Chosen): 5–8% faster at base size than dnnl_sgemm, which packs
-	// them again on every product, for a second copy of those weights.
+	// layout of the backend in use (blas.Chosen), instead of packed again
+	// by every product: oneDNN matmul's blocked layout (5–8% faster at base
+	// size than dnnl_sgemm), or go-asm's panels (kernels.PanelLinear: the
+	// bits of the plain product, a short query 1.2–1.5 times faster). The
+	// layout replaces the plain weights where the loader can release them
+	// (a mapped folder's pages).
 	// The zero Precision ("") is float32 with nothing prepared: what a new
 	// model has, and what training uses.
 	PrecisionFP32 Precision = "fp32"
@@ -160,9 +163,14 @@ func (m *Model) setPrecision(p Precision, h prepHooks) error {
 }
 
 // prepares reports whether SetPrecision(p) makes prepared layers: for bf16
-// and int8, and for fp32 asked for explicitly where oneDNN is the backend.
+// and int8, and for fp32 asked for explicitly where oneDNN (its matmul's
+// packed weights) or go-asm (its panels) is the backend.
 func prepares(p Precision) bool {
-	return p != "" && (p != PrecisionFP32 || blas.Chosen().Kind == blas.KindOneDNN)
+	if p == PrecisionFP32 {
+		k := blas.Chosen().Kind
+		return k == blas.KindOneDNN || k == blas.KindGoAsm
+	}
+	return p != ""
 }
 
 // SetTrainingPrecision sets the number format of the linear layers'
@@ -248,7 +256,11 @@ func (lp *lowPrecision) make(w []float32, oc, c int) (lowLinear, error) {
 	case PrecisionBF16:
 		l, err = kernels.NewBF16Linear(w[:oc*c], oc, c)
 	case PrecisionFP32:
-		l, err = kernels.NewPackedLinear(w[:oc*c], oc, c)
+		if blas.Chosen().Kind == blas.KindGoAsm {
+			l, err = kernels.NewPanelLinear(w[:oc*c], oc, c)
+		} else {
+			l, err = kernels.NewPackedLinear(w[:oc*c], oc, c)
+		}
 	default:
 		err = fmt.Errorf("roformer: precision %q has no prepared layers", lp.prec)
 	}
