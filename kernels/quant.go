@@ -14,7 +14,10 @@ import (
 // output channel (symmetric, scale = max|w|/127 per row of W), done once.
 // Its Forward quantizes the activations per row at run time (asymmetric
 // uint8: a scale and a zero point per row), multiplies in int8 with int32
-// accumulation and rescales to float32. The products go through oneDNN's
+// accumulation and rescales to float32. The products go through go-asm's
+// int8 kernels on the codes packed once into panels (blas.Int8Panels:
+// AVX512_VNNI without AMX, where the outputs are a multiple of 32; a short
+// query streams the codes at the memory's rate), else through oneDNN's
 // matmul primitive with the int8 weights reordered once into the blocked
 // layout it asks for (blas.NewS8Matmul: AMX-INT8 tiles where the CPU has
 // them, VNNI or AVX-512/AVX2 elsewhere, as oneDNN chooses), or through a
@@ -42,8 +45,11 @@ type Int8Linear struct {
 	qmax  int       // 127, or 63 where u8·s8 sums saturate without VNNI
 	gemm  blas.Int8Backend
 	// packed holds the weights for oneDNN's int8 matmul; nil where the
-	// products go through gemm.
+	// products go through gemm or panels.
 	packed *blas.PackedMatmul
+	// panels holds the weights for go-asm's int8 kernels (AVX512_VNNI),
+	// which replace oneDNN's matmul where they run: nil elsewhere.
+	panels *blas.Int8Panels
 }
 
 // Bytes returns the bytes of the layer's weights: the codes (oneDNN's
@@ -52,6 +58,9 @@ func (q *Int8Linear) Bytes() int64 {
 	n := int64(len(q.w)) + 4*int64(len(q.scale)+len(q.wsum)+len(q.zeros))
 	if q.packed != nil {
 		n += q.packed.Bytes()
+	}
+	if q.panels != nil {
+		n += q.panels.Bytes()
 	}
 	return n
 }
@@ -84,9 +93,10 @@ func putInt8Scratch(sc *int8Scratch) {
 }
 
 type int8Scratch struct {
-	a     []uint8
-	acc   []int32
-	s, zs []float32 // per row: scale, zero point·scale
+	a      []uint8
+	packed []uint8 // a packed for Int8Panels
+	acc    []int32
+	s, zs  []float32 // per row: scale, zero point·scale
 }
 
 // NewInt8Linear quantizes w [OC, C] (PyTorch's nn.Linear layout) and
@@ -224,9 +234,19 @@ func newInt8Layer(codes []int8, scale []float32, OC, C, qmax int, g blas.Int8Bac
 	return q, nil
 }
 
-// pack moves q's weights into oneDNN's int8 matmul, unless oneDNN would
-// run it with its reference code (then q keeps its GEMM backend).
+// pack moves q's weights into go-asm's int8 panels where they run (and
+// the outputs are a multiple of 32), else into oneDNN's int8 matmul,
+// unless oneDNN would run it with its reference code (then q keeps its
+// GEMM backend). Both sum exactly, so the choice changes no bit.
 func (q *Int8Linear) pack() error {
+	if blas.Int8PanelsOK() && q.OC%32 == 0 && q.qmax <= 127 {
+		p, err := blas.NewInt8Panels(q.w, q.OC, q.C)
+		if err != nil {
+			return err
+		}
+		q.panels, q.w = p, nil
+		return nil
+	}
 	l, err := blas.NewS8Matmul(q.w, q.OC, q.C)
 	if err != nil {
 		return err
@@ -289,6 +309,10 @@ func (q *Int8Linear) Dequantized() []float32 {
 //	res  [BT, OC] or nil
 func (q *Int8Linear) Forward(out, inp, bias, res []float32, BT int) {
 	C, OC := q.C, q.OC
+	if q.panels != nil {
+		q.forwardPanels(out, inp, bias, res, BT)
+		return
+	}
 	parallelFor(BT, 16, func(lo, hi int) {
 		n := hi - lo
 		sc := getInt8Scratch()
@@ -318,6 +342,69 @@ func (q *Int8Linear) Forward(out, inp, bias, res []float32, BT int) {
 			}
 			dequantRow(o, acc[r*OC:r*OC+OC], q.scale, q.wsum, bias, rs, sc.s[r], sc.zs[r], q.zeros)
 		}
+		putInt8Scratch(sc)
+	})
+}
+
+// forwardPanels is Forward on go-asm's int8 panels, split over the
+// workers as MatmulForward splits a product: for few rows (splitColumns)
+// the rows are quantized once and each worker takes a block of output
+// columns, reading only its share of the codes; otherwise each takes a
+// block of rows.
+func (q *Int8Linear) forwardPanels(out, inp, bias, res []float32, BT int) {
+	C, OC := q.C, q.OC
+	rows := func(sc *int8Scratch, lo, hi int) ([]uint8, []int32) {
+		n := hi - lo
+		if cap(sc.a) < n*C {
+			sc.a = make([]uint8, n*C)
+		}
+		if cap(sc.acc) < n*OC {
+			sc.acc = make([]int32, n*OC)
+		}
+		if cap(sc.s) < n {
+			sc.s, sc.zs = make([]float32, n), make([]float32, n)
+		}
+		a := sc.a[:n*C]
+		for r := 0; r < n; r++ {
+			sc.s[r], sc.zs[r] = quantizeRowU8(a[r*C:r*C+C], inp[(lo+r)*C:(lo+r)*C+C])
+		}
+		return a, sc.acc[:n*OC]
+	}
+	// dequant writes rows lo..hi, columns clo..chi of out from acc (whose
+	// row 0 is row lo).
+	dequant := func(sc *int8Scratch, acc []int32, lo, hi, clo, chi int) {
+		for r := lo; r < hi; r++ {
+			var b, rs []float32
+			if bias != nil {
+				b = bias[clo:chi]
+			}
+			if res != nil {
+				rs = res[r*OC+clo : r*OC+chi]
+			}
+			i := r - lo
+			dequantRow(out[r*OC+clo:r*OC+chi], acc[i*OC+clo:i*OC+chi], q.scale[clo:chi], q.wsum[clo:chi], b, rs, sc.s[i], sc.zs[i], q.zeros[clo:chi])
+		}
+	}
+	if splitColumns(BT, OC) {
+		sc := getInt8Scratch()
+		defer putInt8Scratch(sc)
+		a, acc := rows(sc, 0, BT)
+		if cap(sc.packed) < q.panels.LenA(BT) {
+			sc.packed = make([]uint8, q.panels.LenA(BT))
+		}
+		ap := q.panels.PackA(sc.packed, BT, a, C)
+		u := q.panels.Unit()
+		parallelFor(OC/u, max(colChunk/u, 1), func(plo, phi int) {
+			q.panels.ProductPacked(BT, plo*u, phi*u, ap, acc, OC)
+			dequant(sc, acc, 0, BT, plo*u, phi*u)
+		})
+		return
+	}
+	parallelFor(BT, 16, func(lo, hi int) {
+		sc := getInt8Scratch()
+		a, acc := rows(sc, lo, hi)
+		q.panels.Product(hi-lo, 0, OC, a, C, acc, OC)
+		dequant(sc, acc, lo, hi, 0, OC)
 		putInt8Scratch(sc)
 	})
 }
@@ -416,7 +503,10 @@ func dequantRow(o []float32, acc []int32, scale, wsum, bias, res []float32, s, z
 // String describes the layer and where its products run.
 func (q *Int8Linear) String() string {
 	via := q.gemm.Name()
-	if q.packed != nil {
+	switch {
+	case q.panels != nil:
+		via = "go-asm int8 panels (avx512_vnni)"
+	case q.packed != nil:
 		via = "matmul " + q.packed.Impl(int8PackRows)
 	}
 	return fmt.Sprintf("int8 linear [%d, %d] (weights ±%d, per channel; activations u8 per row; %s)", q.OC, q.C, q.qmax, via)

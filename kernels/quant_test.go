@@ -71,16 +71,18 @@ func TestInt8LinearAgainstReference(t *testing.T) {
 	}
 }
 
-// NewInt8Linear's layer (int8 weights packed for oneDNN's matmul) gives
-// exactly what the layer with the plain reference product gives: both sum
-// the same quantized operands in int32, and the rescaling is the same code.
+// NewInt8Linear's layer (int8 weights packed for go-asm's int8 panels
+// where they run and the outputs are a multiple of 32, else for oneDNN's
+// matmul) gives exactly what the layer with the plain reference product
+// gives, in both splits over the workers: all sum the same quantized
+// operands in int32, and the rescaling is the same code.
 func TestInt8LinearPacked(t *testing.T) {
 	if _, err := blas.Int8(); err != nil {
 		t.Skip(err)
 	}
 	r := rand.New(rand.NewPCG(9, 10))
 	defer SetThreads(Threads())
-	for _, sh := range [][3]int{{1, 5, 7}, {3, 33, 64}, {17, 64, 130}, {40, 48, 768}, {200, 96, 256}} {
+	for _, sh := range [][3]int{{1, 5, 7}, {3, 33, 64}, {17, 64, 130}, {40, 48, 768}, {200, 96, 256}, {1, 768, 768}, {16, 512, 100}, {130, 256, 64}} {
 		BT, OC, C := sh[0], sh[1], sh[2]
 		w, bias, res := randVec(r, OC*C), randVec(r, OC), randVec(r, BT*OC)
 		inp := randVec(r, BT*C)
@@ -91,8 +93,11 @@ func TestInt8LinearPacked(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if q.packed == nil {
+		if q.packed == nil && q.panels == nil {
 			t.Skipf("oneDNN runs the int8 matmul with its reference code here: %s", q)
+		}
+		if blas.Int8PanelsOK() && OC%32 == 0 && q.panels == nil {
+			t.Errorf("%v: not on the int8 panels: %s", sh, q)
 		}
 		if q.Dequantized() != nil {
 			t.Errorf("%v: a packed layer still holds its plain weights", sh)
