@@ -391,7 +391,7 @@ func describe(ms []Measurement) string {
 
 // chooseAuto picks the backends for this machine, of the layers and of
 // the attention heads: the cached verdict when its key matches, otherwise a
-// measurement of every candidate (about 0.4 s), which is then cached.
+// measurement of every candidate (about 0.5 s), which is then cached.
 func chooseAuto(reprobe bool) (Backend, Backend, Choice) {
 	cpu := CPU()
 	libs := findLibraries()

@@ -22,7 +22,7 @@ var (
 // assembly SGEMM; "go-asm:avx512" or "go-asm:avx2" forces a microkernel),
 // "openblas", "openblas:KERNELSET" (an OPENBLAS_CORETYPE name), "onednn",
 // or a library path; "auto" or unset measures the candidates once per
-// machine and library build (about 0.4 s) and reuses the cached verdict
+// machine and library build (about 0.5 s) and reuses the cached verdict
 // after that. ROFORMER_BLAS_HEADS, in the same words, fixes the backend
 // of the attention heads' products (HeadSgemm) alone; unset, they follow
 // the automatic choice or ROFORMER_BLAS. Without any library, go-asm is the choice on amd64 with AVX2

@@ -79,7 +79,7 @@ func applyBLASEnv() error {
 
 // precisionFlag registers --precision on fs.
 func precisionFlag(fs *flag.FlagSet, p *string) {
-	fs.StringVar(p, "precision", "", "number format of the linear layers' products: fp32 (on oneDNN with the weights repacked once for its matmul), bf16 (attention's products too; needs AVX512_BF16 or AMX) or int8 (dynamic quantization; needs oneDNN); default int8 for an int8 folder that roformer quantize wrote, else fp32")
+	fs.StringVar(p, "precision", "", "number format of the linear layers' products: fp32 (the weights packed once for the backend's products: go-asm's panels or oneDNN's matmul), bf16 (attention's products too; needs AVX512_BF16 or AMX) or int8 (dynamic quantization; needs oneDNN); default int8 for an int8 folder that roformer quantize wrote, else fp32")
 }
 
 // resolveModel replaces a --model value that names a Hugging Face model

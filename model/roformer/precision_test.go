@@ -3,6 +3,7 @@ package roformer
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/roformer-go/roformer/blas"
@@ -111,9 +112,16 @@ func TestParsePrecision(t *testing.T) {
 func TestPackedFP32(t *testing.T) {
 	ctx := context.Background()
 	fs := loadFixtures(t)
-	if blas.Chosen().Kind != blas.KindOneDNN {
-		t.Skip("fp32 repacking is for oneDNN; the backend is", blas.Name())
+	var dnnl blas.Backend
+	for _, be := range blas.Available() {
+		if strings.HasPrefix(be.Name(), blas.KindOneDNN) {
+			dnnl = be
+		}
 	}
+	if dnnl == nil {
+		t.Skip("fp32 repacking is for oneDNN, which is not installed")
+	}
+	defer blas.Set(blas.Set(dnnl))
 	for _, f := range fs {
 		l, err := Load(f.dir, HeadMaskedLM, LoadOptions{Precision: PrecisionFP32})
 		if err != nil {
@@ -134,6 +142,64 @@ func TestPackedFP32(t *testing.T) {
 		}
 		if l.lowp != nil {
 			t.Errorf("%s: the repacked weights survived a training step", f.Case)
+		}
+	}
+}
+
+// fp32 prepared on go-asm (each weight packed once into go-asm's panels,
+// kernels.PanelLinear) gives the unprepared model's logits to the bit, as
+// the fixtures' within their tolerance, and training drops the panels.
+func TestPanelsFP32(t *testing.T) {
+	ctx := context.Background()
+	fs := loadFixtures(t)
+	var asm blas.Backend
+	for _, be := range blas.Available() {
+		if strings.HasPrefix(be.Name(), blas.KindGoAsm) {
+			asm = be
+		}
+	}
+	if asm == nil {
+		t.Skip("no go-asm backend on this machine")
+	}
+	defer blas.Set(blas.Set(asm))
+	for _, f := range fs {
+		labels := &Labels{IDs: flat(f.Outputs.RoFormerForMaskedLM.Labels)}
+		plain, err := Load(f.dir, HeadMaskedLM, LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := plain.Forward(ctx, f.batch(), labels, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := Load(f.dir, HeadMaskedLM, LoadOptions{Precision: PrecisionFP32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.lowp == nil {
+			t.Fatal("nothing prepared for fp32 on go-asm")
+		}
+		for _, ll := range l.lowp.layers {
+			if _, ok := ll.(*kernels.PanelLinear); !ok {
+				t.Fatalf("%s: an fp32 layer on go-asm is %T", f.Case, ll)
+			}
+		}
+		got, err := l.Forward(ctx, f.batch(), labels, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range got.Logits.Data {
+			if math.Float32bits(v) != math.Float32bits(want.Logits.Data[i]) {
+				t.Fatalf("%s: logit %d is %v on the panels, %v on the plain weights", f.Case, i, v, want.Logits.Data[i])
+			}
+		}
+		check(t, f.Case+" masked-lm logits (fp32 panels)", got.Logits.Data, f.Outputs.RoFormerForMaskedLM.Logits, tolLogits)
+		s := l.NewState(f.batch().B, f.batch().T, true)
+		if _, err := l.ForwardBackward(ctx, s, f.batch(), labels, StepOptions{}); err != nil {
+			t.Fatalf("%s: training after fp32 preparation: %v", f.Case, err)
+		}
+		if l.lowp != nil {
+			t.Errorf("%s: the panels survived a training step", f.Case)
 		}
 	}
 }
