@@ -775,7 +775,8 @@ k512r4beta0:
 //
 // AVX2 and FMA, 4 rows × 24 columns: 12 accumulators Y0–Y11 (row r in
 // Y3r … Y3r+2), the B row in Y12–Y14, A values broadcast into Y15. The k
-// loop is unrolled by two; the C tile (96 bytes a row) is prefetched first.
+// loop is unrolled by two; the C tile (96 bytes a row) is prefetched first,
+// and each step the three lines of B 8 KiB ahead, as kern12x32AVX512 does.
 TEXT ·kern4x24AVX2(SB), NOSPLIT, $0-48
 	MOVQ kc+0(FP), CX
 	MOVQ a+8(FP), AX
@@ -811,7 +812,9 @@ TEXT ·kern4x24AVX2(SB), NOSPLIT, $0-48
 	SHRQ $1, SI
 	JZ k2tail
 k2loop:
-	PREFETCHT0 384(BX)
+	PREFETCHT0 8192(BX)
+	PREFETCHT0 8256(BX)
+	PREFETCHT0 8320(BX)
 	VMOVUPS 0(BX), Y12
 	VMOVUPS 32(BX), Y13
 	VMOVUPS 64(BX), Y14

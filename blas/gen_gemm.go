@@ -164,7 +164,8 @@ func kernelAVX2() {
 //
 // AVX2 and FMA, 4 rows × 24 columns: 12 accumulators Y0–Y11 (row r in
 // Y3r … Y3r+2), the B row in Y12–Y14, A values broadcast into Y15. The k
-// loop is unrolled by two; the C tile (96 bytes a row) is prefetched first.
+// loop is unrolled by two; the C tile (96 bytes a row) is prefetched first,
+// and each step the three lines of B 8 KiB ahead, as kern12x32AVX512 does.
 TEXT ·kern4x24AVX2(SB), NOSPLIT, $0-48`)
 	w(kernelArgs)
 	prefetchC(mr)
@@ -186,7 +187,9 @@ TEXT ·kern4x24AVX2(SB), NOSPLIT, $0-48`)
 	SHRQ $1, SI
 	JZ k2tail
 k2loop:
-	PREFETCHT0 384(BX)`)
+	PREFETCHT0 8192(BX)
+	PREFETCHT0 8256(BX)
+	PREFETCHT0 8320(BX)`)
 	step(0, 0)
 	step(4*mr, 96)
 	w(`	ADDQ $32, AX

@@ -2,6 +2,7 @@ package blas
 
 import (
 	"fmt"
+	"os"
 	"testing"
 )
 
@@ -9,8 +10,9 @@ import (
 // go-asm with the weight as it lies (packed into panels by every call)
 // and with it packed once (HeadPacker.PackB), the weights past the caches:
 // each run takes the next of copies of the weight (over 64 MiB in all).
+// WP_ISA=avx2 times the AVX2 kernel.
 func BenchmarkWeightPanels(b *testing.B) {
-	g, err := goAsmFor("")
+	g, err := goAsmFor(os.Getenv("WP_ISA"))
 	if err != nil {
 		b.Skip(err)
 	}
