@@ -21,6 +21,7 @@ import (
 	"github.com/roformer-go/roformer/model/seq2seq"
 	"github.com/roformer-go/roformer/optim"
 	"github.com/roformer-go/roformer/tasks"
+	"github.com/roformer-go/roformer/tokenizer"
 	"github.com/roformer-go/roformer/tokenizer/bpe"
 	"github.com/roformer-go/roformer/train"
 )
@@ -413,7 +414,7 @@ func prepareMT(par *tasks.Parallel, o TranslateOptions) (*mtData, error) {
 	enc := func(ps []tasks.Pair) [][2][]int32 {
 		out := make([][2][]int32, len(ps))
 		for i, p := range ps {
-			out[i] = [2][]int32{ids32(codec.Encode(p.Src)), ids32(codec.Encode(p.Tgt))}
+			out[i] = [2][]int32{tokenizer.Int32s(codec.Encode(p.Src)), tokenizer.Int32s(codec.Encode(p.Tgt))}
 		}
 		return out
 	}
@@ -437,16 +438,6 @@ func prepareMT(par *tasks.Parallel, o TranslateOptions) (*mtData, error) {
 		return nil, fmt.Errorf("experiment: translate: no training pair has both sides within %d tokens", o.MaxTokens)
 	}
 	return d, nil
-}
-
-// ids32 converts token ids to the model's. The BPE's special ids are the
-// model's: 0 padding, 1 BOS, 2 EOS.
-func ids32(ids []int) []int32 {
-	out := make([]int32, len(ids))
-	for i, id := range ids {
-		out[i] = int32(id)
-	}
-	return out
 }
 
 func (d *mtData) text(ids []int32) string {

@@ -76,9 +76,9 @@ type EmbedJob struct {
 	// Lower lowercases the texts (sentence.Lower) before tokenizing, as a
 	// folder's do_lower_case asks.
 	Lower   bool
-	Train   *PairSet
-	Eval    *PairSet // nil: no evaluation, the last epoch is kept
-	Options Options  // MaxLength, BatchSize, Accum, Epochs, LR, schedule, weight decay, clip, seed, LogEvery
+	Train   *labelled.PairSet
+	Eval    *labelled.PairSet // nil: no evaluation, the last epoch is kept
+	Options Options           // MaxLength, BatchSize, Accum, Epochs, LR, schedule, weight decay, clip, seed, LogEvery
 	// Progress receives the progress lines, Metrics the metrics.jsonl records.
 	Progress, Metrics io.Writer
 	// Group makes this process one rank of a data-parallel run, as
@@ -105,7 +105,7 @@ type EmbedEpoch struct {
 	Seconds   float64  `json:"seconds"`
 }
 
-// pairFeature is a PairRow encoded: one token sequence per column.
+// pairFeature is a labelled.PairRow encoded: one token sequence per column.
 type pairFeature struct {
 	ids   [][]int32
 	score float64
@@ -209,11 +209,11 @@ func newEmbedTrainer(j EmbedJob) (*embedTrainer, error) {
 	if j.Train == nil {
 		return nil, errors.New("finetune: no training data")
 	}
-	want := Pairs
+	want := labelled.Pairs
 	if j.Objective.Kind == contrastive.KindCoSENT {
-		want = ScoredPairs
+		want = labelled.ScoredPairs
 	}
-	for _, ps := range []*PairSet{j.Train, j.Eval} {
+	for _, ps := range []*labelled.PairSet{j.Train, j.Eval} {
 		if ps != nil && ps.Kind != want {
 			return nil, fmt.Errorf("finetune: %s holds %s; the %s loss needs %s", ps.File, ps.Kind, j.Objective.Kind, want)
 		}
@@ -276,7 +276,7 @@ func newEmbedTrainer(j EmbedJob) (*embedTrainer, error) {
 
 // encode tokenizes every text of ps (cut to MaxLength, keeping the start)
 // and returns the features and how many texts were cut.
-func (t *embedTrainer) encode(ps *PairSet) ([]pairFeature, int, error) {
+func (t *embedTrainer) encode(ps *labelled.PairSet) ([]pairFeature, int, error) {
 	var inputs []tokenizer.Input
 	for _, r := range ps.Rows {
 		for _, s := range r.Texts {

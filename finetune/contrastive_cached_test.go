@@ -3,6 +3,7 @@ package finetune
 import (
 	"context"
 	"fmt"
+	"github.com/roformer-go/roformer/data/labelled"
 	"math"
 	"runtime"
 	"strings"
@@ -17,7 +18,7 @@ import (
 // varied lengthens the texts of ps by a different number of words per row
 // and column, so that the mini-batches of a column have different longest
 // texts (and the padded tails differ).
-func varied(ps *PairSet) *PairSet {
+func varied(ps *labelled.PairSet) *labelled.PairSet {
 	words := testWords[5:29]
 	for i := range ps.Rows {
 		for c := range ps.Rows[i].Texts {
@@ -33,16 +34,16 @@ func varied(ps *PairSet) *PairSet {
 type cachedCase struct {
 	name string
 	obj  contrastive.Objective
-	data func() *PairSet
+	data func() *labelled.PairSet
 	pool EmbedPooling
 }
 
 func cachedCases() []cachedCase {
 	return []cachedCase{
-		{"mnrl", contrastive.Objective{Kind: contrastive.KindMNRL, Scale: 20}, func() *PairSet { return varied(toyPairs(8, 8, false)) }, PoolMean},
-		{"mnrl_negatives_symmetric_cls", contrastive.Objective{Kind: contrastive.KindMNRL, Scale: 20, Symmetric: true}, func() *PairSet { return varied(toyPairs(8, 8, true)) }, PoolCLS},
-		{"cosent", contrastive.Objective{Kind: contrastive.KindCoSENT, Scale: 20}, func() *PairSet { return varied(toyScored(8, 8)) }, PoolMean},
-		{"matryoshka_mnrl_negatives", contrastive.Objective{Kind: contrastive.KindMNRL, Scale: 20, Dims: []int{16, 8, 4}}, func() *PairSet { return varied(toyPairs(8, 8, true)) }, PoolMean},
+		{"mnrl", contrastive.Objective{Kind: contrastive.KindMNRL, Scale: 20}, func() *labelled.PairSet { return varied(toyPairs(8, 8, false)) }, PoolMean},
+		{"mnrl_negatives_symmetric_cls", contrastive.Objective{Kind: contrastive.KindMNRL, Scale: 20, Symmetric: true}, func() *labelled.PairSet { return varied(toyPairs(8, 8, true)) }, PoolCLS},
+		{"cosent", contrastive.Objective{Kind: contrastive.KindCoSENT, Scale: 20}, func() *labelled.PairSet { return varied(toyScored(8, 8)) }, PoolMean},
+		{"matryoshka_mnrl_negatives", contrastive.Objective{Kind: contrastive.KindMNRL, Scale: 20, Dims: []int{16, 8, 4}}, func() *labelled.PairSet { return varied(toyPairs(8, 8, true)) }, PoolMean},
 	}
 }
 

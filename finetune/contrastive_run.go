@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/roformer-go/roformer/data/labelled"
 	"io"
 	"os"
 	"path/filepath"
@@ -43,8 +44,8 @@ type EmbedRunOptions struct {
 	// Pooling overrides the folder's (mean without a sentence-transformers
 	// configuration); "" keeps it.
 	Pooling  EmbedPooling
-	Train    *PairSet
-	Eval     *PairSet
+	Train    *labelled.PairSet
+	Eval     *labelled.PairSet
 	Options  Options
 	Out      string
 	Data     map[string]any // recorded in finetune_embed.json

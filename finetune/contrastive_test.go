@@ -24,10 +24,10 @@ import (
 
 // toyPairs returns n rows whose anchor and positive share their words (the
 // positive reordered), with a hard negative of other words when neg.
-func toyPairs(seed uint64, n int, neg bool) *PairSet {
+func toyPairs(seed uint64, n int, neg bool) *labelled.PairSet {
 	r := rand.New(rand.NewPCG(seed, 2))
 	words := testWords[5:29]
-	ps := &PairSet{File: "toy.jsonl", Kind: Pairs}
+	ps := &labelled.PairSet{File: "toy.jsonl", Kind: labelled.Pairs}
 	if neg {
 		ps.Negatives = 1
 	}
@@ -41,7 +41,7 @@ func toyPairs(seed uint64, n int, neg bool) *PairSet {
 	for i := range n {
 		a := pick()
 		p := []string{a[2], a[0], a[1]}
-		row := PairRow{Line: i + 1, Texts: []string{strings.Join(a, " "), strings.Join(p, " ")}}
+		row := labelled.PairRow{Line: i + 1, Texts: []string{strings.Join(a, " "), strings.Join(p, " ")}}
 		if neg {
 			row.Texts = append(row.Texts, strings.Join(pick(), " "))
 		}
@@ -50,10 +50,10 @@ func toyPairs(seed uint64, n int, neg bool) *PairSet {
 	return ps
 }
 
-func toyScored(seed uint64, n int) *PairSet {
+func toyScored(seed uint64, n int) *labelled.PairSet {
 	r := rand.New(rand.NewPCG(seed, 3))
 	words := testWords[5:29]
-	ps := &PairSet{File: "toy.jsonl", Kind: ScoredPairs}
+	ps := &labelled.PairSet{File: "toy.jsonl", Kind: labelled.ScoredPairs}
 	for i := range n {
 		a := []string{words[r.IntN(24)], words[r.IntN(24)], words[r.IntN(24)]}
 		b := append([]string(nil), a...)
@@ -61,7 +61,7 @@ func toyScored(seed uint64, n int) *PairSet {
 		for j := range min(k, 3) {
 			b[j] = words[r.IntN(24)]
 		}
-		ps.Rows = append(ps.Rows, PairRow{Line: i + 1, Texts: []string{strings.Join(a, " "), strings.Join(b, " ")}, Score: 1 - float64(min(k, 3))/3})
+		ps.Rows = append(ps.Rows, labelled.PairRow{Line: i + 1, Texts: []string{strings.Join(a, " "), strings.Join(b, " ")}, Score: 1 - float64(min(k, 3))/3})
 	}
 	return ps
 }
@@ -89,13 +89,13 @@ func TestTrainEmbedLearns(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		obj  contrastive.Objective
-		data func() *PairSet
+		data func() *labelled.PairSet
 		pool EmbedPooling
 	}{
-		{"mnrl", contrastive.Objective{Kind: contrastive.KindMNRL, Scale: 20}, func() *PairSet { return toyPairs(1, 64, false) }, PoolMean},
-		{"mnrl_symmetric_negatives_cls", contrastive.Objective{Kind: contrastive.KindMNRL, Scale: 20, Symmetric: true}, func() *PairSet { return toyPairs(1, 64, true) }, PoolCLS},
-		{"cosent", contrastive.Objective{Kind: contrastive.KindCoSENT, Scale: 20}, func() *PairSet { return toyScored(1, 64) }, PoolMean},
-		{"matryoshka_mnrl", contrastive.Objective{Kind: contrastive.KindMNRL, Scale: 20, Dims: []int{16, 8, 4}}, func() *PairSet { return toyPairs(1, 64, false) }, PoolMean},
+		{"mnrl", contrastive.Objective{Kind: contrastive.KindMNRL, Scale: 20}, func() *labelled.PairSet { return toyPairs(1, 64, false) }, PoolMean},
+		{"mnrl_symmetric_negatives_cls", contrastive.Objective{Kind: contrastive.KindMNRL, Scale: 20, Symmetric: true}, func() *labelled.PairSet { return toyPairs(1, 64, true) }, PoolCLS},
+		{"cosent", contrastive.Objective{Kind: contrastive.KindCoSENT, Scale: 20}, func() *labelled.PairSet { return toyScored(1, 64) }, PoolMean},
+		{"matryoshka_mnrl", contrastive.Objective{Kind: contrastive.KindMNRL, Scale: 20, Dims: []int{16, 8, 4}}, func() *labelled.PairSet { return toyPairs(1, 64, false) }, PoolMean},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var losses [2][]float64
@@ -208,14 +208,14 @@ func TestRunEmbed(t *testing.T) {
 }
 
 func TestReadPairs(t *testing.T) {
-	ps, err := readPairs(strings.NewReader(`{"anchor": "a", "positive": "b", "negative": "c"}`+"\n\n"+`{"anchor": "d", "positive": "e", "negative": "f", "id": 3}`), "x.jsonl", 0)
+	ps, err := labelled.ReadPairsFrom(strings.NewReader(`{"anchor": "a", "positive": "b", "negative": "c"}`+"\n\n"+`{"anchor": "d", "positive": "e", "negative": "f", "id": 3}`), "x.jsonl", 0)
 	mustf(t, err, "triplets")
-	if ps.Kind != Pairs || ps.Negatives != 1 || len(ps.Rows) != 2 || ps.Rows[1].Line != 3 || ps.Rows[1].Texts[2] != "f" {
+	if ps.Kind != labelled.Pairs || ps.Negatives != 1 || len(ps.Rows) != 2 || ps.Rows[1].Line != 3 || ps.Rows[1].Texts[2] != "f" {
 		t.Errorf("triplets read as %+v", ps)
 	}
-	ps, err = readPairs(strings.NewReader(`{"sentence1": "a", "sentence2": "b", "score": 0.5}`), "s.jsonl", 0)
+	ps, err = labelled.ReadPairsFrom(strings.NewReader(`{"sentence1": "a", "sentence2": "b", "score": 0.5}`), "s.jsonl", 0)
 	mustf(t, err, "scored")
-	if ps.Kind != ScoredPairs || ps.Rows[0].Score != 0.5 {
+	if ps.Kind != labelled.ScoredPairs || ps.Rows[0].Score != 0.5 {
 		t.Errorf("scored pairs read as %+v", ps)
 	}
 	for _, c := range []struct{ in, want string }{
@@ -228,7 +228,7 @@ func TestReadPairs(t *testing.T) {
 		{`{"anchor": "a", "positive": "` + strings.Repeat("b", 100) + `"}`, `x.jsonl:1: the line has more than 64 bytes`},
 		{"\n\n", "x.jsonl: no examples"},
 	} {
-		_, err := readPairs(strings.NewReader(c.in), "x.jsonl", 64)
+		_, err := labelled.ReadPairsFrom(strings.NewReader(c.in), "x.jsonl", 64)
 		var ie *labelled.InputError
 		if err == nil || !errors.As(err, &ie) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want one with %q", c.in, err, c.want)
@@ -245,7 +245,7 @@ func TestEmbedStepGradCheck(t *testing.T) {
 	dir := testmodel.Tiny{Words: testWords, Seed: 7, MaxPositions: 64, Scale: 3}.Folder(t)
 	for _, c := range []struct {
 		obj  contrastive.Objective
-		ds   *PairSet
+		ds   *labelled.PairSet
 		pool EmbedPooling
 	}{
 		{contrastive.Objective{Kind: contrastive.KindMNRL, Scale: 2, Symmetric: true, Dims: []int{16, 4}}, toyPairs(5, 3, true), PoolMean},

@@ -202,11 +202,3 @@ func padRows(ids, types [][]int32, padID int32) *roformer.Batch {
 	}
 	return b
 }
-
-func int32s(v []int) []int32 {
-	out := make([]int32, len(v))
-	for i, x := range v {
-		out[i] = int32(x)
-	}
-	return out
-}

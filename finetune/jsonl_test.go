@@ -25,7 +25,10 @@ func TestJSONLineLimit(t *testing.T) {
 			_, err := readQAJSONL(strings.NewReader(in), "x.jsonl", max)
 			return err
 		},
-		"pairs": func(in string, max int) error { _, err := readPairs(strings.NewReader(in), "x.jsonl", max); return err },
+		"pairs": func(in string, max int) error {
+			_, err := labelled.ReadPairsFrom(strings.NewReader(in), "x.jsonl", max)
+			return err
+		},
 	}
 	rows := map[string]string{"choices": long, "qa": qa, "pairs": pair}
 	for name, f := range read {
@@ -78,7 +81,7 @@ func TestJSONLineBOM(t *testing.T) {
 			return len(s), nil
 		},
 		"pairs": func(in string, max int) (int, error) {
-			s, err := readPairs(strings.NewReader(in), "x.jsonl", max)
+			s, err := labelled.ReadPairsFrom(strings.NewReader(in), "x.jsonl", max)
 			if err != nil {
 				return 0, err
 			}
@@ -104,7 +107,7 @@ func TestJSONLineBOM(t *testing.T) {
 	}
 	// Files shorter than the mark reach the row parser whole.
 	for _, in := range []string{"\xef", "\xef\xbb", "\xef\xbb\n" + rows["pairs"]} {
-		_, err := readPairs(strings.NewReader(in), "x.jsonl", 0)
+		_, err := labelled.ReadPairsFrom(strings.NewReader(in), "x.jsonl", 0)
 		var ie *labelled.InputError
 		if !errors.As(err, &ie) || ie.Line != 1 {
 			t.Errorf("%q: got %v, want an error on line 1", in, err)
@@ -128,7 +131,10 @@ func TestJSONLineUTF8(t *testing.T) {
 	read := map[string]func(in string) error{
 		"choices": func(in string) error { _, err := readChoices(strings.NewReader(in), "x.jsonl", 0); return err },
 		"qa":      func(in string) error { _, err := readQAJSONL(strings.NewReader(in), "x.jsonl", 0); return err },
-		"pairs":   func(in string) error { _, err := readPairs(strings.NewReader(in), "x.jsonl", 0); return err },
+		"pairs": func(in string) error {
+			_, err := labelled.ReadPairsFrom(strings.NewReader(in), "x.jsonl", 0)
+			return err
+		},
 	}
 	for name, f := range read {
 		err := f(rows[name] + "\n" + rows[name] + "\n" + bad[name] + "\n")

@@ -45,7 +45,7 @@ func ReadChoices(path string, maxLineBytes int) ([]ChoiceExample, error) {
 
 func readChoices(r io.Reader, path string, maxLineBytes int) ([]ChoiceExample, error) {
 	var out []ChoiceExample
-	err := eachJSONLine(r, path, maxLineBytes, func(line int, b []byte) error {
+	err := labelled.EachJSONLine(r, path, maxLineBytes, func(line int, b []byte) error {
 		var raw struct {
 			Context  string   `json:"context"`
 			Question *string  `json:"question"`
@@ -115,7 +115,7 @@ func choiceFeatures(tok *tokenizer.Tokenizer, exs []ChoiceExample, o Options, fi
 			if enc.Truncated {
 				truncated++
 			}
-			f.ids, f.types = append(f.ids, int32s(enc.IDs)), append(f.types, int32s(enc.TypeIDs))
+			f.ids, f.types = append(f.ids, tokenizer.Int32s(enc.IDs)), append(f.types, tokenizer.Int32s(enc.TypeIDs))
 		}
 		out[i] = f
 	}

@@ -119,7 +119,7 @@ func readSQuADJSON(b []byte, path string) ([]QAExample, error) {
 
 func readQAJSONL(r io.Reader, path string, maxLineBytes int) ([]QAExample, error) {
 	var out []QAExample
-	err := eachJSONLine(r, path, maxLineBytes, func(line int, b []byte) error {
+	err := labelled.EachJSONLine(r, path, maxLineBytes, func(line int, b []byte) error {
 		var ex QAExample
 		if err := json.Unmarshal(b, &ex); err != nil {
 			return &labelled.InputError{File: path, Line: line, Err: err}
@@ -230,7 +230,7 @@ func qaFeatures(tok *tokenizer.Tokenizer, exs []QAExample, o pipeline.QuestionAn
 			sb, eb, _ = ex.answerBytes(0)
 		}
 		for _, w := range ws {
-			f := qaFeature{ids: int32s(w.IDs), types: int32s(w.TypeIDs)}
+			f := qaFeature{ids: tokenizer.Int32s(w.IDs), types: tokenizer.Int32s(w.TypeIDs)}
 			if s, e, ok := answerTokens(c.Offsets, w.Lo, w.Hi, sb, eb); ok {
 				f.start, f.end = int32(w.ContextStart+s-w.Lo), int32(w.ContextStart+e-w.Lo)
 			} else if sb >= 0 {

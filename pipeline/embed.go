@@ -345,7 +345,7 @@ func EncodeEmbedInput(tok *tokenizer.Tokenizer, in EmbedInput, o EmbedOptions) (
 		return EmbedRow{}, err
 	}
 	truncated := enc.Truncated
-	return EmbedRow{IDs: int32s(enc.IDs), TypeIDs: int32s(enc.TypeIDs), Truncated: truncated, Skip: skip}, nil
+	return EmbedRow{IDs: tokenizer.Int32s(enc.IDs), TypeIDs: tokenizer.Int32s(enc.TypeIDs), Truncated: truncated, Skip: skip}, nil
 }
 
 // PromptSkip returns EmbedRow.Skip for o's prompt: 0 without a prompt or
@@ -398,14 +398,6 @@ func encodeInput(tok *tokenizer.Tokenizer, in EmbedInput, opts tokenizer.EncodeO
 		return tok.EncodePair(in.Text, *in.TextPair, opts)
 	}
 	return tok.Encode(in.Text, opts)
-}
-
-func int32s(xs []int) []int32 {
-	out := make([]int32, len(xs))
-	for i, x := range xs {
-		out[i] = int32(x)
-	}
-	return out
 }
 
 // EmbedStats counts the work of Embed.

@@ -84,7 +84,7 @@ func TestEmbedPoolings(t *testing.T) {
 					t.Fatal(err)
 				}
 				T := len(enc.IDs)
-				out, err := m.Forward(context.Background(), &roformer.Batch{InputIDs: int32s(enc.IDs), B: 1, T: T}, nil, roformer.Options{})
+				out, err := m.Forward(context.Background(), &roformer.Batch{InputIDs: tokenizer.Int32s(enc.IDs), B: 1, T: T}, nil, roformer.Options{})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -94,7 +94,7 @@ func QuestionAnswering(ctx context.Context, m *roformer.Model, tok *tokenizer.To
 	var answers []QAAnswer
 	for _, w := range windows {
 		T := len(w.ids)
-		out, err := m.Forward(ctx, &roformer.Batch{InputIDs: int32sOf(w.ids), TokenTypeIDs: int32sOf(w.types), B: 1, T: T}, nil, roformer.Options{})
+		out, err := m.Forward(ctx, &roformer.Batch{InputIDs: tokenizer.Int32s(w.ids), TokenTypeIDs: tokenizer.Int32s(w.types), B: 1, T: T}, nil, roformer.Options{})
 		if err != nil {
 			return nil, err
 		}

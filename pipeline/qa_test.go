@@ -96,7 +96,7 @@ func qaReference(t *testing.T, m *roformer.Model, tok *tokenizer.Tokenizer, q, t
 	var all []QAAnswer
 	null := math.Inf(1)
 	for _, w := range ws {
-		out, err := m.Forward(context.Background(), &roformer.Batch{InputIDs: int32sOf(w.ids), TokenTypeIDs: int32sOf(w.types), B: 1, T: len(w.ids)}, nil, roformer.Options{})
+		out, err := m.Forward(context.Background(), &roformer.Batch{InputIDs: tokenizer.Int32s(w.ids), TokenTypeIDs: tokenizer.Int32s(w.types), B: 1, T: len(w.ids)}, nil, roformer.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

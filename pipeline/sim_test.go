@@ -30,7 +30,7 @@ func TestEmbedSimPoolerFixture(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := int32s(enc.IDs); !slices.Equal(got, row.IDs) {
+		if got := tokenizer.Int32s(enc.IDs); !slices.Equal(got, row.IDs) {
 			t.Fatalf("row %d: %q encodes to %v, the fixture's ids are %v", r, row.Text, got, row.IDs)
 		}
 		vecs, _, err := Embed(context.Background(), m.Model, m.Tokenizer, []EmbedInput{{Text: row.Text}}, EmbedOptions{})

@@ -88,7 +88,7 @@ func TokenClassification(ctx context.Context, m *roformer.Model, tok *tokenizer.
 		return nil, err
 	}
 	T := len(enc.IDs)
-	out, err := m.Forward(ctx, &roformer.Batch{InputIDs: int32sOf(enc.IDs), TokenTypeIDs: int32sOf(enc.TypeIDs), B: 1, T: T}, nil, roformer.Options{})
+	out, err := m.Forward(ctx, &roformer.Batch{InputIDs: tokenizer.Int32s(enc.IDs), TokenTypeIDs: tokenizer.Int32s(enc.TypeIDs), B: 1, T: T}, nil, roformer.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -279,12 +279,4 @@ func charIndex(text string) []int {
 	}
 	idx[len(text)] = c
 	return idx
-}
-
-func int32sOf(xs []int) []int32 {
-	out := make([]int32, len(xs))
-	for i, x := range xs {
-		out[i] = int32(x)
-	}
-	return out
 }

@@ -133,7 +133,7 @@ func TestTokenClassificationAgreesWithForward(t *testing.T) {
 		t.Fatal(err)
 	}
 	enc, _ := tok.Encode(text, tokenizer.EncodeOptions{})
-	out, err := m.Forward(ctx, &roformer.Batch{InputIDs: int32sOf(enc.IDs), B: 1, T: len(enc.IDs)}, nil, roformer.Options{})
+	out, err := m.Forward(ctx, &roformer.Batch{InputIDs: tokenizer.Int32s(enc.IDs), B: 1, T: len(enc.IDs)}, nil, roformer.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

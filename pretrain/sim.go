@@ -3,8 +3,8 @@ package pretrain
 import (
 	"context"
 	"fmt"
+	"github.com/roformer-go/roformer/data/labelled"
 
-	"github.com/roformer-go/roformer/finetune"
 	"github.com/roformer-go/roformer/tasks"
 )
 
@@ -41,7 +41,7 @@ const DefaultSimScale = 30
 const BiblePairs = "bible"
 
 // readTextPairs reads opts.Pairs: BiblePairs, or a JSONL file of
-// {"anchor", "positive"} rows (finetune.ReadPairs; for unilm the anchor is
+// {"anchor", "positive"} rows (labelled.ReadPairs; for unilm the anchor is
 // the source and the positive the target).
 func readTextPairs(opts Options, say func(string, ...any)) ([][2]string, error) {
 	if opts.Pairs == BiblePairs {
@@ -56,11 +56,11 @@ func readTextPairs(opts Options, say func(string, ...any)) ([][2]string, error) 
 		say("pairs: %d Bible training pairs (World English Bible → King James, training books; %s)", len(out), opts.CacheDir)
 		return out, nil
 	}
-	set, err := finetune.ReadPairs(opts.Pairs, 0)
+	set, err := labelled.ReadPairs(opts.Pairs, 0)
 	if err != nil {
 		return nil, err
 	}
-	if set.Kind != finetune.Pairs {
+	if set.Kind != labelled.Pairs {
 		return nil, fmt.Errorf("pretrain: %s holds %s; the %s objective reads {\"anchor\", \"positive\"} rows", opts.Pairs, set.Kind, opts.Objective)
 	}
 	out := make([][2]string, len(set.Rows))

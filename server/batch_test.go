@@ -36,7 +36,7 @@ func alone(t testing.TB, m *roformer.Model, tok *tokenizer.Tokenizer, text strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := int32s(enc.IDs)
+	ids := tokenizer.Int32s(enc.IDs)
 	mask := make([]int32, len(ids))
 	for i := range mask {
 		mask[i] = 1

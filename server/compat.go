@@ -238,7 +238,7 @@ func (s *Server) prepareRows(r *http.Request, in []embedInput, o embedOptions, f
 			if err != nil {
 				return nil, 0, errorf(http.StatusUnprocessableEntity, "Tokenizer", field, "input %d: %v", i, err)
 			}
-			ids, types = int32s(enc.IDs), int32s(enc.TypeIDs)
+			ids, types = tokenizer.Int32s(enc.IDs), tokenizer.Int32s(enc.TypeIDs)
 			if n := len(ids); n > s.opts.MaxLength {
 				if !o.truncate {
 					return nil, 0, errorf(http.StatusRequestEntityTooLarge, "Validation", field,

@@ -347,7 +347,7 @@ func (s *Server) generatePrompt(inputs string, unilm bool, o *generate.Options) 
 			"this generation would take about %d MiB (%d beams × %d tokens of cache, %d × %d vocabulary scores); the limit is %d MiB (the server's max generate bytes): ask for fewer `num_beams` or `max_new_tokens`",
 			cost.Bytes>>20, cost.Rows, len(enc.IDs)+o.MaxNewTokens, cost.Rows, s.model.Config.VocabSize, s.opts.MaxGenerateBytes>>20)
 	}
-	return int32s(enc.IDs), nil
+	return tokenizer.Int32s(enc.IDs), nil
 }
 
 // newText decodes the generated ids, without the EOS and special tokens.

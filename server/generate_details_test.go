@@ -21,7 +21,7 @@ func scoresAlone(t *testing.T, m *roformer.Model, tok *tokenizer.Tokenizer, text
 	if err != nil {
 		t.Fatal(err)
 	}
-	prompt := int32s(enc.IDs)
+	prompt := tokenizer.Int32s(enc.IDs)
 	dec, err := m.NewDecoder(roformer.DecoderOptions{Mode: roformer.DecodeCausal})
 	if err != nil {
 		t.Fatal(err)

@@ -24,7 +24,7 @@ func generateAlone(t *testing.T, m *roformer.Model, tok *tokenizer.Tokenizer, te
 	if err != nil {
 		t.Fatal(err)
 	}
-	prompt := int32s(enc.IDs)
+	prompt := tokenizer.Int32s(enc.IDs)
 	mode := roformer.DecodeCausal
 	if unilm {
 		mode = roformer.DecodeUniLM

@@ -805,7 +805,7 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "input %d: %v", i, err)
 			return
 		}
-		rows[i] = embedRow{ids: int32s(enc.IDs), types: int32s(enc.TypeIDs), pool: poolVector, vz: eo.Vectorizer(), skip: skip}
+		rows[i] = embedRow{ids: tokenizer.Int32s(enc.IDs), types: tokenizer.Int32s(enc.TypeIDs), pool: poolVector, vz: eo.Vectorizer(), skip: skip}
 		if x.TextPair != nil {
 			noteChars(r.Context(), *x.TextPair)
 		}
@@ -835,14 +835,6 @@ func (s *Server) embedFailed(w http.ResponseWriter, r *http.Request, err error) 
 		return
 	}
 	writeError(w, status, "%v", err)
-}
-
-func int32s(xs []int) []int32 {
-	out := make([]int32, len(xs))
-	for i, x := range xs {
-		out[i] = int32(x)
-	}
-	return out
 }
 
 // FillMaskRequest is the body of POST /v1/fill-mask.

@@ -29,7 +29,7 @@ func TestSimPoolerRoutes(t *testing.T) {
 			if s.model.Head != roformer.HeadCausalLM || s.model.EncoderMask() != roformer.MaskUniLM {
 				t.Fatalf("head %s, mask %s", s.model.Head, s.model.EncoderMask())
 			}
-			if enc, err := s.tok.Encode(row.Text, tokenizer.EncodeOptions{}); err != nil || !slices.Equal(int32s(enc.IDs), row.IDs) {
+			if enc, err := s.tok.Encode(row.Text, tokenizer.EncodeOptions{}); err != nil || !slices.Equal(tokenizer.Int32s(enc.IDs), row.IDs) {
 				t.Fatalf("%q does not encode to the fixture's %v (%v)", row.Text, row.IDs, err)
 			}
 			text, _ := json.Marshal(row.Text)

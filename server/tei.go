@@ -122,7 +122,7 @@ func (s *Server) classifyRows(in []Input, truncate, left bool, field string) ([]
 		if err != nil {
 			return nil, errorf(http.StatusUnprocessableEntity, "Tokenizer", field, "input %d: %v", i, err)
 		}
-		ids, types := int32s(enc.IDs), int32s(enc.TypeIDs)
+		ids, types := tokenizer.Int32s(enc.IDs), tokenizer.Int32s(enc.TypeIDs)
 		if n := len(ids); n > s.opts.MaxLength {
 			if !truncate {
 				return nil, errorf(http.StatusRequestEntityTooLarge, "Validation", field,

@@ -38,7 +38,7 @@ func logitsAlone(t testing.TB, m *roformer.Model, tok *tokenizer.Tokenizer, a st
 	if err != nil {
 		t.Fatal(err)
 	}
-	return logitsOf(t, m, int32s(enc.IDs), int32s(enc.TypeIDs))
+	return logitsOf(t, m, tokenizer.Int32s(enc.IDs), tokenizer.Int32s(enc.TypeIDs))
 }
 
 func logitsOf(t testing.TB, m *roformer.Model, ids, types []int32) []float64 {

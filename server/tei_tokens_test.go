@@ -46,7 +46,7 @@ func encodeIDs(t *testing.T, tok *tokenizer.Tokenizer, text string) []int32 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return int32s(enc.IDs)
+	return tokenizer.Int32s(enc.IDs)
 }
 
 func TestTEIEmbedAll(t *testing.T) {

@@ -131,6 +131,18 @@ func (e *LengthError) Error() string {
 // this case; this package reports it instead.
 var ErrTruncation = errors.New("tokenizer: cannot truncate")
 
+// Int32s converts ids (an Encoding's IDs, TypeIDs or AttentionMask, or
+// a window of them) to the model's int32 ids, the one conversion every
+// caller that feeds a model uses. Token ids are below the vocabulary
+// size, which model configs bound far below 2³¹.
+func Int32s(ids []int) []int32 {
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		out[i] = int32(id)
+	}
+	return out
+}
+
 // Encoding is a model input: one row of input_ids and its companions.
 type Encoding struct {
 	IDs           []int // input_ids

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/roformer-go/roformer/data/labelled"
 	"io"
 	"path/filepath"
 	"sort"
@@ -80,10 +81,10 @@ func (e *contrastFlags) check(set map[string]bool) error {
 func runFinetuneEmbed(ctx context.Context, o finetuneOptions, stdout, progress io.Writer) error {
 	e := &o.embed
 	o.opts.MiniBatchSize = e.miniBatch
-	tr, err := finetune.ReadPairs(o.train, o.data.maxLineBytes)
-	var dev *finetune.PairSet
+	tr, err := labelled.ReadPairs(o.train, o.data.maxLineBytes)
+	var dev *labelled.PairSet
 	if err == nil && e.dev != "" {
-		dev, err = finetune.ReadPairs(e.dev, o.data.maxLineBytes)
+		dev, err = labelled.ReadPairs(e.dev, o.data.maxLineBytes)
 	}
 	var obj contrastive.Objective
 	if err == nil {
@@ -123,10 +124,10 @@ func runFinetuneEmbed(ctx context.Context, o finetuneOptions, stdout, progress i
 
 // embedObjective builds the loss from the flags and the training rows:
 // matryoshka wraps CoSENT for scored pairs, MNRL otherwise.
-func embedObjective(o finetuneOptions, tr *finetune.PairSet) (contrastive.Objective, error) {
+func embedObjective(o finetuneOptions, tr *labelled.PairSet) (contrastive.Objective, error) {
 	e := &o.embed
 	obj := contrastive.Objective{Kind: contrastive.KindMNRL, Scale: e.scale, Symmetric: e.symmetric}
-	if e.objective == "cosent" || (e.objective == "matryoshka" && tr.Kind == finetune.ScoredPairs) {
+	if e.objective == "cosent" || (e.objective == "matryoshka" && tr.Kind == labelled.ScoredPairs) {
 		obj.Kind = contrastive.KindCoSENT
 	}
 	if obj.Kind == contrastive.KindCoSENT && e.symmetric {

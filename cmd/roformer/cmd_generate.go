@@ -89,7 +89,7 @@ func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if err != nil {
 			return err
 		}
-		prompts = [][]int32{toInt32(enc.IDs)}
+		prompts = [][]int32{tokenizer.Int32s(enc.IDs)}
 	} else if prompts, err = readPrompts(o.input); err != nil {
 		return err
 	}
@@ -281,14 +281,6 @@ func readPrompts(path string) ([][]int32, error) {
 	return *in.InputIDs, nil
 }
 
-func toInt32(ids []int) []int32 {
-	out := make([]int32, len(ids))
-	for i, v := range ids {
-		out[i] = int32(v)
-	}
-	return out
-}
-
 // continuation returns the new ids up to (without) the EOS, as ints.
 func continuation(ids []int32, eos int) []int {
 	var out []int
@@ -373,7 +365,7 @@ func similar(ctx context.Context, gen *roformer.Loaded, tok *tokenizer.Tokenizer
 	if err != nil {
 		return nil, err
 	}
-	prompt := toInt32(enc.IDs)
+	prompt := tokenizer.Int32s(enc.IDs)
 	prompts := make([][]int32, n)
 	for i := range prompts {
 		prompts[i] = prompt
@@ -412,9 +404,9 @@ func similar(ctx context.Context, gen *roformer.Loaded, tok *tokenizer.Tokenizer
 	B, T := len(encs), encs[0].Len()
 	b := &roformer.Batch{B: B, T: T}
 	for _, e := range encs {
-		b.InputIDs = append(b.InputIDs, toInt32(e.IDs)...)
-		b.TokenTypeIDs = append(b.TokenTypeIDs, toInt32(e.TypeIDs)...)
-		b.AttentionMask = append(b.AttentionMask, toInt32(e.AttentionMask)...)
+		b.InputIDs = append(b.InputIDs, tokenizer.Int32s(e.IDs)...)
+		b.TokenTypeIDs = append(b.TokenTypeIDs, tokenizer.Int32s(e.TypeIDs)...)
+		b.AttentionMask = append(b.AttentionMask, tokenizer.Int32s(e.AttentionMask)...)
 	}
 	out, err := gen.Forward(ctx, b, nil, roformer.Options{SkipHead: true})
 	if err != nil {
