@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"math"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -24,6 +25,13 @@ var dirCandidates = []string{
 	"pytorch_model.bin",
 	"pytorch_model.bin.index.json",
 }
+
+// WeightFiles returns the names of a model folder's weights in the order
+// ReadDir and DirFile prefer them (transformers' order when safetensors is
+// installed): a single model.safetensors, its sharded index, a single
+// pytorch_model.bin, its sharded index. A downloader fetches the first a
+// repository has (hub.Download), so that it fetches what ReadDir reads.
+func WeightFiles() []string { return slices.Clone(dirCandidates) }
 
 // ReadDir reads the checkpoint of a Hugging Face model folder: the file
 // DirFile picks.
@@ -104,9 +112,17 @@ func unknownExt(p string) error {
 // entry at a time, so that no more than maxIndexTensors are kept whatever
 // the file's size.
 const (
-	maxIndexBytes   = 32 << 20 // bytes of an *.index.json file
-	maxIndexTensors = 1 << 20  // entries of its weight_map
-	maxIndexShards  = 1 << 16  // distinct shard files
+	maxIndexBytes   = MaxIndexBytes
+	maxIndexTensors = MaxIndexTensors
+	maxIndexShards  = 1 << 16 // distinct shard files
+)
+
+// MaxIndexBytes and MaxIndexTensors bound a shard index (*.index.json):
+// its bytes, and the tensors its weight_map lists, counted before one is
+// decoded. ReadSharded and ShardFiles refuse more.
+const (
+	MaxIndexBytes   = 32 << 20
+	MaxIndexTensors = 1 << 20
 )
 
 // shardIndex is a transformers sharded-checkpoint index
@@ -132,6 +148,57 @@ func (m *weightMap) UnmarshalJSON(data []byte) error {
 	return json.Unmarshal(data, (*map[string]string)(m))
 }
 
+// ShardFiles reads a shard index from r (name names it in errors) within
+// ReadSharded's limits and returns the distinct shard files its weight_map
+// names, cleaned and sorted: what a downloader fetches besides the index.
+// A shard that is not a path inside the index's folder is an error, as are
+// an index over MaxIndexBytes, over MaxIndexTensors entries or over 65,536
+// shards, and one with no entries.
+func ShardFiles(r io.Reader, name string) ([]string, error) {
+	raw, err := io.ReadAll(io.LimitReader(r, maxIndexBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %s: %w", name, err)
+	}
+	if len(raw) > maxIndexBytes {
+		return nil, formatErr(name, "more than the %d-byte limit of a shard index", maxIndexBytes)
+	}
+	_, shards, err := parseIndex(raw, name)
+	return shards, err
+}
+
+// parseIndex decodes a shard index and checks its shards: the index (its
+// weight_map's shard names cleaned), each shard's tensors, and the shards
+// sorted.
+func parseIndex(raw []byte, name string) (*shardIndex, []string, error) {
+	var idx shardIndex
+	if err := json.Unmarshal(raw, &idx); errors.Is(err, errTooManyTensors) {
+		return nil, nil, formatErr(name, "%v", err)
+	} else if err != nil {
+		return nil, nil, formatErr(name, "invalid index JSON: %v", err)
+	}
+	if len(idx.WeightMap) == 0 {
+		return nil, nil, formatErr(name, "index has no weight_map entries")
+	}
+	seen := map[string]bool{}
+	for tname, shard := range idx.WeightMap {
+		if !filepath.IsLocal(shard) {
+			return nil, nil, formatErr(name, "tensor %q: shard %q is not a path inside the index folder", tname, shard)
+		}
+		shard = filepath.Clean(shard)
+		idx.WeightMap[tname] = shard
+		seen[shard] = true
+		if len(seen) > maxIndexShards {
+			return nil, nil, formatErr(name, "weight_map names more than %d shard files", maxIndexShards)
+		}
+	}
+	shards := make([]string, 0, len(seen))
+	for s := range seen {
+		shards = append(shards, s)
+	}
+	sort.Strings(shards)
+	return &idx, shards, nil
+}
+
 // ReadSharded reads a sharded checkpoint from its index file. The index maps
 // every tensor name to a shard file in the same folder ("weight_map"); each
 // shard is read once and must hold exactly the tensors mapped to it. The
@@ -154,32 +221,14 @@ func readSharded(indexPath string, mapped bool) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	var idx shardIndex
-	if err := json.Unmarshal(raw, &idx); errors.Is(err, errTooManyTensors) {
-		return nil, formatErr(indexPath, "%v", err)
-	} else if err != nil {
-		return nil, formatErr(indexPath, "invalid index JSON: %v", err)
-	}
-	if len(idx.WeightMap) == 0 {
-		return nil, formatErr(indexPath, "index has no weight_map entries")
+	idx, shards, err := parseIndex(raw, indexPath)
+	if err != nil {
+		return nil, err
 	}
 	byShard := map[string][]string{}
 	for tname, shard := range idx.WeightMap {
-		if !filepath.IsLocal(shard) {
-			return nil, formatErr(indexPath, "tensor %q: shard %q is not a path inside the index folder", tname, shard)
-		}
-		shard = filepath.Clean(shard)
-		idx.WeightMap[tname] = shard
 		byShard[shard] = append(byShard[shard], tname)
-		if len(byShard) > maxIndexShards {
-			return nil, formatErr(indexPath, "weight_map names more than %d shard files", maxIndexShards)
-		}
 	}
-	shards := make([]string, 0, len(byShard))
-	for s := range byShard {
-		shards = append(shards, s)
-	}
-	sort.Strings(shards)
 
 	out := newFile(indexPath, "")
 	for k, v := range idx.Metadata {

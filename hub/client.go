@@ -52,16 +52,12 @@ const (
 // answers under 1 MB, and 16 MiB hold some 65,000 LFS files. The Hub itself
 // recommends under 100,000 files a repo; maxListedFiles is above that.
 //
-// A shard index gives about 100 bytes per tensor (the name, the shard's
-// name, punctuation): one of 90,000 tensors (DeepSeek-V3's 671B
-// parameters, by its layer and expert counts) is under 10 MB. The tensor
-// bound is checkpoint's (ReadSharded's), so that an index this package
-// fetches is one that package reads.
+// A shard index's bounds are checkpoint's (checkpoint.MaxIndexBytes,
+// MaxIndexTensors), so that an index this package fetches is one that
+// package reads.
 const (
-	maxFileList     = 16 << 20 // bytes of the file list
-	maxListedFiles  = 1 << 17  // its entries (siblings)
-	maxIndexBytes   = 32 << 20 // bytes of a *.index.json file
-	maxIndexEntries = 1 << 20  // entries of its weight_map
+	maxFileList    = 16 << 20 // bytes of the file list
+	maxListedFiles = 1 << 17  // its entries (siblings)
 )
 
 // maxRedirects bounds the redirects one request follows (as net/http does).

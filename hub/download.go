@@ -17,11 +17,11 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/roformer-go/roformer/checkpoint"
 	"github.com/roformer-go/roformer/internal/jsonscan"
 )
 
@@ -104,7 +104,7 @@ var optionalFiles = []string{"vocab.txt", "tokenizer_config.json", "special_toke
 
 // weightChoices are the weights files in order of preference: a single
 // file, or an index whose weight_map names the shards.
-var weightChoices = []string{"model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json"}
+var weightChoices = checkpoint.WeightFiles()
 
 // isText reports whether name is a small text file (a config, vocabulary,
 // tokenizer or shard index): one read up to Options.MaxTextSize when the
@@ -221,8 +221,8 @@ func Download(ctx context.Context, repo, revision string, opts Options) (dir str
 	if weights == "" {
 		return "", fmt.Errorf("hub: %s@%s has no weights (none of %s)", repo, revision, strings.Join(weightChoices, ", "))
 	}
-	if _, size := d.listed[weights].expected(); strings.HasSuffix(weights, ".index.json") && size > maxIndexBytes {
-		return "", fmt.Errorf("hub: %s@%s: the file list gives %s %d bytes, more than the %d-byte limit of a shard index: refused", repo, revision, weights, size, maxIndexBytes)
+	if _, size := d.listed[weights].expected(); strings.HasSuffix(weights, ".index.json") && size > checkpoint.MaxIndexBytes {
+		return "", fmt.Errorf("hub: %s@%s: the file list gives %s %d bytes, more than the %d-byte limit of a shard index: refused", repo, revision, weights, size, checkpoint.MaxIndexBytes)
 	}
 
 	repoDir := RepoDir(o.CacheDir, repo)
@@ -973,51 +973,20 @@ func writeIn(root *os.Root, name string, fill func(io.Writer) error) error {
 }
 
 // indexShards returns the shard files a sharded checkpoint's index names,
-// sorted; the index is read through root, up to maxIndexBytes, and its
-// weight_map up to maxIndexEntries entries.
+// sorted, read through root within checkpoint's limits of an index
+// (checkpoint.ShardFiles: the file's bytes, its weight_map's entries, shard
+// names inside the folder), so that an index this package fetches is one
+// that package reads.
 func indexShards(root *os.Root, index string) ([]string, error) {
 	f, err := root.Open(index)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() > maxIndexBytes {
-		return nil, fmt.Errorf("%d bytes, more than the %d-byte limit of a shard index", st.Size(), maxIndexBytes)
+	if st, err := f.Stat(); err == nil && st.Size() > checkpoint.MaxIndexBytes {
+		return nil, fmt.Errorf("%d bytes, more than the %d-byte limit of a shard index", st.Size(), checkpoint.MaxIndexBytes)
 	}
-	lr := &limitReader{r: f, n: maxIndexBytes}
-	var idx struct {
-		WeightMap weightMap `json:"weight_map"`
-	}
-	if err := json.NewDecoder(lr).Decode(&idx); err != nil {
-		if lr.over {
-			return nil, fmt.Errorf("longer than the %d-byte limit of a shard index", maxIndexBytes)
-		}
-		return nil, err
-	}
-	if len(idx.WeightMap) == 0 {
-		return nil, errors.New("no weight_map")
-	}
-	seen := map[string]bool{}
-	var shards []string
-	for _, s := range idx.WeightMap {
-		if !seen[s] {
-			seen[s] = true
-			shards = append(shards, s)
-		}
-	}
-	slices.Sort(shards)
-	return shards, nil
-}
-
-// weightMap is an index's weight_map; more than maxIndexEntries are
-// refused before any is decoded.
-type weightMap map[string]string
-
-func (m *weightMap) UnmarshalJSON(data []byte) error {
-	if n := jsonscan.Entries(data); n > maxIndexEntries {
-		return &tooManyError{what: "weight_map", n: n, limit: maxIndexEntries}
-	}
-	return json.Unmarshal(data, (*map[string]string)(m))
+	return checkpoint.ShardFiles(f, index)
 }
 
 func escapePath(name string) string {

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/roformer-go/roformer/checkpoint"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -705,7 +706,7 @@ func TestDownloadBoundsIndex(t *testing.T) {
 
 	t.Run("entries", func(t *testing.T) {
 		b := []byte(`{"weight_map":{`)
-		for i := range maxIndexEntries + 1 {
+		for i := range checkpoint.MaxIndexTensors + 1 {
 			if i > 0 {
 				b = append(b, ',')
 			}
@@ -715,7 +716,7 @@ func TestDownloadBoundsIndex(t *testing.T) {
 		b = append(b, "}}"...)
 		h := newFakeHub(t, "org/name", sharded(b))
 		_, err := Download(context.Background(), "org/name", "main", Options{CacheDir: t.TempDir(), Endpoint: h.URL})
-		if err == nil || !strings.Contains(err.Error(), index) || !strings.Contains(err.Error(), "weight_map has 1048577 entries, more than the limit of 1048576") {
+		if err == nil || !strings.Contains(err.Error(), index) || !strings.Contains(err.Error(), "weight_map lists 1048577 tensors, more than the limit of 1048576") {
 			t.Fatalf("got %v, want the index's entries refused", err)
 		}
 		for _, r := range h.log() {
