@@ -41,10 +41,12 @@ type Model struct {
 	Sentence *sentence.Folder
 }
 
-// Open reads the model folder dir, the one way every command and the server
-// open a model: config.json once, the weights (compared with the config
-// before a model of its size is allocated, and bound with every missing,
-// unexpected and mis-shaped tensor reported; see roformer.Load), the head,
+// Open reads the model folder dir for inference, as the inference commands
+// and the server open a model (some training runs and experiments call
+// roformer.Load, which Open wraps, for the weights alone): config.json
+// once, the weights (compared with the config before a model of its size
+// is allocated, and bound with every missing, unexpected and mis-shaped
+// tensor reported; see roformer.Load), the head,
 // the precision of the products, the tokenizer (tokenizer.Load: the
 // files at the top of dir or in dir/tokenizer), and, when dir holds
 // modules.json, its sentence-transformers modules (sentence.Load; the
