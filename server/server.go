@@ -415,7 +415,7 @@ func New(m *roformer.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, er
 		{method: "POST", path: "/generate", h: s.generate, shape: shapeTEI, answers: s.generator, // generate.go
 			needs:   "a generator: a causal-LM model, or RoFormer-Sim (a masked-LM model with a pooler and is_decoder)",
 			summary: "TGI's text generation (with stream: server-sent StreamEvents)", req: ty[GenerateRequest](), resp: ty[GenerateResponse]()},
-		{method: "POST", path: "/v1/token-classification", h: s.tokenClassification, shape: shapeTEI, answers: s.tokenClassifier, // tasks.go
+		{method: "POST", path: "/v1/token-classification", h: s.tokenClassification, shape: shapeTEI, answers: s.tokenClassifier, // tokencls.go
 			needs:   "a token-classification model (" + roformer.HeadTokenCls.HFClass() + ")",
 			summary: "Hugging Face's token-classification pipeline", req: ty[TokenClassificationRequest](), resp: ty[oneOf[[]pipeline.Entity, [][]pipeline.Entity]]()},
 		{method: "POST", path: "/v1/question-answering", h: s.questionAnswering, shape: shapeTEI, answers: s.questionAnswerer, // qa.go
