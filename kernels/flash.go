@@ -260,9 +260,18 @@ func flashForward(out, lse, q, k, v, keyMask []float32, fm flashMask, drop Dropo
 				}
 				qop.h, qop.hld = q16, HS
 			}
+			// The keys end at the row's last visible one, so that padding
+			// after a text (any amount of it) leaves every sum of the
+			// text's rows in the order it has alone: the key tiles, the
+			// products' inner blocks (go-asm's kc splits the inner
+			// dimension it is given) and expSubSum's chunks all depend on
+			// the length they are given.
 			jEnd := Tk
+			if km != nil {
+				jEnd = lastVisible(km)
+			}
 			if fm.causal {
-				jEnd = max(0, min(Tk, i0+n+shift))
+				jEnd = max(0, min(jEnd, i0+n+shift))
 			}
 			for j0 := 0; j0 < jEnd; j0 += flashK {
 				nk := min(flashK, jEnd-j0)
@@ -781,4 +790,15 @@ func flashForwardNaive(out, probs []float32, lse []float64, q, k, v, keyMask []f
 			}
 		}
 	}
+}
+
+// lastVisible returns one past the last key of km (a row's key mask, 0
+// for a masked key) that is visible, 0 when none is.
+func lastVisible(km []float32) int {
+	for j := len(km) - 1; j >= 0; j-- {
+		if km[j] != 0 {
+			return j + 1
+		}
+	}
+	return 0
 }
