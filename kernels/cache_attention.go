@@ -59,7 +59,13 @@ func CacheAttentionForward(out, q, k, v, mask []float32, B, T, n, capacity, NH, 
 					row[j] *= inv
 				}
 			}
-			blas.HeadSgemm(false, false, T, HS, N, 1, scores, N, vb, C, 0, out[b*T*C+h*HS:], C)
+			// Σ_j p_j·v_j from the row's first visible slot: the product's
+			// inner dimension starts where the row's text does, so that a
+			// left-padded row sums in the order it has alone (the padded
+			// slots' p_j are 0; go-asm splits the inner dimension by its
+			// length).
+			f := firstVisible(m[:n])
+			blas.HeadSgemm(false, false, T, HS, N-f, 1, scores[f:], N, vb[f*C:], C, 0, out[b*T*C+h*HS:], C)
 		}
 	})
 }

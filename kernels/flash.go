@@ -260,21 +260,27 @@ func flashForward(out, lse, q, k, v, keyMask []float32, fm flashMask, drop Dropo
 				}
 				qop.h, qop.hld = q16, HS
 			}
-			// The keys end at the row's last visible one, so that padding
-			// after a text (any amount of it) leaves every sum of the
-			// text's rows in the order it has alone: the key tiles, the
-			// products' inner blocks (go-asm's kc splits the inner
-			// dimension it is given) and expSubSum's chunks all depend on
-			// the length they are given.
-			jEnd := Tk
+			// The keys run from the row's first visible one to its last,
+			// so that padding before or after a text (any amount of it)
+			// leaves every sum of the text's rows in the order it has
+			// alone: the key tiles, the products' inner blocks (go-asm's kc
+			// splits the inner dimension it is given) and expSubSum's
+			// chunks all depend on where they start and the length they
+			// are given.
+			jStart, visEnd := 0, Tk
 			if km != nil {
-				jEnd = lastVisible(km)
+				jStart, visEnd = firstVisible(km), lastVisible(km)
 			}
+			jEnd := visEnd
 			if fm.causal {
 				jEnd = max(0, min(jEnd, i0+n+shift))
 			}
-			for j0 := 0; j0 < jEnd; j0 += flashK {
-				nk := min(flashK, jEnd-j0)
+			for j0 := jStart; j0 < jEnd; j0 += flashK {
+				// A tile is as wide as the row's keys allow, not cut at
+				// the causal limit of this tile of queries (whose place on
+				// the query grid moves with the padding): its keys past a
+				// query's limit get probability 0.
+				nk := min(flashK, visEnd-j0)
 				if km != nil && !anyVisible(km[j0:j0+nk]) {
 					continue
 				}
@@ -283,7 +289,9 @@ func flashForward(out, lse, q, k, v, keyMask []float32, fm flashMask, drop Dropo
 				}
 				P := S[:n*nk]
 				kt, vt := span(k, k16, kb+j0*C, C), span(v, v16, kb+j0*C, C)
-				if pan != nil {
+				if pan != nil && j0%flashK == 0 {
+					// packed key tiles lie on the flashK grid; a row whose
+					// keys start off it (left padding) takes them as they lie
 					kt, vt = pan.keys(bh, j0/flashK, k, v, kb, C, Tk, HS)
 				}
 				tm.mul(false, true, n, nk, HS, qop, kt, 0, P, nk)
@@ -790,6 +798,17 @@ func flashForwardNaive(out, probs []float32, lse []float64, q, k, v, keyMask []f
 			}
 		}
 	}
+}
+
+// firstVisible returns the first key of km that is visible, len(km) when
+// none is.
+func firstVisible(km []float32) int {
+	for j, m := range km {
+		if m != 0 {
+			return j
+		}
+	}
+	return len(km)
 }
 
 // lastVisible returns one past the last key of km (a row's key mask, 0

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/roformer-go/roformer/blas"
+	"github.com/roformer-go/roformer/generate"
 	"github.com/roformer-go/roformer/kernels"
 )
 
@@ -126,6 +128,66 @@ func batchInvariant(t *testing.T, m *Model) {
 				if diff > 0 {
 					t.Errorf("%s", fmt.Sprintf("%d tokens at row %d of %d (padded to %d), %d workers: %d of %d values differ from the text alone", n, at, bs, T, th, diff, n*(H+V)))
 				}
+			}
+		}
+	}
+}
+
+// Greedy decoding of a prompt on go-asm gives the same ids and the same
+// logits' bits alone and beside other prompts of other lengths (shorter,
+// and longer: the prompt left-padded), causal and UniLM.
+func TestGenerateBatchInvarianceGoAsm(t *testing.T) {
+	var asm blas.Backend
+	for _, be := range blas.Available() {
+		if strings.HasPrefix(be.Name(), blas.KindGoAsm) {
+			asm = be
+		}
+	}
+	if asm == nil {
+		t.Skip("no go-asm backend on this machine")
+	}
+	defer blas.Set(blas.Set(asm))
+	m := genModel(t, func(c *Config) {
+		c.HiddenSize, c.EmbeddingSize, c.NumAttentionHeads, c.IntermediateSize, c.VocabSize = 64, 64, 4, 96, 50
+	}, 21)
+	m.Config.MaxPositionEmbeddings = 320
+	r := rand.New(rand.NewPCG(3, 4))
+	text := func(n int) []int32 {
+		x := make([]int32, n)
+		for i := range x {
+			x[i] = int32(1 + r.IntN(49))
+		}
+		return x
+	}
+	// 20 tokens beside 1 and 30 (the cache within one of go-asm's inner
+	// blocks), and 200 beside 1 and 260 (left padding across them)
+	for _, c := range [][3]int{{20, 1, 30}, {200, 1, 260}} {
+		probe, others := text(c[0]), [][]int32{text(c[1]), text(c[2])}
+		generateInvariant(t, m, probe, others)
+	}
+}
+
+func generateInvariant(t *testing.T, m *Model, probe []int32, others [][]int32) {
+	for _, mode := range []string{DecodeCausal, DecodeUniLM} {
+		o := genOptions{DecoderOptions: DecoderOptions{Mode: mode, Pad: true}, Options: generate.Options{MaxNewTokens: 12, EOS: -1, OutputScores: true}}
+		alone := mustGenerate(t, m, [][]int32{probe}, o)
+		for _, batch := range [][][]int32{{others[0], probe}, {probe, others[1], others[0]}} {
+			at := slices.IndexFunc(batch, func(p []int32) bool { return len(p) == len(probe) })
+			got := mustGenerate(t, m, batch, o)
+			if !slices.Equal(got.Sequences[at], alone.Sequences[0]) {
+				t.Errorf("%s, %d prompts of %d tokens: %v batched, %v alone", mode, len(batch), len(probe), got.Sequences[at][len(probe):], alone.Sequences[0][len(probe):])
+				continue
+			}
+			diff := 0
+			for s := range alone.Scores[0] {
+				for j, v := range alone.Scores[0][s] {
+					if math.Float32bits(v) != math.Float32bits(got.Scores[at][s][j]) {
+						diff++
+					}
+				}
+			}
+			if diff > 0 {
+				t.Errorf("%s, %d prompts of %d tokens: %d logits differ from the prompt alone", mode, len(batch), len(probe), diff)
 			}
 		}
 	}
