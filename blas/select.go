@@ -131,6 +131,38 @@ func kindOf(b Backend) string {
 	return ""
 }
 
+// UseBatchInvariant makes go-asm the backend of the layers and of the
+// heads, as ROFORMER_BLAS=go-asm does: its sums do not depend on the rows
+// beside a row (its blocks split the inner dimension by its length alone),
+// so that, with the model's attention, a text's outputs are the same bits
+// alone and in any batch (docs/serving.md, "Batching"). The libraries'
+// kernels block the work by the number of rows. It fails where go-asm does
+// not run (off amd64, or built with the purego tag).
+func UseBatchInvariant() error {
+	g := goAsmBest()
+	if g == nil {
+		return errors.New("blas: batch-invariant products need go-asm, which does not run here (amd64 with AVX2 or AVX-512, without the purego tag)")
+	}
+	Init()
+	mu.Lock()
+	current, heads = g, g
+	chosen = Choice{Candidate: Candidate{Kind: KindGoAsm}, Name: g.Name(), Reason: "batch-invariant products asked for"}
+	mu.Unlock()
+	return nil
+}
+
+// BatchInvariant reports whether the layers' and the heads' products run
+// on go-asm, whose sums do not depend on the rows beside a row (see
+// UseBatchInvariant).
+func BatchInvariant() bool {
+	Init()
+	mu.RLock()
+	defer mu.RUnlock()
+	_, l := current.(*goAsm)
+	_, h := heads.(*goAsm)
+	return l && h
+}
+
 // Go returns the pure-Go fallback backend.
 func Go() Backend { return goBackend{} }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/roformer-go/roformer/blas"
 	"io"
 	"log"
 	"math"
@@ -523,16 +524,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // ModelInfo is what GET /v1/model returns.
 type ModelInfo struct {
-	Name         string   `json:"name"`
-	Architecture string   `json:"architecture"`
-	Head         string   `json:"head"`
-	Precision    string   `json:"precision"` // of the linear layers' products: fp32, bf16 or int8
-	HiddenSize   int      `json:"hidden_size"`
-	Layers       int      `json:"num_hidden_layers"`
-	VocabSize    int      `json:"vocab_size"`
-	MaxLength    int      `json:"max_length"`
-	MaxInputs    int      `json:"max_inputs"`
-	Endpoints    []string `json:"endpoints"`
+	Name         string `json:"name"`
+	Architecture string `json:"architecture"`
+	Head         string `json:"head"`
+	Precision    string `json:"precision"` // of the linear layers' products: fp32, bf16 or int8
+	// BatchInvariant says whether a text's outputs are the same bits alone
+	// and in any batch: products on go-asm (blas.BatchInvariant; serve
+	// --batch-invariant, or the probe's choice) in fp32 or int8.
+	BatchInvariant bool     `json:"batch_invariant"`
+	HiddenSize     int      `json:"hidden_size"`
+	Layers         int      `json:"num_hidden_layers"`
+	VocabSize      int      `json:"vocab_size"`
+	MaxLength      int      `json:"max_length"`
+	MaxInputs      int      `json:"max_inputs"`
+	Endpoints      []string `json:"endpoints"`
 	// SentenceTransformers describes a sentence-transformers folder's
 	// modules (sentence.Folder.String); absent for a plain folder.
 	SentenceTransformers string `json:"sentence_transformers,omitempty"`
@@ -543,7 +548,8 @@ func (s *Server) Info() ModelInfo {
 	c := &s.model.Config
 	mi := ModelInfo{Name: s.opts.Name, Architecture: s.model.Head.HFClass(), Head: string(s.model.Head), Precision: string(s.model.Precision()),
 		HiddenSize: c.HiddenSize, Layers: c.NumHiddenLayers, VocabSize: c.VocabSize,
-		MaxLength: s.opts.MaxLength, MaxInputs: s.opts.MaxInputs}
+		MaxLength: s.opts.MaxLength, MaxInputs: s.opts.MaxInputs,
+		BatchInvariant: blas.BatchInvariant() && s.model.Precision() != roformer.PrecisionBF16}
 	if st := s.opts.Sentence; st != nil {
 		mi.SentenceTransformers = st.String()
 	}

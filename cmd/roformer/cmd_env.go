@@ -45,6 +45,11 @@ func runEnv(_ context.Context, opts envOptions, w io.Writer) error {
 		return usagef("--threads %d must be at least 1", opts.threads)
 	}
 	kernels.SetThreads(opts.threads)
+	if batchInvariant && !opts.probe {
+		if err := blas.UseBatchInvariant(); err != nil {
+			return fmt.Errorf("--batch-invariant: %w", err)
+		}
+	}
 	var c blas.Choice
 	if opts.probe {
 		c = blas.Probe()
@@ -84,6 +89,11 @@ func runEnv(_ context.Context, opts envOptions, w io.Writer) error {
 		}
 	}
 	fmt.Fprintf(w, "vector     %s (element-wise kernels: exp, GELU, LayerNorm, RoPE, AdamW)\n", kernels.VectorPath())
+	if blas.BatchInvariant() {
+		fmt.Fprintf(w, "bits       batch-invariant in fp32 and int8: a text's outputs are the same alone and in any batch (go-asm's products; the bits are this binary's on this instruction set)\n")
+	} else {
+		fmt.Fprintf(w, "bits       not batch-invariant: %s blocks its products by the number of rows (--batch-invariant runs them on go-asm)\n", blas.Chosen().Kind)
+	}
 	if err := blas.LoadError(); err != nil {
 		fmt.Fprintf(w, "           (not loaded: %v)\n", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -84,5 +85,22 @@ func TestEnvModelMemory(t *testing.T) {
 	code, out, stderr = runCLI(t, "env", "--model", q)
 	if code != 0 || !strings.Contains(out, ", int8)\n") || strings.Contains(out, "stored 0.0 KB") {
 		t.Fatalf("env --model of an int8 folder: exit %d\nstdout %s\nstderr %s", code, out, stderr)
+	}
+}
+
+// --batch-invariant runs the products on go-asm and env says so; with
+// bf16 (oneDNN's matmul) it is a usage error.
+func TestEnvBatchInvariant(t *testing.T) {
+	if !slices.ContainsFunc(blas.Available(), func(b blas.Backend) bool { return strings.HasPrefix(b.Name(), blas.KindGoAsm) }) {
+		t.Skip("no go-asm here")
+	}
+	defer blas.Set(blas.Set(blas.Current()))
+	code, out, _ := runCLI(t, "env", "--batch-invariant")
+	if code != 0 || !strings.Contains(out, "\nblas       go-asm") || !strings.Contains(out, "\nbits       batch-invariant") {
+		t.Errorf("env --batch-invariant: exit %d, output %q", code, out)
+	}
+	code, _, errOut := runCLI(t, "fill-mask", "--model", t.TempDir(), "--batch-invariant", "--precision", "bf16", "a [MASK]")
+	if code != 2 || !strings.Contains(errOut, "--batch-invariant runs fp32 and int8") {
+		t.Errorf("fill-mask --batch-invariant --precision bf16: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -36,26 +36,43 @@ func versionString() string {
 // threadsHelp is the help of --threads.
 const threadsHelp = "worker goroutines for the math (BLAS itself stays single-threaded)"
 
-// threadsFlag registers --threads on fs; apply it with setupCompute.
+// batchInvariant is --batch-invariant, which every verb that runs a model
+// has (threadsFlag and computeFlags register it); setupCompute applies it.
+var batchInvariant bool
+
+// batchInvariantHelp is the help of --batch-invariant.
+const batchInvariantHelp = "run the matrix products on go-asm, whose sums do not depend on the rows beside a row: a text's outputs are the same bits alone and in any batch, at any padded length and --threads (the default where the probe chose go-asm; roformer env says)"
+
+// threadsFlag registers --threads and --batch-invariant on fs; apply them
+// with setupCompute.
 func threadsFlag(fs *flag.FlagSet) *int {
+	fs.BoolVar(&batchInvariant, "batch-invariant", false, batchInvariantHelp)
 	return fs.Int("threads", runtime.NumCPU(), threadsHelp)
 }
 
-// computeFlags registers --precision and --threads on fs, the flags of the
-// verbs that run a model; apply them with setupCompute and openModel.
+// computeFlags registers --precision, --threads and --batch-invariant on
+// fs, the flags of the verbs that run a model; apply them with
+// setupCompute and openModel.
 func computeFlags(fs *flag.FlagSet, precision *string, threads *int) {
 	precisionFlag(fs, precision)
 	fs.IntVar(threads, "threads", runtime.NumCPU(), threadsHelp)
+	fs.BoolVar(&batchInvariant, "batch-invariant", false, batchInvariantHelp)
 }
 
-// setupCompute chooses the matrix-product backend (ROFORMER_BLAS or the
-// probe's verdict), sets the thread count and says which backend is in use.
+// setupCompute chooses the matrix-product backend (go-asm with
+// --batch-invariant, else ROFORMER_BLAS or the probe's verdict), sets the
+// thread count and says which backend is in use.
 func setupCompute(threads int, stderr io.Writer, quiet bool) error {
 	if threads < 1 {
 		return usagef("--threads %d must be at least 1", threads)
 	}
 	if err := applyBLASEnv(); err != nil {
 		return err
+	}
+	if batchInvariant {
+		if err := blas.UseBatchInvariant(); err != nil {
+			return fmt.Errorf("--batch-invariant: %w", err)
+		}
 	}
 	kernels.SetThreads(threads)
 	if !quiet {
@@ -177,6 +194,9 @@ func parsePrecision(s string) (roformer.Precision, error) {
 	p, err := roformer.ParsePrecision(s)
 	if err != nil {
 		return "", usagef("--precision: %v", err)
+	}
+	if batchInvariant && p == roformer.PrecisionBF16 {
+		return "", usagef("--batch-invariant runs fp32 and int8: bf16's products are oneDNN's matmul, which blocks the work by the number of rows")
 	}
 	return p, nil
 }
