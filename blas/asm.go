@@ -124,7 +124,8 @@ func putBuf(buf []float32) {
 
 // split divides n into the fewest blocks of at most block elements, of
 // equal size rounded up to a multiple of unit (the last may be shorter), so
-// that k = 200 with kc = 192 runs 2×100 rather than 192 + 8.
+// that m = 200 with mc = 192 runs 2×100 rather than 192 + 8 (the rows and
+// the columns; the inner dimension's blocks are kc long from its start).
 func split(n, block, unit int) int {
 	nb := (n + block - 1) / block
 	s := (n + nb - 1) / nb
@@ -166,7 +167,12 @@ func (g *goAsm) sgemm(m, n, k int, alpha float32, a, b side, beta float32, c []f
 		return
 	}
 	mr, nr := g.k.mr, g.k.nr
-	kc := split(k, g.kc, 8)
+	// Blocks of the inner dimension are g.kc long from its start (the
+	// last one shorter), not split evenly: a sum's grouping then depends
+	// on where it starts and not on k, so a product with trailing zero
+	// terms (a shorter row's attention over a padded batch's keys) gives
+	// the bits of the product without them.
+	kc := min(g.kc, k)
 	mc := split(m, g.mc, mr)
 	nc := split(n, g.nc, nr)
 	// With a single A block (m ≤ mc, the model's case: each worker's rows)

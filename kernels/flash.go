@@ -263,24 +263,19 @@ func flashForward(out, lse, q, k, v, keyMask []float32, fm flashMask, drop Dropo
 			// The keys run from the row's first visible one to its last,
 			// so that padding before or after a text (any amount of it)
 			// leaves every sum of the text's rows in the order it has
-			// alone: the key tiles, the products' inner blocks (go-asm's kc
-			// splits the inner dimension it is given) and expSubSum's
-			// chunks all depend on where they start and the length they
-			// are given.
-			jStart, visEnd := 0, Tk
+			// alone: the key tiles and expSubSum's chunks depend on where
+			// they start and the length they are given (go-asm's inner
+			// blocks on where they start; a tile cut at a tile of
+			// queries' causal limit only drops zero terms at its end).
+			jStart, jEnd := 0, Tk
 			if km != nil {
-				jStart, visEnd = firstVisible(km), lastVisible(km)
+				jStart, jEnd = firstVisible(km), lastVisible(km)
 			}
-			jEnd := visEnd
 			if fm.causal {
 				jEnd = max(0, min(jEnd, i0+n+shift))
 			}
 			for j0 := jStart; j0 < jEnd; j0 += flashK {
-				// A tile is as wide as the row's keys allow, not cut at
-				// the causal limit of this tile of queries (whose place on
-				// the query grid moves with the padding): its keys past a
-				// query's limit get probability 0.
-				nk := min(flashK, visEnd-j0)
+				nk := min(flashK, jEnd-j0)
 				if km != nil && !anyVisible(km[j0:j0+nk]) {
 					continue
 				}

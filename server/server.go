@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/roformer-go/roformer/blas"
 	"io"
 	"log"
 	"math"
@@ -529,8 +528,8 @@ type ModelInfo struct {
 	Head         string `json:"head"`
 	Precision    string `json:"precision"` // of the linear layers' products: fp32, bf16 or int8
 	// BatchInvariant says whether a text's outputs are the same bits alone
-	// and in any batch: products on go-asm (blas.BatchInvariant; serve
-	// --batch-invariant, or the probe's choice) in fp32 or int8.
+	// and in any batch (roformer.Model.BatchInvariant: products on go-asm,
+	// by serve --batch-invariant or the probe's choice, in fp32 or int8).
 	BatchInvariant bool     `json:"batch_invariant"`
 	HiddenSize     int      `json:"hidden_size"`
 	Layers         int      `json:"num_hidden_layers"`
@@ -549,7 +548,7 @@ func (s *Server) Info() ModelInfo {
 	mi := ModelInfo{Name: s.opts.Name, Architecture: s.model.Head.HFClass(), Head: string(s.model.Head), Precision: string(s.model.Precision()),
 		HiddenSize: c.HiddenSize, Layers: c.NumHiddenLayers, VocabSize: c.VocabSize,
 		MaxLength: s.opts.MaxLength, MaxInputs: s.opts.MaxInputs,
-		BatchInvariant: blas.BatchInvariant() && s.model.Precision() != roformer.PrecisionBF16}
+		BatchInvariant: s.model.BatchInvariant()}
 	if st := s.opts.Sentence; st != nil {
 		mi.SentenceTransformers = st.String()
 	}

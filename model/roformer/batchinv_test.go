@@ -68,6 +68,9 @@ func TestBatchInvarianceGoAsm(t *testing.T) {
 			t.Logf("%q: %v", prec, err)
 			continue
 		}
+		if !m.BatchInvariant() {
+			t.Errorf("%q on go-asm: BatchInvariant is false", prec)
+		}
 		t.Run(string(prec)+"_", func(t *testing.T) { batchInvariant(t, m) })
 	}
 }

@@ -219,6 +219,16 @@ func (m *Model) TrainingPrecision() Precision {
 	return PrecisionFP32
 }
 
+// BatchInvariant reports whether m's outputs for a text are the same bits
+// alone and in any batch, at any place in it, any padded length and any
+// thread count: its products run on go-asm (blas.BatchInvariant), whose
+// sums do not depend on the rows beside a row, in fp32 or int8 (bf16's
+// products are oneDNN's matmul). The fused attention keeps a row's sums
+// within its visible keys, so padding changes nothing.
+func (m *Model) BatchInvariant() bool {
+	return blas.BatchInvariant() && m.Precision() != PrecisionBF16
+}
+
 // Precision returns the precision the inference products run in:
 // PrecisionFP32 also when nothing is prepared.
 func (m *Model) Precision() Precision {
