@@ -86,10 +86,15 @@ func Open(path string) error {
 		return err
 	}
 	c.Reason = "opened " + path
+	use(b, c)
+	return nil
+}
+
+// use makes b the backend of the layers and the heads, chosen as c says.
+func use(b Backend, c Choice) {
 	mu.Lock()
 	current, heads, chosen = b, b, c
 	mu.Unlock()
-	return nil
 }
 
 // UseGo makes gonum's pure-Go fallback the backend in use, whether or not
@@ -97,10 +102,7 @@ func Open(path string) error {
 // recorded with it).
 func UseGo() {
 	once.Do(func() {})
-	mu.Lock()
-	current, heads = goBackend{}, goBackend{}
-	chosen = Choice{Candidate: Candidate{Kind: KindGo}, Name: goBackend{}.Name(), Reason: "asked for (UseGo)"}
-	mu.Unlock()
+	use(goBackend{}, Choice{Candidate: Candidate{Kind: KindGo}, Name: goBackend{}.Name(), Reason: "asked for (UseGo)"})
 }
 
 // Set makes b the backend in use, for the layers and the heads (HeadSgemm),
@@ -108,10 +110,7 @@ func UseGo() {
 // to run the same math through every path).
 func Set(b Backend) Backend {
 	prev := Current()
-	mu.Lock()
-	current, heads = b, b
-	chosen = Choice{Candidate: Candidate{Kind: kindOf(b)}, Name: b.Name(), Reason: "set by the program"}
-	mu.Unlock()
+	use(b, Choice{Candidate: Candidate{Kind: kindOf(b)}, Name: b.Name(), Reason: "set by the program"})
 	return prev
 }
 
@@ -144,10 +143,7 @@ func UseBatchInvariant() error {
 		return errors.New("blas: batch-invariant products need go-asm, which does not run here (amd64 with AVX2 or AVX-512, without the purego tag)")
 	}
 	Init()
-	mu.Lock()
-	current, heads = g, g
-	chosen = Choice{Candidate: Candidate{Kind: KindGoAsm}, Name: g.Name(), Reason: "batch-invariant products asked for"}
-	mu.Unlock()
+	use(g, Choice{Candidate: Candidate{Kind: KindGoAsm}, Name: g.Name(), Reason: "batch-invariant products asked for"})
 	return nil
 }
 
