@@ -105,24 +105,16 @@ func unknownExt(p string) error {
 		p, filepath.Ext(p), ErrFormat)
 }
 
-// Limits of a shard index. transformers writes about 80 to 100 bytes per
-// tensor (the name, the shard name, JSON punctuation): most indexes are
-// under 1 MB, and one of 90,000 tensors (DeepSeek-V3's 671B parameters, by
-// its layer and expert counts) under 10 MB. The weight_map is decoded one
-// entry at a time, so that no more than maxIndexTensors are kept whatever
-// the file's size.
-const (
-	maxIndexBytes   = MaxIndexBytes
-	maxIndexTensors = MaxIndexTensors
-	maxIndexShards  = 1 << 16 // distinct shard files
-)
-
-// MaxIndexBytes and MaxIndexTensors bound a shard index (*.index.json):
-// its bytes, and the tensors its weight_map lists, counted before one is
-// decoded. ReadSharded and ShardFiles refuse more.
+// Limits of a shard index (*.index.json), which ReadSharded and ShardFiles
+// refuse past: its bytes, the tensors its weight_map lists (counted before
+// one is decoded) and the distinct shard files. transformers writes about
+// 80 to 100 bytes per tensor (the name, the shard name, JSON punctuation):
+// most indexes are under 1 MB, and one of 90,000 tensors (DeepSeek-V3's
+// 671B parameters, by its layer and expert counts) under 10 MB.
 const (
 	MaxIndexBytes   = 32 << 20
 	MaxIndexTensors = 1 << 20
+	maxIndexShards  = 1 << 16
 )
 
 // shardIndex is a transformers sharded-checkpoint index
@@ -135,14 +127,14 @@ type shardIndex struct {
 // weightMap is an index's weight_map, tensor name to shard file.
 type weightMap map[string]string
 
-// errTooManyTensors is weightMap's error past maxIndexTensors entries.
-var errTooManyTensors = fmt.Errorf("more than the limit of %d", maxIndexTensors)
+// errTooManyTensors is weightMap's error past MaxIndexTensors entries.
+var errTooManyTensors = fmt.Errorf("more than the limit of %d", MaxIndexTensors)
 
 // UnmarshalJSON counts the object's entries first (jsonscan.Entries: one pass,
-// nothing allocated) and refuses more than maxIndexTensors before their map
+// nothing allocated) and refuses more than MaxIndexTensors before their map
 // is made.
 func (m *weightMap) UnmarshalJSON(data []byte) error {
-	if n := jsonscan.Entries(data); n > maxIndexTensors {
+	if n := jsonscan.Entries(data); n > MaxIndexTensors {
 		return fmt.Errorf("weight_map lists %d tensors, %w", n, errTooManyTensors)
 	}
 	return json.Unmarshal(data, (*map[string]string)(m))
@@ -155,12 +147,12 @@ func (m *weightMap) UnmarshalJSON(data []byte) error {
 // an index over MaxIndexBytes, over MaxIndexTensors entries or over 65,536
 // shards, and one with no entries.
 func ShardFiles(r io.Reader, name string) ([]string, error) {
-	raw, err := io.ReadAll(io.LimitReader(r, maxIndexBytes+1))
+	raw, err := io.ReadAll(io.LimitReader(r, MaxIndexBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %s: %w", name, err)
 	}
-	if len(raw) > maxIndexBytes {
-		return nil, formatErr(name, "more than the %d-byte limit of a shard index", maxIndexBytes)
+	if len(raw) > MaxIndexBytes {
+		return nil, formatErr(name, "more than the %d-byte limit of a shard index", MaxIndexBytes)
 	}
 	_, shards, err := parseIndex(raw, name)
 	return shards, err
@@ -217,7 +209,7 @@ func ReadSharded(indexPath string) (*File, error) {
 // readSharded is ReadSharded, with the safetensors shards mapped when
 // mapped is set (MapDir).
 func readSharded(indexPath string, mapped bool) (*File, error) {
-	raw, err := readLimited(indexPath, maxIndexBytes)
+	raw, err := readLimited(indexPath, MaxIndexBytes)
 	if err != nil {
 		return nil, err
 	}
