@@ -309,86 +309,13 @@ func (q *Int8Linear) Dequantized() []float32 {
 //	res  [BT, OC] or nil
 func (q *Int8Linear) Forward(out, inp, bias, res []float32, BT int) {
 	C, OC := q.C, q.OC
-	if q.panels != nil {
-		q.forwardPanels(out, inp, bias, res, BT)
-		return
-	}
-	parallelFor(BT, 16, func(lo, hi int) {
-		n := hi - lo
-		sc := getInt8Scratch()
-		if cap(sc.a) < n*C {
-			sc.a = make([]uint8, n*C)
-		}
-		if cap(sc.acc) < n*OC {
-			sc.acc = make([]int32, n*OC)
-		}
-		if cap(sc.s) < n {
-			sc.s, sc.zs = make([]float32, n), make([]float32, n)
-		}
-		a, acc := sc.a[:n*C], sc.acc[:n*OC]
-		for r := 0; r < n; r++ {
-			sc.s[r], sc.zs[r] = quantizeRowU8(a[r*C:r*C+C], inp[(lo+r)*C:(lo+r)*C+C])
-		}
-		if q.packed != nil {
-			q.packed.ForwardU8(acc, a, n)
-		} else {
-			q.gemm.GemmU8S8S32(false, true, n, OC, C, a, C, q.w, C, acc, OC)
-		}
-		for r := 0; r < n; r++ {
-			o := out[(lo+r)*OC : (lo+r)*OC+OC]
-			var rs []float32
-			if res != nil {
-				rs = res[(lo+r)*OC : (lo+r)*OC+OC]
-			}
-			dequantRow(o, acc[r*OC:r*OC+OC], q.scale, q.wsum, bias, rs, sc.s[r], sc.zs[r], q.zeros)
-		}
-		putInt8Scratch(sc)
-	})
-}
-
-// forwardPanels is Forward on go-asm's int8 panels, split over the
-// workers as MatmulForward splits a product: for few rows (splitColumns)
-// the rows are quantized once and each worker takes a block of output
-// columns, reading only its share of the codes; otherwise each takes a
-// block of rows.
-func (q *Int8Linear) forwardPanels(out, inp, bias, res []float32, BT int) {
-	C, OC := q.C, q.OC
-	rows := func(sc *int8Scratch, lo, hi int) ([]uint8, []int32) {
-		n := hi - lo
-		if cap(sc.a) < n*C {
-			sc.a = make([]uint8, n*C)
-		}
-		if cap(sc.acc) < n*OC {
-			sc.acc = make([]int32, n*OC)
-		}
-		if cap(sc.s) < n {
-			sc.s, sc.zs = make([]float32, n), make([]float32, n)
-		}
-		a := sc.a[:n*C]
-		for r := 0; r < n; r++ {
-			sc.s[r], sc.zs[r] = quantizeRowU8(a[r*C:r*C+C], inp[(lo+r)*C:(lo+r)*C+C])
-		}
-		return a, sc.acc[:n*OC]
-	}
-	// dequant writes rows lo..hi, columns clo..chi of out from acc (whose
-	// row 0 is row lo).
-	dequant := func(sc *int8Scratch, acc []int32, lo, hi, clo, chi int) {
-		for r := lo; r < hi; r++ {
-			var b, rs []float32
-			if bias != nil {
-				b = bias[clo:chi]
-			}
-			if res != nil {
-				rs = res[r*OC+clo : r*OC+chi]
-			}
-			i := r - lo
-			dequantRow(out[r*OC+clo:r*OC+chi], acc[i*OC+clo:i*OC+chi], q.scale[clo:chi], q.wsum[clo:chi], b, rs, sc.s[i], sc.zs[i], q.zeros[clo:chi])
-		}
-	}
-	if splitColumns(BT, OC) {
+	if q.panels != nil && splitColumns(BT, OC) {
+		// Few rows on the panels: the rows quantized and packed once, each
+		// worker takes a block of output columns and reads only its share
+		// of the codes.
 		sc := getInt8Scratch()
 		defer putInt8Scratch(sc)
-		a, acc := rows(sc, 0, BT)
+		a, acc := sc.quantize(inp, 0, BT, C, OC)
 		if cap(sc.packed) < q.panels.LenA(BT) {
 			sc.packed = make([]uint8, q.panels.LenA(BT))
 		}
@@ -396,17 +323,64 @@ func (q *Int8Linear) forwardPanels(out, inp, bias, res []float32, BT int) {
 		u := q.panels.Unit()
 		parallelFor(OC/u, max(colChunk/u, 1), func(plo, phi int) {
 			q.panels.ProductPacked(BT, plo*u, phi*u, ap, acc, OC)
-			dequant(sc, acc, 0, BT, plo*u, phi*u)
+			q.dequant(out, acc, bias, res, sc, 0, BT, plo*u, phi*u)
 		})
 		return
 	}
 	parallelFor(BT, 16, func(lo, hi int) {
+		n := hi - lo
 		sc := getInt8Scratch()
-		a, acc := rows(sc, lo, hi)
-		q.panels.Product(hi-lo, 0, OC, a, C, acc, OC)
-		dequant(sc, acc, lo, hi, 0, OC)
+		a, acc := sc.quantize(inp, lo, hi, C, OC)
+		switch {
+		case q.panels != nil:
+			q.panels.Product(n, 0, OC, a, C, acc, OC)
+		case q.packed != nil:
+			q.packed.ForwardU8(acc, a, n)
+		default:
+			q.gemm.GemmU8S8S32(false, true, n, OC, C, a, C, q.w, C, acc, OC)
+		}
+		q.dequant(out, acc, bias, res, sc, lo, hi, 0, OC)
 		putInt8Scratch(sc)
 	})
+}
+
+// quantize quantizes rows lo..hi of inp [·, C] into sc (codes, scales and
+// zero points; row 0 is row lo) and returns the codes and the int32 sums'
+// buffer for OC outputs.
+func (sc *int8Scratch) quantize(inp []float32, lo, hi, C, OC int) ([]uint8, []int32) {
+	n := hi - lo
+	if cap(sc.a) < n*C {
+		sc.a = make([]uint8, n*C)
+	}
+	if cap(sc.acc) < n*OC {
+		sc.acc = make([]int32, n*OC)
+	}
+	if cap(sc.s) < n {
+		sc.s, sc.zs = make([]float32, n), make([]float32, n)
+	}
+	a := sc.a[:n*C]
+	for r := 0; r < n; r++ {
+		sc.s[r], sc.zs[r] = quantizeRowU8(a[r*C:r*C+C], inp[(lo+r)*C:(lo+r)*C+C])
+	}
+	return a, sc.acc[:n*OC]
+}
+
+// dequant writes rows lo..hi, columns clo..chi of out from acc (whose row
+// 0 is row lo, sc's quantization of it): res + bias + the rescaled sums.
+func (q *Int8Linear) dequant(out []float32, acc []int32, bias, res []float32, sc *int8Scratch, lo, hi, clo, chi int) {
+	OC := q.OC
+	var b []float32
+	if bias != nil {
+		b = bias[clo:chi]
+	}
+	for r := lo; r < hi; r++ {
+		var rs []float32
+		if res != nil {
+			rs = res[r*OC+clo : r*OC+chi]
+		}
+		i := r - lo
+		dequantRow(out[r*OC+clo:r*OC+chi], acc[i*OC+clo:i*OC+chi], q.scale[clo:chi], q.wsum[clo:chi], b, rs, sc.s[i], sc.zs[i], q.zeros[clo:chi])
+	}
 }
 
 // quantizeRowU8 quantizes x to uint8 with q = round(x/s) + z, the range
