@@ -3,7 +3,6 @@ package kernels
 import (
 	"fmt"
 	"math"
-	"strings"
 	"testing"
 
 	"github.com/roformer-go/roformer/blas"
@@ -17,16 +16,7 @@ import (
 // four query tiles; 1,100: three key tiles), every mask, with dropout and
 // without, and in cross-attention (Tq ≠ Tk).
 func TestFlashPanelsChangeNoBit(t *testing.T) {
-	var asm blas.Backend
-	for _, be := range blas.Available() {
-		if strings.HasPrefix(be.Name(), blas.KindGoAsm) {
-			asm = be
-		}
-	}
-	if asm == nil {
-		t.Skip("no go-asm backend on this machine")
-	}
-	defer blas.Set(blas.Set(asm))
+	testutil.UseBackend(t, blas.KindGoAsm)
 	defer func() { packHeads = true }()
 	r := testutil.Rand(71)
 	B, NH, HS := 2, 2, 64

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/roformer-go/roformer/blas"
+	"github.com/roformer-go/roformer/internal/testutil"
 )
 
 // A layer on go-asm's panels gives MatmulForward's and
@@ -14,16 +15,7 @@ import (
 // 1–70 (both splits over the workers), with and without a bias and a
 // residual, the residual aliasing the output too.
 func TestPanelLinearMatchesMatmul(t *testing.T) {
-	var asm blas.Backend
-	for _, be := range blas.Available() {
-		if strings.HasPrefix(be.Name(), blas.KindGoAsm) {
-			asm = be
-		}
-	}
-	if asm == nil {
-		t.Skip("no go-asm backend on this machine")
-	}
-	defer blas.Set(blas.Set(asm))
+	testutil.UseBackend(t, blas.KindGoAsm)
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, s := range [][2]int{{300, 40}, {768, 96}, {2, 64}} {
 		OC, C := s[0], s[1]

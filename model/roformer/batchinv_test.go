@@ -6,11 +6,11 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/roformer-go/roformer/blas"
 	"github.com/roformer-go/roformer/generate"
+	"github.com/roformer-go/roformer/internal/testutil"
 	"github.com/roformer-go/roformer/kernels"
 )
 
@@ -51,16 +51,7 @@ func paddedBatch(rows [][]int32, T int) *Batch {
 // (go-asm's panels), and in int8 where it runs (exact int32 sums,
 // activations quantized per row).
 func TestBatchInvarianceGoAsm(t *testing.T) {
-	var asm blas.Backend
-	for _, be := range blas.Available() {
-		if strings.HasPrefix(be.Name(), blas.KindGoAsm) {
-			asm = be
-		}
-	}
-	if asm == nil {
-		t.Skip("no go-asm backend on this machine")
-	}
-	defer blas.Set(blas.Set(asm))
+	testutil.UseBackend(t, blas.KindGoAsm)
 	defer kernels.SetThreads(kernels.Threads())
 	for _, prec := range []Precision{"", PrecisionFP32, PrecisionInt8} {
 		m := invModel(t)
@@ -140,16 +131,7 @@ func batchInvariant(t *testing.T, m *Model) {
 // logits' bits alone and beside other prompts of other lengths (shorter,
 // and longer: the prompt left-padded), causal and UniLM.
 func TestGenerateBatchInvarianceGoAsm(t *testing.T) {
-	var asm blas.Backend
-	for _, be := range blas.Available() {
-		if strings.HasPrefix(be.Name(), blas.KindGoAsm) {
-			asm = be
-		}
-	}
-	if asm == nil {
-		t.Skip("no go-asm backend on this machine")
-	}
-	defer blas.Set(blas.Set(asm))
+	testutil.UseBackend(t, blas.KindGoAsm)
 	m := genModel(t, func(c *Config) {
 		c.HiddenSize, c.EmbeddingSize, c.NumAttentionHeads, c.IntermediateSize, c.VocabSize = 64, 64, 4, 96, 50
 	}, 21)

@@ -2,11 +2,12 @@ package roformer
 
 import (
 	"context"
+	"fmt"
 	"math"
-	"strings"
 	"testing"
 
 	"github.com/roformer-go/roformer/blas"
+	"github.com/roformer-go/roformer/internal/testutil"
 	"github.com/roformer-go/roformer/kernels"
 )
 
@@ -106,101 +107,67 @@ func TestParsePrecision(t *testing.T) {
 	}
 }
 
-// fp32 with the weights repacked for oneDNN's matmul gives the plain
-// products' numbers to float32 rounding; training drops the repacked copies
-// and trains on the real weights.
-func TestPackedFP32(t *testing.T) {
+// fp32 prepared for inference stores each weight once in the backend's
+// layout: oneDNN's matmul (kernels.PackedLinear), which gives the plain
+// products' numbers to float32 rounding, or go-asm's panels
+// (kernels.PanelLinear), which give the unprepared model's logits to the
+// bit; both within the fixtures' tolerance, and training drops the prepared
+// layers and trains on the real weights.
+func TestPreparedFP32(t *testing.T) {
 	ctx := context.Background()
 	fs := loadFixtures(t)
-	var dnnl blas.Backend
-	for _, be := range blas.Available() {
-		if strings.HasPrefix(be.Name(), blas.KindOneDNN) {
-			dnnl = be
-		}
-	}
-	if dnnl == nil {
-		t.Skip("fp32 repacking is for oneDNN, which is not installed")
-	}
-	defer blas.Set(blas.Set(dnnl))
-	for _, f := range fs {
-		l, err := Load(f.dir, HeadMaskedLM, LoadOptions{Precision: PrecisionFP32})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l.lowp == nil {
-			t.Fatal("nothing prepared for fp32 on oneDNN")
-		}
-		got, err := l.Forward(ctx, f.batch(), &Labels{IDs: flat(f.Outputs.RoFormerForMaskedLM.Labels)}, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		check(t, f.Case+" masked-lm logits (fp32 repacked)", got.Logits.Data, f.Outputs.RoFormerForMaskedLM.Logits, tolLogits)
-		checkLoss(t, f.Case+" masked-lm loss (fp32 repacked)", got.Loss, f.Outputs.RoFormerForMaskedLM.Loss)
-		s := l.NewState(f.batch().B, f.batch().T, true)
-		if _, err := l.ForwardBackward(ctx, s, f.batch(), &Labels{IDs: flat(f.Outputs.RoFormerForMaskedLM.Labels)}, StepOptions{}); err != nil {
-			t.Fatalf("%s: training after fp32 preparation: %v", f.Case, err)
-		}
-		if l.lowp != nil {
-			t.Errorf("%s: the repacked weights survived a training step", f.Case)
-		}
-	}
-}
-
-// fp32 prepared on go-asm (each weight packed once into go-asm's panels,
-// kernels.PanelLinear) gives the unprepared model's logits to the bit, as
-// the fixtures' within their tolerance, and training drops the panels.
-func TestPanelsFP32(t *testing.T) {
-	ctx := context.Background()
-	fs := loadFixtures(t)
-	var asm blas.Backend
-	for _, be := range blas.Available() {
-		if strings.HasPrefix(be.Name(), blas.KindGoAsm) {
-			asm = be
-		}
-	}
-	if asm == nil {
-		t.Skip("no go-asm backend on this machine")
-	}
-	defer blas.Set(blas.Set(asm))
-	for _, f := range fs {
-		labels := &Labels{IDs: flat(f.Outputs.RoFormerForMaskedLM.Labels)}
-		plain, err := Load(f.dir, HeadMaskedLM, LoadOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := plain.Forward(ctx, f.batch(), labels, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := Load(f.dir, HeadMaskedLM, LoadOptions{Precision: PrecisionFP32})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l.lowp == nil {
-			t.Fatal("nothing prepared for fp32 on go-asm")
-		}
-		for _, ll := range l.lowp.layers {
-			if _, ok := ll.(*kernels.PanelLinear); !ok {
-				t.Fatalf("%s: an fp32 layer on go-asm is %T", f.Case, ll)
+	for _, c := range []struct {
+		kind  string
+		layer string // the prepared layers' type
+		exact bool   // the plain model's bits
+	}{
+		{blas.KindOneDNN, "*kernels.PackedLinear", false},
+		{blas.KindGoAsm, "*kernels.PanelLinear", true},
+	} {
+		t.Run(c.kind, func(t *testing.T) {
+			testutil.UseBackend(t, c.kind)
+			for _, f := range fs {
+				labels := &Labels{IDs: flat(f.Outputs.RoFormerForMaskedLM.Labels)}
+				plain, err := Load(f.dir, HeadMaskedLM, LoadOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := plain.Forward(ctx, f.batch(), labels, Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				l, err := Load(f.dir, HeadMaskedLM, LoadOptions{Precision: PrecisionFP32})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if l.lowp == nil {
+					t.Fatalf("nothing prepared for fp32 on %s", c.kind)
+				}
+				for _, ll := range l.lowp.layers {
+					if got := fmt.Sprintf("%T", ll); got != c.layer {
+						t.Fatalf("%s: an fp32 layer on %s is %s, want %s", f.Case, c.kind, got, c.layer)
+					}
+				}
+				got, err := l.Forward(ctx, f.batch(), labels, Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, v := range got.Logits.Data {
+					if c.exact && math.Float32bits(v) != math.Float32bits(want.Logits.Data[i]) {
+						t.Fatalf("%s: logit %d is %v prepared, %v on the plain weights", f.Case, i, v, want.Logits.Data[i])
+					}
+				}
+				check(t, f.Case+" masked-lm logits (fp32 prepared on "+c.kind+")", got.Logits.Data, f.Outputs.RoFormerForMaskedLM.Logits, tolLogits)
+				checkLoss(t, f.Case+" masked-lm loss (fp32 prepared on "+c.kind+")", got.Loss, f.Outputs.RoFormerForMaskedLM.Loss)
+				s := l.NewState(f.batch().B, f.batch().T, true)
+				if _, err := l.ForwardBackward(ctx, s, f.batch(), labels, StepOptions{}); err != nil {
+					t.Fatalf("%s: training after fp32 preparation: %v", f.Case, err)
+				}
+				if l.lowp != nil {
+					t.Errorf("%s: the prepared layers survived a training step", f.Case)
+				}
 			}
-		}
-		got, err := l.Forward(ctx, f.batch(), labels, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, v := range got.Logits.Data {
-			if math.Float32bits(v) != math.Float32bits(want.Logits.Data[i]) {
-				t.Fatalf("%s: logit %d is %v on the panels, %v on the plain weights", f.Case, i, v, want.Logits.Data[i])
-			}
-		}
-		check(t, f.Case+" masked-lm logits (fp32 panels)", got.Logits.Data, f.Outputs.RoFormerForMaskedLM.Logits, tolLogits)
-		s := l.NewState(f.batch().B, f.batch().T, true)
-		if _, err := l.ForwardBackward(ctx, s, f.batch(), labels, StepOptions{}); err != nil {
-			t.Fatalf("%s: training after fp32 preparation: %v", f.Case, err)
-		}
-		if l.lowp != nil {
-			t.Errorf("%s: the panels survived a training step", f.Case)
-		}
+		})
 	}
 }
 
